@@ -1,0 +1,53 @@
+#pragma once
+// The model as the engine sees it: one forward pass over one flat batch per engine step.
+// Implemented by the CPU backend (model/cpu_runner.*) and later the CUDA backend; faked in
+// the engine's unit tests. Exactly one thread (the engine's) calls a runner.
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "model/config.h"
+
+namespace flashserve::model {
+
+// One engine step's batch. Sequences are packed: sequence s owns query tokens
+// [cu_seqlens_q[s], cu_seqlens_q[s+1]) — a prefill chunk or a single decode token.
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;     // [num_tokens]
+  std::vector<int32_t> positions;     // [num_tokens] absolute position of each token
+  std::vector<int32_t> cu_seqlens_q;  // [num_seqs + 1]
+  std::vector<int32_t> seqlens_k;     // [num_seqs] KV length after this step's tokens
+  std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq], unused entries -1
+  int max_blocks_per_seq = 0;
+  std::vector<int32_t> slot_mapping;  // [num_tokens] KV slot of each new token (paged_kv.h)
+  int num_seqs() const { return static_cast<int>(seqlens_k.size()); }
+  int num_tokens() const { return static_cast<int>(token_ids.size()); }
+};
+
+// Attention kernel work done in one forward pass, per phase, for the metrics. Bytes and
+// FLOPs follow DESIGN.md: bytes = Q, K, V read once + O written once; FLOPs = 4*q*k*h*d
+// over the pairs actually attended (causal halves it).
+struct AttentionPhaseStats {
+  double seconds = 0;
+  double bytes = 0;
+  double flops = 0;
+  int calls = 0;
+};
+struct ForwardStats {
+  AttentionPhaseStats prefill;
+  AttentionPhaseStats decode;
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual int num_kv_blocks() const = 0;   // blocks in the KV cache (per layer)
+  virtual int kv_block_size() const = 0;   // tokens per block
+  // Runs the batch; writes the logits of the last query token of every sequence:
+  // logits->size() == num_seqs * vocab_size, row s for sequence s. `stats` may be null.
+  virtual absl::Status forward(const ForwardBatch& batch, std::vector<float>* logits,
+                               ForwardStats* stats) = 0;
+};
+
+}  // namespace flashserve::model
