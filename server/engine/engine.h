@@ -1,0 +1,126 @@
+#pragma once
+// The engine: one thread that owns the model runner and loops step() = schedule -> run ->
+// postprocess (DESIGN.md "The path of one request"). Pure C++: no gRPC, no CUDA.
+//
+// Thread-safety: submit(), cancel(), snapshot() may be called from any thread. Event sinks are
+// invoked on the engine thread, in order, and must not block (copy/queue and return).
+// Contract: every request accepted by submit() receives exactly one event with
+// finished == true (its final status), whatever happens (stop, length, cancel, deadline,
+// engine shutdown, model error). After that, its sink is never called again.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "model/runner.h"
+#include "model/sampling.h"
+#include "model/tokenizer.h"
+
+namespace flashserve::metrics {
+class Metrics;
+}
+
+namespace flashserve::engine {
+
+using RequestId = uint64_t;
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt_tokens;       // already tokenized (api/ renders + tokenizes)
+  model::SamplingParams sampling;           // validated by model::validate()
+  int max_new_tokens = 16;                  // >= 1
+  std::vector<std::string> stop_strings;    // not emitted; never split across events
+  std::vector<int32_t> stop_token_ids;      // in addition to the model's end-of-generation ids
+  bool ignore_eos = false;                  // keep going past end-of-generation tokens
+  // Absolute deadline; the sequence is aborted at the next step once it has passed.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+};
+
+enum class FinishReason { kStop, kLength, kStopSequence, kCancelled, kDeadlineExceeded, kError };
+std::string_view finish_reason_name(FinishReason r);
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // top-n alternatives, if asked
+};
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+};
+
+struct Timings {
+  double queue_seconds = 0;         // submit -> first scheduled
+  double time_to_first_token = 0;   // submit -> first token sampled
+  double total_seconds = 0;         // submit -> finished
+};
+
+// One event per step in which the request produced something visible (text, tokens) and a
+// final one with finished == true.
+struct GenerationEvent {
+  std::string text;                   // newly completed UTF-8 text (stop strings withheld)
+  std::vector<int32_t> token_ids;     // tokens sampled since the last event
+  std::vector<TokenLogprob> logprobs; // parallel to token_ids when logprobs were asked
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kStop;
+  absl::Status status;                // non-OK only with kError (e.g. model failure)
+  Usage usage;                        // set on the final event
+  Timings timings;                    // set on the final event
+};
+
+using EventSink = std::function<void(GenerationEvent)>;
+
+struct EngineOptions {
+  int max_num_seqs = 64;          // running sequences per step
+  int max_batch_tokens = 2048;    // tokens (prefill chunks + decodes) per step
+  int max_waiting = 256;          // queue bound: submit() beyond it -> ResourceExhausted
+  int max_context = 0;            // 0 = the model's context length
+};
+
+// What health checks and GetModelInfo need, consistent at one instant.
+struct EngineSnapshot {
+  int num_running = 0;
+  int num_waiting = 0;
+  int num_kv_blocks_used = 0;
+  int num_kv_blocks_total = 0;
+  uint64_t num_steps = 0;
+  // True when work is pending and no step has completed for the stall threshold.
+  bool stalled = false;
+  bool running = false;           // the engine thread is up and not draining
+};
+
+class Engine {
+ public:
+  // The runner is owned; the tokenizer must outlive the engine; metrics may be null.
+  Engine(std::unique_ptr<model::ModelRunner> runner, const model::Tokenizer& tokenizer,
+         EngineOptions options, metrics::Metrics* metrics);
+  ~Engine();  // stops the thread; outstanding requests finish with kCancelled
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void start();
+  // Stops admitting (submit -> Unavailable), lets running and waiting requests finish, joins.
+  void drain();
+
+  // InvalidArgument: empty prompt, prompt + max_new_tokens over the context, unknown token
+  // ids, invalid sampling. ResourceExhausted: waiting queue full, or the request could never
+  // fit in the KV cache. Unavailable: draining/stopped.
+  absl::StatusOr<RequestId> submit(GenerationRequest request, EventSink sink);
+  // Aborts the request at the next step (final event kCancelled); unknown ids are ignored.
+  void cancel(RequestId id);
+
+  EngineSnapshot snapshot() const;
+  const model::ModelConfig& model_config() const;
+  int kv_block_size() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace flashserve::engine
