@@ -1,0 +1,122 @@
+#include "model/dequant.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace flashserve::model {
+namespace {
+
+// Little-endian loads that do not assume alignment (GGUF data is only 32-byte aligned per
+// tensor; blocks of 18 / 20 / 34 bytes leave their fields unaligned).
+uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+
+constexpr int64_t kQ4_0BlockBytes = 18;  // fp16 d + 16 nibble pairs
+constexpr int64_t kQ4_1BlockBytes = 20;  // fp16 d + fp16 m + 16 nibble pairs
+constexpr int64_t kQ8_0BlockBytes = 34;  // fp16 d + 32 int8
+
+}  // namespace
+
+// IEEE 754 binary16 -> binary32, exact for every input (subnormals, inf, NaN payloads).
+float fp16_to_fp32(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1F;
+  const uint32_t mantissa = bits & 0x3FF;
+  uint32_t out;
+  if (exponent == 0x1F) {  // inf / NaN: keep the payload
+    out = sign | 0x7F800000u | (mantissa << 13);
+  } else if (exponent != 0) {  // normal: rebias 15 -> 127
+    out = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {  // signed zero
+    out = sign;
+  } else {  // subnormal half = mantissa * 2^-24, a normal float
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign != 0 ? -magnitude : magnitude;
+  }
+  return std::bit_cast<float>(out);
+}
+
+float bf16_to_fp32(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+
+void dequantize_f32(const uint8_t* src, int64_t num_elements, float* dst) {
+  std::memcpy(dst, src, static_cast<size_t>(num_elements) * sizeof(float));
+}
+
+void dequantize_f16(const uint8_t* src, int64_t num_elements, float* dst) {
+  for (int64_t i = 0; i < num_elements; ++i) dst[i] = fp16_to_fp32(load_u16(src + 2 * i));
+}
+
+void dequantize_bf16(const uint8_t* src, int64_t num_elements, float* dst) {
+  for (int64_t i = 0; i < num_elements; ++i) dst[i] = bf16_to_fp32(load_u16(src + 2 * i));
+}
+
+void dequantize_q8_0(const uint8_t* src, int64_t num_elements, float* dst) {
+  const int64_t num_blocks = num_elements / kQuantBlockSize;
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* block = src + b * kQ8_0BlockBytes;
+    const float d = fp16_to_fp32(load_u16(block));
+    const int8_t* qs = reinterpret_cast<const int8_t*>(block + 2);
+    float* out = dst + b * kQuantBlockSize;
+    for (int j = 0; j < kQuantBlockSize; ++j) out[j] = static_cast<float>(qs[j]) * d;
+  }
+}
+
+void dequantize_q4_0(const uint8_t* src, int64_t num_elements, float* dst) {
+  const int64_t num_blocks = num_elements / kQuantBlockSize;
+  constexpr int kHalf = kQuantBlockSize / 2;
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* block = src + b * kQ4_0BlockBytes;
+    const float d = fp16_to_fp32(load_u16(block));
+    const uint8_t* qs = block + 2;
+    float* out = dst + b * kQuantBlockSize;
+    for (int j = 0; j < kHalf; ++j) {
+      out[j] = static_cast<float>((qs[j] & 0x0F) - 8) * d;
+      out[j + kHalf] = static_cast<float>((qs[j] >> 4) - 8) * d;
+    }
+  }
+}
+
+void dequantize_q4_1(const uint8_t* src, int64_t num_elements, float* dst) {
+  const int64_t num_blocks = num_elements / kQuantBlockSize;
+  constexpr int kHalf = kQuantBlockSize / 2;
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* block = src + b * kQ4_1BlockBytes;
+    const float d = fp16_to_fp32(load_u16(block));
+    const float m = fp16_to_fp32(load_u16(block + 2));
+    const uint8_t* qs = block + 4;
+    float* out = dst + b * kQuantBlockSize;
+    for (int j = 0; j < kHalf; ++j) {
+      out[j] = static_cast<float>(qs[j] & 0x0F) * d + m;
+      out[j + kHalf] = static_cast<float>(qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+absl::Status dequantize_row(GgmlType type, const uint8_t* src, int64_t num_elements,
+                            float* dst) {
+  if (!ggml_type_can_dequantize(type)) {
+    return absl::UnimplementedError(
+        absl::StrCat("dequantize: tensor type ", ggml_type_name(type), " is not supported"));
+  }
+  const int64_t block_size = ggml_type_traits(type).block_size;
+  if (num_elements < 0 || num_elements % block_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("dequantize: ", num_elements, " elements of type ",
+                                                   ggml_type_name(type), " is not a whole number of ",
+                                                   block_size, "-element blocks"));
+  }
+  switch (type) {
+    case GgmlType::kF32: dequantize_f32(src, num_elements, dst); break;
+    case GgmlType::kF16: dequantize_f16(src, num_elements, dst); break;
+    case GgmlType::kBF16: dequantize_bf16(src, num_elements, dst); break;
+    case GgmlType::kQ8_0: dequantize_q8_0(src, num_elements, dst); break;
+    case GgmlType::kQ4_0: dequantize_q4_0(src, num_elements, dst); break;
+    case GgmlType::kQ4_1: dequantize_q4_1(src, num_elements, dst); break;
+    default: break;  // unreachable: filtered by ggml_type_can_dequantize
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace flashserve::model
