@@ -1,0 +1,110 @@
+#include "model/weights.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "model/gguf.h"
+
+namespace flashserve::model {
+namespace {
+
+// Dequantizes tensor `name`, checking that its ggml dims are exactly `dims`.
+absl::StatusOr<std::vector<float>> load_tensor(const GgufFile& file, const std::string& name,
+                                               const std::vector<int64_t>& dims) {
+  const GgufTensorInfo* info = file.find_tensor(name);
+  if (info == nullptr) {
+    return absl::NotFoundError(absl::StrCat("weights: tensor '", name, "' is missing"));
+  }
+  if (info->dims != dims) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weights: tensor '", name, "' has dims [", absl::StrJoin(info->dims, ", "),
+                     "], the config expects [", absl::StrJoin(dims, ", "), "]"));
+  }
+  return file.dequantize(*info);
+}
+
+absl::Status load_layer(const GgufFile& file, const ModelConfig& c, int layer,
+                        LayerWeights* w) {
+  const std::string prefix = absl::StrCat("blk.", layer, ".");
+  const int64_t hidden = c.hidden_size;
+  const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
+  for (const char* bias : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) {
+    if (file.find_tensor(prefix + bias) != nullptr) {
+      return absl::UnimplementedError(
+          absl::StrCat("weights: tensor '", prefix, bias, "' (attention bias) is not supported"));
+    }
+  }
+  struct Entry {
+    const char* name;
+    std::vector<int64_t> dims;  // ggml order: [in, out]
+    std::vector<float>* dst;
+  };
+  const Entry entries[] = {
+      {"attn_norm.weight", {hidden}, &w->attn_norm},
+      {"attn_q.weight", {hidden, q_dim}, &w->wq},
+      {"attn_k.weight", {hidden, kv_dim}, &w->wk},
+      {"attn_v.weight", {hidden, kv_dim}, &w->wv},
+      {"attn_output.weight", {q_dim, hidden}, &w->wo},
+      {"ffn_norm.weight", {hidden}, &w->ffn_norm},
+      {"ffn_gate.weight", {hidden, c.ffn_size}, &w->w_gate},
+      {"ffn_up.weight", {hidden, c.ffn_size}, &w->w_up},
+      {"ffn_down.weight", {c.ffn_size, hidden}, &w->w_down},
+  };
+  for (const Entry& e : entries) {
+    absl::StatusOr<std::vector<float>> t = load_tensor(file, prefix + e.name, e.dims);
+    if (!t.ok()) return t.status();
+    *e.dst = std::move(*t);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int64_t LlamaWeights::num_parameters() const {
+  int64_t n = static_cast<int64_t>(token_embd.size() + output_norm.size() + output.size());
+  for (const LayerWeights& l : layers) {
+    n += static_cast<int64_t>(l.attn_norm.size() + l.wq.size() + l.wk.size() + l.wv.size() +
+                              l.wo.size() + l.ffn_norm.size() + l.w_gate.size() +
+                              l.w_up.size() + l.w_down.size());
+  }
+  return n;
+}
+
+absl::StatusOr<LlamaWeights> load_llama_weights(const GgufFile& file,
+                                                const ModelConfig& config) {
+  if (config.num_layers <= 0 || config.hidden_size <= 0 || config.head_dim <= 0 ||
+      config.num_heads <= 0 || config.num_kv_heads <= 0 || config.vocab_size <= 0 ||
+      config.ffn_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weights: config is incomplete (layers ", config.num_layers, ", hidden ",
+                     config.hidden_size, ", heads ", config.num_heads, "/",
+                     config.num_kv_heads, ", head_dim ", config.head_dim, ", ffn ",
+                     config.ffn_size, ", vocab ", config.vocab_size, ")"));
+  }
+  const int64_t hidden = config.hidden_size;
+  const int64_t vocab = config.vocab_size;
+  LlamaWeights w;
+  absl::StatusOr<std::vector<float>> t = load_tensor(file, "token_embd.weight", {hidden, vocab});
+  if (!t.ok()) return t.status();
+  w.token_embd = std::move(*t);
+  w.layers.resize(config.num_layers);
+  for (int i = 0; i < config.num_layers; ++i) {
+    absl::Status s = load_layer(file, config, i, &w.layers[i]);
+    if (!s.ok()) return s;
+  }
+  t = load_tensor(file, "output_norm.weight", {hidden});
+  if (!t.ok()) return t.status();
+  w.output_norm = std::move(*t);
+  if (!config.tied_embeddings) {
+    t = load_tensor(file, "output.weight", {hidden, vocab});
+    if (!t.ok()) return t.status();
+    w.output = std::move(*t);
+  }
+  return w;
+}
+
+}  // namespace flashserve::model

@@ -1,0 +1,54 @@
+#pragma once
+// The weights of a Llama-family decoder, dequantized to fp32 once at load.
+//
+// Every projection matrix keeps GGUF's storage order: a GGUF weight with ggml dims
+// [in, out] (dims[0] fastest) is the row-major matrix [out][in], so y = x W^T is one
+// sgemm with W transposed (`cblas_sgemm(RowMajor, NoTrans, Trans, ...)`).
+//
+// Q and K rows are kept as GGUF stores them: llama.cpp's converter permutes the rows of
+// each head so that RoPE rotates ADJACENT pairs (x[2i], x[2i+1]) ("normal" mode). The
+// forward pass therefore applies adjacent-pair RoPE; no un-permutation happens here.
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/config.h"
+
+namespace flashserve::model {
+
+class GgufFile;
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [hidden_size]
+  std::vector<float> wq;         // [num_heads * head_dim, hidden_size]
+  std::vector<float> wk;         // [num_kv_heads * head_dim, hidden_size]
+  std::vector<float> wv;         // [num_kv_heads * head_dim, hidden_size]
+  std::vector<float> wo;         // [hidden_size, num_heads * head_dim]
+  std::vector<float> ffn_norm;   // [hidden_size]
+  std::vector<float> w_gate;     // [ffn_size, hidden_size]
+  std::vector<float> w_up;       // [ffn_size, hidden_size]
+  std::vector<float> w_down;     // [hidden_size, ffn_size]
+};
+
+struct LlamaWeights {
+  std::vector<float> token_embd;   // [vocab_size, hidden_size]
+  std::vector<LayerWeights> layers;  // [num_layers]
+  std::vector<float> output_norm;  // [hidden_size]
+  std::vector<float> output;       // [vocab_size, hidden_size]; empty when tied
+
+  // The LM head: `output`, or `token_embd` when the embeddings are tied.
+  const float* lm_head() const { return output.empty() ? token_embd.data() : output.data(); }
+  // Total fp32 parameters held (for logging).
+  int64_t num_parameters() const;
+};
+
+// Loads and dequantizes every tensor the config needs (`token_embd.weight`,
+// `blk.<i>.{attn_norm,attn_q,attn_k,attn_v,attn_output,ffn_norm,ffn_gate,ffn_up,ffn_down}
+// .weight`, `output_norm.weight`, and `output.weight` unless config.tied_embeddings).
+// Errors: NotFound naming a missing tensor; InvalidArgument naming a tensor whose dims do
+// not match the config (expected and actual); Unimplemented for an undecodable type.
+// Bias tensors (`attn_q.bias`, Qwen2-style) are rejected with Unimplemented rather than
+// silently ignored.
+absl::StatusOr<LlamaWeights> load_llama_weights(const GgufFile& file,
+                                                const ModelConfig& config);
+
+}  // namespace flashserve::model
