@@ -1,0 +1,202 @@
+// `flashserve-cli load`: a closed-loop load generator. `--concurrency` client threads each
+// run streaming generations back to back until `--requests` have been sent, then it prints
+// throughput (requests/s, tokens/s) and TTFT / inter-token / end-to-end latency percentiles.
+// Latencies are measured on the client (they include the network and the gRPC stack).
+#include <algorithm>
+#include <cmath>
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "flashserve/v1/generation.grpc.pb.h"
+#include "tools/cli/args.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/request_flags.h"
+
+namespace flashserve::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kDefaultPrompt[] = "Write a short story about a robot who learns to paint.";
+// Text repeated to build a prompt of exactly --prompt-tokens tokens.
+constexpr char kFillerText[] =
+    "The quick brown fox jumps over the lazy dog while the sun sets behind the hills. ";
+
+struct RequestResult {
+  grpc::StatusCode code = grpc::OK;
+  std::string error;
+  double ttft_seconds = -1;              // -1: no token arrived
+  std::vector<double> inter_token;       // seconds between consecutive tokens
+  double total_seconds = 0;
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+};
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+RequestResult run_one(v1::Generation::Stub* stub, const v1::GenerateRequest& request,
+                      std::optional<std::chrono::milliseconds> timeout) {
+  RequestResult result;
+  grpc::ClientContext context;
+  if (timeout) context.set_deadline(std::chrono::system_clock::now() + *timeout);
+  const Clock::time_point start = Clock::now();
+  Clock::time_point last_token;
+  auto reader = stub->GenerateStream(&context, request);
+  v1::GenerateStreamResponse message;
+  while (reader->Read(&message)) {
+    const Clock::time_point now = Clock::now();
+    const int num_tokens = message.token_ids_size();
+    if (num_tokens > 0) {
+      if (result.ttft_seconds < 0) {
+        result.ttft_seconds = seconds_between(start, now);
+        // Tokens that arrive together after the first one count as zero-gap pieces of it.
+        for (int i = 1; i < num_tokens; ++i) result.inter_token.push_back(0);
+      } else {
+        // A message carrying k tokens after a gap g: k tokens at g/k each.
+        const double gap = seconds_between(last_token, now) / num_tokens;
+        for (int i = 0; i < num_tokens; ++i) result.inter_token.push_back(gap);
+      }
+      last_token = now;
+    }
+    if (message.has_final()) {
+      result.prompt_tokens = message.final().usage().prompt_tokens();
+      result.completion_tokens = message.final().usage().completion_tokens();
+    }
+  }
+  grpc::Status status = reader->Finish();
+  result.total_seconds = seconds_between(start, Clock::now());
+  result.code = status.error_code();
+  result.error = status.error_message();
+  return result;
+}
+
+// Nearest-rank percentile of an ascending vector; 0 when empty.
+double percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * sorted.size()));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+void print_percentiles(const char* name, std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  std::cout << absl::StrFormat("%-22s p50 %8.1f ms   p90 %8.1f ms   p99 %8.1f ms   (n=%d)\n",
+                               name, 1e3 * percentile(values, 50), 1e3 * percentile(values, 90),
+                               1e3 * percentile(values, 99), values.size());
+}
+
+// Builds the prompt: --prompt-tokens N -> exactly N token ids (the filler text tokenized by
+// the server and repeated); else --prompt TEXT (or a default prompt).
+absl::Status build_prompt(const CliContext& ctx, const Args& args,
+                          v1::GenerateRequest* request) {
+  auto num_prompt_tokens = args.get_optional_int("prompt-tokens");
+  if (!num_prompt_tokens.ok()) return num_prompt_tokens.status();
+  if (!*num_prompt_tokens) {
+    request->set_prompt(args.get("prompt", kDefaultPrompt));
+    return absl::OkStatus();
+  }
+  if (args.has("prompt")) {
+    return absl::InvalidArgumentError("give --prompt or --prompt-tokens, not both");
+  }
+  if (**num_prompt_tokens < 1) return absl::InvalidArgumentError("--prompt-tokens must be >= 1");
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::TokenizeRequest tokenize;
+  tokenize.set_text(kFillerText);
+  v1::TokenizeResponse filler;
+  grpc::Status status =
+      v1::Generation::NewStub(ctx.channel)->Tokenize(&context, tokenize, &filler);
+  if (!status.ok()) {
+    return absl::UnavailableError(absl::StrCat("tokenizing the filler prompt: ",
+                                               status.error_message()));
+  }
+  if (filler.token_ids().empty()) return absl::InternalError("the filler prompt has no tokens");
+  auto* ids = request->mutable_token_ids()->mutable_ids();
+  for (int i = 0; i < **num_prompt_tokens; ++i) ids->Add(filler.token_ids(i % filler.token_ids_size()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int run_load(const CliContext& ctx, const std::vector<std::string>& argv) {
+  FlagSpec spec{{"concurrency", "requests", "prompt", "prompt-tokens"}, {}};
+  add_generation_flags(&spec);
+  auto args = Args::parse(argv, spec);
+  auto fail = [](const absl::Status& st) {
+    std::cerr << "flashserve-cli load: " << st.message() << "\n";
+    return kExitUsage;
+  };
+  if (!args.ok()) return fail(args.status());
+  auto concurrency = args->get_int("concurrency", 8);
+  auto num_requests = args->get_int("requests", 64);
+  if (!concurrency.ok()) return fail(concurrency.status());
+  if (!num_requests.ok()) return fail(num_requests.status());
+  if (*concurrency < 1 || *concurrency > 4096 || *num_requests < 1) {
+    return fail(absl::InvalidArgumentError(
+        "--concurrency must be in [1, 4096] and --requests >= 1"));
+  }
+  v1::GenerateRequest request;
+  if (!args->has("max-tokens")) request.mutable_stopping()->set_max_new_tokens(32);
+  if (auto st = apply_generation_flags(*args, &request); !st.ok()) return fail(st);
+  if (auto st = build_prompt(ctx, *args, &request); !st.ok()) return fail(st);
+  auto timeout = timeout_flag(*args);
+  if (!timeout.ok()) return fail(timeout.status());
+
+  std::atomic<int> next{0};
+  std::mutex mu;
+  std::vector<RequestResult> results;
+  results.reserve(*num_requests);
+  auto stub = v1::Generation::NewStub(ctx.channel);
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> workers;
+  for (int w = 0; w < std::min(*concurrency, *num_requests); ++w) {
+    workers.emplace_back([&] {
+      while (next.fetch_add(1) < *num_requests) {
+        RequestResult r = run_one(stub.get(), request, *timeout);
+        std::lock_guard<std::mutex> lock(mu);
+        results.push_back(std::move(r));
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  const double wall = seconds_between(start, Clock::now());
+
+  int num_ok = 0;
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  std::map<std::string, int> errors;
+  std::vector<double> ttft, itl, e2e;
+  for (const RequestResult& r : results) {
+    if (r.code != grpc::OK) {
+      ++errors[absl::StrCat(status_code_name(r.code), ": ", r.error)];
+      continue;
+    }
+    ++num_ok;
+    prompt_tokens += r.prompt_tokens;
+    completion_tokens += r.completion_tokens;
+    if (r.ttft_seconds >= 0) ttft.push_back(r.ttft_seconds);
+    itl.insert(itl.end(), r.inter_token.begin(), r.inter_token.end());
+    e2e.push_back(r.total_seconds);
+  }
+  std::cout << absl::StrFormat(
+      "target %s: %d requests, concurrency %d, %.2f s\n"
+      "succeeded %d, failed %d\n"
+      "throughput: %.2f req/s, %.1f generated tokens/s, %.1f prompt tokens/s\n"
+      "tokens: %d prompt, %d generated (%.1f per request)\n",
+      ctx.target, *num_requests, *concurrency, wall, num_ok, *num_requests - num_ok,
+      num_ok / wall, completion_tokens / wall, prompt_tokens / wall, prompt_tokens,
+      completion_tokens, num_ok ? static_cast<double>(completion_tokens) / num_ok : 0.0);
+  print_percentiles("time to first token", ttft);
+  print_percentiles("inter-token latency", itl);
+  print_percentiles("end-to-end latency", e2e);
+  for (const auto& [error, count] : errors) std::cout << "error x" << count << ": " << error << "\n";
+  return num_ok == *num_requests ? kExitOk : kExitRpcError;
+}
+
+}  // namespace flashserve::cli
