@@ -1,0 +1,93 @@
+#include "server/engine/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace flashserve::engine {
+
+Scheduler::Scheduler(SchedulerOptions options, BlockManager* blocks)
+    : options_(options), blocks_(blocks) {
+  assert(options_.max_num_seqs >= 1 && options_.max_batch_tokens >= 1);
+}
+
+void Scheduler::add(Sequence* seq) {
+  assert(seq->status() == SequenceStatus::kWaiting && seq->block_table().empty());
+  waiting_.push_back(seq);
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  int token_budget = options_.max_batch_tokens;
+  schedule_running(&token_budget, &out);
+  // Admitting new work right after preempting would only preempt again next step.
+  if (out.preempted.empty()) admit_waiting(&token_budget, &out);
+  return out;
+}
+
+void Scheduler::schedule_running(int* token_budget, SchedulerOutput* out) {
+  // Victims are taken from the back, so everything before index i is already scheduled and
+  // keeps its blocks.
+  for (size_t i = 0; i < running_.size() && *token_budget > 0;) {
+    Sequence* seq = running_[i];
+    assert(seq->num_uncomputed_tokens() > 0);
+    const int n = std::min(seq->num_uncomputed_tokens(), *token_budget);
+    const int num_tokens_after = seq->num_computed_tokens() + n;
+    bool preempted_self = false;
+    while (!blocks_->can_allocate(seq->block_table(), num_tokens_after)) {
+      preempted_self = running_.back() == seq;
+      preempt_youngest(out);
+      if (preempted_self) break;
+    }
+    if (preempted_self) break;
+    blocks_->allocate(seq->mutable_block_table(), num_tokens_after);
+    push_scheduled(seq, n, token_budget, out);
+    ++i;
+  }
+}
+
+void Scheduler::admit_waiting(int* token_budget, SchedulerOutput* out) {
+  while (!waiting_.empty() && *token_budget > 0 &&
+         num_running() < options_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    const int n = std::min(seq->num_uncomputed_tokens(), *token_budget);
+    const int num_tokens_after = seq->num_computed_tokens() + n;
+    if (!blocks_->can_allocate(seq->block_table(), num_tokens_after)) break;  // FIFO
+    blocks_->allocate(seq->mutable_block_table(), num_tokens_after);
+    waiting_.pop_front();
+    seq->set_status(SequenceStatus::kRunning);
+    running_.push_back(seq);
+    push_scheduled(seq, n, token_budget, out);
+  }
+}
+
+void Scheduler::preempt_youngest(SchedulerOutput* out) {
+  Sequence* victim = running_.back();
+  running_.pop_back();
+  blocks_->free(victim->mutable_block_table());
+  victim->reset_for_recompute();
+  waiting_.push_front(victim);
+  out->preempted.push_back(victim);
+}
+
+void Scheduler::push_scheduled(Sequence* seq, int num_new_tokens, int* token_budget,
+                               SchedulerOutput* out) {
+  const bool samples = num_new_tokens == seq->num_uncomputed_tokens();
+  out->scheduled.push_back({seq, num_new_tokens, samples});
+  out->num_tokens += num_new_tokens;
+  *token_budget -= num_new_tokens;
+}
+
+void Scheduler::complete(const SchedulerOutput& output) {
+  for (const ScheduledSequence& s : output.scheduled) s.seq->advance_computed(s.num_new_tokens);
+}
+
+void Scheduler::finish(Sequence* seq) {
+  if (seq->status() == SequenceStatus::kFinished) return;
+  auto& queue = seq->status() == SequenceStatus::kRunning ? running_ : waiting_;
+  auto it = std::find(queue.begin(), queue.end(), seq);
+  if (it != queue.end()) queue.erase(it);
+  blocks_->free(seq->mutable_block_table());
+  seq->set_status(SequenceStatus::kFinished);
+}
+
+}  // namespace flashserve::engine

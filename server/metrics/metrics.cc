@@ -1,0 +1,308 @@
+#include "server/metrics/metrics.h"
+
+#include <algorithm>
+#include <exception>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "prometheus/counter.h"
+#include "prometheus/exposer.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+
+namespace flashserve::metrics {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using Buckets = prometheus::Histogram::BucketBoundaries;
+
+// Request latencies: fine below 100 ms (time to first token and inter-token latency live
+// there on a GPU), coarse up to a minute (long generations on the CPU).
+const Buckets& latency_buckets() {
+  static const Buckets kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
+                                   0.25,  0.5,    1,     2.5,  5,     10,   30,   60};
+  return kBuckets;
+}
+
+// One attention kernel launch: microseconds on a GPU, up to ~1 s for a long CPU prefill.
+const Buckets& kernel_buckets() {
+  static const Buckets kBuckets = {1e-5,   2.5e-5, 5e-5, 1e-4,  2.5e-4, 5e-4, 1e-3, 2.5e-3,
+                                   5e-3,   1e-2,   2.5e-2, 5e-2, 0.1,   0.25, 0.5,  1};
+  return kBuckets;
+}
+
+// Powers of two from 1 to `max`.
+Buckets power_of_two_buckets(double max) {
+  Buckets buckets;
+  for (double b = 1; b <= max; b *= 2) buckets.push_back(b);
+  return buckets;
+}
+
+// Index of the histogram bucket that `value` falls into (bounds.size() = the +Inf bucket).
+size_t bucket_index(const Buckets& bounds, double value) {
+  return static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), value) -
+                             bounds.begin());
+}
+
+}  // namespace
+
+std::string_view request_status_label(RequestStatus status) {
+  switch (status) {
+    case RequestStatus::kStop: return "stop";
+    case RequestStatus::kLength: return "length";
+    case RequestStatus::kStopSequence: return "stop_sequence";
+    case RequestStatus::kCancelled: return "cancelled";
+    case RequestStatus::kDeadlineExceeded: return "deadline_exceeded";
+    case RequestStatus::kError: return "error";
+    case RequestStatus::kRejected: return "rejected";
+  }
+  return "unknown";
+}
+
+std::string_view attention_phase_label(AttentionPhase phase) {
+  return phase == AttentionPhase::kPrefill ? "prefill" : "decode";
+}
+
+void BandwidthWindow::add(Clock::time_point now, double bytes, double kernel_seconds) {
+  samples_.push_back({now, bytes, kernel_seconds});
+  sum_bytes_ += bytes;
+  sum_seconds_ += kernel_seconds;
+  while (!samples_.empty() && samples_.front().time <= now - window_) {
+    sum_bytes_ -= samples_.front().bytes;
+    sum_seconds_ -= samples_.front().seconds;
+    samples_.pop_front();
+  }
+  if (samples_.size() == 1) {  // resync the running sums, so rounding never accumulates
+    sum_bytes_ = samples_.front().bytes;
+    sum_seconds_ = samples_.front().seconds;
+  }
+}
+
+double BandwidthWindow::bytes_per_second() const {
+  return sum_seconds_ > 0 ? sum_bytes_ / sum_seconds_ : 0.0;
+}
+
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& r = *registry_;
+
+  auto& requests = BuildCounter()
+                       .Name("flashserve_requests_total")
+                       .Help("Requests by final status: stop (end-of-generation or stop "
+                             "token), length (max_new_tokens or context), stop_sequence, "
+                             "cancelled, deadline_exceeded, error, rejected (never admitted).")
+                       .Register(r);
+  for (int i = 0; i < kNumRequestStatuses; ++i) {
+    auto status = static_cast<RequestStatus>(i);
+    requests_[i] = &requests.Add({{"status", std::string(request_status_label(status))}});
+  }
+
+  queue_seconds_ = &BuildHistogram()
+                        .Name("flashserve_request_queue_seconds")
+                        .Help("Time from submission to the first engine step that scheduled "
+                              "the request.")
+                        .Register(r)
+                        .Add({}, latency_buckets());
+  time_to_first_token_ = &BuildHistogram()
+                              .Name("flashserve_time_to_first_token_seconds")
+                              .Help("Time from submission to the first generated token.")
+                              .Register(r)
+                              .Add({}, latency_buckets());
+  inter_token_latency_ = &BuildHistogram()
+                              .Name("flashserve_inter_token_latency_seconds")
+                              .Help("Time between consecutive generated tokens of a request.")
+                              .Register(r)
+                              .Add({}, latency_buckets());
+  request_duration_ = &BuildHistogram()
+                           .Name("flashserve_request_duration_seconds")
+                           .Help("End-to-end time from submission to the final event, for "
+                                 "every admitted request whatever its final status.")
+                           .Register(r)
+                           .Add({}, latency_buckets());
+  prompt_tokens_ = &BuildCounter()
+                        .Name("flashserve_prompt_tokens_total")
+                        .Help("Prompt tokens of admitted requests, counted at their final "
+                              "event.")
+                        .Register(r)
+                        .Add({});
+  generated_tokens_ = &BuildCounter()
+                           .Name("flashserve_generated_tokens_total")
+                           .Help("Tokens generated (sampled), counted as they are sampled.")
+                           .Register(r)
+                           .Add({});
+
+  num_running_ = &BuildGauge()
+                      .Name("flashserve_requests_running")
+                      .Help("Requests holding KV blocks and being computed (prefill or "
+                            "decode).")
+                      .Register(r)
+                      .Add({});
+  num_waiting_ = &BuildGauge()
+                      .Name("flashserve_requests_waiting")
+                      .Help("Requests admitted but waiting to be scheduled (including "
+                            "preempted ones).")
+                      .Register(r)
+                      .Add({});
+  kv_blocks_used_ = &BuildGauge()
+                         .Name("flashserve_kv_cache_blocks_used")
+                         .Help("KV cache blocks currently allocated to sequences.")
+                         .Register(r)
+                         .Add({});
+  kv_blocks_capacity_ = &BuildGauge()
+                             .Name("flashserve_kv_cache_blocks_capacity")
+                             .Help("KV cache blocks in total (the cache's capacity).")
+                             .Register(r)
+                             .Add({});
+  steps_ = &BuildCounter()
+                .Name("flashserve_engine_steps_total")
+                .Help("Engine steps that ran a batch through the model.")
+                .Register(r)
+                .Add({});
+  step_seconds_ = &BuildHistogram()
+                       .Name("flashserve_engine_step_seconds")
+                       .Help("Wall time of one engine step (schedule, forward pass, "
+                             "sampling, events).")
+                       .Register(r)
+                       .Add({}, latency_buckets());
+  batch_sequences_ = &BuildHistogram()
+                          .Name("flashserve_batch_sequences")
+                          .Help("Sequences in one engine step's batch (decodes plus prefill "
+                                "chunks).")
+                          .Register(r)
+                          .Add({}, power_of_two_buckets(1024));
+  batch_tokens_ = &BuildHistogram()
+                       .Name("flashserve_batch_tokens")
+                       .Help("Tokens in one engine step's batch (decode tokens plus prefill "
+                             "chunk tokens).")
+                       .Register(r)
+                       .Add({}, power_of_two_buckets(65536));
+  preemptions_ = &BuildCounter()
+                      .Name("flashserve_engine_preemptions_total")
+                      .Help("Running sequences preempted (KV blocks freed, recomputed later) "
+                            "because the KV cache ran out of blocks.")
+                      .Register(r)
+                      .Add({});
+
+  auto& attention_seconds =
+      BuildHistogram()
+          .Name("flashserve_attention_kernel_seconds")
+          .Help("Latency of one attention kernel launch (one layer) by phase. Within an "
+                "engine step every launch of a phase is recorded at the step's mean.")
+          .Register(r);
+  auto& attention_bytes = BuildCounter()
+                              .Name("flashserve_attention_kernel_bytes_total")
+                              .Help("Minimum memory traffic of the attention kernels by phase: "
+                                    "Q, K, V read once plus O written once.")
+                              .Register(r);
+  auto& attention_flops = BuildCounter()
+                              .Name("flashserve_attention_kernel_flops_total")
+                              .Help("Floating-point operations of the attention kernels by "
+                                    "phase: 4 * query * key pairs attended * heads * head_dim.")
+                              .Register(r);
+  auto& attention_bandwidth =
+      BuildGauge()
+          .Name("flashserve_attention_kernel_bandwidth_bytes_per_second")
+          .Help("Achieved attention kernel bandwidth by phase over the last second of steps "
+                "that ran the phase (bytes / kernel seconds).")
+          .Register(r);
+  for (int i = 0; i < kNumAttentionPhases; ++i) {
+    prometheus::Labels labels = {
+        {"phase", std::string(attention_phase_label(static_cast<AttentionPhase>(i)))}};
+    attention_seconds_[i] = &attention_seconds.Add(labels, kernel_buckets());
+    attention_bytes_[i] = &attention_bytes.Add(labels);
+    attention_flops_[i] = &attention_flops.Add(labels);
+    attention_bandwidth_[i] = &attention_bandwidth.Add(labels);
+  }
+}
+
+Metrics::~Metrics() = default;
+
+absl::Status Metrics::serve(const std::string& bind_address) {
+  if (exposer_ != nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("metrics: already serving on port ", listening_port()));
+  }
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(bind_address);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics: cannot serve /metrics on '", bind_address, "': ", e.what()));
+  }
+  exposer_->RegisterCollectable(registry_, "/metrics");
+  return absl::OkStatus();
+}
+
+int Metrics::listening_port() const {
+  if (exposer_ == nullptr) return 0;
+  auto ports = exposer_->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+std::string Metrics::serialize() const {
+  prometheus::TextSerializer serializer;
+  std::ostringstream out;
+  serializer.Serialize(out, registry_->Collect());
+  return out.str();
+}
+
+void Metrics::record_request(RequestStatus status) {
+  requests_[static_cast<int>(status)]->Increment();
+}
+void Metrics::observe_queue_seconds(double seconds) { queue_seconds_->Observe(seconds); }
+void Metrics::observe_time_to_first_token(double seconds) {
+  time_to_first_token_->Observe(seconds);
+}
+void Metrics::observe_inter_token_latency(double seconds) {
+  inter_token_latency_->Observe(seconds);
+}
+void Metrics::observe_request_duration(double seconds) { request_duration_->Observe(seconds); }
+void Metrics::add_prompt_tokens(int64_t num_tokens) {
+  prompt_tokens_->Increment(static_cast<double>(num_tokens));
+}
+void Metrics::add_generated_tokens(int64_t num_tokens) {
+  generated_tokens_->Increment(static_cast<double>(num_tokens));
+}
+
+void Metrics::set_num_running(int num_running) { num_running_->Set(num_running); }
+void Metrics::set_num_waiting(int num_waiting) { num_waiting_->Set(num_waiting); }
+void Metrics::set_kv_blocks(int num_used, int num_total) {
+  kv_blocks_used_->Set(num_used);
+  kv_blocks_capacity_->Set(num_total);
+}
+
+void Metrics::record_step(int num_seqs, int num_tokens, double seconds) {
+  steps_->Increment();
+  step_seconds_->Observe(seconds);
+  batch_sequences_->Observe(num_seqs);
+  batch_tokens_->Observe(num_tokens);
+}
+
+void Metrics::add_preemptions(int num_preempted) {
+  if (num_preempted > 0) preemptions_->Increment(num_preempted);
+}
+
+void Metrics::record_attention(AttentionPhase phase, int num_calls, double seconds,
+                               double bytes, double flops,
+                               BandwidthWindow::Clock::time_point now) {
+  if (num_calls <= 0) return;
+  const int p = static_cast<int>(phase);
+  const Buckets& bounds = kernel_buckets();
+  std::vector<double> increments(bounds.size() + 1, 0.0);
+  increments[bucket_index(bounds, seconds / num_calls)] = num_calls;
+  attention_seconds_[p]->ObserveMultiple(increments, seconds);
+  attention_bytes_[p]->Increment(bytes);
+  attention_flops_[p]->Increment(flops);
+  double bandwidth;
+  {
+    absl::MutexLock lock(&window_mu_);
+    bandwidth_window_[p].add(now, bytes, seconds);
+    bandwidth = bandwidth_window_[p].bytes_per_second();
+  }
+  attention_bandwidth_[p]->Set(bandwidth);
+}
+
+}  // namespace flashserve::metrics

@@ -1,0 +1,156 @@
+#pragma once
+// Every Prometheus metric flashserve exports, defined in one place (metrics.cc) with its help
+// text. docs/metrics.md is the reference: names, types, labels, meaning, example PromQL.
+//
+// Typical use: main.cc builds one Metrics, calls serve("0.0.0.0:9090") and hands a pointer to
+// the engine and the API layer, which call the record_*/observe_*/set_* methods below. Tests
+// build one without serve() and read serialize().
+//
+// Thread-safety: every method may be called from any thread (prometheus-cpp metrics are atomic
+// or internally locked; the bandwidth windows have their own mutex).
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+
+namespace prometheus {
+class Counter;
+class Exposer;
+class Gauge;
+class Histogram;
+class Registry;
+}  // namespace prometheus
+
+namespace flashserve::metrics {
+
+// The final status of a request, the `status` label of flashserve_requests_total.
+// kRejected: submit() refused it (invalid argument, queue full, draining); the others mirror
+// engine::FinishReason.
+enum class RequestStatus {
+  kStop,
+  kLength,
+  kStopSequence,
+  kCancelled,
+  kDeadlineExceeded,
+  kError,
+  kRejected,
+};
+inline constexpr int kNumRequestStatuses = 7;
+std::string_view request_status_label(RequestStatus status);
+
+// The `phase` label of the attention kernel metrics.
+enum class AttentionPhase { kPrefill, kDecode };
+inline constexpr int kNumAttentionPhases = 2;
+std::string_view attention_phase_label(AttentionPhase phase);
+
+// Achieved bandwidth over a sliding window of recent kernel work: sum(bytes) / sum(seconds)
+// of the samples added within the last `window` before the newest sample. Not thread-safe;
+// Metrics locks around it.
+class BandwidthWindow {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit BandwidthWindow(Clock::duration window) : window_(window) {}
+  // REQUIRES: `now` does not go backwards between calls; kernel_seconds >= 0.
+  void add(Clock::time_point now, double bytes, double kernel_seconds);
+  // 0 when the window holds no kernel time.
+  double bytes_per_second() const;
+
+ private:
+  struct Sample {
+    Clock::time_point time;
+    double bytes;
+    double seconds;
+  };
+  Clock::duration window_;
+  std::deque<Sample> samples_;
+  double sum_bytes_ = 0;
+  double sum_seconds_ = 0;
+};
+
+class Metrics {
+ public:
+  // Registers every metric; starts no HTTP server.
+  Metrics();
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // Starts an HTTP server on `bind_address` ("0.0.0.0:9090", port 0 = any free port)
+  // serving the registry at /metrics. InvalidArgument if the address cannot be bound;
+  // FailedPrecondition if already serving.
+  absl::Status serve(const std::string& bind_address);
+  // The port serve() bound (useful with port 0); 0 before serve().
+  int listening_port() const;
+
+  // The registry in the Prometheus text exposition format (what /metrics returns).
+  std::string serialize() const;
+
+  // ---- requests ----
+  // Exactly once per request, with its final status (the engine for accepted requests and
+  // for requests submit() rejected; the API layer for requests it rejects before submit()).
+  void record_request(RequestStatus status);
+  void observe_queue_seconds(double seconds);         // submit -> first scheduled
+  void observe_time_to_first_token(double seconds);   // submit -> first token sampled
+  void observe_inter_token_latency(double seconds);   // between consecutive tokens of a request
+  void observe_request_duration(double seconds);      // submit -> final event
+  void add_prompt_tokens(int64_t num_tokens);         // at the request's final event
+  void add_generated_tokens(int64_t num_tokens);      // as tokens are sampled
+
+  // ---- engine ----
+  void set_num_running(int num_running);
+  void set_num_waiting(int num_waiting);
+  void set_kv_blocks(int num_used, int num_total);
+  // One completed engine step that ran a batch of `num_seqs` sequences / `num_tokens` tokens.
+  void record_step(int num_seqs, int num_tokens, double seconds);
+  void add_preemptions(int num_preempted);
+
+  // ---- attention kernels ----
+  // The attention work of one forward pass in `phase`: `num_calls` kernel launches that took
+  // `seconds` in total and moved `bytes` / did `flops`. The latency histogram gets num_calls
+  // observations of seconds / num_calls (so its _sum is the total kernel time and its _count
+  // the number of launches); `now` feeds the bandwidth window. No-op when num_calls == 0.
+  void record_attention(AttentionPhase phase, int num_calls, double seconds, double bytes,
+                        double flops, BandwidthWindow::Clock::time_point now);
+
+  // Width of the window behind flashserve_attention_kernel_bandwidth_bytes_per_second.
+  static constexpr std::chrono::seconds kBandwidthWindow{1};
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;  // null until serve()
+
+  prometheus::Counter* requests_[kNumRequestStatuses] = {};
+  prometheus::Histogram* queue_seconds_ = nullptr;
+  prometheus::Histogram* time_to_first_token_ = nullptr;
+  prometheus::Histogram* inter_token_latency_ = nullptr;
+  prometheus::Histogram* request_duration_ = nullptr;
+  prometheus::Counter* prompt_tokens_ = nullptr;
+  prometheus::Counter* generated_tokens_ = nullptr;
+
+  prometheus::Gauge* num_running_ = nullptr;
+  prometheus::Gauge* num_waiting_ = nullptr;
+  prometheus::Gauge* kv_blocks_used_ = nullptr;
+  prometheus::Gauge* kv_blocks_capacity_ = nullptr;
+  prometheus::Counter* steps_ = nullptr;
+  prometheus::Histogram* step_seconds_ = nullptr;
+  prometheus::Histogram* batch_sequences_ = nullptr;
+  prometheus::Histogram* batch_tokens_ = nullptr;
+  prometheus::Counter* preemptions_ = nullptr;
+
+  prometheus::Histogram* attention_seconds_[kNumAttentionPhases] = {};
+  prometheus::Counter* attention_bytes_[kNumAttentionPhases] = {};
+  prometheus::Counter* attention_flops_[kNumAttentionPhases] = {};
+  prometheus::Gauge* attention_bandwidth_[kNumAttentionPhases] = {};
+
+  mutable absl::Mutex window_mu_;
+  BandwidthWindow bandwidth_window_[kNumAttentionPhases] ABSL_GUARDED_BY(window_mu_) = {
+      BandwidthWindow(kBandwidthWindow), BandwidthWindow(kBandwidthWindow)};
+};
+
+}  // namespace flashserve::metrics
