@@ -32,11 +32,19 @@ struct AttentionCpuParams {
   bool causal = true;
 };
 
-// REQUIRES: q_len(s) <= seqlens_k[s]; every block the sequences touch is in block_tables.
+// REQUIRES: q_len(s) <= seqlens_k[s]; every block the sequences touch is in block_tables;
+// num_heads % num_kv_heads == 0. Writes every row of out (and lse) of the packed queries; a
+// row that sees no key (seqlens_k[s] == 0) gets out = 0 and lse = -inf. Masked keys are
+// skipped, never scored as -inf, so no NaN arises from masking.
+// attention_tiled_cpu splits large problems over std::thread workers (one per hardware
+// thread, by (sequence, KV head, 32-query chunk)); small ones such as decode run on the
+// calling thread. Results do not depend on the number of threads. kv_tile >= 1 is the
+// number of keys per K/V tile; it need not divide block_size.
 void attention_naive_cpu(const AttentionCpuParams& p);
 void attention_tiled_cpu(const AttentionCpuParams& p, int kv_tile = 64);
 
-// Writes new_k/new_v rows into the cache at slot_mapping[t] (kernels/paged_kv.h).
+// Writes new_k/new_v rows into the cache at slot_mapping[t] (kernels/paged_kv.h); a
+// negative slot marks a padding token and is skipped.
 //   new_k, new_v: [num_tokens, num_kv_heads, head_dim]
 void kv_append_cpu(const float* new_k, const float* new_v, const int32_t* slot_mapping,
                    int num_tokens, int num_kv_heads, int head_dim, int block_size,

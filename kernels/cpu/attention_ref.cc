@@ -1,0 +1,319 @@
+// fp32 CPU attention over the paged KV cache: the naive baseline and the tiled online-softmax
+// (FlashAttention forward) algorithm. Contracts are in attention_ref.h.
+//
+// Numerics. Scores are s = softmax_scale * (q . k) with the dot product summed in order of
+// the head dimension in fp32 in both implementations. The naive version keeps the whole score
+// vector of a query row, subtracts its max, and normalises once; the tiled version streams
+// K/V in tiles of kv_tile keys and keeps, per query row, a running max m, a running sum
+// l = sum exp(s - m) and an unnormalised accumulator acc = sum exp(s - m) v. When a tile
+// raises the max from m_old to m_new, l and acc are multiplied by exp(m_old - m_new) before
+// the tile's terms are added, so at the end acc / l is the softmax-weighted sum and
+// m + log(l) the row's log-sum-exp.
+//
+// Masked keys. A key a row cannot see is never turned into a score at all (instead of a
+// score of -inf): per row and tile we compute only the visible prefix of the tile. A tile in
+// which a row sees nothing leaves that row's state untouched, so m stays -inf until the first
+// visible key and m_new is always finite when we rescale: exp(m_old - m_new) is then either
+// exp(finite) or exp(-inf - finite) = 0, never the NaN of -inf - (-inf). A row that sees no
+// key at all (only possible when seqlens_k is 0) gets out = 0 and lse = -inf.
+//
+// Vectorisation without -ffast-math. A dot product is a reduction the compiler may not
+// reorder, so instead of one dot product per key, the tiled kernel transposes the K tile to
+// [head_dim, tile] once (shared by every query row of the GQA group) and accumulates
+// s[j] += q[c] * kt[c][j] with j innermost: independent lanes, the same summation order as
+// the naive kernel, and a loop GCC vectorises at -O2. P.V and the rescale loop run over the
+// contiguous head dimension.
+#include "kernels/cpu/attention_ref.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include "kernels/paged_kv.h"
+
+namespace flashserve::kernels {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Query positions per work item of the tiled kernel: with a GQA group of 3-8 heads this is
+// 96-256 query rows sharing each transposed K tile, while acc stays within L2
+// (256 rows x 128 dims x 4 B = 128 KiB).
+constexpr int kQueryPositionsPerChunk = 32;
+
+// Below this many multiply-adds (q rows x visible keys x head_dim, upper bound) threading
+// costs more than it saves (thread start ~ tens of microseconds); decode steps stay serial.
+constexpr int64_t kMinWorkForThreads = int64_t{1} << 22;
+
+struct SeqView {
+  int q_start = 0;   // first token of the sequence in q/out
+  int q_len = 0;     // query rows of this sequence
+  int kv_len = 0;    // keys visible without a causal mask
+  const int32_t* blocks = nullptr;  // [max_blocks_per_seq]
+};
+
+SeqView seq_view(const AttentionCpuParams& p, int s) {
+  SeqView v;
+  v.q_start = p.cu_seqlens_q[s];
+  v.q_len = p.cu_seqlens_q[s + 1] - p.cu_seqlens_q[s];
+  v.kv_len = p.seqlens_k[s];
+  v.blocks = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
+  return v;
+}
+
+// Number of keys query i of `seq` may see (keys 0 .. result-1).
+int visible_keys(const AttentionCpuParams& p, const SeqView& seq, int i) {
+  if (!p.causal) return seq.kv_len;
+  return std::min(seq.kv_len, seq.kv_len - seq.q_len + i + 1);
+}
+
+const float* cache_row(const AttentionCpuParams& p, const float* cache, const SeqView& seq,
+                       int kv_head, int key) {
+  const int64_t block = seq.blocks[key / p.block_size];
+  return cache + kv_cache_offset(block, kv_head, key % p.block_size, p.num_kv_heads,
+                                 p.block_size, p.head_dim);
+}
+
+const float* q_row(const AttentionCpuParams& p, int token, int head) {
+  return p.q + (static_cast<int64_t>(token) * p.num_heads + head) * p.head_dim;
+}
+
+float* out_row(const AttentionCpuParams& p, int token, int head) {
+  return p.out + (static_cast<int64_t>(token) * p.num_heads + head) * p.head_dim;
+}
+
+void write_lse(const AttentionCpuParams& p, int token, int head, float value) {
+  if (p.lse != nullptr) p.lse[static_cast<int64_t>(token) * p.num_heads + head] = value;
+}
+
+// ---- naive ------------------------------------------------------------------------------
+
+void naive_row(const AttentionCpuParams& p, const SeqView& seq, int i, int head,
+               std::vector<float>& scores) {
+  const int kv_head = head / (p.num_heads / p.num_kv_heads);
+  const int token = seq.q_start + i;
+  const int num_keys = visible_keys(p, seq, i);
+  const float* q = q_row(p, token, head);
+  float* out = out_row(p, token, head);
+  std::fill(out, out + p.head_dim, 0.f);
+  if (num_keys <= 0) {
+    write_lse(p, token, head, kNegInf);
+    return;
+  }
+  scores.resize(num_keys);
+  float max_score = kNegInf;
+  for (int j = 0; j < num_keys; ++j) {
+    const float* k = cache_row(p, p.k_cache, seq, kv_head, j);
+    float dot = 0.f;
+    for (int c = 0; c < p.head_dim; ++c) dot += q[c] * k[c];
+    scores[j] = dot * p.softmax_scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  float sum = 0.f;
+  for (int j = 0; j < num_keys; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    sum += scores[j];
+  }
+  for (int j = 0; j < num_keys; ++j) {
+    const float* v = cache_row(p, p.v_cache, seq, kv_head, j);
+    const float weight = scores[j];
+    for (int c = 0; c < p.head_dim; ++c) out[c] += weight * v[c];
+  }
+  const float inv_sum = 1.f / sum;
+  for (int c = 0; c < p.head_dim; ++c) out[c] *= inv_sum;
+  write_lse(p, token, head, max_score + std::log(sum));
+}
+
+// ---- tiled ------------------------------------------------------------------------------
+
+struct WorkItem {
+  int seq = 0;
+  int kv_head = 0;
+  int first_query = 0;  // query positions [first_query, first_query + num_queries)
+  int num_queries = 0;
+};
+
+// Per-thread scratch of the tiled kernel, reused across work items.
+struct TileScratch {
+  std::vector<float> kt;     // [head_dim, kv_tile] transposed K tile
+  std::vector<const float*> v_rows;  // [kv_tile]
+  std::vector<float> scores;  // [kv_tile]
+  std::vector<float> acc;     // [num_rows, head_dim]
+  std::vector<float> row_max;  // [num_rows] running max m
+  std::vector<float> row_sum;  // [num_rows] running sum l
+};
+
+// Loads keys [t0, t0 + n) of one KV head: K transposed into kt, V as row pointers.
+void load_tile(const AttentionCpuParams& p, const SeqView& seq, int kv_head, int t0, int n,
+               int kv_tile, TileScratch& sc) {
+  for (int j = 0; j < n; ++j) {
+    const float* k = cache_row(p, p.k_cache, seq, kv_head, t0 + j);
+    for (int c = 0; c < p.head_dim; ++c) sc.kt[static_cast<size_t>(c) * kv_tile + j] = k[c];
+    sc.v_rows[j] = cache_row(p, p.v_cache, seq, kv_head, t0 + j);
+  }
+}
+
+// Folds the first num_keys keys of the loaded tile into one query row's (m, l, acc).
+void update_row(const AttentionCpuParams& p, const float* q, int num_keys, int kv_tile,
+                TileScratch& sc, float& m, float& l, float* acc) {
+  float* s = sc.scores.data();
+  std::fill(s, s + num_keys, 0.f);
+  for (int c = 0; c < p.head_dim; ++c) {
+    const float qc = q[c];
+    const float* kt = sc.kt.data() + static_cast<size_t>(c) * kv_tile;
+    for (int j = 0; j < num_keys; ++j) s[j] += qc * kt[j];
+  }
+  float tile_max = kNegInf;
+  for (int j = 0; j < num_keys; ++j) {
+    s[j] *= p.softmax_scale;
+    tile_max = std::max(tile_max, s[j]);
+  }
+  const float m_new = std::max(m, tile_max);  // finite: num_keys >= 1
+  // m == -inf means nothing accumulated yet (l = 0, acc = 0): no rescale, and no
+  // exp(-inf - (-inf)) can arise since m_new is finite anyway.
+  const float alpha = (m == kNegInf) ? 0.f : std::exp(m - m_new);
+  float tile_sum = 0.f;
+  for (int j = 0; j < num_keys; ++j) {
+    s[j] = std::exp(s[j] - m_new);
+    tile_sum += s[j];
+  }
+  if (alpha != 1.f) {
+    for (int c = 0; c < p.head_dim; ++c) acc[c] *= alpha;
+  }
+  for (int j = 0; j < num_keys; ++j) {
+    const float* v = sc.v_rows[j];
+    const float weight = s[j];
+    for (int c = 0; c < p.head_dim; ++c) acc[c] += weight * v[c];
+  }
+  l = l * alpha + tile_sum;
+  m = m_new;
+}
+
+// One (sequence, KV head, chunk of query positions): all query heads of the GQA group,
+// each K/V tile loaded once for all of them. Row r = query position offset * group + head.
+void tiled_work_item(const AttentionCpuParams& p, const WorkItem& w, int kv_tile,
+                     TileScratch& sc) {
+  const SeqView seq = seq_view(p, w.seq);
+  const int group = p.num_heads / p.num_kv_heads;
+  const int num_rows = w.num_queries * group;
+  const int d = p.head_dim;
+  sc.acc.assign(static_cast<size_t>(num_rows) * d, 0.f);
+  sc.row_max.assign(num_rows, kNegInf);
+  sc.row_sum.assign(num_rows, 0.f);
+  const int last_query = w.first_query + w.num_queries - 1;
+  const int kv_end = visible_keys(p, seq, last_query);  // no row of the chunk sees past it
+  for (int t0 = 0; t0 < kv_end; t0 += kv_tile) {
+    const int n = std::min(kv_tile, kv_end - t0);
+    load_tile(p, seq, w.kv_head, t0, n, kv_tile, sc);
+    for (int qi = 0; qi < w.num_queries; ++qi) {
+      const int i = w.first_query + qi;
+      const int num_keys = std::min(n, visible_keys(p, seq, i) - t0);
+      if (num_keys <= 0) continue;  // row fully masked in this tile: state unchanged
+      for (int hh = 0; hh < group; ++hh) {
+        const int r = qi * group + hh;
+        update_row(p, q_row(p, seq.q_start + i, w.kv_head * group + hh), num_keys, kv_tile,
+                   sc, sc.row_max[r], sc.row_sum[r], sc.acc.data() + static_cast<size_t>(r) * d);
+      }
+    }
+  }
+  for (int qi = 0; qi < w.num_queries; ++qi) {
+    for (int hh = 0; hh < group; ++hh) {
+      const int r = qi * group + hh;
+      const int token = seq.q_start + w.first_query + qi;
+      const int head = w.kv_head * group + hh;
+      const float l = sc.row_sum[r];
+      const float inv_l = l > 0.f ? 1.f / l : 0.f;  // l == 0: the row saw no key
+      const float* acc = sc.acc.data() + static_cast<size_t>(r) * d;
+      float* out = out_row(p, token, head);
+      for (int c = 0; c < d; ++c) out[c] = acc[c] * inv_l;
+      write_lse(p, token, head, l > 0.f ? sc.row_max[r] + std::log(l) : kNegInf);
+    }
+  }
+}
+
+std::vector<WorkItem> make_work_items(const AttentionCpuParams& p, int64_t& total_work) {
+  std::vector<WorkItem> items;
+  total_work = 0;
+  for (int s = 0; s < p.num_seqs; ++s) {
+    const SeqView seq = seq_view(p, s);
+    total_work += static_cast<int64_t>(seq.q_len) * p.num_heads * seq.kv_len * p.head_dim;
+    for (int g = 0; g < p.num_kv_heads; ++g) {
+      for (int i = 0; i < seq.q_len; i += kQueryPositionsPerChunk) {
+        items.push_back({s, g, i, std::min(kQueryPositionsPerChunk, seq.q_len - i)});
+      }
+    }
+  }
+  return items;
+}
+
+// Runs fn(item, scratch) over all items, on several threads when the work is large.
+template <typename Fn>
+void run_work_items(const std::vector<WorkItem>& items, int64_t total_work, Fn fn) {
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int num_threads =
+      total_work < kMinWorkForThreads ? 1 : std::min<int>(hw, static_cast<int>(items.size()));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    TileScratch scratch;
+    for (size_t k = next.fetch_add(1); k < items.size(); k = next.fetch_add(1)) {
+      fn(items[k], scratch);
+    }
+  };
+  if (num_threads <= 1) {
+    worker();
+    return;
+  }
+  std::vector<std::thread> threads;
+  threads.reserve(num_threads - 1);
+  for (int t = 1; t < num_threads; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace
+
+void attention_naive_cpu(const AttentionCpuParams& p) {
+  std::vector<float> scores;
+  for (int s = 0; s < p.num_seqs; ++s) {
+    const SeqView seq = seq_view(p, s);
+    for (int i = 0; i < seq.q_len; ++i) {
+      for (int h = 0; h < p.num_heads; ++h) naive_row(p, seq, i, h, scores);
+    }
+  }
+}
+
+void attention_tiled_cpu(const AttentionCpuParams& p, int kv_tile) {
+  kv_tile = std::max(kv_tile, 1);
+  int64_t total_work = 0;
+  const std::vector<WorkItem> items = make_work_items(p, total_work);
+  run_work_items(items, total_work, [&](const WorkItem& w, TileScratch& sc) {
+    sc.kt.resize(static_cast<size_t>(p.head_dim) * kv_tile);
+    sc.v_rows.resize(kv_tile);
+    sc.scores.resize(kv_tile);
+    tiled_work_item(p, w, kv_tile, sc);
+  });
+}
+
+void kv_append_cpu(const float* new_k, const float* new_v, const int32_t* slot_mapping,
+                   int num_tokens, int num_kv_heads, int head_dim, int block_size,
+                   float* k_cache, float* v_cache) {
+  const size_t row_bytes = static_cast<size_t>(head_dim) * sizeof(float);
+  for (int t = 0; t < num_tokens; ++t) {
+    const int32_t slot = slot_mapping[t];
+    if (slot < 0) continue;  // padding token: nothing to store
+    const int64_t block = slot / block_size;
+    const int row = slot % block_size;
+    for (int g = 0; g < num_kv_heads; ++g) {
+      const int64_t src = (static_cast<int64_t>(t) * num_kv_heads + g) * head_dim;
+      const int64_t dst = kv_cache_offset(block, g, row, num_kv_heads, block_size, head_dim);
+      std::memcpy(k_cache + dst, new_k + src, row_bytes);
+      std::memcpy(v_cache + dst, new_v + src, row_bytes);
+    }
+  }
+}
+
+}  // namespace flashserve::kernels
