@@ -1,0 +1,99 @@
+#pragma once
+// The CUDA attention kernels: plain C++ API (POD params + launchers taking a stream). Device
+// code lives in kernels/attention_*.cuh; callers never see it.
+//
+// Every kernel reads K/V from the paged cache (kernels/paged_kv.h) through block tables, with
+// the same semantics as the fp32 reference in kernels/cpu/attention_ref.h:
+//   query i (0-based) of sequence s sits at position seqlens_k[s] - q_len(s) + i and, when
+//   causal, sees keys at positions <= its own; without causal it sees all seqlens_k[s] keys.
+//
+//   attention_prefill  fused FlashAttention forward (QK^T -> mask -> online softmax -> PV in
+//                      one kernel; S and P never reach device memory); varlen, causal,
+//                      GQA/MQA, chunked prefill / prefix reuse through the block table.
+//   attention_decode   one query per sequence, split-KV (flash-decoding) + an LSE combine;
+//                      all query heads of a GQA group share each K/V tile.
+//   attention_naive    the unfused baseline: S = QK^T materialised in device memory in the
+//                      input dtype, a separate softmax kernel writes P, a third computes PV.
+//   kv_append          writes new K/V rows into the cache at slot_mapping.
+//
+// Supported: head_dim 64 and 128, bf16 and fp16 inputs/outputs, fp32 accumulation; the cache
+// block_size must be a multiple of 64 (the kernels' K/V tile). Anything else is rejected with
+// InvalidArgument naming the value, before any work is launched. All pointers are device
+// pointers; launchers are asynchronous on `stream` and never synchronise.
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+// The runtime's own opaque stream type (identical to cuda_runtime_api.h's typedef), so this
+// header needs no CUDA headers.
+typedef struct CUstream_st* cudaStream_t;
+
+namespace flashserve::kernels {
+
+enum class DType { kBf16, kFp16 };
+
+struct AttentionParams {
+  DType dtype = DType::kBf16;
+  const void* q = nullptr;        // [num_tokens, num_heads, head_dim], packed by sequence
+  const void* k_cache = nullptr;  // [num_blocks, num_kv_heads, block_size, head_dim]
+  const void* v_cache = nullptr;  // [num_blocks, num_kv_heads, block_size, head_dim]
+  void* out = nullptr;            // [num_tokens, num_heads, head_dim]
+  float* lse = nullptr;           // [num_tokens, num_heads] natural-log LSE, or nullptr
+  // Prefill and naive: prefix sums of query lengths. Decode ignores it (query s is row s).
+  const int32_t* cu_seqlens_q = nullptr;  // [num_seqs + 1]
+  const int32_t* seqlens_k = nullptr;     // [num_seqs] K/V length including this step's tokens
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  int num_seqs = 0;
+  int max_seqlen_q = 0;  // host-side upper bound of q_len(s): sizes the grid
+  int max_seqlen_k = 0;  // host-side upper bound of seqlens_k[s]: split heuristic, naive sizes
+  int num_heads = 0;     // query heads; a multiple of num_kv_heads
+  int num_kv_heads = 0;  // query head h reads KV head h / (num_heads / num_kv_heads)
+  int head_dim = 0;
+  int block_size = 0;
+  int max_blocks_per_seq = 0;
+  float softmax_scale = 0.f;  // usually 1/sqrt(head_dim)
+  bool causal = true;
+};
+
+// Fused prefill. REQUIRES: q_len(s) <= seqlens_k[s] <= max_seqlen_k, q_len(s) <= max_seqlen_q.
+absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream);
+
+// Number of KV splits for decode: enough CTAs to fill the GPU (num_sms multiprocessors),
+// never fewer than 4 K/V tiles (256 keys) per split, at most kMaxDecodeSplits.
+inline constexpr int kMaxDecodeSplits = 32;
+int attention_decode_num_splits(int num_seqs, int num_kv_heads, int max_seqlen_k, int num_sms);
+// Bytes of scratch attention_decode needs for num_splits splits (0 when num_splits == 1).
+size_t attention_decode_workspace_bytes(const AttentionParams& p, int num_splits);
+// Decode: q and out are [num_seqs, num_heads, head_dim] (one query per sequence, which sees
+// all seqlens_k[s] keys; `causal` is irrelevant). num_heads / num_kv_heads must be <= 16.
+// REQUIRES: workspace_bytes >= attention_decode_workspace_bytes(p, num_splits).
+absl::Status attention_decode(const AttentionParams& p, int num_splits, void* workspace,
+                              size_t workspace_bytes, cudaStream_t stream);
+
+// Unfused baseline; needs num_seqs * num_heads * max_seqlen_q * max_seqlen_k elements of the
+// input dtype as scratch for S (P overwrites it in place).
+size_t attention_naive_workspace_bytes(const AttentionParams& p);
+absl::Status attention_naive(const AttentionParams& p, void* workspace, size_t workspace_bytes,
+                             cudaStream_t stream);
+
+// Writes new_k/new_v rows into the cache at slot_mapping[t] (slot = block * block_size + row);
+// a negative slot marks a padding token and is skipped.
+struct KvAppendParams {
+  DType dtype = DType::kBf16;
+  const void* new_k = nullptr;             // [num_tokens, num_kv_heads, head_dim]
+  const void* new_v = nullptr;             // [num_tokens, num_kv_heads, head_dim]
+  const int32_t* slot_mapping = nullptr;   // [num_tokens]
+  void* k_cache = nullptr;                 // [num_blocks, num_kv_heads, block_size, head_dim]
+  void* v_cache = nullptr;                 // [num_blocks, num_kv_heads, block_size, head_dim]
+  int num_tokens = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int block_size = 0;
+};
+absl::Status kv_append(const KvAppendParams& p, cudaStream_t stream);
+
+// Validation shared by the launchers (exposed for tests): InvalidArgument naming the value.
+absl::Status validate_attention_params(const AttentionParams& p);
+
+}  // namespace flashserve::kernels

@@ -1,0 +1,120 @@
+// Host-side pieces shared by the attention launchers: parameter validation, the decode split
+// heuristic and workspace sizes, and the KV append kernel.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/attention.h"
+#include "kernels/attention_dispatch.cuh"
+#include "kernels/paged_kv.h"
+
+namespace flashserve::kernels {
+namespace {
+
+absl::Status invalid(const char* what, int64_t value) {
+  return absl::InvalidArgumentError(absl::StrCat("attention: ", what, " ", value));
+}
+
+}  // namespace
+
+absl::Status validate_attention_params(const AttentionParams& p) {
+  if (absl::Status s = device::check_head_dim(p.head_dim); !s.ok()) return s;
+  if (p.dtype != DType::kBf16 && p.dtype != DType::kFp16) {
+    return invalid("unsupported dtype", static_cast<int>(p.dtype));
+  }
+  if (p.num_seqs < 0 || p.num_seqs > 65535) return invalid("num_seqs out of [0, 65535]:", p.num_seqs);
+  if (p.num_heads <= 0 || p.num_heads > 65535) return invalid("bad num_heads", p.num_heads);
+  if (p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0) {
+    return invalid("num_heads must be a positive multiple of num_kv_heads, got num_kv_heads",
+                   p.num_kv_heads);
+  }
+  if (p.block_size <= 0 || p.block_size % 64 != 0) {
+    return invalid("block_size must be a positive multiple of 64 (the K/V tile), got",
+                   p.block_size);
+  }
+  if (p.max_seqlen_q < 0 || p.max_seqlen_k < 0) return invalid("negative max_seqlen", -1);
+  if (p.max_blocks_per_seq * int64_t{p.block_size} < p.max_seqlen_k) {
+    return invalid("max_blocks_per_seq * block_size < max_seqlen_k, max_blocks_per_seq",
+                   p.max_blocks_per_seq);
+  }
+  if (!(p.softmax_scale > 0.f) || p.softmax_scale > 1e30f) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention: softmax_scale must be positive and finite, got ",
+                     p.softmax_scale));
+  }
+  if (p.num_seqs > 0 && (p.q == nullptr || p.k_cache == nullptr || p.v_cache == nullptr ||
+                         p.out == nullptr || p.seqlens_k == nullptr ||
+                         p.block_tables == nullptr)) {
+    return absl::InvalidArgumentError("attention: a required pointer is null");
+  }
+  return absl::OkStatus();
+}
+
+int attention_decode_num_splits(int num_seqs, int num_kv_heads, int max_seqlen_k, int num_sms) {
+  // Decode is bound by reading K/V; one CTA per (sequence, KV head) leaves most SMs idle at
+  // small batch. Aim for ~4 CTAs per SM (2 resident x 2 waves, enough bytes in flight), but
+  // keep >= 4 tiles per split so the combine and per-CTA start-up stay a small fraction.
+  constexpr int kTargetCtasPerSm = 4;
+  constexpr int kMinTilesPerSplit = 4;
+  const int64_t ctas = std::max<int64_t>(1, int64_t{num_seqs} * num_kv_heads);
+  const int tiles = (max_seqlen_k + 63) / 64;
+  const int64_t want = (int64_t{kTargetCtasPerSm} * std::max(num_sms, 1) + ctas - 1) / ctas;
+  const int64_t cap = std::max(1, tiles / kMinTilesPerSplit);
+  return static_cast<int>(std::clamp<int64_t>(want, 1, std::min<int64_t>(cap, kMaxDecodeSplits)));
+}
+
+size_t attention_decode_workspace_bytes(const AttentionParams& p, int num_splits) {
+  if (num_splits <= 1) return 0;
+  const size_t rows = size_t(num_splits) * p.num_seqs * p.num_heads;
+  return rows * p.head_dim * sizeof(float) + rows * sizeof(float);
+}
+
+size_t attention_naive_workspace_bytes(const AttentionParams& p) {
+  return size_t(p.num_seqs) * p.num_heads * p.max_seqlen_q * p.max_seqlen_k * 2;
+}
+
+namespace device {
+
+// One thread copies 16 bytes (8 elements) of one (token, kv_head) row of K and of V.
+__global__ void kv_append_kernel(const KvAppendParams p) {
+  const int chunks_per_row = p.head_dim / 8;
+  const int64_t idx = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const int64_t total = int64_t{p.num_tokens} * p.num_kv_heads * chunks_per_row;
+  if (idx >= total) return;
+  const int chunk = idx % chunks_per_row;
+  const int kv_head = (idx / chunks_per_row) % p.num_kv_heads;
+  const int64_t token = idx / (int64_t{chunks_per_row} * p.num_kv_heads);
+  const int slot = p.slot_mapping[token];
+  if (slot < 0) return;
+  const int64_t src = (token * p.num_kv_heads + kv_head) * p.head_dim + chunk * 8;
+  const int64_t dst = kv_cache_offset(slot / p.block_size, kv_head, slot % p.block_size,
+                                      p.num_kv_heads, p.block_size, p.head_dim) + chunk * 8;
+  // 2-byte elements: 8 of them are one uint4.
+  reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_cache) + dst)[0] =
+      reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.new_k) + src)[0];
+  reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.v_cache) + dst)[0] =
+      reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.new_v) + src)[0];
+}
+
+}  // namespace device
+
+absl::Status kv_append(const KvAppendParams& p, cudaStream_t stream) {
+  if (absl::Status s = device::check_head_dim(p.head_dim); !s.ok()) return s;
+  if (p.dtype != DType::kBf16 && p.dtype != DType::kFp16) {
+    return invalid("kv_append: unsupported dtype", static_cast<int>(p.dtype));
+  }
+  if (p.num_kv_heads <= 0) return invalid("kv_append: bad num_kv_heads", p.num_kv_heads);
+  if (p.block_size <= 0) return invalid("kv_append: bad block_size", p.block_size);
+  if (p.num_tokens < 0) return invalid("kv_append: bad num_tokens", p.num_tokens);
+  if (p.num_tokens == 0) return absl::OkStatus();
+  if (p.new_k == nullptr || p.new_v == nullptr || p.slot_mapping == nullptr ||
+      p.k_cache == nullptr || p.v_cache == nullptr) {
+    return absl::InvalidArgumentError("kv_append: a required pointer is null");
+  }
+  constexpr int kThreads = 256;
+  const int64_t total = int64_t{p.num_tokens} * p.num_kv_heads * (p.head_dim / 8);
+  device::kv_append_kernel<<<(total + kThreads - 1) / kThreads, kThreads, 0, stream>>>(p);
+  CUDA_CHECK(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+}  // namespace flashserve::kernels

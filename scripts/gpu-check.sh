@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The whole GPU check of the CUDA kernels in one go, for the GPU machine (see DESIGN.md,
+# "Running on the GPU machine"): unit tests, compute-sanitizer memcheck + racecheck on small
+# sizes, the attention benchmark and the PyTorch SDPA peers, with results under OUT_DIR.
+#
+#   scripts/gpu-check.sh OUT_DIR [stage...]     stages: info tests sanitize bench peers ncu
+#                                               (default: all but ncu)
+# Binaries come from BIN_DIR (default .gpu/bin, made here with
+#   ../shared/tools/gpu-bundle .gpu build-cuda/bin/attention_cuda_test build-cuda/bin/attention_bench)
+# and run with LD_LIBRARY_PATH=.gpu/lib:/usr/local/cuda/lib64. BENCH_ARGS (e.g. --quick)
+# goes to both benchmark programs. Files written: summary.txt, tests.log, sanitizer.log,
+# bench.log, ours.csv, peers.csv, table.md, ncu.txt.
+set -uo pipefail
+out=${1:?usage: $0 OUT_DIR [stage...]}
+shift
+stages=${*:-info tests sanitize bench peers}
+bin=${BIN_DIR:-.gpu/bin}
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-.gpu/lib:/usr/local/cuda/lib64}
+export PYTHONUNBUFFERED=1
+mkdir -p "$out"
+summary=$out/summary.txt
+note() { echo "$*" | tee -a "$summary"; }
+has() { [[ " $stages " == *" $1 "* ]]; }
+note "gpu-check $(date -u +%FT%TZ) stages: $stages commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+
+if has info; then
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv | tee -a "$summary"
+fi
+if has tests; then
+  timeout 400 "$bin/attention_cuda_test" > "$out/tests.log" 2>&1
+  note "tests: rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests.log" | sort | uniq -c | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]' "$out/tests.log" | head -20 | tee -a "$summary"
+fi
+if has sanitize; then
+  : > "$out/sanitizer.log"
+  for tool in memcheck racecheck; do
+    filter='*'
+    [[ $tool == racecheck ]] && filter='*bf16_d64_causal*:*bf16_d128_full*:*fp16_d128_gqa3*:KvAppend*'
+    FLASHSERVE_TEST_MAX_LEN=97 timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$bin/attention_cuda_test" --gtest_filter="$filter" >> "$out/sanitizer.log" 2>&1
+    rc=$?
+    note "sanitizer $tool (filter $filter, lengths <= 97): rc=$rc $(grep -E 'ERROR SUMMARY' "$out/sanitizer.log" | tail -1)"
+  done
+fi
+if has bench; then
+  timeout 500 "$bin/attention_bench" ${BENCH_ARGS:-} --csv "$out/ours.csv" > "$out/bench.log" 2>&1
+  note "bench: rc=$?"
+  tail -n +1 "$out/bench.log" | grep -E 'FAILED|device' | tee -a "$summary"
+fi
+if has peers; then
+  timeout 500 python3 bench/attention/peers_sdpa.py ${BENCH_ARGS:-} --ours "$out/ours.csv" \
+    --csv "$out/peers.csv" --table "$out/table.md" >> "$out/bench.log" 2>&1
+  note "peers: rc=$?"
+  cat "$out/table.md" 2>/dev/null
+fi
+if has ncu; then
+  timeout 300 ncu --clock-control none --kernel-name regex:attention_prefill_kernel --launch-skip 2 \
+    --launch-count 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
+    --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    "$bin/attention_bench" --prefill --quick > "$out/ncu.txt" 2>&1
+  note "ncu: rc=$?"
+fi

@@ -1,0 +1,299 @@
+// The CUDA attention kernels against the fp32 CPU reference (kernels/cpu/attention_ref.h).
+//
+// Tolerance policy (DESIGN.md): on fresh random inputs, the max abs error of a fused kernel
+// against fp32 must be at most 2x the max abs error of the naive unfused GPU kernel in the
+// same precision on the same inputs (plus 1e-6, far below one bf16/fp16 ulp of the outputs,
+// so that a naive error of exactly 0 does not demand bit-exactness). The naive kernel itself
+// must stay within 8 units of roundoff of its dtype (relative L2), so the yardstick cannot
+// silently degrade. Outputs and LSE are poisoned with NaN before each launch; any non-finite
+// value where the reference is finite fails. Cache rows no sequence owns hold NaN.
+//
+// Without a GPU every test that launches a kernel is skipped (ctest reports "Skipped").
+// FLASHSERVE_TEST_MAX_LEN caps sequence lengths (the compute-sanitizer runs use 97).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+#include "kernels/attention.h"
+#include "kernels/device.h"
+#include "tests/unit/kernels_cuda/attention_problem.h"
+
+namespace flashserve::kernels {
+namespace {
+
+using testing::compare;
+using testing::DeviceBuffer;
+using testing::ErrorStats;
+using testing::Problem;
+using testing::ProblemShape;
+
+#define SKIP_WITHOUT_GPU() \
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
+
+int max_len() {
+  const char* env = std::getenv("FLASHSERVE_TEST_MAX_LEN");
+  return env != nullptr ? std::atoi(env) : 1 << 30;
+}
+std::vector<int> capped(std::vector<int> lens) {
+  for (int& l : lens) l = std::min(l, max_len());
+  return lens;
+}
+uint32_t fresh_seed() { return std::random_device{}(); }
+
+double unit_roundoff(DType t) { return t == DType::kBf16 ? 0x1p-8 : 0x1p-11; }
+
+struct Outputs {
+  std::vector<float> out, lse;
+};
+
+// Runs `launch(out, lse)` on poisoned buffers and returns what it wrote.
+template <typename Launch>
+Outputs run_poisoned(const Problem& pr, size_t rows, Launch launch) {
+  DeviceBuffer out(rows * pr.shape.num_heads * pr.shape.head_dim * 2);
+  DeviceBuffer lse(rows * pr.shape.num_heads * sizeof(float));
+  out.poison();
+  lse.poison();
+  const absl::Status status = launch(out.get(), lse.get<float>());
+  EXPECT_TRUE(status.ok()) << status;
+  FS_CUDA_OR_DIE(cudaDeviceSynchronize());
+  return {pr.download_out(out), lse.to_host<float>()};
+}
+
+Outputs run_naive(const Problem& pr, const AttentionParams& base) {
+  AttentionParams p = base;
+  DeviceBuffer ws(attention_naive_workspace_bytes(p));
+  return run_poisoned(pr, pr.num_tokens, [&](void* out, float* lse) {
+    p.out = out;
+    p.lse = lse;
+    return attention_naive(p, ws.get(), ws.bytes(), nullptr);
+  });
+}
+
+// The fused result against fp32, with the naive kernel's error as the yardstick.
+void expect_within_naive(const Problem& pr, const Outputs& fused, const Outputs& naive,
+                         const std::string& what) {
+  std::vector<float> ref_out, ref_lse;
+  pr.reference(ref_out, ref_lse);
+  const ErrorStats naive_out = compare(naive.out, ref_out);
+  const ErrorStats naive_lse = compare(naive.lse, ref_lse);
+  const ErrorStats out = compare(fused.out, ref_out);
+  const ErrorStats lse = compare(fused.lse, ref_lse);
+  const double u = unit_roundoff(pr.shape.dtype);
+  SCOPED_TRACE(what);
+  EXPECT_EQ(naive_out.non_finite, 0u);
+  EXPECT_LE(naive_out.rel_l2, 8 * u) << "naive yardstick degraded";
+  EXPECT_EQ(out.non_finite, 0u) << "non-finite outputs (unwritten poison or NaN)";
+  EXPECT_EQ(lse.non_finite, 0u) << "non-finite LSE";
+  EXPECT_LE(out.max_abs, 2 * naive_out.max_abs + 1e-6)
+      << "out: fused max abs err " << out.max_abs << " vs naive " << naive_out.max_abs
+      << " (fused rel L2 " << out.rel_l2 << ", naive " << naive_out.rel_l2 << ")";
+  EXPECT_LE(lse.max_abs, 2 * naive_lse.max_abs + 1e-6)
+      << "lse: fused " << lse.max_abs << " vs naive " << naive_lse.max_abs;
+  std::printf("  %-44s out max|err| %.3g (naive %.3g) relL2 %.3g (naive %.3g); lse %.3g (naive %.3g)\n",
+              what.c_str(), out.max_abs, naive_out.max_abs, out.rel_l2, naive_out.rel_l2,
+              lse.max_abs, naive_lse.max_abs);
+}
+
+// ---- prefill ------------------------------------------------------------------------------
+
+// (dtype, head_dim, causal, GQA ratio, chunked)
+using PrefillCase = std::tuple<DType, int, bool, int, bool>;
+class PrefillTest : public ::testing::TestWithParam<PrefillCase> {};
+
+TEST_P(PrefillTest, MatchesReferenceWithinNaiveError) {
+  SKIP_WITHOUT_GPU();
+  const auto [dtype, head_dim, causal, ratio, chunked] = GetParam();
+  ProblemShape s;
+  s.dtype = dtype;
+  s.head_dim = head_dim;
+  s.causal = causal;
+  s.num_kv_heads = 2;
+  s.num_heads = 2 * ratio;
+  if (chunked) {  // queries after cached prefixes (chunked prefill, prefix reuse)
+    s.q_lens = capped({1, 17, 33, 128, 64});
+    s.kv_lens = capped({17, 97, 1025, 300, 64});
+  } else {
+    s.q_lens = capped({1, 17, 97, 1025});
+    s.kv_lens = s.q_lens;
+  }
+  for (size_t i = 0; i < s.q_lens.size(); ++i) s.q_lens[i] = std::min(s.q_lens[i], s.kv_lens[i]);
+  const uint32_t seed = fresh_seed();
+  const Problem pr(s, seed);
+  const AttentionParams base = pr.params(nullptr, nullptr);
+  const Outputs fused = run_poisoned(pr, pr.num_tokens, [&](void* out, float* lse) {
+    AttentionParams p = base;
+    p.out = out;
+    p.lse = lse;
+    return attention_prefill(p, nullptr);
+  });
+  expect_within_naive(pr, fused, run_naive(pr, base), "seed " + std::to_string(seed));
+}
+
+std::string prefill_name(const ::testing::TestParamInfo<PrefillCase>& info) {
+  const auto [dtype, head_dim, causal, ratio, chunked] = info.param;
+  return std::string(testing::dtype_name(dtype)) + "_d" + std::to_string(head_dim) +
+         (causal ? "_causal" : "_full") + "_gqa" + std::to_string(ratio) +
+         (chunked ? "_chunked" : "_varlen");
+}
+
+INSTANTIATE_TEST_SUITE_P(All, PrefillTest,
+                         ::testing::Combine(::testing::Values(DType::kBf16, DType::kFp16),
+                                            ::testing::Values(64, 128), ::testing::Bool(),
+                                            ::testing::Values(1, 3, 8), ::testing::Bool()),
+                         prefill_name);
+
+// ---- decode -------------------------------------------------------------------------------
+
+// (dtype, head_dim, GQA ratio, num_splits; 0 = the heuristic)
+using DecodeCase = std::tuple<DType, int, int, int>;
+class DecodeTest : public ::testing::TestWithParam<DecodeCase> {};
+
+TEST_P(DecodeTest, MatchesReferenceWithinNaiveError) {
+  SKIP_WITHOUT_GPU();
+  const auto [dtype, head_dim, ratio, splits] = GetParam();
+  ProblemShape s;
+  s.dtype = dtype;
+  s.head_dim = head_dim;
+  s.num_kv_heads = ratio == 3 ? 3 : 2;  // 9/3 is SmolLM2-135M's shape
+  s.num_heads = s.num_kv_heads * ratio;
+  s.kv_lens = capped({1, 17, 97, 1025, 4000, 64});
+  s.q_lens.assign(s.kv_lens.size(), 1);
+  const uint32_t seed = fresh_seed();
+  const Problem pr(s, seed);
+  const AttentionParams base = pr.params(nullptr, nullptr);
+  int device_sms = 0;
+  FS_CUDA_OR_DIE(cudaDeviceGetAttribute(&device_sms, cudaDevAttrMultiProcessorCount, 0));
+  const int num_splits =
+      splits > 0 ? splits
+                 : attention_decode_num_splits(base.num_seqs, base.num_kv_heads,
+                                               base.max_seqlen_k, device_sms);
+  DeviceBuffer ws(attention_decode_workspace_bytes(base, num_splits));
+  ws.poison();
+  const Outputs fused = run_poisoned(pr, pr.num_tokens, [&](void* out, float* lse) {
+    AttentionParams p = base;
+    p.out = out;
+    p.lse = lse;
+    return attention_decode(p, num_splits, ws.get(), ws.bytes(), nullptr);
+  });
+  expect_within_naive(pr, fused, run_naive(pr, base),
+                      "splits " + std::to_string(num_splits) + " seed " + std::to_string(seed));
+}
+
+std::string decode_name(const ::testing::TestParamInfo<DecodeCase>& info) {
+  const auto [dtype, head_dim, ratio, splits] = info.param;
+  return std::string(testing::dtype_name(dtype)) + "_d" + std::to_string(head_dim) + "_gqa" +
+         std::to_string(ratio) + "_splits" + (splits > 0 ? std::to_string(splits) : "auto");
+}
+
+INSTANTIATE_TEST_SUITE_P(All, DecodeTest,
+                         ::testing::Combine(::testing::Values(DType::kBf16, DType::kFp16),
+                                            ::testing::Values(64, 128),
+                                            ::testing::Values(1, 3, 8), ::testing::Values(1, 3, 0)),
+                         decode_name);
+
+// ---- KV append ----------------------------------------------------------------------------
+
+TEST(KvAppendTest, WritesExactlyTheMappedSlots) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::kBf16, DType::kFp16}) {
+    for (int head_dim : {64, 128}) {
+      constexpr int kBlock = 64, kBlocks = 5, kKvHeads = 3, kTokens = 150;
+      std::mt19937 rng(fresh_seed());
+      std::vector<float> cache_k, cache_v, new_k, new_v;
+      const size_t cache_elems = size_t(kBlocks) * kKvHeads * kBlock * head_dim;
+      Problem::fill(dtype, rng, cache_k, cache_elems, 1.f);
+      Problem::fill(dtype, rng, cache_v, cache_elems, 1.f);
+      Problem::fill(dtype, rng, new_k, size_t(kTokens) * kKvHeads * head_dim, 1.f);
+      Problem::fill(dtype, rng, new_v, size_t(kTokens) * kKvHeads * head_dim, 1.f);
+      std::vector<int32_t> slots(kBlocks * kBlock);
+      std::iota(slots.begin(), slots.end(), 0);
+      std::shuffle(slots.begin(), slots.end(), rng);
+      slots.resize(kTokens);
+      for (int t = 0; t < kTokens; t += 7) slots[t] = -1;  // padding tokens
+      DeviceBuffer d_k = Problem::upload_half(dtype, cache_k);
+      DeviceBuffer d_v = Problem::upload_half(dtype, cache_v);
+      DeviceBuffer d_nk = Problem::upload_half(dtype, new_k);
+      DeviceBuffer d_nv = Problem::upload_half(dtype, new_v);
+      DeviceBuffer d_slots = DeviceBuffer::from(slots);
+      KvAppendParams p;
+      p.dtype = dtype;
+      p.new_k = d_nk.get();
+      p.new_v = d_nv.get();
+      p.slot_mapping = d_slots.get<int32_t>();
+      p.k_cache = d_k.get();
+      p.v_cache = d_v.get();
+      p.num_tokens = kTokens;
+      p.num_kv_heads = kKvHeads;
+      p.head_dim = head_dim;
+      p.block_size = kBlock;
+      ASSERT_TRUE(kv_append(p, nullptr).ok());
+      FS_CUDA_OR_DIE(cudaDeviceSynchronize());
+      kv_append_cpu(new_k.data(), new_v.data(), slots.data(), kTokens, kKvHeads, head_dim,
+                    kBlock, cache_k.data(), cache_v.data());
+      const auto got_k = d_k.to_host<uint16_t>();
+      const auto got_v = d_v.to_host<uint16_t>();
+      size_t mismatches = 0;
+      for (size_t i = 0; i < cache_elems; ++i) {
+        mismatches += got_k[i] != testing::to_half_bits(dtype, cache_k[i]);
+        mismatches += got_v[i] != testing::to_half_bits(dtype, cache_v[i]);
+      }
+      EXPECT_EQ(mismatches, 0u) << testing::dtype_name(dtype) << " d" << head_dim;
+    }
+  }
+}
+
+// ---- configuration errors (no GPU needed: rejected before any launch) ----------------------
+
+AttentionParams valid_looking_params() {
+  static int dummy;
+  AttentionParams p;
+  p.q = p.k_cache = p.v_cache = &dummy;
+  p.out = &dummy;
+  p.cu_seqlens_q = p.seqlens_k = p.block_tables = &dummy;
+  p.num_seqs = 1;
+  p.max_seqlen_q = p.max_seqlen_k = 1;
+  p.num_heads = 4;
+  p.num_kv_heads = 2;
+  p.head_dim = 128;
+  p.block_size = 64;
+  p.max_blocks_per_seq = 1;
+  p.softmax_scale = 0.125f;
+  return p;
+}
+
+TEST(AttentionConfigTest, RejectsUnsupportedHeadDimByName) {
+  AttentionParams p = valid_looking_params();
+  p.head_dim = 80;
+  for (const absl::Status& s : {attention_prefill(p, nullptr), attention_naive(p, nullptr, 0, nullptr),
+                                attention_decode(p, 1, nullptr, 0, nullptr)}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("unsupported head_dim 80"), std::string::npos) << s;
+  }
+}
+
+TEST(AttentionConfigTest, RejectsBadGqaBlockSizeAndSplits) {
+  AttentionParams p = valid_looking_params();
+  p.num_kv_heads = 3;
+  EXPECT_EQ(attention_prefill(p, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  p = valid_looking_params();
+  p.block_size = 16;
+  EXPECT_EQ(attention_prefill(p, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  p = valid_looking_params();
+  EXPECT_EQ(attention_decode(p, 0, nullptr, 0, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(attention_decode(p, 4, nullptr, 0, nullptr).code(),  // needs a workspace
+            absl::StatusCode::kInvalidArgument);
+  p.num_heads = 34;  // group of 17 > 16
+  EXPECT_EQ(attention_decode(p, 1, nullptr, 0, nullptr).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AttentionConfigTest, SplitHeuristicFillsTheGpuAndRespectsBounds) {
+  EXPECT_EQ(attention_decode_num_splits(64, 8, 4096, 132), 2);    // 512 CTAs -> 1024
+  EXPECT_EQ(attention_decode_num_splits(1, 8, 4096, 132), 16);    // capped at 4 tiles/split
+  EXPECT_EQ(attention_decode_num_splits(1, 8, 1 << 20, 132), kMaxDecodeSplits);
+  EXPECT_EQ(attention_decode_num_splits(256, 8, 4096, 132), 1);   // already 2048 CTAs
+  EXPECT_EQ(attention_decode_num_splits(4, 2, 100, 132), 1);      // too short to split
+}
+
+}  // namespace
+}  // namespace flashserve::kernels
