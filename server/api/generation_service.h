@@ -1,0 +1,69 @@
+#pragma once
+// flashserve.v1.Generation on the gRPC callback API. Until set_backend() is called (the model
+// is still loading) every method answers UNAVAILABLE; afterwards requests are validated
+// (validation.h), rendered/tokenized (prompt.h) and submitted to the engine, whose events
+// are written back by the reactors of generation_calls.h.
+#include <atomic>
+#include <string>
+
+#include "flashserve/v1/generation.grpc.pb.h"
+#include "model/chat_template.h"
+#include "model/tokenizer.h"
+#include "server/api/prompt.h"
+#include "server/engine/engine.h"
+
+namespace flashserve::metrics {
+class Metrics;
+}
+
+namespace flashserve::api {
+
+// Everything the service needs once the model is loaded. Owned by the Server; must outlive
+// the gRPC server.
+struct Backend {
+  engine::Engine* engine = nullptr;
+  PromptContext prompt;            // tokenizer, chat template, limits
+  engine::EngineOptions engine_options;
+  std::string device;              // "cpu", "cuda:0"
+};
+
+class GenerationService final : public v1::Generation::CallbackService {
+ public:
+  // `metrics` may be null; it receives kRejected for requests refused before the engine.
+  explicit GenerationService(metrics::Metrics* metrics) : metrics_(metrics) {}
+
+  // Publishes the loaded model. Called once; `backend` must outlive the service.
+  void set_backend(const Backend* backend) { backend_.store(backend, std::memory_order_release); }
+  bool has_backend() const { return backend_.load(std::memory_order_acquire) != nullptr; }
+
+  grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* context,
+                                     const v1::GenerateRequest* request,
+                                     v1::GenerateResponse* response) override;
+  grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerateStream(
+      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
+                                       const v1::DetokenizeRequest* request,
+                                       v1::DetokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override;
+
+ private:
+  // Validation + prompt building for both generation calls; records kRejected on error.
+  absl::StatusOr<engine::GenerationRequest> prepare(const grpc::CallbackServerContext& context,
+                                                    const v1::GenerateRequest& request,
+                                                    const Backend& backend);
+  void record_rejected();
+
+  std::atomic<const Backend*> backend_{nullptr};
+  metrics::Metrics* metrics_;
+};
+
+// The call's deadline on the steady clock; unset when the client gave none.
+std::optional<std::chrono::steady_clock::time_point> steady_deadline(
+    std::chrono::system_clock::time_point deadline);
+
+}  // namespace flashserve::api

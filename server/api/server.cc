@@ -1,0 +1,191 @@
+#include "server/api/server.h"
+
+#include <atomic>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "kernels/device.h"
+#include "model/model_loader.h"
+#include "server/api/generation_service.h"
+#include "server/api/health.h"
+#include "server/metrics/metrics.h"
+
+namespace flashserve::api {
+
+absl::StatusOr<std::string> resolve_device(const std::string& requested) {
+  if (requested == "cpu") return std::string("cpu");
+  if (requested == "auto") return std::string("cpu");  // no CUDA backend is built yet
+  if (requested == "cuda") {
+    return absl::UnimplementedError(absl::StrCat(
+        "--device cuda: the CUDA backend of the model is not implemented yet (",
+        kernels::cuda_device_count(), " CUDA device(s) visible); use --device cpu"));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--device: '", requested, "' is not one of auto, cpu, cuda"));
+}
+
+namespace {
+
+// "host:port" with IPv6 literals bracketed.
+std::string host_port(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos && host.front() != '[') {
+    return absl::StrCat("[", host, "]:", port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+}  // namespace
+
+class Server::Impl {
+ public:
+  explicit Impl(const ServerOptions& options) : options_(options) {}
+
+  absl::Status start();
+  absl::Status load_model();
+  void shutdown(std::chrono::milliseconds grace);
+  bool is_serving() const;
+
+  ServerOptions options_;
+  std::unique_ptr<metrics::Metrics> metrics_;
+  std::unique_ptr<GenerationService> service_;
+  std::unique_ptr<grpc::Server> grpc_;
+  int grpc_port_ = 0;
+  std::unique_ptr<HealthWatcher> health_;
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> shut_down_{false};
+  std::mutex shutdown_mu_;
+
+  // Set by load_model(). Declaration order matters: the engine (which uses the tokenizer)
+  // is destroyed before the model.
+  model::LoadedModel model_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::atomic<engine::Engine*> ready_engine_{nullptr};
+  Backend backend_;
+};
+
+absl::Status Server::Impl::start() {
+  if (options_.metrics_port >= 0) {
+    metrics_ = std::make_unique<metrics::Metrics>();
+    if (auto st = metrics_->serve(host_port(options_.host, options_.metrics_port)); !st.ok()) {
+      return st;
+    }
+  }
+  service_ = std::make_unique<GenerationService>(metrics_.get());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string address = host_port(options_.host, options_.port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &grpc_port_);
+  builder.RegisterService(service_.get());
+  grpc_ = builder.BuildAndStart();
+  if (grpc_ == nullptr || grpc_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", address));
+  }
+  health_ = std::make_unique<HealthWatcher>(
+      grpc_->GetHealthCheckService(),
+      std::vector<std::string>{v1::Generation::service_full_name()},
+      [this] { return is_serving(); }, options_.health_period);
+  return absl::OkStatus();
+}
+
+bool Server::Impl::is_serving() const {
+  if (draining_.load()) return false;
+  const engine::Engine* engine = ready_engine_.load();
+  if (engine == nullptr) return false;
+  const engine::EngineSnapshot snapshot = engine->snapshot();
+  return snapshot.running && !snapshot.stalled;
+}
+
+absl::Status Server::Impl::load_model() {
+  auto device = resolve_device(options_.device);
+  if (!device.ok()) return device.status();
+  model::LoadOptions load_options;
+  load_options.num_threads = options_.num_threads;
+  load_options.kv_cache_mb = options_.kv_cache_mb;
+  load_options.max_num_seqs = options_.engine.max_num_seqs;
+  auto loaded = model::load_model(options_.model_path, load_options);
+  if (!loaded.ok()) return loaded.status();
+  model_ = std::move(*loaded);
+
+  RequestLimits limits = options_.limits;
+  limits.context_length = options_.engine.max_context > 0
+                              ? std::min(options_.engine.max_context,
+                                         model_.config.context_length)
+                              : model_.config.context_length;
+  limits.vocab_size = model_.tokenizer->vocab_size();
+  limits.max_new_tokens = std::min(limits.max_new_tokens, limits.context_length - 1);
+  engine::EngineOptions engine_options = options_.engine;
+  engine_options.max_context = limits.context_length;
+
+  engine_ = std::make_unique<engine::Engine>(std::move(model_.runner), *model_.tokenizer,
+                                             engine_options, metrics_.get());
+  engine_->start();
+  backend_.engine = engine_.get();
+  backend_.prompt.tokenizer = model_.tokenizer.get();
+  backend_.prompt.chat_template = model_.chat_template ? &*model_.chat_template : nullptr;
+  backend_.prompt.limits = limits;
+  backend_.engine_options = engine_options;
+  backend_.device = *device;
+  service_->set_backend(&backend_);
+  ready_engine_.store(engine_.get());
+  return absl::OkStatus();
+}
+
+void Server::Impl::shutdown(std::chrono::milliseconds grace) {
+  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  if (shut_down_.exchange(true)) return;
+  draining_.store(true);
+  if (health_) health_->stop();          // NOT_SERVING from here on
+  if (engine_) engine_->drain();         // new requests UNAVAILABLE; admitted ones finish
+  if (grpc_) {
+    grpc_->Shutdown(std::chrono::system_clock::now() + grace);
+    grpc_->Wait();
+  }
+}
+
+// ---- Server ---------------------------------------------------------------------------------
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() {
+  if (impl_) impl_->shutdown(std::chrono::seconds(5));
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  if (auto st = impl->start(); !st.ok()) return st;
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+absl::Status Server::load_model() { return impl_->load_model(); }
+
+void Server::shutdown(std::chrono::milliseconds grace) { impl_->shutdown(grace); }
+
+int Server::grpc_port() const { return impl_->grpc_port_; }
+
+int Server::metrics_port() const {
+  return impl_->metrics_ ? impl_->metrics_->listening_port() : 0;
+}
+
+std::string Server::model_summary() const {
+  const engine::Engine* engine = impl_->engine_.get();
+  if (engine == nullptr) return "(no model loaded)";
+  const model::ModelConfig& c = engine->model_config();
+  const engine::EngineSnapshot snapshot = engine->snapshot();
+  const RequestLimits& limits = impl_->backend_.prompt.limits;
+  return absl::StrFormat(
+      "%s (%s: %d layers, hidden %d, %d/%d heads, vocab %d, context %d) on %s; KV cache %d "
+      "blocks x %d tokens; chat template %s",
+      c.name, c.architecture, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads,
+      c.vocab_size, limits.context_length, impl_->backend_.device,
+      snapshot.num_kv_blocks_total, engine->kv_block_size(),
+      impl_->backend_.prompt.chat_template
+          ? std::string(impl_->backend_.prompt.chat_template->family_name())
+          : std::string("none"));
+}
+
+}  // namespace flashserve::api

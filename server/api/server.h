@@ -1,0 +1,66 @@
+#pragma once
+// The flashserve server: wires model loading, the engine, metrics and the gRPC services.
+//
+// Life cycle (main.cc):
+//   start()       binds the metrics HTTP port and the gRPC port and starts serving at once:
+//                 health NOT_SERVING, Generation answers UNAVAILABLE ("model is loading"),
+//                 reflection and health work — so orchestrators can watch the start-up.
+//   load_model()  loads the model, starts the engine thread and publishes it to the service;
+//                 health turns SERVING once the engine runs and is not stalled.
+//   shutdown()    NOT_SERVING, the engine drains (new requests UNAVAILABLE, admitted ones
+//                 finish), then the gRPC server shuts down and waits for in-flight calls.
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/api/validation.h"
+#include "server/engine/engine.h"
+
+namespace flashserve::api {
+
+struct ServerOptions {
+  std::string model_path;
+  std::string device = "auto";  // auto | cpu | cuda
+  std::string host = "0.0.0.0";
+  int port = 50051;             // 0 = any free port (see grpc_port())
+  int metrics_port = 9090;      // 0 = any free port; -1 = no metrics HTTP server
+  engine::EngineOptions engine;
+  int kv_cache_mb = 0;          // KV cache size; 0 = enough for max_num_seqs full contexts,
+                                // capped at 1024 MiB
+  int num_threads = 0;          // CPU backend threads; 0 = library default
+  RequestLimits limits;         // policy part; context/vocab are filled from the model
+  // How often the health watcher re-evaluates SERVING.
+  std::chrono::milliseconds health_period{100};
+};
+
+class Server {
+ public:
+  static absl::StatusOr<std::unique_ptr<Server>> start(const ServerOptions& options);
+  ~Server();  // shutdown() if not done
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Blocking. InvalidArgument/NotFound/Unimplemented etc. from the loader, or for a bad
+  // --device. Call once.
+  absl::Status load_model();
+  // Graceful stop; `grace` bounds how long in-flight calls may take after the engine drained.
+  void shutdown(std::chrono::milliseconds grace);
+
+  int grpc_port() const;
+  int metrics_port() const;  // 0 when metrics are off
+  // One line: "SmolLM2 135M (llama, 30 layers, ...) on cpu, KV cache N blocks x 16 tokens".
+  std::string model_summary() const;
+
+ private:
+  class Impl;
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The device to run on for a --device value. "auto" -> "cpu" while no CUDA backend is built
+// (and whenever no GPU is usable); "cuda" -> Unimplemented until the CUDA backend exists;
+// anything else -> InvalidArgument.
+absl::StatusOr<std::string> resolve_device(const std::string& requested);
+
+}  // namespace flashserve::api

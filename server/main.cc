@@ -1,0 +1,166 @@
+// flashserve: the gRPC LLM server (contract in DESIGN.md).
+//
+//   flashserve --model PATH [--device auto|cpu|cuda] [--host 0.0.0.0] [--port 50051]
+//              [--metrics-port 9090] [limits...]
+//
+// Start-up: the gRPC and metrics ports are bound first (health NOT_SERVING, Generation
+// UNAVAILABLE), then the model loads on a separate thread; health turns SERVING once the
+// engine runs. SIGINT/SIGTERM: NOT_SERVING, drain the engine (admitted requests finish), shut
+// the server down. Logs go to stderr.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "server/api/server.h"
+
+ABSL_FLAG(std::string, model, "", "Path of the GGUF model file (required)");
+ABSL_FLAG(std::string, device, "auto", "auto | cpu | cuda ('auto' picks cpu without CUDA)");
+ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on (gRPC and metrics)");
+ABSL_FLAG(int, port, 50051, "gRPC port (0 = any free port, printed at start-up)");
+ABSL_FLAG(int, metrics_port, 9090,
+          "Prometheus /metrics HTTP port (0 = any free port, -1 = disabled)");
+ABSL_FLAG(int, max_num_seqs, 64, "Sequences batched together per engine step");
+ABSL_FLAG(int, max_batch_tokens, 2048, "Tokens (prefill chunks + decodes) per engine step");
+ABSL_FLAG(int, max_waiting, 256,
+          "Requests that may wait for admission; beyond it RESOURCE_EXHAUSTED at once");
+ABSL_FLAG(int, max_context, 0, "Cap on tokens per sequence (0 = the model's context length)");
+ABSL_FLAG(int, kv_cache_mb, 0,
+          "KV cache size in MiB (0 = enough for max_num_seqs full contexts, capped)");
+ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = the BLAS default)");
+ABSL_FLAG(double, drain_timeout, 30,
+          "Seconds in-flight calls may take to finish after the engine drained on shutdown");
+
+namespace {
+
+void log(const std::string& line) {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  std::fprintf(stderr, "%s flashserve: %s\n", stamp, line.c_str());
+  std::fflush(stderr);
+}
+
+flashserve::api::ServerOptions options_from_flags() {
+  flashserve::api::ServerOptions o;
+  o.model_path = absl::GetFlag(FLAGS_model);
+  o.device = absl::GetFlag(FLAGS_device);
+  o.host = absl::GetFlag(FLAGS_host);
+  o.port = absl::GetFlag(FLAGS_port);
+  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.engine.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
+  o.engine.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  o.engine.max_waiting = absl::GetFlag(FLAGS_max_waiting);
+  o.engine.max_context = absl::GetFlag(FLAGS_max_context);
+  o.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
+  o.num_threads = absl::GetFlag(FLAGS_threads);
+  return o;
+}
+
+// Flag values that can be rejected before anything starts. Empty when fine.
+std::string check_options(const flashserve::api::ServerOptions& o) {
+  if (o.model_path.empty()) return "--model is required";
+  if (o.port < 0 || o.port > 65535) return absl::StrCat("--port ", o.port, " is not a port");
+  if (o.metrics_port < -1 || o.metrics_port > 65535) {
+    return absl::StrCat("--metrics_port ", o.metrics_port, " is not a port (or -1)");
+  }
+  if (o.engine.max_num_seqs < 1) return "--max_num_seqs must be >= 1";
+  if (o.engine.max_batch_tokens < 1) return "--max_batch_tokens must be >= 1";
+  if (o.engine.max_waiting < 0) return "--max_waiting must be >= 0";
+  if (o.engine.max_context < 0) return "--max_context must be >= 0";
+  if (o.kv_cache_mb < 0) return "--kv_cache_mb must be >= 0";
+  if (o.num_threads < 0) return "--threads must be >= 0";
+  return "";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "flashserve --model PATH [--device auto|cpu|cuda] [--host 0.0.0.0] [--port 50051] "
+      "[--metrics-port 9090] [--max-num-seqs N] [--max-batch-tokens N] [--max-waiting N] "
+      "[--kv-cache-mb MB] [--threads N]");
+  // DESIGN.md spells flags with dashes (--metrics-port); absl flags use underscores.
+  std::vector<std::string> args(argv, argv + argc);
+  std::vector<char*> fixed;
+  for (std::string& a : args) {
+    if (a.rfind("--", 0) == 0) {
+      const size_t end = std::min(a.find('='), a.size());
+      for (size_t i = 2; i < end; ++i) {
+        if (a[i] == '-') a[i] = '_';
+      }
+    }
+    fixed.push_back(a.data());
+  }
+  absl::ParseCommandLine(static_cast<int>(fixed.size()), fixed.data());
+  const flashserve::api::ServerOptions options = options_from_flags();
+  if (std::string problem = check_options(options); !problem.empty()) {
+    log(problem);
+    return 2;
+  }
+  if (auto device = flashserve::api::resolve_device(options.device); !device.ok()) {
+    log(std::string(device.status().message()));
+    return 2;
+  }
+
+  // Signals are taken synchronously by this thread; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server = flashserve::api::Server::start(options);
+  if (!server.ok()) {
+    log(absl::StrCat("cannot start: ", server.status().ToString()));
+    return 1;
+  }
+  log(absl::StrCat("listening on ", options.host, ":", (*server)->grpc_port(), " (gRPC)"));
+  if ((*server)->metrics_port() > 0) {
+    log(absl::StrCat("metrics on http://", options.host, ":", (*server)->metrics_port(),
+                     "/metrics"));
+  }
+  log(absl::StrCat("loading ", options.model_path, " ..."));
+
+  std::atomic<int> load_state{0};  // 0 loading, 1 loaded, -1 failed
+  std::thread loader([&] {
+    absl::Status status = (*server)->load_model();
+    if (status.ok()) {
+      log(absl::StrCat("model loaded: ", (*server)->model_summary()));
+      log("serving");
+      load_state.store(1);
+    } else {
+      log(absl::StrCat("cannot load the model: ", status.ToString()));
+      load_state.store(-1);
+    }
+  });
+
+  int exit_code = 0;
+  const timespec poll = {0, 100 * 1000 * 1000};
+  while (true) {
+    const int signal = sigtimedwait(&signals, nullptr, &poll);
+    if (signal == SIGINT || signal == SIGTERM) {
+      log(absl::StrCat("received ", strsignal(signal), ": draining"));
+      break;
+    }
+    if (load_state.load() < 0) {
+      exit_code = 1;
+      break;
+    }
+  }
+  loader.join();  // a load in progress completes before the engine can drain
+  const auto grace = std::chrono::milliseconds(
+      static_cast<int64_t>(absl::GetFlag(FLAGS_drain_timeout) * 1000));
+  (*server)->shutdown(grace);
+  log("stopped");
+  return exit_code;
+}
