@@ -42,6 +42,7 @@ float fp16_to_fp32(uint16_t bits) {
 float bf16_to_fp32(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 
 void dequantize_f32(const uint8_t* src, int64_t num_elements, float* dst) {
+  if (num_elements <= 0) return;  // memcpy with a null pointer is UB even for 0 bytes
   std::memcpy(dst, src, static_cast<size_t>(num_elements) * sizeof(float));
 }
 

@@ -234,7 +234,7 @@ class GgufWriter {
   GgufWriter& add_tensor_f32(const std::string& name, const std::vector<uint64_t>& dims,
                              const std::vector<float>& values) {
     std::string data(values.size() * 4, '\0');
-    std::memcpy(data.data(), values.data(), data.size());
+    if (!values.empty()) std::memcpy(data.data(), values.data(), data.size());
     return add_tensor(name, dims, GgmlType::kF32, std::move(data));
   }
   GgufWriter& add_tensor_f16(const std::string& name, const std::vector<uint64_t>& dims,
