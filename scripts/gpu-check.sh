@@ -15,7 +15,7 @@ out=${1:?usage: $0 OUT_DIR [stage...]}
 shift
 stages=${*:-info tests sanitize bench peers}
 bin=${BIN_DIR:-.gpu/bin}
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-.gpu/lib:/usr/local/cuda/lib64}
+export LD_LIBRARY_PATH=.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONUNBUFFERED=1
 mkdir -p "$out"
 summary=$out/summary.txt
