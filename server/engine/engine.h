@@ -3,7 +3,9 @@
 // postprocess (DESIGN.md "The path of one request"). Pure C++: no gRPC, no CUDA.
 //
 // Thread-safety: submit(), cancel(), snapshot() may be called from any thread. Event sinks are
-// invoked on the engine thread, in order, and must not block (copy/queue and return).
+// invoked on the engine thread, in order, and must not block (copy/queue and return); the
+// final events of requests still outstanding when an engine that was never started is
+// destroyed or drained are delivered on the destroying/draining thread.
 // Contract: every request accepted by submit() receives exactly one event with
 // finished == true (its final status), whatever happens (stop, length, cancel, deadline,
 // engine shutdown, model error). After that, its sink is never called again.
@@ -36,6 +38,9 @@ struct GenerationRequest {
   std::vector<std::string> stop_strings;    // not emitted; never split across events
   std::vector<int32_t> stop_token_ids;      // in addition to the model's end-of-generation ids
   bool ignore_eos = false;                  // keep going past end-of-generation tokens
+  // Return the logprob of every sampled token (and its top sampling.num_logprobs
+  // alternatives). num_logprobs > 0 implies it.
+  bool logprobs = false;
   // Absolute deadline; the sequence is aborted at the next step once it has passed.
   std::optional<std::chrono::steady_clock::time_point> deadline;
 };
@@ -80,6 +85,8 @@ struct EngineOptions {
   int max_batch_tokens = 2048;    // tokens (prefill chunks + decodes) per step
   int max_waiting = 256;          // queue bound: submit() beyond it -> ResourceExhausted
   int max_context = 0;            // 0 = the model's context length
+  // snapshot().stalled: work pending and no step completed for this long.
+  std::chrono::milliseconds stall_threshold{30000};
 };
 
 // What health checks and GetModelInfo need, consistent at one instant.
