@@ -5,7 +5,8 @@
 namespace flashserve::model {
 namespace {
 
-// Block geometry from ggml/src/ggml-common.h (block_* structs) and ggml.c's type_traits.
+// Block geometry from ggml/src/ggml-common.h (block_* structs) and ggml.c's type_traits;
+// cross-checked with gguf-py 0.19.0's GGML_QUANT_SIZES.
 constexpr GgmlTypeTraits kUnknown = {"unknown", 0, 0};
 
 GgmlTypeTraits traits_of(GgmlType type) {
@@ -17,6 +18,8 @@ GgmlTypeTraits traits_of(GgmlType type) {
     case GgmlType::kQ5_0: return {"q5_0", 32, 22};
     case GgmlType::kQ5_1: return {"q5_1", 32, 24};
     case GgmlType::kQ8_0: return {"q8_0", 32, 34};
+    // ggml's block_q8_1 is fp16 d + fp16 s + 32 int8 = 36 bytes (gguf-py 0.19 says 40: it
+    // predates the fp16 fields; q8_1 is a matmul intermediate that files do not hold).
     case GgmlType::kQ8_1: return {"q8_1", 32, 36};
     case GgmlType::kQ2_K: return {"q2_K", 256, 84};
     case GgmlType::kQ3_K: return {"q3_K", 256, 110};
@@ -42,6 +45,8 @@ GgmlTypeTraits traits_of(GgmlType type) {
     case GgmlType::kTQ1_0: return {"tq1_0", 256, 54};
     case GgmlType::kTQ2_0: return {"tq2_0", 256, 66};
     case GgmlType::kMXFP4: return {"mxfp4", 32, 17};
+    case GgmlType::kNVFP4: return {"nvfp4", 64, 36};
+    case GgmlType::kQ1_0: return {"q1_0", 128, 18};
   }
   return kUnknown;
 }

@@ -43,6 +43,8 @@ enum class GgmlType : uint32_t {
   kTQ2_0 = 35,
   // 36..38 (IQ4_NL_4_4, ...) were removed from ggml.
   kMXFP4 = 39,
+  kNVFP4 = 40,
+  kQ1_0 = 41,
 };
 
 // Block geometry of a type GGUF files may hold. Unknown / removed type ids have

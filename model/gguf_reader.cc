@@ -267,6 +267,10 @@ absl::Status parse_header(Cursor* cursor, uint32_t* version, uint64_t* num_tenso
   if (raw_version == 1) {
     return absl::UnimplementedError("gguf: version 1 files are not supported (convert to version 2 or 3)");
   }
+  if ((raw_version & 0xFFFF) == 0 && raw_version != 0) {  // e.g. 0x03000000: byte-swapped
+    return absl::UnimplementedError(absl::StrCat("gguf: version field 0x", absl::Hex(raw_version),
+                                                 " looks byte-swapped: big-endian GGUF files are not supported"));
+  }
   if (raw_version != 2 && raw_version != 3) {
     return absl::UnimplementedError(absl::StrCat("gguf: unsupported version ", raw_version,
                                                  " (supported: 2, 3)"));

@@ -40,6 +40,7 @@ std::vector<HostileCase> hostile_cases() {
       {"bad magic", [] { return GgufWriter().set_magic(0x46554746).bytes(); }, C::kInvalidArgument, "bad magic"},
       {"version 1", [] { return GgufWriter(1).bytes(); }, C::kUnimplemented, "version 1"},
       {"version 4", [] { return GgufWriter(4).bytes(); }, C::kUnimplemented, "version 4"},
+      {"big-endian file", [] { return GgufWriter(0x03000000).bytes(); }, C::kUnimplemented, "big-endian"},
       {"header cut after version", [] { return header(3, 0, 0).substr(0, 12); }, C::kDataLoss, "tensor count"},
       {"huge metadata count", [] { return GgufWriter().override_num_kv(uint64_t{1} << 60).bytes(); },
        C::kDataLoss, "1152921504606846976 metadata entries"},
