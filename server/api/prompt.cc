@@ -1,7 +1,5 @@
 #include "server/api/prompt.h"
 
-#include <random>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -45,6 +43,7 @@ absl::StatusOr<std::vector<int32_t>> prompt_tokens(const v1::GenerateRequest& re
 model::SamplingParams to_sampling_params(const v1::GenerateRequest& request) {
   const v1::SamplingParams& s = request.sampling();
   model::SamplingParams p;
+  // The proto's documented defaults (OpenAI-like: temperature 1), not the model's.
   p.temperature = s.has_temperature() ? s.temperature() : 1.0f;
   p.top_k = s.top_k();
   p.top_p = s.has_top_p() ? s.top_p() : 1.0f;
@@ -52,9 +51,9 @@ model::SamplingParams to_sampling_params(const v1::GenerateRequest& request) {
   p.repetition_penalty = s.has_repetition_penalty() ? s.repetition_penalty() : 1.0f;
   p.presence_penalty = s.presence_penalty();
   p.frequency_penalty = s.frequency_penalty();
-  p.seed = s.has_seed() ? s.seed() : std::random_device()();
-  p.logprobs = request.logprobs();
-  p.top_logprobs = request.top_logprobs();
+  p.has_seed = s.has_seed();  // unset: the engine seeds the sequence itself
+  p.seed = s.seed();
+  p.num_logprobs = request.logprobs() ? request.top_logprobs() : 0;
   return p;
 }
 
@@ -94,6 +93,7 @@ absl::StatusOr<engine::GenerationRequest> build_generation_request(
   out.stop_strings.assign(stopping.stop().begin(), stopping.stop().end());
   out.stop_token_ids.assign(stopping.stop_token_ids().begin(), stopping.stop_token_ids().end());
   out.ignore_eos = stopping.ignore_eos();
+  out.logprobs = request.logprobs();
   out.deadline = deadline;
   return out;
 }

@@ -34,7 +34,7 @@ absl::StatusOr<std::vector<int32_t>> prompt_tokens(const v1::GenerateRequest& re
                                                    const PromptContext& ctx);
 
 // Proto sampling parameters -> the model's, unset fields at the documented defaults; an
-// unset seed becomes a random one.
+// unset seed leaves the choice to the engine (a per-request seed).
 model::SamplingParams to_sampling_params(const v1::GenerateRequest& request);
 
 // The whole of stage 2. `deadline` is the call's deadline, if any. Checks that the prompt

@@ -1,0 +1,74 @@
+#pragma once
+// Test harness: runs the real `flashserve` binary as a child process on free loopback ports
+// (--host 127.0.0.1 --port 0 --metrics-port 0; the ports are read back from its log) and
+// gives tests gRPC stubs, health checks and /metrics scrapes. Everything is bounded by
+// timeouts; the destructor kills a server that is still running.
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "flashserve/v1/generation.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace flashserve::e2e {
+
+// The default model, or $FLASHSERVE_E2E_MODEL; empty when the file does not exist.
+std::string default_model_path();
+
+class ServerProcess {
+ public:
+  // Starts the server with `extra_args` and waits until both ports are in its log (the
+  // model may still be loading). Error with the log's tail if it exits or times out.
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> start(
+      const std::string& model_path, const std::vector<std::string>& extra_args,
+      std::chrono::seconds timeout = std::chrono::seconds(60));
+  ~ServerProcess();
+
+  // Polls health until SERVING (OK) or the timeout.
+  absl::Status wait_serving(std::chrono::seconds timeout = std::chrono::seconds(120));
+  // Health of "" (the whole server); UNKNOWN with a non-OK status on RPC failure.
+  grpc::health::v1::HealthCheckResponse::ServingStatus health(grpc::Status* rpc_status = nullptr);
+
+  // Sends `signal` and waits for the process to exit; returns its exit status (-1 on timeout,
+  // 128+N when killed by signal N).
+  int stop(int signal, std::chrono::seconds timeout = std::chrono::seconds(60));
+  bool running();
+
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+  std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  std::shared_ptr<grpc::Channel> channel() const { return channel_; }
+  std::unique_ptr<v1::Generation::Stub> stub() const { return v1::Generation::NewStub(channel_); }
+
+  // GET /metrics (HTTP/1.0 on 127.0.0.1). Body only.
+  absl::StatusOr<std::string> scrape_metrics() const;
+  // Everything the server has logged so far.
+  std::string log() const;
+
+ private:
+  ServerProcess() = default;
+
+  pid_t pid_ = -1;
+  std::optional<int> exit_status_;
+  std::string log_path_;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+// Value of the sample `name{labels}` (labels exactly as exposed, e.g. `status="length"`;
+// empty for none) in a Prometheus text exposition; NotFound if absent.
+absl::StatusOr<double> metric_value(const std::string& exposition, const std::string& name,
+                                    const std::string& labels = "");
+
+// Sets a deadline `timeout` from now on a fresh context.
+std::unique_ptr<grpc::ClientContext> context_with_timeout(std::chrono::milliseconds timeout);
+
+}  // namespace flashserve::e2e
