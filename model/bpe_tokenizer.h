@@ -1,0 +1,69 @@
+#pragma once
+// Byte-level BPE (tokenizer.ggml.model = "gpt2"), as GPT-2, SmolLM2, Llama-3 and Qwen2 use.
+//
+// encode: special tokens are split out (TokenizerBase), the text is made valid UTF-8
+// (sanitize_utf8), split by the pre-tokenizer, and each piece's bytes are merged pairwise
+// by lowest merge rank (leftmost first on ties) until no ranked pair remains. Token texts
+// and merges are stored in GPT-2's byte<->unicode mapping (byte 0x20 is 'Ġ', ...); this class
+// converts them to raw bytes once at construction and works on bytes afterwards.
+//
+// Deliberate difference from llama.cpp: a merged piece that is not a vocabulary token (only
+// possible with inconsistent merges) falls back to one token per raw byte; llama.cpp looks
+// the bytes of the *mapped* text up instead.
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "model/pretokenizer.h"
+#include "model/tokenizer_base.h"
+
+namespace flashserve::model {
+
+class BpeTokenizer final : public TokenizerBase {
+ public:
+  // InvalidArgument for an unknown tokenizer.ggml.pre, a merge without a space, or the
+  // checks of TokenizerBase.
+  static absl::StatusOr<std::unique_ptr<BpeTokenizer>> create(TokenizerVocab vocab);
+
+  std::string token_bytes(int32_t id) const override;
+  const Pretokenizer& pretokenizer() const { return pretokenizer_; }
+
+ protected:
+  void encode_fragment(std::string_view text, bool after_special,
+                       std::vector<int32_t>& out) const override;
+
+ private:
+  struct Merge {
+    int32_t rank;
+    int32_t merged;  // symbol id of the concatenation
+  };
+
+  explicit BpeTokenizer(Pretokenizer pretokenizer) : pretokenizer_(std::move(pretokenizer)) {}
+  absl::Status build_tables();
+  // Symbol id of a byte string: its token id if it is a vocabulary token, otherwise an id
+  // >= vocab_size() private to the merge table.
+  int32_t intern(std::string bytes);
+  void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
+  void emit_symbol(int32_t symbol, std::vector<int32_t>& out) const;
+
+  Pretokenizer pretokenizer_;
+  std::vector<std::string> token_bytes_;                       // by token id
+  absl::flat_hash_map<std::string, int32_t> bytes_to_symbol_;  // raw bytes -> symbol id
+  std::vector<std::string> extra_symbols_;  // bytes of symbol vocab_size() + i
+  absl::flat_hash_map<uint64_t, Merge> merges_;  // (left symbol << 32 | right symbol)
+  std::array<int32_t, 256> byte_symbol_{};       // symbol of each single byte
+};
+
+// GPT-2's reversible byte -> unicode mapping: printable bytes map to themselves, the others
+// to U+0100 + n. byte_to_unicode(b) is the UTF-8 of the mapped code point.
+const std::string& byte_to_unicode(uint8_t byte);
+// Inverse of byte_to_unicode over a whole string; false if `mapped` contains a character
+// that is not the image of a byte.
+bool unicode_to_bytes(std::string_view mapped, std::string& bytes);
+
+}  // namespace flashserve::model

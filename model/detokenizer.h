@@ -1,0 +1,35 @@
+#pragma once
+// Incremental detokenization for streaming: one IncrementalDetokenizer per sequence.
+//
+// push(id) returns the text that became complete with this token; bytes of a character that
+// is split across tokens (emoji and CJK in byte-level BPE, <0xAB> byte fallback in
+// SentencePiece) are held back until the character is complete, so every returned string is
+// valid UTF-8. A byte that can never start or continue a well-formed character is returned
+// as U+FFFD at once. flush() returns what is still held (as U+FFFD per byte).
+//
+// Contract: the concatenation of all push() results and flush() equals
+// sanitize_utf8(tokenizer.decode(ids, skip_special)) for the same ids.
+//
+// Not thread-safe (one sequence, one owner); the Tokenizer must outlive it.
+#include <cstdint>
+#include <string>
+
+#include "model/tokenizer.h"
+
+namespace flashserve::model {
+
+class IncrementalDetokenizer {
+ public:
+  explicit IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special = true);
+
+  std::string push(int32_t id);  // newly completed text (may be empty)
+  std::string flush();           // held bytes at the end, invalid ones as U+FFFD
+
+ private:
+  const Tokenizer& tokenizer_;
+  bool skip_special_;
+  bool started_ = false;  // a token has contributed text (SPM's first-token rule applies once)
+  std::string pending_;   // bytes of an incomplete character
+};
+
+}  // namespace flashserve::model

@@ -1,0 +1,86 @@
+#include "model/tokenizer_utf8.h"
+
+namespace flashserve::model {
+namespace {
+
+// Allowed range of the second byte after `lead` (Unicode Table 3-7).
+void second_byte_range(unsigned char lead, unsigned char& lo, unsigned char& hi) {
+  lo = lead == 0xE0 ? 0xA0 : lead == 0xF0 ? 0x90 : 0x80;
+  hi = lead == 0xED ? 0x9F : lead == 0xF4 ? 0x8F : 0xBF;
+}
+
+// Number of bytes at text[pos..] (at most the announced length) that are consistent with a
+// well-formed sequence; 0 if the lead byte is already invalid.
+size_t consistent_prefix_length(std::string_view text, size_t pos) {
+  const auto b0 = static_cast<unsigned char>(text[pos]);
+  if (b0 < 0x80) return 1;
+  if (b0 < 0xC2 || b0 > 0xF4) return 0;
+  const size_t len = utf8_sequence_length(b0);
+  unsigned char lo, hi;
+  second_byte_range(b0, lo, hi);
+  size_t i = 1;
+  for (; i < len && pos + i < text.size(); ++i) {
+    const auto b = static_cast<unsigned char>(text[pos + i]);
+    const bool ok = i == 1 ? (b >= lo && b <= hi) : (b & 0xC0) == 0x80;
+    if (!ok) break;
+  }
+  return i;
+}
+
+}  // namespace
+
+int utf8_sequence_length(unsigned char lead) {
+  if (lead < 0x80) return 1;
+  if ((lead & 0xE0) == 0xC0) return 2;
+  if ((lead & 0xF0) == 0xE0) return 3;
+  if ((lead & 0xF8) == 0xF0) return 4;
+  return 1;
+}
+
+size_t valid_utf8_sequence_length(std::string_view text, size_t pos) {
+  const size_t len = utf8_sequence_length(static_cast<unsigned char>(text[pos]));
+  return consistent_prefix_length(text, pos) == len && pos + len <= text.size() ? len : 0;
+}
+
+bool is_incomplete_utf8_sequence(std::string_view text, size_t pos) {
+  const size_t len = utf8_sequence_length(static_cast<unsigned char>(text[pos]));
+  return pos + len > text.size() && consistent_prefix_length(text, pos) == text.size() - pos;
+}
+
+std::string sanitize_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t len = valid_utf8_sequence_length(text, pos);
+    if (len == 0) {
+      out += kReplacementCharacter;
+      ++pos;
+    } else {
+      out.append(text.substr(pos, len));
+      pos += len;
+    }
+  }
+  return out;
+}
+
+std::string codepoint_to_utf8(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    s += static_cast<char>(0xE0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    s += static_cast<char>(0xF0 | (cp >> 18));
+    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+}  // namespace flashserve::model

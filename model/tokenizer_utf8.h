@@ -1,0 +1,35 @@
+#pragma once
+// UTF-8 helpers shared by the tokenizers and the incremental detokenizer.
+// "Well-formed" follows Unicode Table 3-7: no overlong forms, no surrogates, nothing above
+// U+10FFFF.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/strings/string_view.h"
+
+namespace flashserve::model {
+
+inline constexpr std::string_view kReplacementCharacter = "\xEF\xBF\xBD";  // U+FFFD
+
+// Length of the sequence that `lead` announces (1 for ASCII, continuation or invalid bytes).
+int utf8_sequence_length(unsigned char lead);
+
+// Length of the well-formed sequence at text[pos] (pos < text.size()), or 0 if there is none.
+size_t valid_utf8_sequence_length(std::string_view text, size_t pos);
+
+// True if text[pos..] is a proper prefix of some well-formed sequence, i.e. more bytes could
+// still complete it.
+bool is_incomplete_utf8_sequence(std::string_view text, size_t pos);
+
+// `text` with every byte that does not begin a well-formed sequence replaced by U+FFFD.
+std::string sanitize_utf8(std::string_view text);
+
+// Debian's Abseil has its own absl::string_view (ABSL_OPTION_USE_STD_STRING_VIEW 0).
+inline absl::string_view to_absl(std::string_view s) { return {s.data(), s.size()}; }
+
+// UTF-8 encoding of a code point <= U+10FFFF.
+std::string codepoint_to_utf8(uint32_t cp);
+
+}  // namespace flashserve::model
