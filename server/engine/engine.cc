@@ -1,0 +1,549 @@
+#include "server/engine/engine.h"
+
+#include <algorithm>
+#include <random>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "model/tokenizer_utf8.h"
+#include "server/engine/block_manager.h"
+#include "server/engine/output_processor.h"
+#include "server/engine/scheduler.h"
+#include "server/engine/sequence.h"
+#include "server/metrics/metrics.h"
+
+namespace flashserve::engine {
+
+std::string_view finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStopSequence: return "stop_sequence";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kDeadlineExceeded: return "deadline_exceeded";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+metrics::RequestStatus metrics_status(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return metrics::RequestStatus::kStop;
+    case FinishReason::kLength: return metrics::RequestStatus::kLength;
+    case FinishReason::kStopSequence: return metrics::RequestStatus::kStopSequence;
+    case FinishReason::kCancelled: return metrics::RequestStatus::kCancelled;
+    case FinishReason::kDeadlineExceeded: return metrics::RequestStatus::kDeadlineExceeded;
+    case FinishReason::kError: return metrics::RequestStatus::kError;
+  }
+  return metrics::RequestStatus::kError;
+}
+
+FinishReason finish_reason_of(StopReason r) {
+  switch (r) {
+    case StopReason::kStopSequence: return FinishReason::kStopSequence;
+    case StopReason::kLength: return FinishReason::kLength;
+    default: return FinishReason::kStop;
+  }
+}
+
+// One accepted request: its sequence for the scheduler plus everything that turns logits into
+// events.
+struct Request {
+  Request(RequestId id, GenerationRequest req, EventSink event_sink,
+          const model::Tokenizer& tokenizer, uint64_t fallback_seed, Clock::time_point now)
+      : seq(id, std::move(req.prompt_tokens), now),
+        sampler(req.sampling, fallback_seed),
+        output(tokenizer, StopConditions{req.max_new_tokens, std::move(req.stop_strings),
+                                         std::move(req.stop_token_ids), req.ignore_eos}),
+        sink(std::make_shared<EventSink>(std::move(event_sink))),
+        deadline(req.deadline),
+        want_logprobs(req.logprobs || req.sampling.num_logprobs > 0) {}
+
+  Sequence seq;
+  model::Sampler sampler;
+  OutputProcessor output;
+  std::shared_ptr<EventSink> sink;
+  std::optional<Clock::time_point> deadline;
+  bool want_logprobs;
+  GenerationEvent pending;  // tokens and text since the last event
+  std::optional<Clock::time_point> first_token_time;
+  Clock::time_point last_token_time;
+};
+
+}  // namespace
+
+class Engine::Impl {
+ public:
+  Impl(std::unique_ptr<model::ModelRunner> runner, const model::Tokenizer& tokenizer,
+       EngineOptions options, metrics::Metrics* metrics);
+  ~Impl();
+
+  void start();
+  void drain();
+  absl::StatusOr<RequestId> submit(GenerationRequest request, EventSink sink);
+  void cancel(RequestId id);
+  EngineSnapshot snapshot() const;
+  const model::ModelConfig& model_config() const { return runner_->config(); }
+  int kv_block_size() const { return blocks_.block_size(); }
+
+ private:
+  absl::Status validate(const GenerationRequest& request) const;
+  absl::Status check_capacity(const GenerationRequest& request) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  bool has_input() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stop_ || draining_ || !inbox_.empty() || !cancelled_.empty();
+  }
+
+  // ---- engine thread ----
+  void loop();
+  // Moves submitted requests into the scheduler and applies cancellations. Returns false
+  // when the loop should exit.
+  bool take_input();
+  void step();
+  void abort_expired(Clock::time_point now);
+  model::ForwardBatch build_batch(const SchedulerOutput& out) const;
+  void postprocess(const SchedulerOutput& out, Clock::time_point now);
+  void sample_one(Request* req, std::span<float> logits, Clock::time_point now);
+  void emit(Request* req);
+  // Hands the events of this iteration to their sinks, after publish(): a client that sees
+  // a final event also sees its blocks freed in snapshot() and the metrics.
+  void deliver();
+  void finish(Request* req, FinishReason reason, absl::Status status, Clock::time_point now);
+  void finish_all(FinishReason reason);
+  void publish(Clock::time_point now, bool made_progress);
+  void record_step_metrics(const SchedulerOutput& out, const model::ForwardStats& stats,
+                           Clock::time_point begin, Clock::time_point end);
+
+  std::unique_ptr<model::ModelRunner> runner_;
+  const model::Tokenizer& tokenizer_;
+  const EngineOptions options_;
+  metrics::Metrics* const metrics_;
+  const int max_context_;
+  const int vocab_size_;       // valid token ids: [0, vocab_size_)
+  const uint64_t seed_base_;   // fallback seeds of requests without one
+
+  // Engine thread only (and the destroying thread once the engine thread is gone).
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
+  std::vector<float> logits_;  // [num_seqs, vocab]
+  std::vector<std::pair<std::shared_ptr<EventSink>, GenerationEvent>> outbox_;
+  uint64_t num_steps_ = 0;
+
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<Request>> inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<RequestId> cancelled_ ABSL_GUARDED_BY(mu_);
+  RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  EngineSnapshot published_ ABSL_GUARDED_BY(mu_);  // as of the last step
+  Clock::time_point last_progress_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+Engine::Impl::Impl(std::unique_ptr<model::ModelRunner> runner,
+                   const model::Tokenizer& tokenizer, EngineOptions options,
+                   metrics::Metrics* metrics)
+    : runner_(std::move(runner)),
+      tokenizer_(tokenizer),
+      options_(options),
+      metrics_(metrics),
+      max_context_(options.max_context > 0 ? options.max_context
+                                           : runner_->config().context_length),
+      vocab_size_(std::min(runner_->config().vocab_size, tokenizer.vocab_size())),
+      seed_base_(std::random_device{}()),
+      blocks_(runner_->num_kv_blocks(), runner_->kv_block_size()),
+      scheduler_({options.max_num_seqs, options.max_batch_tokens}, &blocks_),
+      last_progress_(Clock::now()) {
+  published_.num_kv_blocks_total = blocks_.num_total_blocks();
+  if (metrics_ != nullptr) metrics_->set_kv_blocks(0, blocks_.num_total_blocks());
+}
+
+Engine::Impl::~Impl() {
+  bool joinable;
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+    joinable = thread_.joinable();
+  }
+  if (joinable) thread_.join();
+  finish_all(FinishReason::kCancelled);  // never started: nothing else will
+}
+
+void Engine::Impl::start() {
+  absl::MutexLock lock(&mu_);
+  if (started_ || stop_ || draining_) return;
+  started_ = true;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::Impl::drain() {
+  bool joinable;
+  {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+    joinable = thread_.joinable();
+  }
+  if (joinable) {
+    thread_.join();
+  } else {
+    finish_all(FinishReason::kCancelled);
+  }
+}
+
+absl::Status Engine::Impl::validate(const GenerationRequest& r) const {
+  if (r.prompt_tokens.empty()) return absl::InvalidArgumentError("prompt_tokens is empty");
+  for (size_t i = 0; i < r.prompt_tokens.size(); ++i) {
+    if (r.prompt_tokens[i] < 0 || r.prompt_tokens[i] >= vocab_size_) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt_tokens[", i, "] = ",
+                                                     r.prompt_tokens[i], " is not in [0, ",
+                                                     vocab_size_, ")"));
+    }
+  }
+  if (r.max_new_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_new_tokens = ", r.max_new_tokens, " must be >= 1"));
+  }
+  const int64_t total = static_cast<int64_t>(r.prompt_tokens.size()) + r.max_new_tokens;
+  if (total > max_context_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt_tokens (", r.prompt_tokens.size(), ") + max_new_tokens (", r.max_new_tokens,
+        ") = ", total, " exceeds the context length ", max_context_));
+  }
+  for (size_t i = 0; i < r.stop_strings.size(); ++i) {
+    const std::string& s = r.stop_strings[i];
+    if (s.empty() || model::sanitize_utf8(s) != s) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stop_strings[", i, "] is ", s.empty() ? "empty" : "not valid UTF-8"));
+    }
+  }
+  return model::validate(r.sampling);
+}
+
+absl::Status Engine::Impl::check_capacity(const GenerationRequest& r) {
+  // Tokens whose K/V must be cached at the end: the last sampled token never is.
+  const int num_tokens = static_cast<int>(r.prompt_tokens.size()) + r.max_new_tokens - 1;
+  if (blocks_.num_blocks_for(num_tokens) > blocks_.num_total_blocks()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "request needs ", blocks_.num_blocks_for(num_tokens), " KV blocks of ",
+        blocks_.block_size(), " tokens for ", num_tokens,
+        " tokens but the KV cache has only ", blocks_.num_total_blocks()));
+  }
+  const int num_waiting = published_.num_waiting + static_cast<int>(inbox_.size());
+  if (num_waiting >= options_.max_waiting) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "waiting queue is full (", num_waiting, " requests, max_waiting ",
+        options_.max_waiting, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RequestId> Engine::Impl::submit(GenerationRequest request, EventSink sink) {
+  absl::Status status = validate(request);
+  RequestId id = 0;
+  if (status.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (draining_ || stop_) {
+      status = absl::UnavailableError("engine is draining or stopped");
+    } else {
+      status = check_capacity(request);
+    }
+    if (status.ok()) {
+      id = next_id_++;
+      const Clock::time_point now = Clock::now();
+      if (published_.num_running + published_.num_waiting == 0 && inbox_.empty()) {
+        last_progress_ = now;  // idle until now: the stall clock starts with this request
+      }
+      inbox_.push_back(std::make_unique<Request>(id, std::move(request), std::move(sink),
+                                                 tokenizer_, seed_base_ ^ (id * 0x9E3779B97F4A7C15ull),
+                                                 now));
+    }
+  }
+  if (!status.ok()) {
+    if (metrics_ != nullptr) metrics_->record_request(metrics::RequestStatus::kRejected);
+    return status;
+  }
+  return id;
+}
+
+void Engine::Impl::cancel(RequestId id) {
+  absl::MutexLock lock(&mu_);
+  cancelled_.push_back(id);
+}
+
+EngineSnapshot Engine::Impl::snapshot() const {
+  absl::MutexLock lock(&mu_);
+  EngineSnapshot s = published_;
+  s.num_waiting += static_cast<int>(inbox_.size());
+  const bool pending = s.num_running + s.num_waiting > 0;
+  s.stalled = pending && Clock::now() - last_progress_ > options_.stall_threshold;
+  s.running = started_ && !draining_ && !stop_;
+  return s;
+}
+
+// ---- engine thread -------------------------------------------------------------------------
+
+void Engine::Impl::loop() {
+  while (take_input()) step();
+  finish_all(FinishReason::kCancelled);  // stopped by the destructor with work left
+}
+
+bool Engine::Impl::take_input() {
+  std::vector<std::unique_ptr<Request>> arrived;
+  std::vector<RequestId> cancelled;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!scheduler_.has_work()) mu_.Await(absl::Condition(this, &Impl::has_input));
+    if (stop_) return false;
+    if (draining_ && inbox_.empty() && !scheduler_.has_work()) return false;
+    arrived.swap(inbox_);
+    cancelled.swap(cancelled_);
+  }
+  for (auto& req : arrived) {
+    Request* r = req.get();
+    requests_.emplace(r->seq.id(), std::move(req));
+    scheduler_.add(&r->seq);
+  }
+  const Clock::time_point now = Clock::now();
+  for (RequestId id : cancelled) {
+    auto it = requests_.find(id);
+    if (it != requests_.end()) finish(it->second.get(), FinishReason::kCancelled, {}, now);
+  }
+  return true;
+}
+
+void Engine::Impl::step() {
+  const Clock::time_point begin = Clock::now();
+  abort_expired(begin);
+  const SchedulerOutput out = scheduler_.schedule();
+  if (metrics_ != nullptr) metrics_->add_preemptions(static_cast<int>(out.preempted.size()));
+  publish(begin, /*made_progress=*/false);  // what this step runs is visible while it runs
+  if (out.empty()) {
+    deliver();
+    return;
+  }
+  for (const ScheduledSequence& s : out.scheduled) {
+    if (!s.seq->was_scheduled() && metrics_ != nullptr) {
+      metrics_->observe_queue_seconds(seconds_between(s.seq->arrival_time(), begin));
+    }
+    s.seq->mark_scheduled(begin);
+  }
+  const model::ForwardBatch batch = build_batch(out);
+  model::ForwardStats stats;
+  absl::Status status = runner_->forward(batch, &logits_, &stats);
+  const size_t expected = static_cast<size_t>(batch.num_seqs()) * runner_->config().vocab_size;
+  if (status.ok() && logits_.size() != expected) {
+    status = absl::InternalError(absl::StrCat("model runner returned ", logits_.size(),
+                                              " logits for ", batch.num_seqs(),
+                                              " sequences, expected ", expected));
+  }
+  const Clock::time_point end = Clock::now();
+  if (!status.ok()) {
+    for (const ScheduledSequence& s : out.scheduled) {
+      finish(requests_.at(s.seq->id()).get(), FinishReason::kError, status, end);
+    }
+    publish(end, /*made_progress=*/true);
+    deliver();
+    return;
+  }
+  scheduler_.complete(out);
+  postprocess(out, end);
+  ++num_steps_;
+  record_step_metrics(out, stats, begin, Clock::now());
+  publish(Clock::now(), /*made_progress=*/true);
+  deliver();
+}
+
+void Engine::Impl::abort_expired(Clock::time_point now) {
+  std::vector<Request*> expired;
+  for (auto& [id, req] : requests_) {
+    if (req->deadline && now >= *req->deadline) expired.push_back(req.get());
+  }
+  std::sort(expired.begin(), expired.end(),
+            [](Request* a, Request* b) { return a->seq.id() < b->seq.id(); });
+  for (Request* req : expired) finish(req, FinishReason::kDeadlineExceeded, {}, now);
+}
+
+model::ForwardBatch Engine::Impl::build_batch(const SchedulerOutput& out) const {
+  model::ForwardBatch b;
+  const int block_size = blocks_.block_size();
+  b.cu_seqlens_q.push_back(0);
+  for (const ScheduledSequence& s : out.scheduled) {
+    b.max_blocks_per_seq =
+        std::max(b.max_blocks_per_seq, static_cast<int>(s.seq->block_table().size()));
+  }
+  b.block_tables.assign(out.scheduled.size() * b.max_blocks_per_seq, -1);
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const Sequence& seq = *out.scheduled[i].seq;
+    const int first = seq.num_computed_tokens();
+    const int last = first + out.scheduled[i].num_new_tokens;  // exclusive
+    for (int pos = first; pos < last; ++pos) {
+      b.token_ids.push_back(seq.tokens()[pos]);
+      b.positions.push_back(pos);
+      b.slot_mapping.push_back(seq.block_table()[pos / block_size] * block_size +
+                               pos % block_size);
+    }
+    b.cu_seqlens_q.push_back(static_cast<int32_t>(b.token_ids.size()));
+    b.seqlens_k.push_back(last);
+    std::copy(seq.block_table().begin(), seq.block_table().end(),
+              b.block_tables.begin() + i * b.max_blocks_per_seq);
+  }
+  return b;
+}
+
+void Engine::Impl::postprocess(const SchedulerOutput& out, Clock::time_point now) {
+  const int vocab = runner_->config().vocab_size;
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    if (!out.scheduled[i].samples) continue;  // intermediate prefill chunk: logits unused
+    Request* req = requests_.at(out.scheduled[i].seq->id()).get();
+    sample_one(req, std::span<float>(logits_).subspan(i * vocab, vocab), now);
+  }
+}
+
+void Engine::Impl::sample_one(Request* req, std::span<float> logits, Clock::time_point now) {
+  Sequence& seq = req->seq;
+  const model::Sampler::Result r =
+      req->sampler.sample(logits, seq.prompt_tokens(), seq.generated_tokens());
+  seq.append_token(r.token);
+  if (metrics_ != nullptr) {
+    metrics_->add_generated_tokens(1);
+    if (req->first_token_time) {
+      metrics_->observe_inter_token_latency(seconds_between(req->last_token_time, now));
+    } else {
+      metrics_->observe_time_to_first_token(seconds_between(seq.arrival_time(), now));
+    }
+  }
+  if (!req->first_token_time) req->first_token_time = now;
+  req->last_token_time = now;
+
+  req->pending.token_ids.push_back(r.token);
+  if (req->want_logprobs) {
+    req->pending.logprobs.push_back({r.token, r.logprob, r.top_logprobs});
+  }
+  OutputProcessor::Output o = req->output.append(r.token);
+  req->pending.text += o.text;
+  if (o.stop != StopReason::kNone) {
+    finish(req, finish_reason_of(o.stop), {}, now);
+  } else if (!req->pending.text.empty()) {
+    emit(req);
+  }
+}
+
+void Engine::Impl::emit(Request* req) {
+  outbox_.emplace_back(req->sink, std::move(req->pending));
+  req->pending = GenerationEvent();
+}
+
+void Engine::Impl::deliver() {
+  for (auto& [sink, event] : outbox_) (*sink)(std::move(event));
+  outbox_.clear();
+}
+
+void Engine::Impl::finish(Request* req, FinishReason reason, absl::Status status,
+                          Clock::time_point now) {
+  Sequence& seq = req->seq;
+  GenerationEvent event = std::move(req->pending);
+  if (reason == FinishReason::kCancelled || reason == FinishReason::kDeadlineExceeded ||
+      reason == FinishReason::kError) {
+    event.text += req->output.flush();  // held-back text that never became a stop string
+  }
+  event.finished = true;
+  event.finish_reason = reason;
+  event.status = std::move(status);
+  event.usage = {seq.num_prompt_tokens(), seq.num_generated_tokens()};
+  event.timings.queue_seconds = seconds_between(
+      seq.arrival_time(), seq.was_scheduled() ? seq.first_scheduled_time() : now);
+  event.timings.time_to_first_token =
+      req->first_token_time ? seconds_between(seq.arrival_time(), *req->first_token_time) : 0;
+  event.timings.total_seconds = seconds_between(seq.arrival_time(), now);
+  scheduler_.finish(&seq);
+  if (metrics_ != nullptr) {
+    metrics_->record_request(metrics_status(reason));
+    metrics_->observe_request_duration(event.timings.total_seconds);
+    metrics_->add_prompt_tokens(seq.num_prompt_tokens());
+  }
+  outbox_.emplace_back(std::move(req->sink), std::move(event));
+  requests_.erase(seq.id());  // `req` is gone from here on
+}
+
+void Engine::Impl::finish_all(FinishReason reason) {
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& req : inbox_) {
+      Request* r = req.get();
+      requests_.emplace(r->seq.id(), std::move(req));
+    }
+    inbox_.clear();
+    cancelled_.clear();
+  }
+  std::vector<RequestId> ids;
+  for (const auto& [id, req] : requests_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  const Clock::time_point now = Clock::now();
+  for (RequestId id : ids) finish(requests_.at(id).get(), reason, {}, now);
+  publish(now, /*made_progress=*/false);
+  deliver();
+}
+
+void Engine::Impl::publish(Clock::time_point now, bool made_progress) {
+  const int num_running = scheduler_.num_running();
+  const int num_waiting = scheduler_.num_waiting();
+  {
+    absl::MutexLock lock(&mu_);
+    published_.num_running = num_running;
+    published_.num_waiting = num_waiting;
+    published_.num_kv_blocks_used = blocks_.num_used_blocks();
+    published_.num_steps = num_steps_;
+    if (made_progress || !scheduler_.has_work()) last_progress_ = now;
+  }
+  if (metrics_ != nullptr) {
+    metrics_->set_num_running(num_running);
+    metrics_->set_num_waiting(num_waiting);
+    metrics_->set_kv_blocks(blocks_.num_used_blocks(), blocks_.num_total_blocks());
+  }
+}
+
+void Engine::Impl::record_step_metrics(const SchedulerOutput& out,
+                                       const model::ForwardStats& stats,
+                                       Clock::time_point begin, Clock::time_point end) {
+  if (metrics_ == nullptr) return;
+  metrics_->record_step(static_cast<int>(out.scheduled.size()), out.num_tokens,
+                        seconds_between(begin, end));
+  const auto record = [&](metrics::AttentionPhase phase, const model::AttentionPhaseStats& s) {
+    metrics_->record_attention(phase, s.calls, s.seconds, s.bytes, s.flops, end);
+  };
+  record(metrics::AttentionPhase::kPrefill, stats.prefill);
+  record(metrics::AttentionPhase::kDecode, stats.decode);
+}
+
+// ---- Engine --------------------------------------------------------------------------------
+
+Engine::Engine(std::unique_ptr<model::ModelRunner> runner, const model::Tokenizer& tokenizer,
+               EngineOptions options, metrics::Metrics* metrics)
+    : impl_(std::make_unique<Impl>(std::move(runner), tokenizer, options, metrics)) {}
+Engine::~Engine() = default;
+void Engine::start() { impl_->start(); }
+void Engine::drain() { impl_->drain(); }
+absl::StatusOr<RequestId> Engine::submit(GenerationRequest request, EventSink sink) {
+  return impl_->submit(std::move(request), std::move(sink));
+}
+void Engine::cancel(RequestId id) { impl_->cancel(id); }
+EngineSnapshot Engine::snapshot() const { return impl_->snapshot(); }
+const model::ModelConfig& Engine::model_config() const { return impl_->model_config(); }
+int Engine::kv_block_size() const { return impl_->kv_block_size(); }
+
+}  // namespace flashserve::engine

@@ -1,0 +1,398 @@
+// The engine loop with a fake runner: outputs, stop conditions, cancellation at every stage,
+// deadlines, admission errors, runner errors and shutdown. Batching, preemption and metrics:
+// engine_batching_test.cc.
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "model/tokenizer_utf8.h"
+#include "tests/unit/engine/engine_test_util.h"
+
+namespace flashserve::engine {
+namespace {
+
+using namespace ::flashserve::engine::fakes;  // NOLINT: fakes and helpers
+
+void expect_one_final(Stream& s) {
+  EXPECT_EQ(s.num_final(), 1);
+  EXPECT_FALSE(s.event_after_final());
+}
+
+TEST(EngineTest, GreedyOutputIsTheModelsOutput) {
+  TestEngine e;
+  e->start();
+  const std::vector<int32_t> prompt = make_prompt(3, 9);
+  auto s = e.submit(greedy_request(prompt, 12));
+  ASSERT_TRUE(s->wait_final());
+  expect_one_final(*s);
+  const GenerationEvent fin = s->final_event();
+  EXPECT_EQ(fin.finish_reason, FinishReason::kLength);
+  EXPECT_TRUE(fin.status.ok());
+  EXPECT_EQ(fin.usage.prompt_tokens, 9);
+  EXPECT_EQ(fin.usage.completion_tokens, 12);
+  const std::vector<int32_t> expected = reference_greedy(*e.state, prompt, 12);
+  EXPECT_EQ(s->tokens(), expected);
+  EXPECT_EQ(s->text(), e.tokenizer.decode(expected, true));
+  EXPECT_GE(fin.timings.total_seconds, fin.timings.time_to_first_token);
+  EXPECT_GE(fin.timings.time_to_first_token, fin.timings.queue_seconds);
+  EXPECT_EQ(e->snapshot().num_kv_blocks_used, 0);
+}
+
+TEST(EngineTest, EndOfGenerationStopsUnlessIgnored) {
+  for (bool ignore_eos : {false, true}) {
+    TestEngine e;
+    const std::vector<int32_t> prompt = make_prompt(1, 4);
+    e.state->next_token = scripted(prompt.size(), {letter('h'), letter('i'), kEos, letter('x')});
+    e->start();
+    GenerationRequest r = greedy_request(prompt, 5);
+    r.ignore_eos = ignore_eos;
+    auto s = e.submit(r);
+    ASSERT_TRUE(s->wait_final());
+    expect_one_final(*s);
+    if (ignore_eos) {
+      EXPECT_EQ(s->final_event().finish_reason, FinishReason::kLength);
+      EXPECT_EQ(s->text(), "hixz");
+      EXPECT_EQ(s->tokens().size(), 5u);
+    } else {
+      EXPECT_EQ(s->final_event().finish_reason, FinishReason::kStop);
+      EXPECT_EQ(s->text(), "hi");
+      EXPECT_EQ(s->tokens(), (std::vector<int32_t>{letter('h'), letter('i'), kEos}));
+      EXPECT_EQ(s->final_event().usage.completion_tokens, 3);
+    }
+  }
+}
+
+TEST(EngineTest, StopTokenIdsStop) {
+  TestEngine e;
+  const std::vector<int32_t> prompt = make_prompt(2, 3);
+  e.state->next_token = scripted(prompt.size(), {letter('o'), letter('k'), letter('q')});
+  e->start();
+  GenerationRequest r = greedy_request(prompt, 10);
+  r.stop_token_ids = {letter('q')};
+  auto s = e.submit(r);
+  ASSERT_TRUE(s->wait_final());
+  EXPECT_EQ(s->final_event().finish_reason, FinishReason::kStop);
+  EXPECT_EQ(s->text(), "ok");
+}
+
+TEST(EngineTest, StopStringsAreWithheldAndNeverSplitAcrossEvents) {
+  TestEngine e;
+  const std::vector<int32_t> prompt = make_prompt(4, 5);
+  // "a" "b" "ST" "OP" "c": the stop string "STOP" spans two tokens.
+  e.state->next_token =
+      scripted(prompt.size(), {letter('a'), letter('b'), kSt, kOp, letter('c')});
+  e->start();
+  GenerationRequest r = greedy_request(prompt, 10);
+  r.stop_strings = {"STOP", "never"};
+  auto s = e.submit(r);
+  ASSERT_TRUE(s->wait_final());
+  expect_one_final(*s);
+  EXPECT_EQ(s->final_event().finish_reason, FinishReason::kStopSequence);
+  EXPECT_EQ(s->text(), "ab");
+  for (const auto& ev : s->events()) {
+    EXPECT_EQ(ev.text.find('S'), std::string::npos) << "stop string leaked: " << ev.text;
+  }
+  EXPECT_EQ(s->tokens(), (std::vector<int32_t>{letter('a'), letter('b'), kSt, kOp}));
+}
+
+TEST(EngineTest, TextHeldForAPossibleStopStringIsReleasedInOneEvent) {
+  TestEngine e;
+  const std::vector<int32_t> prompt = make_prompt(5, 5);
+  e.state->next_token = scripted(prompt.size(), {letter('a'), kSt, kOp, letter('b')});
+  e->start();
+  GenerationRequest r = greedy_request(prompt, 4);
+  r.stop_strings = {"STX"};
+  auto s = e.submit(r);
+  ASSERT_TRUE(s->wait_final());
+  std::vector<std::string> texts;
+  for (const auto& ev : s->events()) texts.push_back(ev.text);
+  // "ST" is held (it could start "STX"); "OP" settles it: "STOP" goes out in one event
+  // carrying both tokens.
+  EXPECT_EQ(texts, (std::vector<std::string>{"a", "STOP", "b"}));
+  const auto events = s->events();
+  EXPECT_EQ(events[1].token_ids, (std::vector<int32_t>{kSt, kOp}));
+  EXPECT_EQ(s->final_event().finish_reason, FinishReason::kLength);
+}
+
+TEST(EngineTest, MultiByteCharactersAreNeverSplitAcrossEvents) {
+  TestEngine e;
+  const std::vector<int32_t> prompt = make_prompt(6, 2);
+  e.state->next_token = scripted(
+      prompt.size(), {letter('a'), kEAcuteLead, kEAcuteTail, kEuroLead, kEuroTail});
+  e->start();
+  auto s = e.submit(greedy_request(prompt, 5));
+  ASSERT_TRUE(s->wait_final());
+  for (const auto& ev : s->events()) {
+    EXPECT_EQ(model::sanitize_utf8(ev.text), ev.text) << "broken UTF-8 in an event";
+  }
+  EXPECT_EQ(s->text(), "a\xC3\xA9\xE2\x82\xAC");
+  EXPECT_EQ(s->tokens().size(), 5u);
+}
+
+TEST(EngineTest, LogprobsAreParallelToTokens) {
+  TestEngine e;
+  e->start();
+  GenerationRequest r = greedy_request(make_prompt(7, 6), 4);
+  r.logprobs = true;
+  r.sampling.num_logprobs = 3;
+  auto s = e.submit(r);
+  ASSERT_TRUE(s->wait_final());
+  for (const auto& ev : s->events()) {
+    ASSERT_EQ(ev.logprobs.size(), ev.token_ids.size());
+    for (size_t i = 0; i < ev.token_ids.size(); ++i) {
+      EXPECT_EQ(ev.logprobs[i].token, ev.token_ids[i]);
+      EXPECT_LE(ev.logprobs[i].logprob, 0.f);
+      ASSERT_EQ(ev.logprobs[i].top.size(), 3u);
+      EXPECT_EQ(ev.logprobs[i].top[0].first, ev.token_ids[i]);  // greedy: the best one
+    }
+  }
+  // Without asking, none.
+  auto plain = e.submit(greedy_request(make_prompt(7, 6), 4));
+  ASSERT_TRUE(plain->wait_final());
+  for (const auto& ev : plain->events()) EXPECT_TRUE(ev.logprobs.empty());
+}
+
+TEST(EngineTest, InvalidRequestsAreRejectedNamingTheProblem) {
+  TestEngine e({.engine = {}, .num_kv_blocks = 8, .block_size = 4, .context_length = 64});
+  auto code_of = [&](GenerationRequest r) {
+    return e->submit(std::move(r), Stream::make()->sink()).status();
+  };
+  absl::Status s = code_of(greedy_request({}, 4));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("prompt_tokens"), std::string::npos) << s;
+  s = code_of(greedy_request({letter('a'), kFakeVocab}, 4));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("prompt_tokens[1] = 48"), std::string::npos) << s;
+  EXPECT_EQ(code_of(greedy_request({-1}, 4)).code(), absl::StatusCode::kInvalidArgument);
+  s = code_of(greedy_request({letter('a')}, 0));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("max_new_tokens"), std::string::npos) << s;
+  s = code_of(greedy_request(make_prompt(0, 60), 5));  // 65 > 64
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("context length 64"), std::string::npos) << s;
+  GenerationRequest bad_stop = greedy_request({letter('a')}, 4);
+  bad_stop.stop_strings = {"ok", ""};
+  s = code_of(bad_stop);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("stop_strings[1]"), std::string::npos) << s;
+  bad_stop.stop_strings = {"\xC3"};
+  EXPECT_EQ(code_of(bad_stop).code(), absl::StatusCode::kInvalidArgument);
+  GenerationRequest bad_sampling = greedy_request({letter('a')}, 4);
+  bad_sampling.sampling.temperature = -1;
+  EXPECT_EQ(code_of(bad_sampling).code(), absl::StatusCode::kInvalidArgument);
+  // Fits the context (64) but never the KV cache (8 blocks x 4 = 32 tokens).
+  s = code_of(greedy_request(make_prompt(0, 30), 10));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("KV"), std::string::npos) << s;
+  // The largest request that fits: 32 cached tokens (the last sampled one is never cached).
+  EXPECT_TRUE(code_of(greedy_request(make_prompt(0, 30), 3)).ok());
+}
+
+TEST(EngineTest, FullQueueIsResourceExhaustedAtOnce) {
+  TestEngine e({.engine = {.max_waiting = 2}});
+  auto a = e.submit(greedy_request(make_prompt(1, 3), 2));
+  auto b = e.submit(greedy_request(make_prompt(2, 3), 2));
+  auto c = Stream::make();
+  absl::StatusOr<RequestId> refused = e->submit(greedy_request(make_prompt(3, 3), 2), c->sink());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("max_waiting 2"), std::string::npos)
+      << refused.status();
+  EXPECT_EQ(e->snapshot().num_waiting, 2);
+  e->start();
+  ASSERT_TRUE(a->wait_final());
+  ASSERT_TRUE(b->wait_final());
+  EXPECT_EQ(c->events().size(), 0u);  // a refused request gets no events
+  // Room again.
+  auto d = e.submit(greedy_request(make_prompt(4, 3), 2));
+  ASSERT_TRUE(d->wait_final());
+  EXPECT_EQ(d->final_event().finish_reason, FinishReason::kLength);
+}
+
+TEST(EngineTest, CancelWhileWaiting) {
+  TestEngine e;
+  RequestId id = 0;
+  auto s = e.submit(greedy_request(make_prompt(1, 5), 4), &id);
+  e->cancel(id);
+  e->start();
+  ASSERT_TRUE(s->wait_final());
+  expect_one_final(*s);
+  EXPECT_EQ(s->final_event().finish_reason, FinishReason::kCancelled);
+  EXPECT_EQ(s->final_event().usage.completion_tokens, 0);
+  EXPECT_EQ(e.state->calls(), 0);  // never reached the model
+  EXPECT_EQ(e->snapshot().num_kv_blocks_used, 0);
+}
+
+TEST(EngineTest, CancelMidPrefill) {
+  // A 40-token prompt under a 16-token budget takes three steps; cancel during the first.
+  TestEngine e({.engine = {.max_batch_tokens = 16}});
+  RequestId id = 0;
+  auto s = e.submit(greedy_request(make_prompt(1, 40), 4), &id);
+  Engine* engine = e.get();
+  e.state->on_forward = [engine, &id](const model::ForwardBatch&) { engine->cancel(id); };
+  e->start();
+  ASSERT_TRUE(s->wait_final());
+  expect_one_final(*s);
+  EXPECT_EQ(s->final_event().finish_reason, FinishReason::kCancelled);
+  EXPECT_EQ(s->final_event().usage.completion_tokens, 0);
+  EXPECT_EQ(e.state->calls(), 1);
+  EXPECT_EQ(e->snapshot().num_kv_blocks_used, 0);
+}
+
+TEST(EngineTest, CancelWhileDecoding) {
+  TestEngine e;
+  Engine* engine = e.get();
+  std::atomic<RequestId> id{0};
+  auto s = Stream::make();
+  // Cancel from the first event: the engine aborts before the next step.
+  absl::StatusOr<RequestId> got = e->submit(
+      greedy_request(make_prompt(1, 5), 50),
+      s->sink([engine, &id](const GenerationEvent& ev) {
+        if (!ev.finished) engine->cancel(id.load());
+      }));
+  ASSERT_TRUE(got.ok());
+  id = *got;
+  e->start();
+  ASSERT_TRUE(s->wait_final());
+  expect_one_final(*s);
+  EXPECT_EQ(s->final_event().finish_reason, FinishReason::kCancelled);
+  EXPECT_EQ(s->final_event().usage.completion_tokens, 1);
+  EXPECT_EQ(s->tokens().size(), 1u);
+  EXPECT_EQ(e->snapshot().num_kv_blocks_used, 0);
+}
+
+TEST(EngineTest, CancelAfterFinishIsIgnored) {
+  TestEngine e;
+  e->start();
+  RequestId id = 0;
+  auto s = e.submit(greedy_request(make_prompt(1, 5), 3), &id);
+  ASSERT_TRUE(s->wait_final());
+  e->cancel(id);
+  e->cancel(id + 1000);  // unknown
+  auto t = e.submit(greedy_request(make_prompt(2, 5), 3));  // the engine went past the cancels
+  ASSERT_TRUE(t->wait_final());
+  expect_one_final(*s);
+  EXPECT_EQ(s->final_event().finish_reason, FinishReason::kLength);
+  EXPECT_EQ(t->final_event().finish_reason, FinishReason::kLength);
+}
+
+TEST(EngineTest, DeadlineAlreadyPassedAbortsAtTheNextStep) {
+  TestEngine e;
+  GenerationRequest r = greedy_request(make_prompt(1, 5), 4);
+  r.deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  auto s = e.submit(r);
+  e->start();
+  ASSERT_TRUE(s->wait_final());
+  expect_one_final(*s);
+  EXPECT_EQ(s->final_event().finish_reason, FinishReason::kDeadlineExceeded);
+  EXPECT_EQ(e.state->calls(), 0);
+}
+
+TEST(EngineTest, DeadlineDuringGeneration) {
+  TestEngine e;
+  e.state->on_forward = [](const model::ForwardBatch&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  e->start();
+  GenerationRequest r = greedy_request(make_prompt(1, 5), 240);  // >= 480 ms of steps
+  r.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(40);
+  auto s = e.submit(r);
+  ASSERT_TRUE(s->wait_final());
+  expect_one_final(*s);
+  EXPECT_EQ(s->final_event().finish_reason, FinishReason::kDeadlineExceeded);
+  EXPECT_LT(s->final_event().usage.completion_tokens, 240);
+  EXPECT_EQ(e->snapshot().num_kv_blocks_used, 0);
+}
+
+TEST(EngineTest, RunnerErrorFinishesTheBatchAndTheEngineCarriesOn) {
+  TestEngine e;
+  e.state->fail_on_call = 2;
+  auto a = e.submit(greedy_request(make_prompt(1, 5), 4));
+  auto b = e.submit(greedy_request(make_prompt(2, 5), 4));
+  e->start();
+  ASSERT_TRUE(a->wait_final());
+  ASSERT_TRUE(b->wait_final());
+  for (auto* s : {a.get(), b.get()}) {
+    expect_one_final(*s);
+    EXPECT_EQ(s->final_event().finish_reason, FinishReason::kError);
+    EXPECT_EQ(s->final_event().status.code(), absl::StatusCode::kInternal);
+    EXPECT_NE(s->final_event().status.message().find("injected"), std::string::npos);
+    EXPECT_EQ(s->final_event().usage.completion_tokens, 1);  // from the first step
+  }
+  EXPECT_EQ(e->snapshot().num_kv_blocks_used, 0);
+  auto c = e.submit(greedy_request(make_prompt(3, 5), 4));
+  ASSERT_TRUE(c->wait_final());
+  EXPECT_EQ(c->final_event().finish_reason, FinishReason::kLength);
+}
+
+TEST(EngineTest, DestroyingTheEngineFinishesEveryRequestOnce) {
+  std::vector<std::shared_ptr<Stream>> streams;
+  {
+    TestEngine e;
+    absl::Notification ran_a_step;
+    e.state->on_forward = [&ran_a_step](const model::ForwardBatch&) {
+      if (!ran_a_step.HasBeenNotified()) ran_a_step.Notify();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    };
+    for (int i = 0; i < 10; ++i) streams.push_back(e.submit(greedy_request(make_prompt(i, 5), 200)));
+    e->start();
+    ran_a_step.WaitForNotification();
+    e.destroy();
+  }
+  for (auto& s : streams) {
+    expect_one_final(*s);
+    EXPECT_EQ(s->final_event().finish_reason, FinishReason::kCancelled);
+  }
+}
+
+TEST(EngineTest, DestroyingAnEngineNeverStartedFinishesQueuedRequests) {
+  std::shared_ptr<Stream> s;
+  {
+    TestEngine e;
+    s = e.submit(greedy_request(make_prompt(1, 5), 4));
+  }
+  expect_one_final(*s);
+  EXPECT_EQ(s->final_event().finish_reason, FinishReason::kCancelled);
+}
+
+TEST(EngineTest, DrainFinishesTheWorkThenRefusesNewRequests) {
+  TestEngine e({.engine = {.max_num_seqs = 2}});
+  std::vector<std::shared_ptr<Stream>> streams;
+  for (int i = 0; i < 5; ++i) streams.push_back(e.submit(greedy_request(make_prompt(i, 5), 6)));
+  e->start();
+  EXPECT_TRUE(e->snapshot().running);
+  e->drain();
+  for (auto& s : streams) {
+    expect_one_final(*s);
+    EXPECT_EQ(s->final_event().finish_reason, FinishReason::kLength);
+  }
+  EXPECT_FALSE(e->snapshot().running);
+  absl::StatusOr<RequestId> late = e->submit(greedy_request(make_prompt(9, 5), 6),
+                                             Stream::make()->sink());
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(EngineTest, StallIsReportedWhileAStepHangs) {
+  TestEngine e({.engine = {.stall_threshold = std::chrono::milliseconds(20)}});
+  absl::Notification release;
+  e.state->on_forward = [&release](const model::ForwardBatch&) {
+    release.WaitForNotification();
+  };
+  e->start();
+  EXPECT_FALSE(e->snapshot().stalled);  // idle is not stalled
+  auto s = e.submit(greedy_request(make_prompt(1, 5), 2));
+  bool stalled = false;
+  for (int i = 0; i < 2000 && !stalled; ++i) {
+    stalled = e->snapshot().stalled;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(stalled);
+  release.Notify();
+  ASSERT_TRUE(s->wait_final());
+  EXPECT_FALSE(e->snapshot().stalled);
+  EXPECT_EQ(e->snapshot().num_steps, 2u);
+}
+
+}  // namespace
+}  // namespace flashserve::engine

@@ -1,0 +1,162 @@
+#pragma once
+// Helpers for the engine tests: an engine over the fake runner/tokenizer, per-request event
+// streams, and the reference greedy output computed directly from the fake model.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "server/engine/engine.h"
+#include "server/metrics/metrics.h"
+#include "tests/unit/engine/fakes.h"
+
+namespace flashserve::engine::fakes {
+
+// The events of one request; checks that nothing follows the final event.
+class Stream : public std::enable_shared_from_this<Stream> {
+ public:
+  static std::shared_ptr<Stream> make() { return std::make_shared<Stream>(); }
+
+  EventSink sink() {
+    return [self = shared_from_this()](GenerationEvent e) { self->on_event(std::move(e)); };
+  }
+  // Also run `hook` on the engine thread for every event (e.g. to cancel).
+  EventSink sink(std::function<void(const GenerationEvent&)> hook) {
+    return [self = shared_from_this(), hook](GenerationEvent e) {
+      hook(e);
+      self->on_event(std::move(e));
+    };
+  }
+
+  bool wait_final(absl::Duration timeout = absl::Seconds(30)) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(
+                                    +[](int* n) { return *n > 0; }, &num_final_),
+                                timeout);
+  }
+
+  std::vector<GenerationEvent> events() {
+    absl::MutexLock lock(&mu_);
+    return events_;
+  }
+  int num_final() {
+    absl::MutexLock lock(&mu_);
+    return num_final_;
+  }
+  bool event_after_final() {
+    absl::MutexLock lock(&mu_);
+    return event_after_final_;
+  }
+  GenerationEvent final_event() {
+    absl::MutexLock lock(&mu_);
+    return events_.empty() ? GenerationEvent() : events_.back();
+  }
+  std::vector<int32_t> tokens() {
+    std::vector<int32_t> all;
+    for (const auto& e : events()) all.insert(all.end(), e.token_ids.begin(), e.token_ids.end());
+    return all;
+  }
+  std::string text() {
+    std::string all;
+    for (const auto& e : events()) all += e.text;
+    return all;
+  }
+
+ private:
+  void on_event(GenerationEvent e) {
+    absl::MutexLock lock(&mu_);
+    if (num_final_ > 0) event_after_final_ = true;
+    if (e.finished) ++num_final_;
+    events_.push_back(std::move(e));
+  }
+
+  absl::Mutex mu_;
+  std::vector<GenerationEvent> events_ ABSL_GUARDED_BY(mu_);
+  int num_final_ ABSL_GUARDED_BY(mu_) = 0;
+  bool event_after_final_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+struct TestEngineOptions {
+  EngineOptions engine;
+  int num_kv_blocks = 64;
+  int block_size = 4;
+  int context_length = 256;
+};
+
+// An engine over a FakeRunner; configure `state` before start().
+class TestEngine {
+ public:
+  explicit TestEngine(TestEngineOptions options = {})
+      : state(std::make_shared<FakeRunnerState>()),
+        options_(options),
+        engine_(std::make_unique<Engine>(
+            std::make_unique<FakeRunner>(state, options.num_kv_blocks, options.block_size,
+                                         options.context_length),
+            tokenizer, options.engine, &metrics)) {}
+
+  Engine& operator*() { return *engine_; }
+  Engine* operator->() { return engine_.get(); }
+  Engine* get() { return engine_.get(); }
+  void destroy() { engine_.reset(); }
+
+  // Submits and returns the stream; fails the test if submit() refuses.
+  std::shared_ptr<Stream> submit(GenerationRequest r, RequestId* id = nullptr) {
+    auto stream = Stream::make();
+    absl::StatusOr<RequestId> got = engine_->submit(std::move(r), stream->sink());
+    EXPECT_TRUE(got.ok()) << got.status();
+    if (id != nullptr && got.ok()) *id = *got;
+    return stream;
+  }
+
+  std::shared_ptr<FakeRunnerState> state;
+  FakeTokenizer tokenizer;
+  metrics::Metrics metrics;
+
+ private:
+  TestEngineOptions options_;
+  std::unique_ptr<Engine> engine_;
+};
+
+inline GenerationRequest greedy_request(std::vector<int32_t> prompt, int max_new_tokens) {
+  GenerationRequest r;
+  r.prompt_tokens = std::move(prompt);
+  r.max_new_tokens = max_new_tokens;
+  r.sampling.temperature = 0;
+  return r;
+}
+
+// A prompt of `len` letters that differs per `seed`; its first token is letter 'a' + seed%26.
+inline std::vector<int32_t> make_prompt(int seed, int len) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < len; ++i) {
+    p.push_back(i == 0 ? letter('a' + seed % 26) : kFirstLetter + (seed * 7 + i * 3) % 26);
+  }
+  return p;
+}
+
+// What greedy decoding of the fake model yields (no stop conditions but max_new_tokens and
+// end-of-generation).
+inline std::vector<int32_t> reference_greedy(const FakeRunnerState& state,
+                                             std::vector<int32_t> prompt, int max_new_tokens) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < max_new_tokens; ++i) {
+    const int32_t t = state.next_token(prompt);
+    out.push_back(t);
+    prompt.push_back(t);
+    if (t == kEos || t == kEndOfTurn) break;
+  }
+  return out;
+}
+
+// A scripted model: after the prompt of `prompt_len` tokens it emits `script` (then 'z's).
+inline std::function<int32_t(std::span<const int32_t>)> scripted(size_t prompt_len,
+                                                                  std::vector<int32_t> script) {
+  return [prompt_len, script](std::span<const int32_t> context) {
+    const size_t i = context.size() - prompt_len;
+    return i < script.size() ? script[i] : letter('z');
+  };
+}
+
+}  // namespace flashserve::engine::fakes
