@@ -33,6 +33,11 @@ namespace flashserve::kernels {
 
 enum class DType { kBf16, kFp16 };
 
+// Which prefill kernel runs. kAuto: the Hopper path (wgmma, sm_90a) on compute capability 9.0,
+// the portable mma.sync path (sm_80 instructions) elsewhere. kHopper on another GPU is an
+// InvalidArgument. Tests and benchmarks pin each path to compare them.
+enum class PrefillImpl { kAuto, kPortable, kHopper };
+
 struct AttentionParams {
   DType dtype = DType::kBf16;
   const void* q = nullptr;        // [num_tokens, num_heads, head_dim], packed by sequence
@@ -54,6 +59,7 @@ struct AttentionParams {
   int max_blocks_per_seq = 0;
   float softmax_scale = 0.f;  // usually 1/sqrt(head_dim)
   bool causal = true;
+  PrefillImpl prefill_impl = PrefillImpl::kAuto;  // prefill only
 };
 
 // Fused prefill. REQUIRES: q_len(s) <= seqlens_k[s] <= max_seqlen_k, q_len(s) <= max_seqlen_q.

@@ -1,11 +1,50 @@
-// Launcher of the fused prefill kernel (kernels/attention_prefill.cuh): 4 instantiations,
-// {bf16, fp16} x head_dim {64, 128}; causal is a runtime flag (it only moves the loop bound
-// and decides which tiles need the mask), so it costs no extra instantiation.
+// Launchers of the fused prefill kernels: the portable mma.sync kernel
+// (kernels/attention_prefill.cuh) and the Hopper wgmma kernel
+// (kernels/attention_prefill_sm90.cuh). Each is instantiated for {bf16, fp16} x head_dim
+// {64, 128}; causal is a runtime flag (it only moves the loop bound and decides which tiles
+// need the mask), so it costs no extra instantiation.
+#include "absl/status/statusor.h"
 #include "kernels/attention.h"
 #include "kernels/attention_dispatch.cuh"
 #include "kernels/attention_prefill.cuh"
+#include "kernels/attention_prefill_sm90.cuh"
 
 namespace flashserve::kernels {
+namespace {
+
+absl::StatusOr<bool> current_device_is_hopper() {
+  int device = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major == 9 && minor == 0;
+}
+
+template <typename T, int kHeadDim>
+absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
+  auto* kernel = device::attention_prefill_kernel<T, kHeadDim>;
+  const int smem = device::prefill_smem_bytes(kHeadDim);
+  if (absl::Status s = device::set_smem_limit(kernel, smem); !s.ok()) return s;
+  const dim3 grid((p.max_seqlen_q + device::prefill_block_m() - 1) / device::prefill_block_m(),
+                  p.num_heads, p.num_seqs);
+  kernel<<<grid, device::prefill_threads(), smem, stream>>>(p);
+  CUDA_CHECK(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+template <typename T, int kHeadDim>
+absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
+  auto* kernel = device::attention_prefill_sm90_kernel<T, kHeadDim>;
+  const int smem = device::sm90_smem_bytes(kHeadDim);
+  if (absl::Status s = device::set_smem_limit(kernel, smem); !s.ok()) return s;
+  const dim3 grid((p.max_seqlen_q + device::sm90_block_m() - 1) / device::sm90_block_m(),
+                  p.num_heads, p.num_seqs);
+  kernel<<<grid, device::sm90_threads(), smem, stream>>>(p);
+  CUDA_CHECK(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
   if (absl::Status s = validate_attention_params(p); !s.ok()) return s;
@@ -13,17 +52,20 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
     return absl::InvalidArgumentError("attention_prefill: cu_seqlens_q is null");
   }
   if (p.num_seqs == 0 || p.max_seqlen_q == 0) return absl::OkStatus();
+  bool hopper = false;
+  if (p.prefill_impl != PrefillImpl::kPortable) {
+    absl::StatusOr<bool> is_hopper = current_device_is_hopper();
+    if (!is_hopper.ok()) return is_hopper.status();
+    if (p.prefill_impl == PrefillImpl::kHopper && !*is_hopper) {
+      return absl::InvalidArgumentError(
+          "attention_prefill: the Hopper path needs a compute capability 9.0 GPU");
+    }
+    hopper = *is_hopper;
+  }
   return device::dispatch_dtype_head_dim(p.dtype, p.head_dim, [&](auto type_tag, auto dim_tag) {
     using T = typename decltype(type_tag)::type;
     constexpr int kHeadDim = decltype(dim_tag)::value;
-    auto* kernel = device::attention_prefill_kernel<T, kHeadDim>;
-    const int smem = device::prefill_smem_bytes(kHeadDim);
-    if (absl::Status s = device::set_smem_limit(kernel, smem); !s.ok()) return s;
-    const dim3 grid((p.max_seqlen_q + device::prefill_block_m() - 1) / device::prefill_block_m(),
-                    p.num_heads, p.num_seqs);
-    kernel<<<grid, device::prefill_threads(), smem, stream>>>(p);
-    CUDA_CHECK(cudaGetLastError());
-    return absl::OkStatus();
+    return hopper ? launch_hopper<T, kHeadDim>(p, stream) : launch_portable<T, kHeadDim>(p, stream);
   });
 }
 

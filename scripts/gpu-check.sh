@@ -3,8 +3,9 @@
 # "Running on the GPU machine"): unit tests, compute-sanitizer memcheck + racecheck on small
 # sizes, the attention benchmark and the PyTorch SDPA peers, with results under OUT_DIR.
 #
-#   scripts/gpu-check.sh OUT_DIR [stage...]     stages: info tests sanitize bench peers ncu
+#   scripts/gpu-check.sh OUT_DIR [stage...]     stages: info sass tests sanitize bench peers ncu
 #                                               (default: all but ncu)
+# GIT_COMMIT names the commit in the summary (the GPU machine has no .git).
 # Binaries come from BIN_DIR (default .gpu/bin, made here with
 #   ../shared/tools/gpu-bundle .gpu build-cuda/bin/attention_cuda_test build-cuda/bin/attention_bench)
 # and run with LD_LIBRARY_PATH=.gpu/lib:/usr/local/cuda/lib64. BENCH_ARGS (e.g. --quick)
@@ -13,7 +14,7 @@
 set -uo pipefail
 out=${1:?usage: $0 OUT_DIR [stage...]}
 shift
-stages=${*:-info tests sanitize bench peers}
+stages=${*:-info sass tests sanitize bench peers}
 bin=${BIN_DIR:-.gpu/bin}
 export LD_LIBRARY_PATH=.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONUNBUFFERED=1
@@ -21,10 +22,17 @@ mkdir -p "$out"
 summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
 has() { [[ " $stages " == *" $1 "* ]]; }
-note "gpu-check $(date -u +%FT%TZ) stages: $stages commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+note "gpu-check $(date -u +%FT%TZ) stages: $stages commit: ${GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 
 if has info; then
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv | tee -a "$summary"
+fi
+if has sass; then  # are the matrix instructions we meant there? (HGMMA = wgmma, HMMA = mma.sync)
+  cuobjdump -sass "$bin/attention_bench" | awk '/Function :/ {f = $3} {print f "\t" $0}' > /tmp/sass.txt
+  for k in attention_prefill_sm90_kernel attention_prefill_kernel attention_decode_kernel; do
+    sass=$(grep "$k" /tmp/sass.txt)
+    note "sass $k (all archs, all instantiations): HGMMA $(grep -c HGMMA <<<"$sass") HMMA $(grep -c HMMA <<<"$sass") LDSM $(grep -c LDSM <<<"$sass") LDL/STL $(grep -cE 'LDL|STL' <<<"$sass")"
+  done
 fi
 if has tests; then
   timeout 400 "$bin/attention_cuda_test" > "$out/tests.log" 2>&1
@@ -54,9 +62,9 @@ if has peers; then
   cat "$out/table.md" 2>/dev/null
 fi
 if has ncu; then
-  timeout 300 ncu --clock-control none --kernel-name regex:attention_prefill_kernel --launch-skip 2 \
-    --launch-count 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
-    --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-    "$bin/attention_bench" --prefill --quick > "$out/ncu.txt" 2>&1
+  timeout 300 ncu --clock-control none --kernel-name regex:attention_prefill --launch-count 2 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SchedulerStats \
+    "$bin/attention_bench" --profile > "$out/ncu.txt" 2>&1
   note "ncu: rc=$?"
 fi

@@ -10,7 +10,8 @@
 // once + O written once (DESIGN.md). Also measures device-to-device copy bandwidth (bytes
 // read + written), the ceiling for decode.
 //
-//   attention_bench [--prefill] [--decode] [--csv FILE] [--quick]
+//   attention_bench [--prefill] [--decode] [--csv FILE] [--quick] [--profile]
+// --profile: one untimed launch of each prefill kernel (d128, s8k), for ncu.
 // Prints a markdown table; --csv writes one line per (config, impl) for peers_sdpa.py.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -207,8 +208,10 @@ bool validate(const PagedProblem& pr, const char* what) {
   return ok;
 }
 
-bool bench_prefill(bool quick) {
+bool bench_prefill(bool quick, bool hopper) {
   bool all_ok = true;
+  std::vector<PrefillImpl> impls = {PrefillImpl::kPortable};
+  if (hopper) impls.push_back(PrefillImpl::kHopper);
   const std::vector<int> lens = quick ? std::vector<int>{1024, 8192}
                                       : std::vector<int>{512, 1024, 2048, 4096, 8192, 16384};
   for (int head_dim : {64, 128}) {
@@ -225,14 +228,18 @@ bool bench_prefill(bool quick) {
         AttentionParams naive = pr.p;
         naive.out = pr.ref->ptr;
         BENCH_OK(attention_naive(naive, ws.ptr, ws.bytes, nullptr));
-        BENCH_CUDA(cudaMemset(pr.out->ptr, 0xff, pr.out->bytes));
-        BENCH_OK(attention_prefill(pr.p, nullptr));
-        if (!validate(pr, config.c_str())) {
-          all_ok = false;
-          continue;
+        for (PrefillImpl impl : impls) {
+          pr.p.prefill_impl = impl;
+          const char* name = impl == PrefillImpl::kHopper ? "wgmma" : "mma";
+          BENCH_CUDA(cudaMemset(pr.out->ptr, 0xff, pr.out->bytes));
+          BENCH_OK(attention_prefill(pr.p, nullptr));
+          if (!validate(pr, (config + " " + name).c_str())) {
+            all_ok = false;
+            continue;
+          }
+          report("prefill", config, name,
+                 time_ms([&] { BENCH_OK(attention_prefill(pr.p, nullptr)); }), flops, bytes);
         }
-        report("prefill", config, "ours", time_ms([&] { BENCH_OK(attention_prefill(pr.p, nullptr)); }),
-               flops, bytes);
         report("prefill", config, "naive",
                time_ms([&] { BENCH_OK(attention_naive(naive, ws.ptr, ws.bytes, nullptr)); }), flops,
                bytes);
@@ -282,6 +289,18 @@ bool bench_decode(bool quick, int num_sms) {
   return all_ok;
 }
 
+// One launch of each prefill implementation at d128 s8k non-causal, untimed: for ncu.
+void profile_prefill(bool hopper) {
+  PagedProblem pr = make_problem(2, 8192, 8192, 16, 16, 128, false, 5);
+  pr.p.prefill_impl = PrefillImpl::kPortable;
+  BENCH_OK(attention_prefill(pr.p, nullptr));
+  if (hopper) {
+    pr.p.prefill_impl = PrefillImpl::kHopper;
+    BENCH_OK(attention_prefill(pr.p, nullptr));
+  }
+  BENCH_CUDA(cudaDeviceSynchronize());
+}
+
 void bench_copy() {
   const size_t bytes = size_t{2} << 30;
   Buffer a(bytes), b(bytes);
@@ -295,15 +314,16 @@ void bench_copy() {
 
 int main(int argc, char** argv) {
   using namespace flashserve::kernels;
-  bool prefill = false, decode = false, quick = false;
+  bool prefill = false, decode = false, quick = false, profile = false;
   const char* csv = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--prefill")) prefill = true;
     else if (!std::strcmp(argv[i], "--decode")) decode = true;
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--profile")) profile = true;
     else if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--prefill] [--decode] [--quick] [--csv FILE]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--prefill] [--decode] [--quick] [--profile] [--csv FILE]\n", argv[0]);
       return 2;
     }
   }
@@ -311,11 +331,15 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n\n", prop.name, prop.multiProcessorCount);
+  if (profile) {
+    profile_prefill(prop.major == 9 && prop.minor == 0);
+    return 0;
+  }
   std::printf("| kind    | config                             | impl   |        ms | TFLOP/s |    GB/s |\n");
   std::printf("|---------|------------------------------------|--------|-----------|---------|---------|\n");
   bench_copy();
   bool ok = true;
-  if (prefill) ok &= bench_prefill(quick);
+  if (prefill) ok &= bench_prefill(quick, prop.major == 9 && prop.minor == 0);
   if (decode) ok &= bench_decode(quick, prop.multiProcessorCount);
   if (csv != nullptr) {
     FILE* f = std::fopen(csv, "w");

@@ -104,21 +104,35 @@ def merge(ours_csv, rows, table_path):
     peers = {(k, c, i): (ms, tf, gb) for k, c, i, ms, tf, gb in rows}
     lines = []
     for kind, metric, idx in (("prefill", "TFLOP/s", 1), ("decode", "GB/s", 2)):
-        configs = [c for (k, c, i) in ours if k == kind and i == "ours"]
+        impls = ["wgmma", "mma"] if kind == "prefill" else ["ours"]
+        configs = []
+        for (k, c, i) in ours:
+            if k == kind and i in impls and c not in configs:
+                configs.append(c)
         if not configs:
             continue
         lines.append(f"\n### {kind} (bf16, {metric}; ratio = ours / peer)\n")
-        extra = " splits |" if kind == "decode" else ""
-        lines.append(f"| config |{extra} ours ms | ours | naive | FA2 | cuDNN | ours/FA2 | ours/cuDNN |")
-        lines.append("|---|" + ("---|" if extra else "") + "---|---|---|---|---|---|---|")
+        head = "| config |" + (" splits |" if kind == "decode" else "")
+        head += "".join(f" {i} ms | {i} |" for i in impls) + " naive | FA2 | cuDNN |"
+        head += "".join(f" {i}/FA2 | {i}/cuDNN |" for i in impls)
+        lines.append(head)
+        lines.append("|---" * (head.count("|") - 1) + "|")
         for c in configs:
-            o = ours[(kind, c, "ours")]
-            n = ours.get((kind, c, "naive"))
             fa, cu = peers.get((kind, c, "fa2")), peers.get((kind, c, "cudnn"))
+            n = ours.get((kind, c, "naive"))
             val = lambda t: f"{t[idx]:.0f}" if t else "n/a"
-            ratio = lambda t: f"{o[idx] / t[idx]:.2f}" if t else "n/a"
-            sp = f" {o[3]} |" if extra else ""
-            lines.append(f"| {c} |{sp} {o[0]:.3f} | {val(o)} | {val(n)} | {val(fa)} | {val(cu)} | {ratio(fa)} | {ratio(cu)} |")
+            ratio = lambda a, b: f"{a[idx] / b[idx]:.2f}" if a and b else "n/a"
+            row = f"| {c} |"
+            if kind == "decode":
+                row += f" {ours[(kind, c, 'ours')][3]} |"
+            for i in impls:
+                o = ours.get((kind, c, i))
+                row += (f" {o[0]:.3f} |" if o else " n/a |") + f" {val(o)} |"
+            row += f" {val(n)} | {val(fa)} | {val(cu)} |"
+            for i in impls:
+                o = ours.get((kind, c, i))
+                row += f" {ratio(o, fa)} | {ratio(o, cu)} |"
+            lines.append(row)
     copy = [v for (k, c, i), v in ours.items() if k == "copy"]
     if copy:
         lines.append(f"\nDevice-to-device copy (read + write): {copy[0][2]:.0f} GB/s\n")

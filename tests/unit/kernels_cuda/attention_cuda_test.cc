@@ -97,13 +97,21 @@ void expect_within_naive(const Problem& pr, const Outputs& fused, const Outputs&
 
 // ---- prefill ------------------------------------------------------------------------------
 
-// (dtype, head_dim, causal, GQA ratio, chunked)
-using PrefillCase = std::tuple<DType, int, bool, int, bool>;
+bool device_is_hopper() {
+  int major = 0, minor = 0;
+  FS_CUDA_OR_DIE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  FS_CUDA_OR_DIE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
+  return major == 9 && minor == 0;
+}
+
+// (implementation, dtype, head_dim, causal, GQA ratio, chunked)
+using PrefillCase = std::tuple<PrefillImpl, DType, int, bool, int, bool>;
 class PrefillTest : public ::testing::TestWithParam<PrefillCase> {};
 
 TEST_P(PrefillTest, MatchesReferenceWithinNaiveError) {
   SKIP_WITHOUT_GPU();
-  const auto [dtype, head_dim, causal, ratio, chunked] = GetParam();
+  const auto [impl, dtype, head_dim, causal, ratio, chunked] = GetParam();
+  if (impl == PrefillImpl::kHopper && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
   ProblemShape s;
   s.dtype = dtype;
   s.head_dim = head_dim;
@@ -120,7 +128,8 @@ TEST_P(PrefillTest, MatchesReferenceWithinNaiveError) {
   for (size_t i = 0; i < s.q_lens.size(); ++i) s.q_lens[i] = std::min(s.q_lens[i], s.kv_lens[i]);
   const uint32_t seed = fresh_seed();
   const Problem pr(s, seed);
-  const AttentionParams base = pr.params(nullptr, nullptr);
+  AttentionParams base = pr.params(nullptr, nullptr);
+  base.prefill_impl = impl;
   const Outputs fused = run_poisoned(pr, pr.num_tokens, [&](void* out, float* lse) {
     AttentionParams p = base;
     p.out = out;
@@ -131,14 +140,17 @@ TEST_P(PrefillTest, MatchesReferenceWithinNaiveError) {
 }
 
 std::string prefill_name(const ::testing::TestParamInfo<PrefillCase>& info) {
-  const auto [dtype, head_dim, causal, ratio, chunked] = info.param;
-  return std::string(testing::dtype_name(dtype)) + "_d" + std::to_string(head_dim) +
+  const auto [impl, dtype, head_dim, causal, ratio, chunked] = info.param;
+  return std::string(impl == PrefillImpl::kHopper ? "wgmma_" : "mmasync_") +
+         testing::dtype_name(dtype) + "_d" + std::to_string(head_dim) +
          (causal ? "_causal" : "_full") + "_gqa" + std::to_string(ratio) +
          (chunked ? "_chunked" : "_varlen");
 }
 
 INSTANTIATE_TEST_SUITE_P(All, PrefillTest,
-                         ::testing::Combine(::testing::Values(DType::kBf16, DType::kFp16),
+                         ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
+                                                              PrefillImpl::kHopper),
+                                            ::testing::Values(DType::kBf16, DType::kFp16),
                                             ::testing::Values(64, 128), ::testing::Bool(),
                                             ::testing::Values(1, 3, 8), ::testing::Bool()),
                          prefill_name);

@@ -1,0 +1,265 @@
+#pragma once
+// Fused FlashAttention forward for prefill, Hopper path (sm_90a: wgmma).
+//
+// Same algorithm and numerics as the portable kernel (kernels/attention_prefill.cuh); what
+// changes is the matrix unit. One CTA = 2 warpgroups = 128 query rows of one (sequence, head);
+// each warpgroup owns 64 rows and issues warpgroup MMAs (wgmma.mma_async m64nNk16):
+//   S[64 x 128]  = Q K^T   A = Q and B = K from shared memory (K-major, 128-byte swizzle)
+//   O[64 x d]   += P V     A = P from registers (the softmax's own fp32 -> 16-bit output, in
+//                          the same per-warp fragment layout as mma.sync's A), B = V from
+//                          shared memory read N-major (wgmma transposes it on the fly)
+// Hopper's wgmma issues a 64x128x16 product per instruction from one warpgroup (mma.sync needs
+// 32 instructions across 4 warps for the same work) and reads B straight from shared memory
+// without ldmatrix: that is the rate difference the portable path cannot close.
+//
+// Shared-memory tiles use the layout wgmma's 128-byte swizzle mode expects: [head_dim / 64]
+// column halves, each [rows][64] b16 with rows of 128 B and the 16-byte chunk index XOR-ed with
+// row % 8; every tile starts 1024-byte aligned (the swizzle repeats every 8 rows = 1024 B).
+// Descriptors: K-major (Q, K): SBO = 1024 B between 8-row groups, LBO unused; a 16-wide
+// k-step advances the start address by 32 B inside the 128-B row, or jumps to the next half.
+// N-major (V): LBO = distance between the two 64-column halves, SBO = 1024 B between groups of
+// 8 keys. cp.async (generic proxy) writes the tiles; each thread fences them to the async
+// proxy (fence.proxy.async) before the barrier that precedes the wgmma reads.
+#include "kernels/attention.h"
+#include "kernels/attention_common.cuh"
+#include "kernels/paged_kv.h"
+#include "kernels/wgmma_ops.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FLASHSERVE_SM90A 1
+#endif
+
+namespace flashserve::kernels::device {
+
+// 2 warpgroups x 64 rows: one warpgroup's softmax overlaps the other's MMAs on the SM.
+constexpr int sm90_threads() { return 256; }
+constexpr int sm90_block_m() { return 128; }
+// 128 keys per tile: S = QK^T is one m64n128 wgmma chain per warpgroup (wider N, fewer issues).
+constexpr int sm90_block_n() { return 128; }
+// Q + two stages of K and V, plus 1 KiB to align the tiles to 1024 B.
+constexpr int sm90_smem_bytes(int head_dim) {
+  return (sm90_block_m() + 4 * sm90_block_n()) * head_dim * 2 + 1024;
+}
+
+// Element offset of (row, col) in a [kHeadDim / 64][kRows][64] 128-byte-swizzled tile.
+template <int kRows>
+__device__ __forceinline__ int sw128_offset(int row, int col) {
+  const int c = col & 63;
+  return (col >> 6) * kRows * 64 + row * 64 + ((((c >> 3) ^ (row & 7))) << 3) + (c & 7);
+}
+
+template <int kRows, int kHeadDim, int kThreads, typename T, typename RowPtr>
+__device__ __forceinline__ void load_tile_sw128(T* tile, int valid_rows, RowPtr src_row) {
+  constexpr int kChunksPerRow = kHeadDim / 8;
+  constexpr int kChunks = kRows * kChunksPerRow;
+  static_assert(kChunks % kThreads == 0, "tile copy must divide evenly among threads");
+#pragma unroll
+  for (int i = 0; i < kChunks / kThreads; ++i) {
+    const int c = i * kThreads + static_cast<int>(threadIdx.x);
+    const int row = c / kChunksPerRow;
+    const int col = (c % kChunksPerRow) * 8;
+    const bool valid = row < valid_rows;
+    const T* src = valid ? src_row(row) + col : src_row(0);
+    cp_async_16(smem_addr(tile + sw128_offset<kRows>(row, col)), src, valid);
+  }
+}
+
+__device__ __forceinline__ uint64_t sw128_desc(const void* p, uint32_t lbo_bytes,
+                                               uint32_t sbo_bytes) {
+  return uint64_t((smem_addr(p) & 0x3FFFF) >> 4) | (uint64_t((lbo_bytes >> 4) & 0x3FFF) << 16) |
+         (uint64_t((sbo_bytes >> 4) & 0x3FFF) << 32) | (uint64_t{1} << 62);
+}
+
+// Keeps the compiler from moving accesses of wgmma accumulators across the async window.
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(sm90_threads(), 1)
+    attention_prefill_sm90_kernel(const AttentionParams p) {
+#ifdef FLASHSERVE_SM90A
+  constexpr int kBlockM = sm90_block_m();
+  constexpr int kBlockN = sm90_block_n();
+  constexpr int kThreads = sm90_threads();
+  constexpr int kSRegs = kBlockN / 2;   // S accumulator: 64 x kBlockN over 128 threads
+  constexpr int kORegs = kHeadDim / 2;  // O accumulator: 64 x kHeadDim over 128 threads
+  using Traits = DTypeTraits<T>;
+
+  const int seq = blockIdx.z;
+  const int head = blockIdx.y;
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest (causal) row blocks first
+  const int q_start = p.cu_seqlens_q[seq];
+  const int q_len = p.cu_seqlens_q[seq + 1] - q_start;
+  const int m_base = m_block * kBlockM;
+  if (m_base >= q_len) return;
+  const int kv_len = p.seqlens_k[seq];
+  const int q_offset = kv_len - q_len;
+  const int kv_head = head / (p.num_heads / p.num_kv_heads);
+  const int rows = min(kBlockM, q_len - m_base);
+  const int n_end = p.causal ? min(kv_len, q_offset + m_base + rows) : kv_len;
+  const int num_tiles = (n_end + kBlockN - 1) / kBlockN;
+
+  extern __shared__ uint4 smem_raw[];
+  const uint32_t pad = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
+  T* sq = reinterpret_cast<T*>(reinterpret_cast<char*>(smem_raw) + pad);
+  T* sk = sq + kBlockM * kHeadDim;      // [2][kBlockN x kHeadDim]
+  T* sv = sk + 2 * kBlockN * kHeadDim;  // [2][kBlockN x kHeadDim]
+
+  const int64_t q_row_stride = static_cast<int64_t>(p.num_heads) * kHeadDim;
+  const T* q_base = static_cast<const T*>(p.q) +
+                    (static_cast<int64_t>(q_start + m_base) * p.num_heads + head) * kHeadDim;
+  load_tile_sw128<kBlockM, kHeadDim, kThreads>(sq, rows,
+                                               [&](int r) { return q_base + r * q_row_stride; });
+
+  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+  auto cache_rows = [&](const T* cache, int key) {  // 64 consecutive rows from `key` on
+    return cache + kv_cache_offset(table[key / p.block_size], kv_head, key % p.block_size,
+                                   p.num_kv_heads, p.block_size, kHeadDim);
+  };
+  auto load_kv = [&](int tile, int stage) {
+    const int key0 = tile * kBlockN;
+    const bool second = key0 + 64 < kv_len;  // never look up a block past the sequence
+    const T* k0 = cache_rows(static_cast<const T*>(p.k_cache), key0);
+    const T* v0 = cache_rows(static_cast<const T*>(p.v_cache), key0);
+    const T* k1 = second ? cache_rows(static_cast<const T*>(p.k_cache), key0 + 64) : k0;
+    const T* v1 = second ? cache_rows(static_cast<const T*>(p.v_cache), key0 + 64) : v0;
+    load_tile_sw128<kBlockN, kHeadDim, kThreads>(
+        sk + stage * kBlockN * kHeadDim, kv_len - key0,
+        [&](int r) { return r < 64 ? k0 + r * kHeadDim : k1 + (r - 64) * kHeadDim; });
+    load_tile_sw128<kBlockN, kHeadDim, kThreads>(
+        sv + stage * kBlockN * kHeadDim, kv_len - key0,
+        [&](int r) { return r < 64 ? v0 + r * kHeadDim : v1 + (r - 64) * kHeadDim; });
+  };
+  if (num_tiles > 0) load_kv(0, 0);
+  cp_async_commit();
+
+  const int warpgroup = threadIdx.x / 128;
+  const int warp = (threadIdx.x / 32) % 4;  // within the warpgroup
+  const int lane = threadIdx.x % 32;
+  const int thread_row = warpgroup * 64 + warp * 16 + (lane >> 2);  // + 8 for h = 1
+  const float scale_log2 = p.softmax_scale * kLog2e;
+
+  float o[kORegs];
+#pragma unroll
+  for (int i = 0; i < kORegs; ++i) o[i] = 0.f;
+  float row_max[2] = {kNegInf, kNegInf};
+  float row_sum[2] = {0.f, 0.f};
+
+  for (int n = 0; n < num_tiles; ++n) {
+    if (n + 1 < num_tiles) load_kv(n + 1, (n + 1) & 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    const T* k_tile = sk + (n & 1) * kBlockN * kHeadDim;
+    const T* v_tile = sv + (n & 1) * kBlockN * kHeadDim;
+
+    // ---- S = Q K^T ----
+    float s[kSRegs];
+#pragma unroll
+    for (int i = 0; i < kSRegs; ++i) s[i] = 0.f;
+    fence_operands(s);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      const uint64_t desc_q =
+          sw128_desc(sq + (kk >> 2) * kBlockM * 64 + warpgroup * 64 * 64 + (kk & 3) * 16, 16, 1024);
+      const uint64_t desc_k = sw128_desc(k_tile + (kk >> 2) * kBlockN * 64 + (kk & 3) * 16, 16, 1024);
+      wgmma_ss<T, kBlockN>(s, desc_q, desc_k, kk > 0 ? 1 : 0);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    fence_operands(s);
+
+    // ---- mask ----
+    const int key0 = n * kBlockN;
+    const bool crosses_end = key0 + kBlockN > kv_len;
+    const bool crosses_diagonal = p.causal && key0 + kBlockN - 1 > q_offset + m_base;
+    if (crosses_end || crosses_diagonal) {
+#pragma unroll
+      for (int i = 0; i < kSRegs; ++i) {
+        const int key = key0 + (i / 4) * 8 + 2 * (lane & 3) + (i & 1);
+        const int row = m_base + thread_row + ((i >> 1) & 1) * 8;
+        const bool visible = key < kv_len && (!p.causal || key <= q_offset + row);
+        if (!visible) s[i] = kNegInf;
+      }
+    }
+
+    // ---- online softmax (see attention_prefill.cuh for the -inf handling) ----
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float m_new = row_max[h];
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) m_new = fmaxf(m_new, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      m_new = quad_max(m_new);
+      const float m_scaled = m_new == kNegInf ? 0.f : m_new * scale_log2;
+      const float correction = exp2f(row_max[h] * scale_log2 - m_scaled);
+      row_max[h] = m_new;
+      float tile_sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          s[4 * j + e] = exp2f(fmaf(s[4 * j + e], scale_log2, -m_scaled));
+          tile_sum += s[4 * j + e];
+        }
+      }
+      row_sum[h] = row_sum[h] * correction + tile_sum;
+#pragma unroll
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+        o[4 * j + 2 * h] *= correction;
+        o[4 * j + 2 * h + 1] *= correction;
+      }
+    }
+
+    // ---- O += P V ----
+    uint32_t a[kBlockN / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks) {
+      a[ks][0] = Traits::pack(s[8 * ks + 0], s[8 * ks + 1]);
+      a[ks][1] = Traits::pack(s[8 * ks + 2], s[8 * ks + 3]);
+      a[ks][2] = Traits::pack(s[8 * ks + 4], s[8 * ks + 5]);
+      a[ks][3] = Traits::pack(s[8 * ks + 6], s[8 * ks + 7]);
+    }
+    fence_operands(o);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks) {
+      const uint64_t desc_v = sw128_desc(v_tile + ks * 16 * 64, kBlockN * 128, 1024);
+      wgmma_rs_tn<T, kHeadDim>(o, a[ks], desc_v);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    fence_operands(o);
+    __syncthreads();  // the next iteration's copy overwrites the stage just read
+  }
+  cp_async_wait<0>();
+
+  // ---- epilogue: out = O / l, lse = m * scale + log(l) ----
+  T* out = static_cast<T*>(p.out);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float l = quad_sum(row_sum[h]);
+    const float inv_l = l > 0.f ? 1.f / l : 0.f;
+    const int row = m_base + thread_row + h * 8;
+    if (row >= q_len) continue;
+    const int64_t token = q_start + row;
+    T* dst = out + (token * p.num_heads + head) * kHeadDim + 2 * (lane & 3);
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      *reinterpret_cast<uint32_t*>(dst + j * 8) =
+          Traits::pack(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l);
+    }
+    if (p.lse != nullptr && (lane & 3) == 0) {
+      p.lse[token * p.num_heads + head] = l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
+    }
+  }
+#else
+  __trap();  // only built for sm_90a; the launcher never selects it elsewhere
+#endif
+}
+
+}  // namespace flashserve::kernels::device
