@@ -35,7 +35,7 @@ if has sass; then  # are the matrix instructions we meant there? (HGMMA = wgmma,
   done
 fi
 if has tests; then
-  timeout 400 "$bin/attention_cuda_test" > "$out/tests.log" 2>&1
+  timeout 240 "$bin/attention_cuda_test" > "$out/tests.log" 2>&1
   note "tests: rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests.log" | sort | uniq -c | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$out/tests.log" | head -20 | tee -a "$summary"
 fi
@@ -44,25 +44,25 @@ if has sanitize; then
   for tool in memcheck racecheck; do
     filter='*'
     [[ $tool == racecheck ]] && filter='*bf16_d64_causal*:*bf16_d128_full*:*fp16_d128_gqa3*:KvAppend*'
-    FLASHSERVE_TEST_MAX_LEN=97 timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    FLASHSERVE_TEST_MAX_LEN=97 timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$bin/attention_cuda_test" --gtest_filter="$filter" >> "$out/sanitizer.log" 2>&1
     rc=$?
     note "sanitizer $tool (filter $filter, lengths <= 97): rc=$rc $(grep -E 'ERROR SUMMARY' "$out/sanitizer.log" | tail -1)"
   done
 fi
 if has bench; then
-  timeout 500 "$bin/attention_bench" ${BENCH_ARGS:-} --csv "$out/ours.csv" > "$out/bench.log" 2>&1
+  timeout 300 "$bin/attention_bench" ${BENCH_ARGS:-} --csv "$out/ours.csv" > "$out/bench.log" 2>&1
   note "bench: rc=$?"
   tail -n +1 "$out/bench.log" | grep -E 'FAILED|device' | tee -a "$summary"
 fi
 if has peers; then
-  timeout 500 python3 bench/attention/peers_sdpa.py ${BENCH_ARGS:-} --ours "$out/ours.csv" \
+  timeout 300 python3 bench/attention/peers_sdpa.py ${BENCH_ARGS:-} --ours "$out/ours.csv" \
     --csv "$out/peers.csv" --table "$out/table.md" >> "$out/bench.log" 2>&1
   note "peers: rc=$?"
   cat "$out/table.md" 2>/dev/null
 fi
 if has ncu; then
-  timeout 300 ncu --clock-control none --kernel-name regex:attention_prefill --launch-count 2 \
+  timeout 200 ncu --clock-control none --kernel-name regex:attention_prefill --launch-count 2 \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SchedulerStats \
     "$bin/attention_bench" --profile > "$out/ncu.txt" 2>&1
