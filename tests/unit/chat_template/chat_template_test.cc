@@ -1,0 +1,127 @@
+// Chat templates: SmolLM2's own template rendered by jinja2 is the golden
+// (tests/data/tokenizer_chat_template_smollm2.json); detection follows llama.cpp.
+#include "model/chat_template.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "model/gguf.h"
+#include "tests/unit/tokenizer/test_json.h"
+
+namespace flashserve::model {
+namespace {
+
+std::vector<ChatMessage> messages_of(const testing::Json& list) {
+  std::vector<ChatMessage> out;
+  for (const testing::Json& m : list.array) out.push_back({m["role"].string, m["content"].string});
+  return out;
+}
+
+TEST(ChatTemplate, SmolLm2MatchesJinja2) {
+  const testing::Json root =
+      testing::read_json_file("tests/data/tokenizer_chat_template_smollm2.json");
+  auto tmpl = ChatTemplate::from_template_text(root["template"].string);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  EXPECT_EQ(tmpl->family_name(), "chatml");
+  EXPECT_EQ(tmpl->default_system_prompt(),
+            "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+  ASSERT_GE(root["cases"].array.size(), 8u);
+  for (const testing::Json& c : root["cases"].array) {
+    const std::vector<ChatMessage> messages = messages_of(c["messages"]);
+    auto rendered = tmpl->render(messages, c["add_generation_prompt"].boolean);
+    ASSERT_TRUE(rendered.ok()) << rendered.status();
+    EXPECT_EQ(*rendered, c["rendered"].string);
+  }
+}
+
+TEST(ChatTemplate, FromTheRealModelFile) {
+  constexpr char kModel[] = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " is absent";
+  auto file = GgufFile::open(kModel);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto tmpl = ChatTemplate::from_gguf(**file);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  EXPECT_EQ(tmpl->family_name(), "chatml");
+  std::vector<ChatMessage> messages = {{"user", "Hi"}};
+  EXPECT_EQ(*tmpl->render(messages, true),
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+            "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplate, DefaultSystemPromptWithEscapedNewlines) {
+  // Qwen2-style template text as stored in tokenizer_config.json: "\n" is an escape inside
+  // the Jinja literal rather than a real newline.
+  const std::string qwen =
+      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+      "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
+      "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+  auto tmpl = ChatTemplate::from_template_text(qwen);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  EXPECT_EQ(tmpl->default_system_prompt(), "You are a helpful assistant.");
+  std::vector<ChatMessage> with_system = {{"system", "S"}, {"user", "U"}};
+  EXPECT_EQ(*tmpl->render(with_system, false),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n");
+}
+
+TEST(ChatTemplate, PlainChatmlHasNoDefaultSystemPrompt) {
+  auto tmpl = ChatTemplate::from_template_text(
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
+      "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}");
+  ASSERT_TRUE(tmpl.ok());
+  EXPECT_EQ(tmpl->default_system_prompt(), "");
+  std::vector<ChatMessage> messages = {{"user", "U"}};
+  EXPECT_EQ(*tmpl->render(messages, false), "<|im_start|>user\nU<|im_end|>\n");
+}
+
+TEST(ChatTemplate, DetectsFamiliesLikeLlamaCpp) {
+  struct Case { std::string text; std::string family; };
+  const std::vector<Case> cases = {
+      {"{{ '<|im_start|>' + message['role'] }}", "chatml"},
+      {"{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + message['content'] + "
+       "' [/INST]' }}{% endif %}", "llama2-sys-bos"},
+      {"{{ '[INST] ' + content.strip() + ' [/INST]' }}", "llama2-sys-strip"},
+      {"{{ '<<SYS>>\\n' + system + '\\n<</SYS>>' }}{{ '[INST] ' }}", "llama2-sys"},
+      {"{{ '[INST] ' + message['content'] + ' [/INST]' }}", "llama2"},
+      {"{{ '<|user|>\\n' + message['content'] + '<|endoftext|>' }}", "zephyr"},
+      {"{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}", "llama3"},
+      {"llama3", "llama3"},
+      {"zephyr", "zephyr"},
+      {"chatml", "chatml"},
+      {"llama2-sys", "llama2-sys"},
+  };
+  for (const Case& c : cases) {
+    auto tmpl = ChatTemplate::from_template_text(c.text);
+    ASSERT_TRUE(tmpl.ok()) << c.text << ": " << tmpl.status();
+    EXPECT_EQ(tmpl->family_name(), c.family) << c.text;
+  }
+}
+
+TEST(ChatTemplate, UnknownAndUnsupportedTemplatesAreErrors) {
+  auto unknown = ChatTemplate::from_template_text("{{ messages[0]['content'] }}");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("unrecognised chat template"), std::string::npos);
+
+  auto phi3 = ChatTemplate::from_template_text("{{ '<|user|>' }}{{ '<|assistant|>' }}<|end|>");
+  ASSERT_FALSE(phi3.ok());
+  EXPECT_EQ(phi3.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(phi3.status().message().find("phi3"), std::string::npos);
+
+  auto mistral7 = ChatTemplate::from_template_text("[SYSTEM_PROMPT] [INST]");
+  ASSERT_FALSE(mistral7.ok());
+  EXPECT_EQ(mistral7.status().code(), absl::StatusCode::kUnimplemented);
+}
+
+TEST(ChatTemplate, RenderRejectsBadMessages) {
+  auto tmpl = ChatTemplate::from_template_text("chatml");
+  ASSERT_TRUE(tmpl.ok());
+  EXPECT_EQ(tmpl->render({}, true).status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<ChatMessage> no_role = {{"", "x"}};
+  EXPECT_EQ(tmpl->render(no_role, true).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace flashserve::model
