@@ -35,7 +35,7 @@ ABSL_FLAG(int, max_waiting, 256,
           "Requests that may wait for admission; beyond it RESOURCE_EXHAUSTED at once");
 ABSL_FLAG(int, max_context, 0, "Cap on tokens per sequence (0 = the model's context length)");
 ABSL_FLAG(int, kv_cache_mb, 0,
-          "KV cache size in MiB (0 = enough for max_num_seqs full contexts, capped)");
+          "KV cache size in MiB (0 = the model loader's default)");
 ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = the BLAS default)");
 ABSL_FLAG(double, drain_timeout, 30,
           "Seconds in-flight calls may take to finish after the engine drained on shutdown");

@@ -26,8 +26,7 @@ struct ServerOptions {
   int port = 50051;             // 0 = any free port (see grpc_port())
   int metrics_port = 9090;      // 0 = any free port; -1 = no metrics HTTP server
   engine::EngineOptions engine;
-  int kv_cache_mb = 0;          // KV cache size; 0 = enough for max_num_seqs full contexts,
-                                // capped at 1024 MiB
+  int kv_cache_mb = 0;          // KV cache size in MiB; 0 = the loader's default
   int num_threads = 0;          // CPU backend threads; 0 = library default
   RequestLimits limits;         // policy part; context/vocab are filled from the model
   // How often the health watcher re-evaluates SERVING.
