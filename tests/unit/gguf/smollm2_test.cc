@@ -175,5 +175,19 @@ TEST_F(SmolLm2Test, RowByRowEqualsWholeTensor) {
   }
 }
 
+// Prefixes of the real file that end inside its metadata, tensor table or first tensors are
+// truncated files: DataLoss, whatever structure the cut lands in.
+TEST_F(SmolLm2Test, TruncatedPrefixesAreDataLoss) {
+  std::ifstream in(kModelPath, std::ios::binary);
+  const uint64_t prefix_size = file_->data_offset() + 4096;
+  std::string head(prefix_size, '\0');
+  ASSERT_TRUE(in.read(head.data(), static_cast<std::streamsize>(prefix_size)));
+  for (uint64_t n = 0; n < prefix_size; n += 1 + n / 16 + 7919 % (n + 13)) {
+    auto file = GgufFile::from_bytes(head.substr(0, n));
+    ASSERT_FALSE(file.ok()) << n;
+    ASSERT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << n << ": " << file.status();
+  }
+}
+
 }  // namespace
 }  // namespace flashserve::model
