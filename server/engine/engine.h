@@ -80,6 +80,8 @@ struct GenerationEvent {
 
 using EventSink = std::function<void(GenerationEvent)>;
 
+// REQUIRES: max_num_seqs >= 1, max_batch_tokens >= 1 (flags are validated by main.cc). A
+// budget below max_num_seqs is legal, but then decodes past the budget wait their turn.
 struct EngineOptions {
   int max_num_seqs = 64;          // running sequences per step
   int max_batch_tokens = 2048;    // tokens (prefill chunks + decodes) per step
