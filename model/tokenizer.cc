@@ -75,7 +75,8 @@ absl::Status TokenizerBase::init_base(TokenizerVocab vocab, bool default_add_bos
   std::stable_sort(special_ids_.begin(), special_ids_.end(), [&](int32_t a, int32_t b) {
     return vocab.tokens[a].size() > vocab.tokens[b].size();
   });
-  add_bos_ = vocab.add_bos.value_or(default_add_bos);
+  // Without an explicit add_bos_token, a vocabulary without a BOS id simply adds none.
+  add_bos_ = vocab.add_bos.value_or(default_add_bos && vocab.bos_id >= 0);
   add_eos_ = vocab.add_eos.value_or(false);
   if (add_bos_ && vocab.bos_id < 0) {
     return absl::InvalidArgumentError("tokenizer: add_bos_token is set but there is no BOS id");

@@ -11,8 +11,12 @@ Subcommands (each writes one JSON file; see tests/data/README.md for the exact c
              llama.cpp golden and the disagreements are printed.
   splits     pre-tokenizer pieces for the gpt2 / llama3 / qwen2 / smollm regexes, computed with
              the PyPI `regex` module (its own Unicode tables) on the original HF patterns.
+  spm        a synthetic SentencePiece vocabulary written as a vocab-only GGUF (gguf-py) and
+             tokenized by llama.cpp (byte fallback, leading space, scores).
   chat       SmolLM2's own chat template (tokenizer.chat_template) rendered with jinja2 for
              a few conversations.
+  chat-llamacpp  the same conversations through llama.cpp's built-in renderings of the
+             chatml / llama2 (4 variants) / zephyr / llama3 families.
 
 Corpus: tools/golden/tokenizer_corpus.json, a JSON list whose entries are strings or
 {"hex": "..."} for byte strings that are not valid UTF-8.
@@ -66,6 +70,22 @@ def write_json(path, obj):
     print(f"wrote {path}", file=sys.stderr)
 
 
+def token_to_piece_concat(llm, ids):
+    """llama_token_to_piece(special=False) of each id, concatenated. (Llama.detokenize() is not
+    used: it reads pieces through a 32-byte buffer and drops longer ones, e.g. SmolLM2's
+    64-space token, and strips a space after BOS.)"""
+    import ctypes
+    import llama_cpp
+
+    out = b""
+    buf = ctypes.create_string_buffer(1024)
+    for token in ids:
+        n = llama_cpp.llama_token_to_piece(llm._model.vocab, token, buf, len(buf), 0, False)
+        assert 0 <= n <= len(buf), (token, n)
+        out += buf.raw[:n]
+    return out
+
+
 def cmd_llamacpp(args):
     import llama_cpp
     from llama_cpp import Llama
@@ -78,7 +98,7 @@ def cmd_llamacpp(args):
             case = case_header(data)
             case.update(add_special=add_special, parse_special=parse_special, ids=ids)
             # llama.cpp's detokenization with special tokens removed (skip_special).
-            case["decoded_hex"] = llm.detokenize(ids, special=False).hex()
+            case["decoded_hex"] = token_to_piece_concat(llm, ids).hex()
             cases.append(case)
     write_json(args.out, {
         "generator": f"llama-cpp-python {llama_cpp.__version__} (llama.cpp tokenizer)",
@@ -88,26 +108,61 @@ def cmd_llamacpp(args):
     })
 
 
-def cmd_hf(args):
-    from transformers import AutoTokenizer
+def gguf_tokenizer_dict(model_path):
+    """tokenizer.ggml.* of the file in transformers' naming (read with gguf-py, no torch)."""
+    from gguf import GGUFReader
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_TOKENIZER_MAPPING
 
-    tok = AutoTokenizer.from_pretrained(os.path.dirname(os.path.abspath(args.model)),
-                                        gguf_file=os.path.basename(args.model))
-    golden = json.load(open(args.golden, encoding="utf-8"))
+    reader = GGUFReader(model_path)
+    out = {}
+    for key, name in GGUF_TOKENIZER_MAPPING["tokenizer"].items():
+        field = reader.fields.get("tokenizer." + key)
+        if field is not None:
+            out[name] = field.contents()
+    return out
+
+
+def compare_with_golden(name, encode, golden):
+    """encode(text) -> ids for the parse_special=True, add_special=False golden rows."""
     num_same = num_diff = 0
     for case in golden["cases"]:
         if case["add_special"] or not case["parse_special"] or "text" not in case:
-            continue  # HF parses special tokens always; compare the parse_special=True rows
-        ids = tok.encode(case["text"], add_special_tokens=False)
+            continue
+        ids = encode(case["text"])
         if ids == case["ids"]:
             num_same += 1
         else:
             num_diff += 1
-            print(f"DIFF {case['text']!r}\n  llama.cpp {case['ids']}\n  hf        {ids}")
-            print(f"  llama.cpp pieces {tok.convert_ids_to_tokens(case['ids'])}")
-            print(f"  hf pieces        {tok.convert_ids_to_tokens(ids)}")
-    print(f"hf vs llama.cpp: {num_same} same, {num_diff} different")
-    print(f"hf pre_tokenizer: {tok.backend_tokenizer.pre_tokenizer.__getstate__()}")
+            print(f"[{name}] DIFF {case['text']!r}\n  llama.cpp {case['ids']}\n  {name} {ids}")
+    print(f"[{name}] vs llama.cpp: {num_same} same, {num_diff} different")
+
+
+def cmd_hf(args):
+    """Two HF `tokenizers` (Rust) builds of the same vocabulary, compared with llama.cpp:
+    'transformers-gguf': transformers' own GGUF conversion (convert_gguf_tokenizer);
+    'smollm2-tokenizer-json': the pre-tokenizer of SmolLM2's original tokenizer.json,
+    Sequence[Digits(individual_digits=True), ByteLevel(add_prefix_space=False)]."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, AddedToken
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import convert_gguf_tokenizer
+
+    golden = json.load(open(args.golden, encoding="utf-8"))
+    d = gguf_tokenizer_dict(args.model)
+    converted, _ = convert_gguf_tokenizer("llama", dict(d))
+    print(f"transformers-gguf pre_tokenizer: {converted.pre_tokenizer.__getstate__()}")
+    compare_with_golden("transformers-gguf",
+                        lambda t: converted.encode(t, add_special_tokens=False).ids, golden)
+
+    vocab = {tok: i for i, tok in enumerate(d["tokens"])}
+    merges = [tuple(m.split(" ", 1)) for m in d["merges"]]
+    original = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    original.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    original.decoder = decoders.ByteLevel()
+    original.add_special_tokens([AddedToken(t, special=True) for t, ty
+                                 in zip(d["tokens"], d["token_type"]) if ty == 3])
+    compare_with_golden("smollm2-tokenizer-json",
+                        lambda t: original.encode(t, add_special_tokens=False).ids, golden)
 
 
 # The original HF patterns (not llama.cpp's adaptations), so this is an independent check.
@@ -158,6 +213,83 @@ def cmd_splits(args):
     write_json(args.out, {"generator": f"python regex {regex.__version__}", "cases": cases})
 
 
+# A small SentencePiece-style vocabulary (tokenizer.ggml.model = "llama"), TinyLlama-shaped:
+# <unk>, <s>, </s>, 256 byte tokens, then pieces whose score falls with their index.
+SPM_PIECES = (
+    ["\u2581", "\u2581\u2581", "\u2581\u2581\u2581\u2581"] + list("abcdefghijklmnopqrstuvwxyz") +
+    list("HTW,.!'?0123456789") +
+    ["\u2581t", "he", "\u2581the", "\u2581a", "in", "er", "on", "\u2581h", "ll", "llo", "\u2581hello",
+     "\u2581w", "or", "\u2581wor", "ld", "\u2581world", "\u2581th", "is", "\u2581is", "\u2581this",
+     "\u2581H", "\u2581He", "\u2581Hello", "ing", "\u2581s", "\u2581st", "\u2581str", "\u2581string",
+     "\u4e2d", "\u6587", "\u00e9", "\u2581caf", "\u2581caf\u00e9", "\u2581T", "\u2581W", "12", "\u2581!",
+     "'s", "\u2581don", "'t"]
+)
+SPM_TEXTS = [
+    "", " ", "hello", "Hello world", " hello", "hello  world", "the string", "this is a test",
+    "café", "中文", "中文字", "😀", "don't", "It's 2024!", "a\nb", "\t tab", "   three spaces",
+    "Hello<s>world", "<s>hello</s>", "x<unk>y", "ÿ", "zzz", "H\u00e9llo", "WTH?", "hello world " * 3,
+    "\u2581literal", "trailing ",
+]
+
+
+def spm_vocab():
+    tokens, scores, types = ["<unk>", "<s>", "</s>"], [0.0, 0.0, 0.0], [2, 3, 3]
+    for b in range(256):
+        tokens.append(f"<0x{b:02X}>")
+        scores.append(0.0)
+        types.append(6)
+    for i, piece in enumerate(SPM_PIECES):
+        tokens.append(piece)
+        scores.append(-float(i))
+        types.append(1)
+    return tokens, scores, types
+
+
+def cmd_spm(args):
+    import tempfile
+    import gguf
+    import llama_cpp
+    from llama_cpp import Llama
+
+    tokens, scores, types = spm_vocab()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "spm-vocab.gguf")
+        w = gguf.GGUFWriter(path, "llama")
+        w.add_context_length(64)
+        w.add_embedding_length(8)
+        w.add_block_count(1)
+        w.add_feed_forward_length(16)
+        w.add_head_count(2)
+        w.add_head_count_kv(2)
+        w.add_layer_norm_rms_eps(1e-5)
+        w.add_tokenizer_model("llama")
+        w.add_token_list(tokens)
+        w.add_token_scores(scores)
+        w.add_token_types(types)
+        w.add_unk_token_id(0)
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        llm = Llama(model_path=path, vocab_only=True, verbose=False)
+        cases = []
+        for text in SPM_TEXTS:
+            data = text.encode("utf-8")
+            for add_special, parse_special in FLAG_SETS:
+                ids = llm.tokenize(data, add_bos=add_special, special=parse_special)
+                case = case_header(data)
+                case.update(add_special=add_special, parse_special=parse_special, ids=ids)
+                cases.append(case)
+    write_json(args.out, {
+        "generator": f"llama-cpp-python {llama_cpp.__version__} (llama.cpp tokenizer)",
+        "vocab": {"tokens": tokens, "scores": scores, "token_types": types,
+                  "unk_id": 0, "bos_id": 1, "eos_id": 2},
+        "cases": cases,
+    })
+
+
 CONVERSATIONS = [
     [{"role": "user", "content": "Hello!"}],
     [{"role": "system", "content": "You are a pirate."}, {"role": "user", "content": "Hi"}],
@@ -192,10 +324,40 @@ def cmd_chat(args):
                           "template": template_text, "cases": cases})
 
 
+LLAMACPP_CHAT_FAMILIES = ["chatml", "llama2", "llama2-sys", "llama2-sys-bos", "llama2-sys-strip",
+                          "zephyr", "llama3"]
+
+
+def cmd_chat_llamacpp(args):
+    """llama.cpp's built-in renderings (llama_chat_apply_template) of the families by name."""
+    import ctypes
+    import llama_cpp
+
+    cases = []
+    for family in LLAMACPP_CHAT_FAMILIES:
+        for messages in CONVERSATIONS:
+            msgs = (llama_cpp.llama_chat_message * len(messages))()
+            keep = []
+            for i, m in enumerate(messages):
+                role, content = m["role"].encode(), m["content"].encode()
+                keep += [role, content]
+                msgs[i].role, msgs[i].content = role, content
+            for add_generation_prompt in (False, True):
+                buf = ctypes.create_string_buffer(1 << 16)
+                n = llama_cpp.llama_chat_apply_template(family.encode(), msgs, len(messages),
+                                                        add_generation_prompt, buf, len(buf))
+                assert 0 <= n < len(buf), (family, n)
+                cases.append({"family": family, "messages": messages,
+                              "add_generation_prompt": add_generation_prompt,
+                              "rendered": buf.raw[:n].decode("utf-8")})
+    write_json(args.out, {"generator": f"llama-cpp-python {llama_cpp.__version__} "
+                                       "(llama_chat_apply_template)", "cases": cases})
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["llamacpp", "hf", "splits", "chat"])
+    parser.add_argument("command", choices=["llamacpp", "hf", "splits", "chat", "chat-llamacpp", "spm"])
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--corpus", default=DEFAULT_CORPUS)
     parser.add_argument("--golden", default=os.path.join(REPO, "tests", "data",
@@ -203,7 +365,9 @@ def main():
                         help="llama.cpp golden to compare with (hf)")
     parser.add_argument("--out", help="output JSON path")
     args = parser.parse_args()
-    {"llamacpp": cmd_llamacpp, "hf": cmd_hf, "splits": cmd_splits, "chat": cmd_chat}[args.command](args)
+    commands = {"llamacpp": cmd_llamacpp, "hf": cmd_hf, "splits": cmd_splits, "chat": cmd_chat,
+                "chat-llamacpp": cmd_chat_llamacpp, "spm": cmd_spm}
+    commands[args.command](args)
 
 
 if __name__ == "__main__":
