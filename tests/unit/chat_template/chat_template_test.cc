@@ -125,3 +125,26 @@ TEST(ChatTemplate, RenderRejectsBadMessages) {
 
 }  // namespace
 }  // namespace flashserve::model
+
+namespace flashserve::model {
+namespace {
+
+// Every family we render, by name, against llama.cpp's llama_chat_apply_template on the same
+// conversations (tests/data/tokenizer_chat_template_llamacpp.json).
+TEST(ChatTemplate, FamiliesMatchLlamaCpp) {
+  const testing::Json root =
+      testing::read_json_file("tests/data/tokenizer_chat_template_llamacpp.json");
+  ASSERT_GE(root["cases"].array.size(), 80u);
+  for (const testing::Json& c : root["cases"].array) {
+    auto tmpl = ChatTemplate::from_template_text(c["family"].string);
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+    const std::vector<ChatMessage> messages = messages_of(c["messages"]);
+    auto rendered = tmpl->render(messages, c["add_generation_prompt"].boolean);
+    ASSERT_TRUE(rendered.ok()) << rendered.status();
+    EXPECT_EQ(*rendered, c["rendered"].string)
+        << c["family"].string << " add_generation_prompt=" << c["add_generation_prompt"].boolean;
+  }
+}
+
+}  // namespace
+}  // namespace flashserve::model
