@@ -119,21 +119,20 @@ __global__ void __launch_bounds__(sm90_threads(), 1)
     return cache + kv_cache_offset(table[key / p.block_size], kv_head, key % p.block_size,
                                    p.num_kv_heads, p.block_size, kHeadDim);
   };
-  auto load_kv = [&](int tile, int stage) {
+  // K tile t goes to K stage t % 2 and V tile t to V stage t % 2, but V is fetched one
+  // iteration later than K (see the loop), so each buffer is free when it is refilled.
+  auto load_rows = [&](const void* cache, T* dst, int tile) {
     const int key0 = tile * kBlockN;
-    const bool second = key0 + 64 < kv_len;  // never look up a block past the sequence
-    const T* k0 = cache_rows(static_cast<const T*>(p.k_cache), key0);
-    const T* v0 = cache_rows(static_cast<const T*>(p.v_cache), key0);
-    const T* k1 = second ? cache_rows(static_cast<const T*>(p.k_cache), key0 + 64) : k0;
-    const T* v1 = second ? cache_rows(static_cast<const T*>(p.v_cache), key0 + 64) : v0;
+    const T* base = static_cast<const T*>(cache);
+    const T* r0 = cache_rows(base, key0);
+    const T* r1 = key0 + 64 < kv_len ? cache_rows(base, key0 + 64) : r0;  // never past the end
     load_tile_sw128<kBlockN, kHeadDim, kThreads>(
-        sk + stage * kBlockN * kHeadDim, kv_len - key0,
-        [&](int r) { return r < 64 ? k0 + r * kHeadDim : k1 + (r - 64) * kHeadDim; });
-    load_tile_sw128<kBlockN, kHeadDim, kThreads>(
-        sv + stage * kBlockN * kHeadDim, kv_len - key0,
-        [&](int r) { return r < 64 ? v0 + r * kHeadDim : v1 + (r - 64) * kHeadDim; });
+        dst, kv_len - key0,
+        [&](int r) { return r < 64 ? r0 + r * kHeadDim : r1 + (r - 64) * kHeadDim; });
   };
-  if (num_tiles > 0) load_kv(0, 0);
+  auto k_stage = [&](int tile) { return sk + (tile & 1) * kBlockN * kHeadDim; };
+  auto v_stage = [&](int tile) { return sv + (tile & 1) * kBlockN * kHeadDim; };
+  if (num_tiles > 0) load_rows(p.k_cache, k_stage(0), 0);
   cp_async_commit();
 
   const int warpgroup = threadIdx.x / 128;
@@ -143,25 +142,23 @@ __global__ void __launch_bounds__(sm90_threads(), 1)
   const float scale_log2 = p.softmax_scale * kLog2e;
 
   float o[kORegs];
+  float s[kSRegs];
+  uint32_t pf[kBlockN / 16][4];  // P of the previous tile, as wgmma A fragments
 #pragma unroll
   for (int i = 0; i < kORegs; ++i) o[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kSRegs; ++i) s[i] = 0.f;
   float row_max[2] = {kNegInf, kNegInf};
   float row_sum[2] = {0.f, 0.f};
 
-  for (int n = 0; n < num_tiles; ++n) {
-    if (n + 1 < num_tiles) load_kv(n + 1, (n + 1) & 1);
-    cp_async_commit();
-    cp_async_wait<1>();
+  // Waits for this thread's copies, hands them to the async proxy, then a CTA barrier (which
+  // also tells every warpgroup that the others are done with the buffers refilled next).
+  auto tiles_landed = [&] {
+    cp_async_wait<0>();
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     __syncthreads();
-    const T* k_tile = sk + (n & 1) * kBlockN * kHeadDim;
-    const T* v_tile = sv + (n & 1) * kBlockN * kHeadDim;
-
-    // ---- S = Q K^T ----
-    float s[kSRegs];
-#pragma unroll
-    for (int i = 0; i < kSRegs; ++i) s[i] = 0.f;
-    fence_operands(s);
+  };
+  auto issue_s = [&](const T* k_tile) {  // S = Q K^T (async)
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
@@ -171,10 +168,18 @@ __global__ void __launch_bounds__(sm90_threads(), 1)
       wgmma_ss<T, kBlockN>(s, desc_q, desc_k, kk > 0 ? 1 : 0);
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    fence_operands(s);
-
-    // ---- mask ----
+  };
+  auto issue_pv = [&](const T* v_tile) {  // O += P V (async)
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks) {
+      wgmma_rs_tn<T, kHeadDim>(o, pf[ks], sw128_desc(v_tile + ks * 16 * 64, kBlockN * 128, 1024));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  };
+  // Mask and online softmax of tile n in s (probabilities overwrite the scores); returns the
+  // factor by which O must be rescaled before this tile's P V is added.
+  auto softmax = [&](int n, float (&correction)[2]) {
     const int key0 = n * kBlockN;
     const bool crosses_end = key0 + kBlockN > kv_len;
     const bool crosses_diagonal = p.causal && key0 + kBlockN - 1 > q_offset + m_base;
@@ -187,16 +192,16 @@ __global__ void __launch_bounds__(sm90_threads(), 1)
         if (!visible) s[i] = kNegInf;
       }
     }
-
-    // ---- online softmax (see attention_prefill.cuh for the -inf handling) ----
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < 2; ++h) {  // see attention_prefill.cuh for the -inf handling
       float m_new = row_max[h];
 #pragma unroll
-      for (int j = 0; j < kBlockN / 8; ++j) m_new = fmaxf(m_new, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      for (int j = 0; j < kBlockN / 8; ++j) {
+        m_new = fmaxf(m_new, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      }
       m_new = quad_max(m_new);
       const float m_scaled = m_new == kNegInf ? 0.f : m_new * scale_log2;
-      const float correction = exp2f(row_max[h] * scale_log2 - m_scaled);
+      correction[h] = exp2f(row_max[h] * scale_log2 - m_scaled);
       row_max[h] = m_new;
       float tile_sum = 0.f;
 #pragma unroll
@@ -207,34 +212,64 @@ __global__ void __launch_bounds__(sm90_threads(), 1)
           tile_sum += s[4 * j + e];
         }
       }
-      row_sum[h] = row_sum[h] * correction + tile_sum;
-#pragma unroll
-      for (int j = 0; j < kHeadDim / 8; ++j) {
-        o[4 * j + 2 * h] *= correction;
-        o[4 * j + 2 * h + 1] *= correction;
-      }
+      row_sum[h] = row_sum[h] * correction[h] + tile_sum;
     }
+  };
+  auto rescale_o_and_pack_p = [&](const float (&correction)[2]) {
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      o[4 * j + 0] *= correction[0];
+      o[4 * j + 1] *= correction[0];
+      o[4 * j + 2] *= correction[1];
+      o[4 * j + 3] *= correction[1];
+    }
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks) {
+      pf[ks][0] = Traits::pack(s[8 * ks + 0], s[8 * ks + 1]);
+      pf[ks][1] = Traits::pack(s[8 * ks + 2], s[8 * ks + 3]);
+      pf[ks][2] = Traits::pack(s[8 * ks + 4], s[8 * ks + 5]);
+      pf[ks][3] = Traits::pack(s[8 * ks + 6], s[8 * ks + 7]);
+    }
+  };
 
-    // ---- O += P V ----
-    uint32_t a[kBlockN / 16][4];
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks) {
-      a[ks][0] = Traits::pack(s[8 * ks + 0], s[8 * ks + 1]);
-      a[ks][1] = Traits::pack(s[8 * ks + 2], s[8 * ks + 3]);
-      a[ks][2] = Traits::pack(s[8 * ks + 4], s[8 * ks + 5]);
-      a[ks][3] = Traits::pack(s[8 * ks + 6], s[8 * ks + 7]);
-    }
+  // Software pipeline (per warpgroup): in iteration n the tensor cores run S_n = Q K_n^T and
+  // then O += P_{n-1} V_{n-1} while the warpgroup's threads compute the softmax of S_n as soon
+  // as S_n is done, so the exp/max/sum work hides behind the PV product. The copies of
+  // K_{n+1} and V_n run underneath both.
+  if (num_tiles > 0) {
+    tiles_landed();
+    if (num_tiles > 1) load_rows(p.k_cache, k_stage(1), 1);
+    load_rows(p.v_cache, v_stage(0), 0);
+    cp_async_commit();
+    issue_s(k_stage(0));
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    fence_operands(s);
+    float correction[2];
+    softmax(0, correction);
+    rescale_o_and_pack_p(correction);
+  }
+  for (int n = 1; n < num_tiles; ++n) {
+    tiles_landed();  // K_n and V_{n-1}
+    if (n + 1 < num_tiles) load_rows(p.k_cache, k_stage(n + 1), n + 1);
+    load_rows(p.v_cache, v_stage(n), n);
+    cp_async_commit();
     fence_operands(o);
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int ks = 0; ks < kBlockN / 16; ++ks) {
-      const uint64_t desc_v = sw128_desc(v_tile + ks * 16 * 64, kBlockN * 128, 1024);
-      wgmma_rs_tn<T, kHeadDim>(o, a[ks], desc_v);
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    issue_s(k_stage(n));
+    issue_pv(v_stage(n - 1));
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // S_n done
+    fence_operands(s);
+    float correction[2];
+    softmax(n, correction);
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");  // P_{n-1} V_{n-1} done
+    fence_operands(o);
+    rescale_o_and_pack_p(correction);
+  }
+  if (num_tiles > 0) {
+    tiles_landed();  // V_{last}
+    fence_operands(o);
+    issue_pv(v_stage(num_tiles - 1));
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     fence_operands(o);
-    __syncthreads();  // the next iteration's copy overwrites the stage just read
   }
   cp_async_wait<0>();
 
