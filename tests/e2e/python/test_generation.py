@@ -48,7 +48,8 @@ class Server:
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while True:
-            text = open(log_path, encoding="utf-8", errors="replace").read()
+            with open(log_path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
             m = re.search(r"listening on 127\.0\.0\.1:(\d+) \(gRPC\)", text)
             if m:
                 self.port = int(m.group(1))
@@ -59,14 +60,17 @@ class Server:
         self.target = f"127.0.0.1:{self.port}"
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                return self.proc.wait()
-        return self.proc.returncode
+        try:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    return self.proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    return self.proc.wait()
+            return self.proc.returncode
+        finally:
+            self.log.close()
 
 
 class GenerationFromPython(unittest.TestCase):
