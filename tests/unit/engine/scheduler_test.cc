@@ -170,6 +170,36 @@ TEST(SchedulerTest, PreemptsItselfWhenItIsTheYoungest) {
   EXPECT_EQ(out.scheduled[0].num_new_tokens, 9);
 }
 
+TEST(SchedulerTest, PreemptedGoesFirstAndNothingIsAdmittedInThatStep) {
+  BlockManager bm(4, 4);
+  Scheduler sched({.max_num_seqs = 8, .max_batch_tokens = 5}, &bm);
+  auto a = make_seq(1, 4);
+  auto b = make_seq(2, 8);
+  auto c = make_seq(3, 1);
+  sched.add(a.get());
+  sched.add(b.get());
+  sched.add(c.get());
+  run_step(sched, sched.schedule());  // a: 4 (samples), b: 1 of 8; c waits (budget)
+  run_step(sched, sched.schedule());  // a: decode, b: 4 more; all 4 blocks in use
+  SchedulerOutput out = sched.schedule();  // a: decode, b: last 3 (samples); c: no block
+  EXPECT_EQ(ids_of(out), (std::vector<uint64_t>{1, 2}));
+  run_step(sched, out);
+  ASSERT_EQ(bm.num_free_blocks(), 0);
+  // b's first decode needs a third block: b, the youngest running, preempts itself. Its two
+  // blocks would take a 4-token chunk of its recompute, but a step that preempted admits
+  // nothing (it would only preempt again).
+  out = sched.schedule();
+  EXPECT_EQ(ids_of(out), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(out.preempted, (std::vector<Sequence*>{b.get()}));
+  EXPECT_EQ(std::vector<Sequence*>(sched.waiting().begin(), sched.waiting().end()),
+            (std::vector<Sequence*>{b.get(), c.get()}));  // the preempted one goes first
+  EXPECT_EQ(bm.num_free_blocks(), 2);
+  run_step(sched, out);
+  out = sched.schedule();  // next step: b resumes with a chunk
+  EXPECT_EQ(ids_of(out), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(out.scheduled[1].num_new_tokens, 4);
+}
+
 // Random workload: arrivals, chunked prefills, decodes, random cancellations, tight KV cache.
 // Every step's batch respects both budgets and every scheduled token has a KV slot; at the
 // end every request finished with its full output and every block is free again.
