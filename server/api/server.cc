@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -76,6 +77,10 @@ absl::Status Server::Impl::start() {
   }
   service_ = std::make_unique<GenerationService>(metrics_.get());
   grpc::EnableDefaultHealthCheckService(true);
+  // gRPC's built-in health service does not register the grpc.health.v1 descriptors with
+  // protobuf; touching ours links them in, so reflection can describe the health service
+  // (`grpcurl -plaintext HOST:PORT grpc.health.v1.Health/Check` works).
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = host_port(options_.host, options_.port);

@@ -39,6 +39,44 @@ def generate_stubs(out_dir):
     sys.path.insert(0, out_dir)
 
 
+def parse_fields(buf):
+    """Top-level fields of a serialized protobuf message: {number: [value, ...]}, where a
+    value is an int (varint) or bytes (length-delimited). Enough to read reflection replies
+    without generated stubs."""
+    fields, i = {}, 0
+
+    def varint():
+        nonlocal i
+        shift = value = 0
+        while True:
+            b = buf[i]
+            i += 1
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return value
+
+    while i < len(buf):
+        key = varint()
+        number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            value = varint()
+        elif wire_type == 2:
+            length = varint()
+            value = buf[i:i + length]
+            i += length
+        else:
+            raise ValueError(f"unexpected wire type {wire_type}")
+        fields.setdefault(number, []).append(value)
+    return fields
+
+
+def length_delimited(number, payload):
+    """One length-delimited field (payload < 128 bytes)."""
+    assert len(payload) < 128
+    return bytes([(number << 3) | 2, len(payload)]) + payload
+
+
 class Server:
     def __init__(self, binary, model, log_path):
         self.log_path = log_path
@@ -148,6 +186,29 @@ class GenerationFromPython(unittest.TestCase):
         self.assertGreater(len(ids), 0)
         back = self.stub.Detokenize(pb.DetokenizeRequest(token_ids=ids), timeout=30)
         self.assertEqual(back.text, text)
+
+    def test_reflection_describes_the_services(self):
+        # grpc.reflection.v1alpha by hand (no stubs): what grpcurl and Postman rely on.
+        from google.protobuf import descriptor_pb2
+        call = self.channel.stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        list_services = length_delimited(7, b"")
+        by_symbol = [length_delimited(4, name.encode())
+                     for name in ("flashserve.v1.Generation", "grpc.health.v1.Health")]
+        replies = [parse_fields(r) for r in call(iter([list_services] + by_symbol), timeout=30)]
+        self.assertEqual(len(replies), 3)
+        services = {parse_fields(svc)[1][0].decode()
+                    for svc in parse_fields(replies[0][6][0]).get(1, [])}
+        self.assertLessEqual({"flashserve.v1.Generation", "grpc.health.v1.Health",
+                              "grpc.reflection.v1alpha.ServerReflection"}, services)
+        for reply, (package, service) in zip(replies[1:], [("flashserve.v1", "Generation"),
+                                                            ("grpc.health.v1", "Health")]):
+            self.assertNotIn(7, reply, f"reflection error for {package}.{service}")
+            files = [descriptor_pb2.FileDescriptorProto.FromString(f)
+                     for f in parse_fields(reply[4][0])[1]]
+            self.assertTrue(any(f.package == package and service in [s.name for s in f.service]
+                                for f in files))
 
     def test_invalid_argument_names_the_field(self):
         import grpc
