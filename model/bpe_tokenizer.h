@@ -7,6 +7,9 @@
 // and merges are stored in GPT-2's byte<->unicode mapping (byte 0x20 is 'Ġ', ...); this class
 // converts them to raw bytes once at construction and works on bytes afterwards.
 //
+// A byte that the vocabulary has no token for is dropped, as llama.cpp does (SmolLM2 lacks
+// the bytes 0x04 0x06 0x13 0x14 0x16 0x1D 0xF1 0xF2, so "a\x16b" encodes like "ab").
+//
 // Deliberate difference from llama.cpp: a merged piece that is not a vocabulary token (only
 // possible with inconsistent merges) falls back to one token per raw byte; llama.cpp looks
 // the bytes of the *mapped* text up instead.

@@ -63,7 +63,7 @@ class ChatTemplate {
   const std::string& default_system_prompt() const { return default_system_; }
 
  private:
-  ChatTemplate(Family family) : family_(family) {}
+  explicit ChatTemplate(Family family) : family_(family) {}
   std::string render_chatml(std::span<const ChatMessage> messages, bool add_gen) const;
   std::string render_llama2(std::span<const ChatMessage> messages) const;
 

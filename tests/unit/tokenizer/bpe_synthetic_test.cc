@@ -150,7 +150,10 @@ TEST(TokenizerErrors, NameTheProblem) {
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("BOS"), std::string::npos);
 
-  t = tokenizer_from_vocab(TokenizerVocab{.model = "gpt2", .pre = "gpt-2"});
+  TokenizerVocab empty;
+  empty.model = "gpt2";
+  empty.pre = "gpt-2";
+  t = tokenizer_from_vocab(empty);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("empty"), std::string::npos);
 }
