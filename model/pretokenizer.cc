@@ -41,7 +41,13 @@ class CompiledRegex {
     while (pos < piece.size()) {
       int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(piece.data()), piece.size(), pos,
                            PCRE2_NO_UTF_CHECK, match, nullptr);
-      if (rc < 0) break;  // no further match (or a matching error): the rest is one piece
+      if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+        // A resource limit of the JIT (none of our patterns is known to reach one): retry
+        // with the interpreter, whose limits are larger.
+        rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(piece.data()), piece.size(), pos,
+                         PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, match, nullptr);
+      }
+      if (rc < 0) break;  // no further match (or a persistent error): the rest is one piece
       const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match);
       size_t begin = ovector[0];
       size_t end = ovector[1];
