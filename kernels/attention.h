@@ -33,8 +33,9 @@ namespace flashserve::kernels {
 
 enum class DType { kBf16, kFp16 };
 
-// Which prefill kernel runs. kAuto: the Hopper path (wgmma, sm_90a) on compute capability 9.0,
-// the portable mma.sync path (sm_80 instructions) elsewhere. kHopper on another GPU is an
+// Which prefill kernel runs. kAuto: on compute capability 9.0 the faster of the two for the
+// head_dim as measured (kernels/attention_prefill.cu), elsewhere the portable mma.sync path
+// (sm_80 instructions). kHopper on another GPU is an
 // InvalidArgument. Tests and benchmarks pin each path to compare them.
 enum class PrefillImpl { kAuto, kPortable, kHopper };
 

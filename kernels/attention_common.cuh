@@ -118,22 +118,59 @@ __device__ __forceinline__ int swizzle(int row, int col) {
   return row * kHeadDim + (chunk << 3) + (col & 7);
 }
 
-// Copies kRows x kHeadDim elements, row r from src_row(r), into a swizzled tile; rows with
-// r >= valid_rows are zero-filled. All kThreads threads of the block take part.
-template <int kRows, int kHeadDim, int kThreads, typename T, typename RowPtr>
-__device__ __forceinline__ void load_tile_async(T* tile, int valid_rows, RowPtr src_row) {
-  constexpr int kChunksPerRow = kHeadDim / 8;
-  constexpr int kChunks = kRows * kChunksPerRow;
-  static_assert(kChunks % kThreads == 0, "tile copy must divide evenly among threads");
-#pragma unroll
-  for (int i = 0; i < kChunks / kThreads; ++i) {
-    const int c = i * kThreads + static_cast<int>(threadIdx.x);
-    const int row = c / kChunksPerRow;
-    const int col = (c % kChunksPerRow) * 8;
-    const bool valid = row < valid_rows;
-    const T* src = valid ? src_row(row) + col : src_row(0);
-    cp_async_16(smem_addr(tile + swizzle<kHeadDim>(row, col)), src, valid);
+// Shared-memory tile layouts. kRowSwizzled: [rows][kHeadDim], row pitch 2 * kHeadDim bytes
+// (the mma.sync kernels, read with ldmatrix). kSw128: [kHeadDim / 64][rows][64], 128-byte
+// rows (the layout of wgmma's 128-byte swizzle mode). Both XOR the 16-byte chunk index within
+// a 128-byte span with row % 8.
+enum class TileLayout { kRowSwizzled, kSw128 };
+
+template <TileLayout kLayout, int kRows, int kHeadDim>
+__device__ __forceinline__ int tile_offset(int row, int col) {
+  if constexpr (kLayout == TileLayout::kRowSwizzled) {
+    return swizzle<kHeadDim>(row, col);
+  } else {
+    const int c = col & 63;
+    return (col >> 6) * kRows * 64 + row * 64 + (((c >> 3) ^ (row & 7)) << 3) + (c & 7);
   }
+}
+
+// Copies kRows x kHeadDim elements into a tile: rows r < 64 from lo + r * row_stride, rows
+// r >= 64 from hi + (r - 64) * row_stride (two 64-row KV cache blocks, or hi = lo + 64 rows);
+// rows r >= valid_rows are zero-filled. All kThreads threads take part. Thread t always copies
+// chunk t % (kHeadDim / 8) of rows t / (kHeadDim / 8) + i * kRowsPerStep, so its shared and
+// global offsets are computed once and every copy is one cp.async at an immediate offset.
+template <TileLayout kLayout, int kRows, int kHeadDim, int kThreads, typename T>
+__device__ __forceinline__ void load_tile_async(T* tile, int valid_rows, const T* lo, const T* hi,
+                                                int64_t row_stride) {
+  constexpr int kChunksPerRow = kHeadDim / 8;
+  constexpr int kRowsPerStep = kThreads / kChunksPerRow;
+  static_assert(kThreads % kChunksPerRow == 0 && kRowsPerStep % 8 == 0,
+                "each step must cover whole rows and keep row % 8 per thread");
+  static_assert(kRows % kRowsPerStep == 0 && (kRows <= 64 || 64 % kRowsPerStep == 0),
+                "steps must not straddle the 64-row halves");
+  const int t_row = static_cast<int>(threadIdx.x) / kChunksPerRow;
+  const int t_col = (static_cast<int>(threadIdx.x) % kChunksPerRow) * 8;
+  const uint32_t dst = smem_addr(tile + tile_offset<kLayout, kRows, kHeadDim>(t_row, t_col));
+  const T* src_lo = lo + t_row * row_stride + t_col;
+  const T* src_hi = hi + t_row * row_stride + t_col;
+#pragma unroll
+  for (int i = 0; i < kRows / kRowsPerStep; ++i) {
+    const int row0 = i * kRowsPerStep;  // compile-time
+    const bool valid = row0 + t_row < valid_rows;
+    const T* src = row0 < 64 ? src_lo + row0 * row_stride : src_hi + (row0 - 64) * row_stride;
+    // The layouts repeat every 8 rows, so row0 moves the destination by a constant.
+    cp_async_16(dst + 2 * tile_offset<kLayout, kRows, kHeadDim>(row0, 0), valid ? src : src_lo,
+                valid);
+  }
+}
+
+// 2^x on the special-function unit, flushing subnormal results to 0 (a probability below
+// 2^-126 of the row maximum contributes nothing to an fp32 sum of terms <= 1 anyway).
+// exp2f() without -ftz adds subnormal handling around the same MUFU.EX2 instruction.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 
 __device__ __forceinline__ float quad_max(float x) {

@@ -58,8 +58,8 @@ __global__ void __launch_bounds__(decode_threads(), 2)
 
   const T* q_base = static_cast<const T*>(p.q) +
                     (static_cast<int64_t>(seq) * p.num_heads + head0) * kHeadDim;
-  load_tile_async<16, kHeadDim, kThreads>(sq, group,
-                                          [&](int r) { return q_base + r * kHeadDim; });
+  load_tile_async<TileLayout::kRowSwizzled, 16, kHeadDim, kThreads>(sq, group, q_base, q_base,
+                                                                     kHeadDim);
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
   auto load_kv = [&](int tile, int stage) {
     const int key0 = tile * kBlockN;
@@ -68,10 +68,10 @@ __global__ void __launch_bounds__(decode_threads(), 2)
                                         kHeadDim);
     const T* kb = static_cast<const T*>(p.k_cache) + off;
     const T* vb = static_cast<const T*>(p.v_cache) + off;
-    load_tile_async<kBlockN, kHeadDim, kThreads>(sk + stage * kBlockN * kHeadDim, kv_len - key0,
-                                                 [&](int r) { return kb + r * kHeadDim; });
-    load_tile_async<kBlockN, kHeadDim, kThreads>(sv + stage * kBlockN * kHeadDim, kv_len - key0,
-                                                 [&](int r) { return vb + r * kHeadDim; });
+    load_tile_async<TileLayout::kRowSwizzled, kBlockN, kHeadDim, kThreads>(
+        sk + stage * kBlockN * kHeadDim, kv_len - key0, kb, kb, kHeadDim);
+    load_tile_async<TileLayout::kRowSwizzled, kBlockN, kHeadDim, kThreads>(
+        sv + stage * kBlockN * kHeadDim, kv_len - key0, vb, vb, kHeadDim);
   };
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
@@ -130,14 +130,14 @@ __global__ void __launch_bounds__(decode_threads(), 2)
                                             fmaxf(s[1][2 * h], s[1][2 * h + 1])));
       m_new = quad_max(m_new);
       const float m_scaled = m_new == kNegInf ? 0.f : m_new * scale_log2;
-      const float correction = exp2f(row_max[h] * scale_log2 - m_scaled);
+      const float correction = fast_exp2(row_max[h] * scale_log2 - m_scaled);
       row_max[h] = m_new;
       float tile_sum = 0.f;
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          s[nt][e] = exp2f(fmaf(s[nt][e], scale_log2, -m_scaled));
+          s[nt][e] = fast_exp2(fmaf(s[nt][e], scale_log2, -m_scaled));
           tile_sum += s[nt][e];
         }
       }
@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(decode_threads(), 2)
     if (m != kNegInf) {
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
-        const float weight = exp2f((m_smem[w * 16 + row] - m) * scale_log2);  // -inf -> 0
+        const float weight = fast_exp2((m_smem[w * 16 + row] - m) * scale_log2);  // -inf -> 0
         l += weight * l_smem[w * 16 + row];
         o += weight * acc_smem[(w * 16 + row) * kHeadDim + col];
       }

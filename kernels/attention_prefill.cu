@@ -20,6 +20,11 @@ absl::StatusOr<bool> current_device_is_hopper() {
   return major == 9 && minor == 0;
 }
 
+// kAuto's choice on a Hopper GPU, from the measured grid (bench/attention/RESULTS.md): the
+// wgmma path wins at head_dim 128; at head_dim 64 (half the MMA work per softmax element)
+// the mma.sync path is still faster.
+constexpr bool hopper_path_preferred(int head_dim) { return head_dim >= 128; }
+
 template <typename T, int kHeadDim>
 absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
   auto* kernel = device::attention_prefill_kernel<T, kHeadDim>;
@@ -65,7 +70,10 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
   return device::dispatch_dtype_head_dim(p.dtype, p.head_dim, [&](auto type_tag, auto dim_tag) {
     using T = typename decltype(type_tag)::type;
     constexpr int kHeadDim = decltype(dim_tag)::value;
-    return hopper ? launch_hopper<T, kHeadDim>(p, stream) : launch_portable<T, kHeadDim>(p, stream);
+    const bool use_hopper =
+        hopper && (p.prefill_impl == PrefillImpl::kHopper || hopper_path_preferred(kHeadDim));
+    return use_hopper ? launch_hopper<T, kHeadDim>(p, stream)
+                      : launch_portable<T, kHeadDim>(p, stream);
   });
 }
 

@@ -72,8 +72,8 @@ __global__ void __launch_bounds__(prefill_threads(), 2)
   const int64_t q_row_stride = static_cast<int64_t>(p.num_heads) * kHeadDim;
   const T* q_base = static_cast<const T*>(p.q) +
                     (static_cast<int64_t>(q_start + m_base) * p.num_heads + head) * kHeadDim;
-  load_tile_async<kBlockM, kHeadDim, kThreads>(
-      sq, rows, [&](int r) { return q_base + r * q_row_stride; });
+  load_tile_async<TileLayout::kRowSwizzled, kBlockM, kHeadDim, kThreads>(
+      sq, rows, q_base, q_base + 64 * q_row_stride, q_row_stride);
 
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
   const T* k_cache = static_cast<const T*>(p.k_cache);
@@ -85,10 +85,10 @@ __global__ void __launch_bounds__(prefill_threads(), 2)
                                         p.block_size, kHeadDim);
     const T* kb = k_cache + off;
     const T* vb = v_cache + off;
-    load_tile_async<kBlockN, kHeadDim, kThreads>(sk + stage * kBlockN * kHeadDim, kv_len - key0,
-                                                 [&](int r) { return kb + r * kHeadDim; });
-    load_tile_async<kBlockN, kHeadDim, kThreads>(sv + stage * kBlockN * kHeadDim, kv_len - key0,
-                                                 [&](int r) { return vb + r * kHeadDim; });
+    load_tile_async<TileLayout::kRowSwizzled, kBlockN, kHeadDim, kThreads>(
+        sk + stage * kBlockN * kHeadDim, kv_len - key0, kb, kb, kHeadDim);
+    load_tile_async<TileLayout::kRowSwizzled, kBlockN, kHeadDim, kThreads>(
+        sv + stage * kBlockN * kHeadDim, kv_len - key0, vb, vb, kHeadDim);
   };
   if (num_tiles > 0) load_kv(0, 0);
   cp_async_commit();
@@ -167,14 +167,14 @@ __global__ void __launch_bounds__(prefill_threads(), 2)
         }
         m_new = quad_max(m_new);
         const float m_scaled = m_new == kNegInf ? 0.f : m_new * scale_log2;
-        const float correction = exp2f(row_max[mt][h] * scale_log2 - m_scaled);
+        const float correction = fast_exp2(row_max[mt][h] * scale_log2 - m_scaled);
         row_max[mt][h] = m_new;
         float tile_sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
           for (int e = 2 * h; e < 2 * h + 2; ++e) {
-            s[mt][nt][e] = exp2f(fmaf(s[mt][nt][e], scale_log2, -m_scaled));
+            s[mt][nt][e] = fast_exp2(fmaf(s[mt][nt][e], scale_log2, -m_scaled));
             tile_sum += s[mt][nt][e];
           }
         }

@@ -41,29 +41,6 @@ constexpr int sm90_smem_bytes(int head_dim) {
   return (sm90_block_m() + 4 * sm90_block_n()) * head_dim * 2 + 1024;
 }
 
-// Element offset of (row, col) in a [kHeadDim / 64][kRows][64] 128-byte-swizzled tile.
-template <int kRows>
-__device__ __forceinline__ int sw128_offset(int row, int col) {
-  const int c = col & 63;
-  return (col >> 6) * kRows * 64 + row * 64 + ((((c >> 3) ^ (row & 7))) << 3) + (c & 7);
-}
-
-template <int kRows, int kHeadDim, int kThreads, typename T, typename RowPtr>
-__device__ __forceinline__ void load_tile_sw128(T* tile, int valid_rows, RowPtr src_row) {
-  constexpr int kChunksPerRow = kHeadDim / 8;
-  constexpr int kChunks = kRows * kChunksPerRow;
-  static_assert(kChunks % kThreads == 0, "tile copy must divide evenly among threads");
-#pragma unroll
-  for (int i = 0; i < kChunks / kThreads; ++i) {
-    const int c = i * kThreads + static_cast<int>(threadIdx.x);
-    const int row = c / kChunksPerRow;
-    const int col = (c % kChunksPerRow) * 8;
-    const bool valid = row < valid_rows;
-    const T* src = valid ? src_row(row) + col : src_row(0);
-    cp_async_16(smem_addr(tile + sw128_offset<kRows>(row, col)), src, valid);
-  }
-}
-
 __device__ __forceinline__ uint64_t sw128_desc(const void* p, uint32_t lbo_bytes,
                                                uint32_t sbo_bytes) {
   return uint64_t((smem_addr(p) & 0x3FFFF) >> 4) | (uint64_t((lbo_bytes >> 4) & 0x3FFF) << 16) |
@@ -111,8 +88,8 @@ __global__ void __launch_bounds__(sm90_threads(), 1)
   const int64_t q_row_stride = static_cast<int64_t>(p.num_heads) * kHeadDim;
   const T* q_base = static_cast<const T*>(p.q) +
                     (static_cast<int64_t>(q_start + m_base) * p.num_heads + head) * kHeadDim;
-  load_tile_sw128<kBlockM, kHeadDim, kThreads>(sq, rows,
-                                               [&](int r) { return q_base + r * q_row_stride; });
+  load_tile_async<TileLayout::kSw128, kBlockM, kHeadDim, kThreads>(
+      sq, rows, q_base, q_base + 64 * q_row_stride, q_row_stride);
 
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
   auto cache_rows = [&](const T* cache, int key) {  // 64 consecutive rows from `key` on
@@ -126,9 +103,8 @@ __global__ void __launch_bounds__(sm90_threads(), 1)
     const T* base = static_cast<const T*>(cache);
     const T* r0 = cache_rows(base, key0);
     const T* r1 = key0 + 64 < kv_len ? cache_rows(base, key0 + 64) : r0;  // never past the end
-    load_tile_sw128<kBlockN, kHeadDim, kThreads>(
-        dst, kv_len - key0,
-        [&](int r) { return r < 64 ? r0 + r * kHeadDim : r1 + (r - 64) * kHeadDim; });
+    load_tile_async<TileLayout::kSw128, kBlockN, kHeadDim, kThreads>(dst, kv_len - key0, r0, r1,
+                                                                     kHeadDim);
   };
   auto k_stage = [&](int tile) { return sk + (tile & 1) * kBlockN * kHeadDim; };
   auto v_stage = [&](int tile) { return sv + (tile & 1) * kBlockN * kHeadDim; };
@@ -201,14 +177,14 @@ __global__ void __launch_bounds__(sm90_threads(), 1)
       }
       m_new = quad_max(m_new);
       const float m_scaled = m_new == kNegInf ? 0.f : m_new * scale_log2;
-      correction[h] = exp2f(row_max[h] * scale_log2 - m_scaled);
+      correction[h] = fast_exp2(row_max[h] * scale_log2 - m_scaled);
       row_max[h] = m_new;
       float tile_sum = 0.f;
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
         for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          s[4 * j + e] = exp2f(fmaf(s[4 * j + e], scale_log2, -m_scaled));
+          s[4 * j + e] = fast_exp2(fmaf(s[4 * j + e], scale_log2, -m_scaled));
           tile_sum += s[4 * j + e];
         }
       }

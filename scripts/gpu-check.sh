@@ -62,9 +62,10 @@ if has peers; then
   cat "$out/table.md" 2>/dev/null
 fi
 if has ncu; then
-  timeout 200 ncu --clock-control none --kernel-name regex:attention_prefill --launch-count 2 \
+  timeout 240 ncu --clock-control none --kernel-name regex:attention_prefill --launch-count 4 \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SchedulerStats \
+    --section ComputeWorkloadAnalysis --section SchedulerStats \
+    --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
     "$bin/attention_bench" --profile > "$out/ncu.txt" 2>&1
   note "ncu: rc=$?"
 fi

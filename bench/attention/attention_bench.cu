@@ -11,7 +11,7 @@
 // read + written), the ceiling for decode.
 //
 //   attention_bench [--prefill] [--decode] [--csv FILE] [--quick] [--profile]
-// --profile: one untimed launch of each prefill kernel (d128, s8k), for ncu.
+// --profile: one untimed launch of each prefill kernel (s8k; d128, d64), for ncu.
 // Prints a markdown table; --csv writes one line per (config, impl) for peers_sdpa.py.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -289,16 +289,19 @@ bool bench_decode(bool quick, int num_sms) {
   return all_ok;
 }
 
-// One launch of each prefill implementation at d128 s8k non-causal, untimed: for ncu.
+// One launch of each prefill implementation at s8k non-causal, d128 then d64, untimed: for ncu.
 void profile_prefill(bool hopper) {
-  PagedProblem pr = make_problem(2, 8192, 8192, 16, 16, 128, false, 5);
-  pr.p.prefill_impl = PrefillImpl::kPortable;
-  BENCH_OK(attention_prefill(pr.p, nullptr));
-  if (hopper) {
-    pr.p.prefill_impl = PrefillImpl::kHopper;
+  for (int head_dim : {128, 64}) {
+    PagedProblem pr = make_problem(2, 8192, 8192, 2048 / head_dim, 2048 / head_dim, head_dim,
+                                   false, 5);
+    pr.p.prefill_impl = PrefillImpl::kPortable;
     BENCH_OK(attention_prefill(pr.p, nullptr));
+    if (hopper) {
+      pr.p.prefill_impl = PrefillImpl::kHopper;
+      BENCH_OK(attention_prefill(pr.p, nullptr));
+    }
+    BENCH_CUDA(cudaDeviceSynchronize());
   }
-  BENCH_CUDA(cudaDeviceSynchronize());
 }
 
 void bench_copy() {
