@@ -316,6 +316,9 @@ std::vector<Case> mixed_cases() {
                 1.f, 9),
       make_case("packed_decode_batch_h9kv3_d64", {{1, 97}, {1, 1}, {1, 1025}, {1, 64}, {1, 65}},
                 9, 3, 64, 64, true, 1.f, 10),
+      // Sequences without queries (and one without keys) packed between others.
+      make_case("packed_with_empty_h9kv3_d64", {{17, 97}, {0, 0}, {1, 40}, {0, 50}, {3, 3}}, 9,
+                3, 64, 16, true, 1.f, 13),
       // Sharp softmax (scores up to ~100): without max subtraction exp() would overflow.
       make_case("sharp_h9kv3_d64", {{97, 97}, {17, 300}}, 9, 3, 64, 64, true, 12.f, 11),
       make_case("sharp_full_h8kv1_d128_bs16", {{33, 129}}, 8, 1, 128, 16, false, 12.f, 12),
