@@ -1,0 +1,73 @@
+#include "model/cpu_runner.h"
+
+#include <cblas.h>
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "model/batch_validation.h"
+#include "model/gguf.h"
+
+namespace flashserve::model {
+
+CpuModelRunner::CpuModelRunner(const ModelConfig& config,
+                               std::shared_ptr<const LlamaWeights> weights,
+                               const CpuRunnerOptions& options)
+    : config_(config),
+      weights_(std::move(weights)),
+      cache_(config.num_layers, options.num_kv_blocks, config.num_kv_heads, options.block_size,
+             config.head_dim) {}
+
+absl::StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::create(
+    const ModelConfig& config, std::shared_ptr<const LlamaWeights> weights,
+    const CpuRunnerOptions& options) {
+  if (options.num_kv_blocks < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cpu runner: num_kv_blocks must be >= 1, got ", options.num_kv_blocks));
+  }
+  if (options.block_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cpu runner: block_size must be >= 1, got ", options.block_size));
+  }
+  if (options.num_threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cpu runner: num_threads must be >= 0, got ", options.num_threads));
+  }
+  if (config.architecture != "llama") {
+    return absl::UnimplementedError(absl::StrCat(
+        "cpu runner: architecture '", config.architecture, "' is not supported (llama only)"));
+  }
+  if (config.num_kv_heads < 1 || config.num_heads % config.num_kv_heads != 0) {
+    return absl::UnimplementedError(
+        absl::StrCat("cpu runner: num_heads ", config.num_heads,
+                     " is not a multiple of num_kv_heads ", config.num_kv_heads));
+  }
+  if (weights == nullptr || static_cast<int>(weights->layers.size()) != config.num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cpu runner: weights have ", weights == nullptr ? 0 : weights->layers.size(),
+        " layers, the config ", config.num_layers));
+  }
+  if (options.num_threads > 0) openblas_set_num_threads(options.num_threads);
+  return std::unique_ptr<CpuModelRunner>(
+      new CpuModelRunner(config, std::move(weights), options));
+}
+
+absl::StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::from_gguf(
+    const GgufFile& file, const ModelConfig& config, const CpuRunnerOptions& options) {
+  absl::StatusOr<LlamaWeights> weights = load_llama_weights(file, config);
+  if (!weights.ok()) return weights.status();
+  return create(config, std::make_shared<const LlamaWeights>(std::move(*weights)), options);
+}
+
+absl::Status CpuModelRunner::forward(const ForwardBatch& batch, std::vector<float>* logits,
+                                     ForwardStats* stats) {
+  if (logits == nullptr) return absl::InvalidArgumentError("cpu runner: logits is null");
+  absl::Status valid =
+      validate_forward_batch(batch, config_, cache_.num_blocks(), cache_.block_size());
+  if (!valid.ok()) return valid;
+  llama_forward_cpu(config_, *weights_, batch, &cache_, &workspace_, logits, stats);
+  return absl::OkStatus();
+}
+
+}  // namespace flashserve::model

@@ -1,0 +1,229 @@
+#include "model/llama_forward.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/attention_ref.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
+#include "kernels/paged_kv.h"
+
+namespace flashserve::model {
+namespace {
+
+// Batch invariance. OpenBLAS (0.3.x with its SkylakeX/Cooperlake kernels, what this
+// machine runs) computes sgemm calls with M*N*K up to about 1e6 in a "small matrix" kernel
+// whose summation order differs from the blocked kernel's, so a decode token alone (M = 1)
+// would get different bits than the same token in a batch. Above that size every row comes
+// out bitwise the same whatever M is and wherever the row sits (measured for M up to 300).
+// So each GEMM runs on at least gemm_rows() rows, the extra rows being zeros whose results
+// are ignored; tests/unit/model_forward checks the invariance on the real model.
+constexpr int64_t kSmallGemmMnk = int64_t{1} << 20;
+
+int gemm_rows(int m, int n, int k) {
+  return std::max<int64_t>(m, kSmallGemmMnk / (static_cast<int64_t>(n) * k) + 1);
+}
+
+// Rows every activation buffer needs beyond the batch's tokens for the padding above.
+int min_gemm_rows(const ModelConfig& c) {
+  const int q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  return std::max({gemm_rows(1, q_dim, c.hidden_size), gemm_rows(1, kv_dim, c.hidden_size),
+                   gemm_rows(1, c.hidden_size, q_dim), gemm_rows(1, c.ffn_size, c.hidden_size),
+                   gemm_rows(1, c.hidden_size, c.ffn_size),
+                   gemm_rows(1, c.vocab_size, c.hidden_size)});
+}
+
+// y[m, n] = x[m, k] * w[n, k]^T + beta * y. `w` is a GGUF weight: row-major [out][in].
+// REQUIRES: x and y have gemm_rows(m, n, k) rows, those past m finite (they are computed
+// and ignored).
+void linear(const float* x, const float* w, float* y, int m, int n, int k, float beta) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, gemm_rows(m, n, k), n, k, 1.0f, x, k,
+              w, k, beta, y, n);
+}
+
+template <typename T>
+T* sized(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+// Attention pairs (query, key) a causal run of sequences [s0, s1) attends to.
+double attended_pairs(const ForwardBatch& b, int s0, int s1) {
+  double pairs = 0;
+  for (int s = s0; s < s1; ++s) {
+    const double q_len = b.cu_seqlens_q[s + 1] - b.cu_seqlens_q[s];
+    const double k_len = b.seqlens_k[s];
+    // Query i sees k_len - q_len + i + 1 keys.
+    pairs += q_len * (k_len - q_len) + q_len * (q_len + 1) / 2;
+  }
+  return pairs;
+}
+
+// Runs attention for sequences [s0, s1) (one phase) and accounts it in `phase`.
+void attention_run(const ModelConfig& c, const ForwardBatch& b, int s0, int s1,
+                   const float* k_cache, const float* v_cache, int block_size,
+                   ForwardWorkspace* ws, AttentionPhaseStats* phase) {
+  const int t0 = b.cu_seqlens_q[s0];
+  const int64_t q_row = static_cast<int64_t>(c.num_heads) * c.head_dim;
+  int32_t* cu = sized(ws->run_cu_seqlens, s1 - s0 + 1);
+  for (int s = s0; s <= s1; ++s) cu[s - s0] = b.cu_seqlens_q[s] - t0;
+
+  kernels::AttentionCpuParams p;
+  p.q = ws->q.data() + t0 * q_row;
+  p.k_cache = k_cache;
+  p.v_cache = v_cache;
+  p.out = ws->attn.data() + t0 * q_row;
+  p.cu_seqlens_q = cu;
+  p.seqlens_k = b.seqlens_k.data() + s0;
+  p.block_tables = b.block_tables.data() + static_cast<int64_t>(s0) * b.max_blocks_per_seq;
+  p.num_seqs = s1 - s0;
+  p.num_heads = c.num_heads;
+  p.num_kv_heads = c.num_kv_heads;
+  p.head_dim = c.head_dim;
+  p.block_size = block_size;
+  p.max_blocks_per_seq = b.max_blocks_per_seq;
+  p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  p.causal = true;
+
+  const auto start = std::chrono::steady_clock::now();
+  kernels::attention_tiled_cpu(p);
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  if (phase == nullptr) return;
+  double num_q = cu[s1 - s0], num_k = 0;
+  for (int s = s0; s < s1; ++s) num_k += b.seqlens_k[s];
+  const double hd = static_cast<double>(c.head_dim);
+  phase->seconds += elapsed.count();
+  phase->bytes += sizeof(float) * hd * (2 * num_q * c.num_heads + 2 * num_k * c.num_kv_heads);
+  phase->flops += 4 * attended_pairs(b, s0, s1) * c.num_heads * hd;
+  phase->calls += 1;
+}
+
+// Attention over the whole batch, one call per maximal run of same-phase sequences.
+void attention_all(const ModelConfig& c, const ForwardBatch& b, PagedKvCache* cache,
+                   int layer, ForwardWorkspace* ws, ForwardStats* stats) {
+  auto is_prefill = [&b](int s) { return b.cu_seqlens_q[s + 1] - b.cu_seqlens_q[s] > 1; };
+  const int num_seqs = b.num_seqs();
+  for (int s0 = 0; s0 < num_seqs;) {
+    int s1 = s0 + 1;
+    while (s1 < num_seqs && is_prefill(s1) == is_prefill(s0)) ++s1;
+    AttentionPhaseStats* phase = nullptr;
+    if (stats != nullptr) phase = is_prefill(s0) ? &stats->prefill : &stats->decode;
+    attention_run(c, b, s0, s1, cache->k(layer), cache->v(layer), cache->block_size(), ws,
+                  phase);
+    s0 = s1;
+  }
+}
+
+void attention_block(const ModelConfig& c, const LayerWeights& w, const ForwardBatch& b,
+                     PagedKvCache* cache, int layer, ForwardWorkspace* ws,
+                     ForwardStats* stats) {
+  const int t = b.num_tokens();
+  const int hidden = c.hidden_size;
+  const int q_dim = c.num_heads * c.head_dim;
+  const int kv_dim = c.num_kv_heads * c.head_dim;
+  kernels::rmsnorm_cpu(ws->x.data(), w.attn_norm.data(), t, hidden, c.rms_eps, ws->xn.data());
+  linear(ws->xn.data(), w.wq.data(), ws->q.data(), t, q_dim, hidden, 0.0f);
+  linear(ws->xn.data(), w.wk.data(), ws->k.data(), t, kv_dim, hidden, 0.0f);
+  linear(ws->xn.data(), w.wv.data(), ws->v.data(), t, kv_dim, hidden, 0.0f);
+  const auto style = kernels::RopeStyle::kAdjacentPairs;  // GGUF llama rows (weights.h)
+  kernels::rope_apply_cpu(ws->q.data(), t, c.num_heads, c.head_dim, ws->rope_cos.data(),
+                          ws->rope_sin.data(), style);
+  kernels::rope_apply_cpu(ws->k.data(), t, c.num_kv_heads, c.head_dim, ws->rope_cos.data(),
+                          ws->rope_sin.data(), style);
+  kernels::kv_append_cpu(ws->k.data(), ws->v.data(), b.slot_mapping.data(), t,
+                         c.num_kv_heads, c.head_dim, cache->block_size(), cache->k(layer),
+                         cache->v(layer));
+  attention_all(c, b, cache, layer, ws, stats);
+  linear(ws->attn.data(), w.wo.data(), ws->x.data(), t, hidden, q_dim, 1.0f);  // residual
+}
+
+void ffn_block(const ModelConfig& c, const LayerWeights& w, int t, ForwardWorkspace* ws) {
+  const int hidden = c.hidden_size;
+  const int ffn = c.ffn_size;
+  kernels::rmsnorm_cpu(ws->x.data(), w.ffn_norm.data(), t, hidden, c.rms_eps, ws->xn.data());
+  linear(ws->xn.data(), w.w_gate.data(), ws->gate.data(), t, ffn, hidden, 0.0f);
+  linear(ws->xn.data(), w.w_up.data(), ws->up.data(), t, ffn, hidden, 0.0f);
+  kernels::swiglu_cpu(ws->gate.data(), ws->up.data(), t, ffn, ws->gate.data());
+  linear(ws->gate.data(), w.w_down.data(), ws->x.data(), t, hidden, ffn, 1.0f);  // residual
+}
+
+// Sizes the buffers for the step and zeroes the GEMM padding rows of every GEMM input
+// (rows [num_tokens, rows) of x, xn, attn, gate and [num_seqs, rows) of last), so that the
+// padding stays zero through the layers (only finite values matter; zero is simplest).
+void prepare_workspace(const ModelConfig& c, int num_tokens, int num_seqs,
+                       ForwardWorkspace* ws) {
+  const size_t pad = min_gemm_rows(c);
+  const size_t t = num_tokens, rows = std::max(t, pad);
+  const size_t seq_rows = std::max<size_t>(num_seqs, pad);
+  auto zero_tail = [](std::vector<float>& v, size_t from, size_t to, size_t width) {
+    float* data = sized(v, to * width);
+    std::fill(data + from * width, data + to * width, 0.0f);
+  };
+  zero_tail(ws->x, t, rows, c.hidden_size);
+  zero_tail(ws->xn, t, rows, c.hidden_size);
+  zero_tail(ws->attn, t, rows, static_cast<size_t>(c.num_heads) * c.head_dim);
+  zero_tail(ws->gate, t, rows, c.ffn_size);
+  zero_tail(ws->last, num_seqs, seq_rows, c.hidden_size);
+  sized(ws->q, rows * c.num_heads * c.head_dim);
+  sized(ws->k, rows * c.num_kv_heads * c.head_dim);
+  sized(ws->v, rows * c.num_kv_heads * c.head_dim);
+  sized(ws->up, rows * c.ffn_size);
+  sized(ws->logits, seq_rows * c.vocab_size);
+  sized(ws->rope_cos, t * c.head_dim / 2);
+  sized(ws->rope_sin, t * c.head_dim / 2);
+}
+
+}  // namespace
+
+PagedKvCache::PagedKvCache(int num_layers, int num_blocks, int num_kv_heads, int block_size,
+                           int head_dim)
+    : num_blocks_(num_blocks),
+      block_size_(block_size),
+      layer_stride_(static_cast<int64_t>(num_blocks) * num_kv_heads * block_size * head_dim),
+      k_(static_cast<size_t>(layer_stride_) * num_layers, 0.0f),
+      v_(static_cast<size_t>(layer_stride_) * num_layers, 0.0f) {}
+
+int64_t PagedKvCache::bytes_per_block(int num_layers, int num_kv_heads, int block_size,
+                                      int head_dim) {
+  return 2 * static_cast<int64_t>(num_layers) * num_kv_heads * block_size * head_dim *
+         static_cast<int64_t>(sizeof(float));
+}
+
+void llama_forward_cpu(const ModelConfig& c, const LlamaWeights& weights,
+                       const ForwardBatch& b, PagedKvCache* cache, ForwardWorkspace* ws,
+                       std::vector<float>* logits, ForwardStats* stats) {
+  const int t = b.num_tokens();
+  const int num_seqs = b.num_seqs();
+  const size_t hidden = c.hidden_size;
+  prepare_workspace(c, t, num_seqs, ws);
+  kernels::rope_cos_sin_cpu(b.positions.data(), t, c.head_dim, c.rope_theta,
+                            ws->rope_cos.data(), ws->rope_sin.data());
+  for (int i = 0; i < t; ++i) {
+    std::memcpy(ws->x.data() + i * hidden, weights.token_embd.data() + b.token_ids[i] * hidden,
+                hidden * sizeof(float));
+  }
+  for (int layer = 0; layer < c.num_layers; ++layer) {
+    attention_block(c, weights.layers[layer], b, cache, layer, ws, stats);
+    ffn_block(c, weights.layers[layer], t, ws);
+  }
+  for (int s = 0; s < num_seqs; ++s) {
+    const int last_token = b.cu_seqlens_q[s + 1] - 1;
+    std::memcpy(ws->last.data() + s * hidden, ws->x.data() + last_token * hidden,
+                hidden * sizeof(float));
+  }
+  kernels::rmsnorm_cpu(ws->last.data(), weights.output_norm.data(), num_seqs, c.hidden_size,
+                       c.rms_eps, ws->last.data());
+  linear(ws->last.data(), weights.lm_head(), ws->logits.data(), num_seqs, c.vocab_size,
+         c.hidden_size, 0.0f);
+  logits->assign(ws->logits.begin(),
+                 ws->logits.begin() + static_cast<size_t>(num_seqs) * c.vocab_size);
+}
+
+}  // namespace flashserve::model

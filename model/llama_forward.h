@@ -1,0 +1,75 @@
+#pragma once
+// The fp32 CPU forward pass of a Llama-family decoder over one flat (packed) batch.
+//
+// Per layer: RMSNorm -> Q/K/V projections -> RoPE (adjacent pairs, llama.cpp "normal" mode,
+// since GGUF stores Q/K rows permuted for it) -> append K/V to the paged cache -> attention
+// (kernels::attention_tiled_cpu: causal, GQA, scale 1/sqrt(head_dim)) -> O projection ->
+// residual -> RMSNorm -> gate/up -> SwiGLU -> down -> residual. Then the final RMSNorm and
+// the LM head for the last token of each sequence only.
+//
+// All tokens of the batch go through each projection together (one sgemm per projection per
+// layer); attention runs per run of same-phase sequences (prefill: > 1 query token, decode:
+// exactly 1) so that its time can be reported per phase. Every row of every GEMM is
+// independent of the other rows, and GEMMs are padded to a minimum row count so that the
+// BLAS computes each row the same way for every batch size: a sequence's logits are
+// bitwise the same alone or in any batch (tests/unit/model_forward checks it).
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "model/runner.h"
+#include "model/weights.h"
+
+namespace flashserve::model {
+
+// fp32 paged KV cache, one K and one V tensor per layer, each
+// [num_blocks, num_kv_heads, block_size, head_dim] (kernels/paged_kv.h).
+class PagedKvCache {
+ public:
+  PagedKvCache(int num_layers, int num_blocks, int num_kv_heads, int block_size,
+               int head_dim);
+  int num_blocks() const { return num_blocks_; }
+  int block_size() const { return block_size_; }
+  float* k(int layer) { return k_.data() + layer * layer_stride_; }  // one layer's K
+  float* v(int layer) { return v_.data() + layer * layer_stride_; }  // one layer's V
+  // Bytes per block over all layers, K and V (to size a cache from a memory budget).
+  static int64_t bytes_per_block(int num_layers, int num_kv_heads, int block_size,
+                                 int head_dim);
+
+ private:
+  int num_blocks_;
+  int block_size_;
+  int64_t layer_stride_;
+  std::vector<float> k_;
+  std::vector<float> v_;
+};
+
+// Scratch buffers of one step, grown on demand and reused so that steady-state decode
+// allocates nothing. Each holds at least the GEMM padding rows of llama_forward.cc (a few
+// rows beyond the batch, so that small batches take the same BLAS path as large ones).
+struct ForwardWorkspace {
+  std::vector<float> x;       // [num_tokens, hidden_size] residual stream
+  std::vector<float> xn;      // [num_tokens, hidden_size] normalized input of a sublayer
+  std::vector<float> q;       // [num_tokens, num_heads, head_dim]
+  std::vector<float> k;       // [num_tokens, num_kv_heads, head_dim]
+  std::vector<float> v;       // [num_tokens, num_kv_heads, head_dim]
+  std::vector<float> attn;    // [num_tokens, num_heads, head_dim]
+  std::vector<float> gate;    // [num_tokens, ffn_size]
+  std::vector<float> up;      // [num_tokens, ffn_size]
+  std::vector<float> rope_cos;  // [num_tokens, head_dim / 2]
+  std::vector<float> rope_sin;  // [num_tokens, head_dim / 2]
+  std::vector<float> last;    // [num_seqs, hidden_size] last token of each sequence
+  std::vector<float> logits;  // [num_seqs, vocab_size]
+  std::vector<int32_t> run_cu_seqlens;  // cu_seqlens_q of one attention run, rebased to 0
+};
+
+// Runs the model over `batch`, writing logits [num_seqs, vocab_size] (resized).
+// REQUIRES: `batch` passed validate_forward_batch (model/batch_validation.h) for this
+// config and cache.
+// `stats` may be null; when set, the attention time, bytes and FLOPs are added to it.
+void llama_forward_cpu(const ModelConfig& config, const LlamaWeights& weights,
+                       const ForwardBatch& batch, PagedKvCache* cache,
+                       ForwardWorkspace* ws, std::vector<float>* logits,
+                       ForwardStats* stats);
+
+}  // namespace flashserve::model

@@ -1,0 +1,141 @@
+#pragma once
+// The fixture of the model_forward tests: the default model loaded once per test binary
+// (weights shared by every runner), the HF transformers golden, and helpers to feed
+// sequences through a runner. Every test skips when models/ lacks the model file.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "forward_test_util.h"
+#include "gtest/gtest.h"
+#include "model/config.h"
+#include "model/cpu_runner.h"
+#include "model/gguf.h"
+#include "model/weights.h"
+#include "tests/unit/tokenizer/test_json.h"
+
+namespace flashserve::model {
+
+using testing::add_to_batch;
+using testing::finish_batch;
+using testing::Json;
+using testing::TestSequence;
+
+inline constexpr char kModelPath[] = FLASHSERVE_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+inline constexpr char kGoldenPath[] = FLASHSERVE_SOURCE_DIR "/tests/data/model_smollm2_135m_q4_1.json";
+// Logits vs the fp32 reference: the two implementations differ only in fp32 summation order
+// (GEMM blocking, attention tiling, double-accumulated RMSNorm), which over 30 layers moves
+// logits by ~1e-5 relative; 1e-3 leaves room for that and still catches any real mistake
+// (a wrong RoPE pair, eps or norm moves logits by > 1e-2).
+inline constexpr double kMaxGoldenRelativeError = 1e-3;
+inline constexpr int kNumKvBlocks = 48;
+
+inline std::vector<int32_t> ids_of(const Json& array) {
+  std::vector<int32_t> ids;
+  for (const Json& v : array.array) ids.push_back(static_cast<int32_t>(v.number));
+  return ids;
+}
+
+inline std::vector<float> floats_of(const Json& array) {
+  std::vector<float> out;
+  for (const Json& v : array.array) out.push_back(static_cast<float>(v.number));
+  return out;
+}
+
+class ModelForwardTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!std::filesystem::exists(kModelPath)) return;
+    auto file = GgufFile::open(kModelPath);
+    ASSERT_TRUE(file.ok()) << file.status();
+    file_ = std::move(*file);
+    auto config = config_from_gguf(*file_);
+    ASSERT_TRUE(config.ok()) << config.status();
+    config_ = *config;
+    auto weights = load_llama_weights(*file_, config_);
+    ASSERT_TRUE(weights.ok()) << weights.status();
+    weights_ = std::make_shared<const LlamaWeights>(std::move(*weights));
+    runner_ = make_runner(kernels::kKvBlockSize);
+    golden_ = testing::read_json_file(kGoldenPath);
+  }
+  static void TearDownTestSuite() {
+    runner_.reset();
+    weights_.reset();
+    file_.reset();
+  }
+  void SetUp() override {
+    if (runner_ == nullptr) GTEST_SKIP() << "model file " << kModelPath << " is absent";
+  }
+
+  static std::unique_ptr<CpuModelRunner> make_runner(int block_size) {
+    CpuRunnerOptions options;
+    options.num_kv_blocks = kNumKvBlocks * kernels::kKvBlockSize / block_size;
+    options.block_size = block_size;
+    auto runner = CpuModelRunner::create(config_, weights_, options);
+    EXPECT_TRUE(runner.ok()) << runner.status();
+    return runner.ok() ? std::move(*runner) : nullptr;
+  }
+
+  // A sequence with room for `num_tokens` tokens in blocks taken in order from the cache
+  // (each test starts again at block 0: every block a test reads it has written first).
+  TestSequence new_sequence(int num_tokens, int block_size = kernels::kKvBlockSize) {
+    TestSequence seq;
+    const int num_blocks = (num_tokens + block_size - 1) / block_size;
+    for (int i = 0; i < num_blocks; ++i) seq.blocks.push_back(next_block_++);
+    return seq;
+  }
+
+  // Runs one batch, returns logits [num_seqs, vocab].
+  static std::vector<float> run(CpuModelRunner* runner, const ForwardBatch& batch,
+                                ForwardStats* stats = nullptr) {
+    std::vector<float> logits;
+    absl::Status status = runner->forward(batch, &logits, stats);
+    EXPECT_TRUE(status.ok()) << status;
+    return logits;
+  }
+
+  // Feeds `tokens` to one sequence as a single chunk; returns the last token's logits.
+  static std::vector<float> feed(CpuModelRunner* runner, TestSequence* seq,
+                                 std::span<const int32_t> tokens) {
+    ForwardBatch batch;
+    add_to_batch(seq, tokens, runner->kv_block_size(), &batch);
+    TestSequence* seqs[] = {seq};
+    finish_batch(seqs, &batch);
+    return run(runner, batch);
+  }
+
+  std::span<const float> row(const std::vector<float>& logits, int s) const {
+    return std::span<const float>(logits).subspan(size_t(s) * config_.vocab_size,
+                                                  config_.vocab_size);
+  }
+
+  // The same tokens computed under another batching, chunking or paging.
+  static void report_and_check(const std::string& what, std::span<const float> ours,
+                               std::span<const float> expected) {
+    ASSERT_EQ(ours.size(), expected.size()) << what;
+    const double diff = testing::max_abs_diff(ours, expected);
+    EXPECT_EQ(diff, 0.0) << what << ": relative error "
+                         << testing::relative_error(ours, expected);
+  }
+
+  static std::vector<int32_t> case_tokens(int c) {  // prompt + greedy continuation
+    const Json& gc = golden_["cases"].array[c];
+    std::vector<int32_t> ids = ids_of(gc["prompt_ids"]);
+    std::vector<int32_t> more = ids_of(gc["greedy_ids"]);
+    ids.insert(ids.end(), more.begin(), more.end());
+    return ids;
+  }
+
+  static inline std::unique_ptr<GgufFile> file_;
+  static inline ModelConfig config_;
+  static inline std::shared_ptr<const LlamaWeights> weights_;
+  static inline std::unique_ptr<CpuModelRunner> runner_;
+  static inline Json golden_;
+  int next_block_ = 0;
+};
+
+}  // namespace flashserve::model
