@@ -6,16 +6,18 @@
 
 namespace flashserve::model {
 
-IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special)
-    : tokenizer_(tokenizer), skip_special_(skip_special) {}
+IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special,
+                                               bool start_of_text)
+    : tokenizer_(tokenizer), skip_special_(skip_special), start_of_text_(start_of_text) {}
 
 std::string IncrementalDetokenizer::push(int32_t id) {
   if (id < 0 || id >= tokenizer_.vocab_size()) return "";
   if (skip_special_ && tokenizer_.is_control(id)) return "";
   // decode() of a single token applies the first-token rule (SPM leading space) exactly as
   // decode() of the whole sequence would.
-  pending_ += started_ ? tokenizer_.token_bytes(id)
-                       : tokenizer_.decode(std::span<const int32_t>(&id, 1), skip_special_);
+  pending_ += start_of_text_ && !started_
+                  ? tokenizer_.decode(std::span<const int32_t>(&id, 1), skip_special_)
+                  : tokenizer_.token_bytes(id);
   started_ = true;
 
   std::string out;

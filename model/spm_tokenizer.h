@@ -11,7 +11,8 @@
 //
 // decode: '▁' becomes ' ', byte tokens become their byte; with add_space_prefix the first
 // decoded token loses one leading space (the one encode added). Spaces added after special
-// tokens in the middle of the input are kept, as in llama.cpp.
+// tokens in the middle of the input are kept, as in llama.cpp. (Not byte-exact with
+// llama_detokenize, which keeps that space when the ids start with BOS.)
 #include <array>
 #include <cstdint>
 #include <memory>

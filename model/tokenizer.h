@@ -67,10 +67,13 @@ class Tokenizer {
   // each were U+FFFD (as llama.cpp does).
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special,
                                       bool parse_special) const = 0;
-  // Ids -> text: the concatenation of token_bytes(); with skip_special, control/unknown
-  // tokens contribute nothing. SPM: the leading space added by add_space_prefix is removed
-  // from the first token. Out-of-range ids contribute nothing. The result may be invalid
-  // UTF-8 if `ids` ends in the middle of a character (see IncrementalDetokenizer).
+  // Ids -> text, taking `ids` as a whole text from its start: the concatenation of
+  // token_bytes(); with skip_special, control/unknown tokens contribute nothing. SPM: the
+  // leading space added by add_space_prefix is removed from the first contributing token
+  // (llama.cpp keeps it when the ids start with BOS; we remove it there too, so that
+  // decode(encode(s, true, false), true) == s). Out-of-range ids contribute nothing. The
+  // result may be invalid UTF-8 if `ids` ends inside a character. To stream generated
+  // tokens (a continuation, whose first space matters) use IncrementalDetokenizer.
   virtual std::string decode(std::span<const int32_t> ids, bool skip_special) const = 0;
   // Raw bytes this token stands for ("" for an out-of-range id). Control tokens: their text.
   virtual std::string token_bytes(int32_t id) const = 0;

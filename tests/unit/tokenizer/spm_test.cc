@@ -101,7 +101,7 @@ TEST_F(SpmTokenizer, DecodeRemovesTheAddedSpaceOnce) {
   for (const std::string text : {"hello world", "this is a test", "  two", "café 😀 中文"}) {
     const std::vector<int32_t> ids = tok_->encode(text, true, false);
     EXPECT_EQ(tok_->decode(ids, /*skip_special=*/true), text);
-    IncrementalDetokenizer d(*tok_);
+    IncrementalDetokenizer d(*tok_, /*skip_special=*/true, /*start_of_text=*/true);
     std::string streamed;
     for (int32_t id : ids) {
       const std::string piece = d.push(id);
@@ -112,6 +112,14 @@ TEST_F(SpmTokenizer, DecodeRemovesTheAddedSpaceOnce) {
   }
   EXPECT_EQ(tok_->token_bytes(id_of("<0x41>")), "A");
   EXPECT_EQ(tok_->token_bytes(id_of("\xE2\x96\x81the")), " the");
+}
+
+TEST_F(SpmTokenizer, StreamingAContinuationKeepsTheFirstSpace) {
+  // Generated tokens after a prompt: "▁world" is " world", not "world".
+  IncrementalDetokenizer d(*tok_);
+  EXPECT_EQ(d.push(id_of("\xE2\x96\x81world")), " world");
+  EXPECT_EQ(d.push(id_of("!")), "!");
+  EXPECT_EQ(tok_->decode(std::vector<int32_t>{id_of("\xE2\x96\x81world")}, true), "world");
 }
 
 TEST_F(SpmTokenizer, LoadsFromGguf) {
