@@ -13,6 +13,8 @@ Subcommands (each writes one JSON file; see tests/data/README.md for the exact c
              the PyPI `regex` module (its own Unicode tables) on the original HF patterns.
   spm        a synthetic SentencePiece vocabulary written as a vocab-only GGUF (gguf-py) and
              tokenized by llama.cpp (byte fallback, leading space, scores).
+  bpe        a synthetic byte-level BPE vocabulary written as vocab-only GGUFs with
+             tokenizer.ggml.pre = llama-bpe / gpt-2 / qwen2, tokenized by llama.cpp on the corpus.
   chat       SmolLM2's own chat template (tokenizer.chat_template) rendered with jinja2 for
              a few conversations.
   chat-llamacpp  the same conversations through llama.cpp's built-in renderings of the
@@ -324,6 +326,92 @@ def cmd_chat(args):
                           "template": template_text, "cases": cases})
 
 
+# Small byte-level BPE vocabularies for the other pre-tokenizers: the 256 byte tokens, tokens
+# built by BPE_MERGES, tokens no merge builds (reachable only through llama3's
+# ignore_merges), and special tokens (control and one user-defined).
+BPE_MERGES = [
+    "\u0120 t", "h e", "i n", "\u0120 a", "e r", "o n", "\u0120t he", "r e", "\u0120 s", "a t", "o r",
+    "e n", "\u0120 w", "l l", "\u0120 h", "\u0120h e", "l o", "ll o", "\u0120he llo", "\u0120w or",
+    "l d", "\u0120wor ld", "i s", "\u0120 i", "\u0120i s", "' s", "' t", "1 2", "12 3", "\u0120 1",
+    "\u010a \u010a", "\u0120 \u0120", "\u0120\u0120 \u0120\u0120", "\u00c3 \u00a9", "\u00e4 \u00b8",
+    "\u00e4\u00b8 \u0143", "T he", "\u0120 The",
+]
+BPE_WHOLE_WORDS = ["\u0120quick", "\u0120brown", "hello", "456", "\u0120fox"]
+BPE_SPECIAL = [("<|begin_of_text|>", 3), ("<|eot_id|>", 3), ("<|im_start|>", 3), ("<tool>", 4)]
+BPE_PRES = ["llama-bpe", "gpt-2", "qwen2"]
+
+
+def bpe_vocab():
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+    byte_chars = bytes_to_unicode()
+    tokens = [byte_chars[b] for b in range(256)]
+    types = [1] * 256
+    for merge in BPE_MERGES:
+        left, right = merge.split(" ")
+        assert left in tokens and right in tokens, merge
+        tokens.append(left + right)
+        types.append(1)
+    for word in BPE_WHOLE_WORDS:
+        tokens.append(word)
+        types.append(1)
+    for text, token_type in BPE_SPECIAL:
+        tokens.append(text)
+        types.append(token_type)
+    assert len(set(tokens)) == len(tokens)
+    return tokens, types
+
+
+def cmd_bpe(args):
+    import tempfile
+    import gguf
+    import llama_cpp
+    from llama_cpp import Llama
+
+    tokens, types = bpe_vocab()
+    bos_id = tokens.index("<|begin_of_text|>")
+    eos_id = tokens.index("<|eot_id|>")
+    corpus = load_corpus(args.corpus)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for pre in BPE_PRES:
+            path = os.path.join(tmp, f"bpe-{pre}.gguf")
+            w = gguf.GGUFWriter(path, "llama")
+            w.add_context_length(64)
+            w.add_embedding_length(8)
+            w.add_block_count(1)
+            w.add_feed_forward_length(16)
+            w.add_head_count(2)
+            w.add_head_count_kv(2)
+            w.add_layer_norm_rms_eps(1e-5)
+            w.add_tokenizer_model("gpt2")
+            w.add_tokenizer_pre(pre)
+            w.add_token_list(tokens)
+            w.add_token_types(types)
+            w.add_token_merges(BPE_MERGES)
+            w.add_bos_token_id(bos_id)
+            w.add_eos_token_id(eos_id)
+            w.write_header_to_file()
+            w.write_kv_data_to_file()
+            w.write_tensors_to_file()
+            w.close()
+            llm = Llama(model_path=path, vocab_only=True, verbose=False)
+            cases = []
+            for data in corpus:
+                for add_special, parse_special in [(False, False), (True, True)]:
+                    case = case_header(data)
+                    case.update(add_special=add_special, parse_special=parse_special,
+                                ids=llm.tokenize(data, add_bos=add_special, special=parse_special))
+                    cases.append(case)
+            results[pre] = cases
+            del llm
+    write_json(args.out, {
+        "generator": f"llama-cpp-python {llama_cpp.__version__} (llama.cpp tokenizer)",
+        "vocab": {"tokens": tokens, "token_types": types, "merges": BPE_MERGES,
+                  "bos_id": bos_id, "eos_id": eos_id},
+        "cases": results,
+    })
+
+
 LLAMACPP_CHAT_FAMILIES = ["chatml", "llama2", "llama2-sys", "llama2-sys-bos", "llama2-sys-strip",
                           "zephyr", "llama3"]
 
@@ -357,7 +445,7 @@ def cmd_chat_llamacpp(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["llamacpp", "hf", "splits", "chat", "chat-llamacpp", "spm"])
+    parser.add_argument("command", choices=["llamacpp", "hf", "splits", "chat", "chat-llamacpp", "spm", "bpe"])
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--corpus", default=DEFAULT_CORPUS)
     parser.add_argument("--golden", default=os.path.join(REPO, "tests", "data",
@@ -366,7 +454,7 @@ def main():
     parser.add_argument("--out", help="output JSON path")
     args = parser.parse_args()
     commands = {"llamacpp": cmd_llamacpp, "hf": cmd_hf, "splits": cmd_splits, "chat": cmd_chat,
-                "chat-llamacpp": cmd_chat_llamacpp, "spm": cmd_spm}
+                "chat-llamacpp": cmd_chat_llamacpp, "spm": cmd_spm, "bpe": cmd_bpe}
     commands[args.command](args)
 
 
