@@ -11,8 +11,15 @@
 #include <vector>
 
 #include "grpcpp/health_check_service_interface.h"
+#include "server/engine/engine.h"
 
 namespace flashserve::api {
+
+// SERVING as far as the engine is concerned: its thread runs, it is not draining, and it has
+// not stalled with work pending.
+inline bool engine_serving(const engine::EngineSnapshot& snapshot) {
+  return snapshot.running && !snapshot.stalled;
+}
 
 class HealthWatcher {
  public:

@@ -101,8 +101,7 @@ bool Server::Impl::is_serving() const {
   if (draining_.load()) return false;
   const engine::Engine* engine = ready_engine_.load();
   if (engine == nullptr) return false;
-  const engine::EngineSnapshot snapshot = engine->snapshot();
-  return snapshot.running && !snapshot.stalled;
+  return engine_serving(engine->snapshot());
 }
 
 absl::Status Server::Impl::load_model() {

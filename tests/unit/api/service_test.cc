@@ -1,0 +1,383 @@
+// The Generation service in-process: a real gRPC server (loopback, free port) over a real
+// Engine whose model is the engine tests' fake runner and tokenizer, so every path is fast and
+// deterministic — including those the real model cannot trigger on demand: a model error, a
+// request cancelled or timed out while still queued, a stalled engine.
+#include "server/api/generation_service.h"
+
+#include <atomic>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/api/health.h"
+#include "server/metrics/metrics.h"
+#include "tests/unit/engine/fakes.h"
+
+namespace flashserve::api {
+namespace {
+
+using engine::fakes::FakeRunner;
+using engine::fakes::FakeRunnerState;
+using engine::fakes::FakeTokenizer;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr int kContext = 256;
+constexpr auto kTimeout = std::chrono::seconds(20);
+
+std::unique_ptr<grpc::ClientContext> context_with(std::chrono::milliseconds timeout) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + timeout);
+  return context;
+}
+
+v1::GenerateRequest request(const std::string& prompt, int max_new_tokens) {
+  v1::GenerateRequest r;
+  r.set_prompt(prompt);
+  r.mutable_sampling()->set_temperature(0);
+  r.mutable_stopping()->set_max_new_tokens(max_new_tokens);
+  r.mutable_stopping()->set_ignore_eos(true);
+  return r;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  // Builds the engine (started unless told otherwise), the service and the gRPC server.
+  void start(engine::EngineOptions options = {}, bool with_backend = true) {
+    runner_state_ = std::make_shared<FakeRunnerState>();
+    runner_state_->on_forward = [this](const model::ForwardBatch&) {
+      while (gate_closed_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (step_delay_ms_ > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms_));
+      }
+    };
+    engine_ = std::make_unique<engine::Engine>(
+        std::make_unique<FakeRunner>(runner_state_, /*num_kv_blocks=*/64, /*block_size=*/16,
+                                     kContext),
+        tokenizer_, options, &metrics_);
+    engine_->start();
+    backend_.engine = engine_.get();
+    backend_.prompt.tokenizer = &tokenizer_;
+    backend_.prompt.chat_template = nullptr;
+    backend_.prompt.limits.context_length = kContext;
+    backend_.prompt.limits.vocab_size = tokenizer_.vocab_size();
+    backend_.engine_options = options;
+    backend_.device = "cpu";
+    service_ = std::make_unique<GenerationService>(&metrics_);
+    if (with_backend) service_->set_backend(&backend_);
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port, 0);
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::Generation::NewStub(channel_);
+  }
+
+  void TearDown() override {
+    gate_closed_ = false;
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    engine_.reset();
+  }
+
+  engine::EngineSnapshot wait_until(std::function<bool(const engine::EngineSnapshot&)> done) {
+    engine::EngineSnapshot s;
+    for (int i = 0; i < 2000; ++i) {
+      s = engine_->snapshot();
+      if (done(s)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return s;
+  }
+  bool idle() {
+    const auto s = wait_until([](const auto& s) {
+      return s.num_running == 0 && s.num_waiting == 0 && s.num_kv_blocks_used == 0;
+    });
+    return s.num_running == 0 && s.num_waiting == 0 && s.num_kv_blocks_used == 0;
+  }
+
+  double requests_total() {
+    double sum = 0;
+    const std::string text = metrics_.serialize();
+    size_t at = 0;
+    while ((at = text.find("\nflashserve_requests_total{", at)) != std::string::npos) {
+      at = text.find("} ", at) + 2;
+      sum += std::stod(text.substr(at));
+    }
+    return sum;
+  }
+
+  FakeTokenizer tokenizer_;
+  metrics::Metrics metrics_;
+  std::shared_ptr<FakeRunnerState> runner_state_;
+  std::atomic<bool> gate_closed_{false};  // holds the engine inside forward()
+  std::atomic<int> step_delay_ms_{0};
+  std::unique_ptr<engine::Engine> engine_;
+  Backend backend_;
+  std::unique_ptr<GenerationService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Generation::Stub> stub_;
+};
+
+TEST_F(ServiceTest, WithoutModelEveryMethodIsUnavailable) {
+  ASSERT_NO_FATAL_FAILURE(start({}, /*with_backend=*/false));
+  v1::GenerateResponse response;
+  EXPECT_EQ(stub_->Generate(context_with(kTimeout).get(), request("ab", 2), &response)
+                .error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  auto context = context_with(kTimeout);
+  auto reader = stub_->GenerateStream(context.get(), request("ab", 2));
+  v1::GenerateStreamResponse message;
+  EXPECT_FALSE(reader->Read(&message));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  v1::TokenizeRequest tok;
+  tok.set_text("ab");
+  v1::TokenizeResponse ids;
+  EXPECT_EQ(stub_->Tokenize(context_with(kTimeout).get(), tok, &ids).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  v1::ModelInfo info;
+  EXPECT_EQ(stub_->GetModelInfo(context_with(kTimeout).get(), {}, &info).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(ServiceTest, StreamCarriesEveryTokenOnceAndOneFinalMessage) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  v1::GenerateResponse unary;
+  ASSERT_TRUE(stub_->Generate(context_with(kTimeout).get(), request("hello", 150), &unary).ok());
+  ASSERT_EQ(unary.token_ids_size(), 150);
+  EXPECT_EQ(unary.finish_reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(unary.usage().completion_tokens(), 150);
+
+  auto context = context_with(kTimeout);
+  auto reader = stub_->GenerateStream(context.get(), request("hello", 150));
+  std::vector<v1::GenerateStreamResponse> messages;
+  v1::GenerateStreamResponse message;
+  bool first = true;
+  while (reader->Read(&message)) {
+    messages.push_back(message);
+    // A slow reader: events queue up meanwhile and are merged into later messages.
+    if (first) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    first = false;
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  std::string text;
+  std::vector<int32_t> ids;
+  int num_final = 0;
+  for (const auto& m : messages) {
+    text += m.text();
+    ids.insert(ids.end(), m.token_ids().begin(), m.token_ids().end());
+    num_final += m.has_final();
+  }
+  EXPECT_EQ(num_final, 1);
+  EXPECT_TRUE(messages.back().has_final());
+  EXPECT_EQ(text, unary.text());
+  EXPECT_EQ(ids, std::vector<int32_t>(unary.token_ids().begin(), unary.token_ids().end()));
+  EXPECT_LE(messages.size(), 151u);
+  EXPECT_TRUE(idle());
+}
+
+TEST_F(ServiceTest, ModelErrorEndsTheCallWithItsStatus) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  runner_state_->fail_on_call = 3;
+  v1::GenerateResponse response;
+  const grpc::Status status =
+      stub_->Generate(context_with(kTimeout).get(), request("hello", 20), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_THAT(status.error_message(), HasSubstr("injected failure"));
+  EXPECT_TRUE(idle());
+}
+
+TEST_F(ServiceTest, CancelWhileQueuedAndWhileRunning) {
+  engine::EngineOptions options;
+  options.max_num_seqs = 1;
+  ASSERT_NO_FATAL_FAILURE(start(options));
+  step_delay_ms_ = 2;
+  // A runs; B waits behind it.
+  grpc::ClientContext a_context, b_context;
+  auto a = stub_->GenerateStream(&a_context, request("running", 200));
+  v1::GenerateStreamResponse message;
+  ASSERT_TRUE(a->Read(&message));
+  auto b = stub_->GenerateStream(&b_context, request("waiting", 5));
+  ASSERT_EQ(wait_until([](const auto& s) { return s.num_waiting == 1; }).num_waiting, 1);
+  b_context.TryCancel();
+  while (b->Read(&message)) {
+  }
+  EXPECT_EQ(b->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(wait_until([](const auto& s) { return s.num_waiting == 0; }).num_waiting, 0);
+  a_context.TryCancel();
+  while (a->Read(&message)) {
+  }
+  EXPECT_EQ(a->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(idle());
+}
+
+TEST_F(ServiceTest, DeadlineWhileQueuedIsDeadlineExceeded) {
+  engine::EngineOptions options;
+  options.max_num_seqs = 1;
+  ASSERT_NO_FATAL_FAILURE(start(options));
+  gate_closed_ = true;  // the engine is stuck in a forward pass
+  grpc::ClientContext a_context;
+  auto a = stub_->GenerateStream(&a_context, request("first", 4));
+  ASSERT_EQ(wait_until([](const auto& s) { return s.num_running == 1; }).num_running, 1);
+  v1::GenerateResponse response;
+  const grpc::Status status = stub_->Generate(
+      context_with(std::chrono::milliseconds(200)).get(), request("second", 4), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  gate_closed_ = false;
+  v1::GenerateStreamResponse message;
+  while (a->Read(&message)) {
+  }
+  EXPECT_TRUE(a->Finish().ok());
+  EXPECT_TRUE(idle());
+}
+
+TEST_F(ServiceTest, FullQueueAndDrainingAreRefused) {
+  engine::EngineOptions options;
+  options.max_num_seqs = 1;
+  options.max_waiting = 1;
+  ASSERT_NO_FATAL_FAILURE(start(options));
+  gate_closed_ = true;
+  grpc::ClientContext a_context, b_context;
+  auto a = stub_->GenerateStream(&a_context, request("first", 3));
+  ASSERT_EQ(wait_until([](const auto& s) { return s.num_running == 1; }).num_running, 1);
+  auto b = stub_->GenerateStream(&b_context, request("second", 3));
+  ASSERT_EQ(wait_until([](const auto& s) { return s.num_waiting == 1; }).num_waiting, 1);
+  v1::GenerateResponse response;
+  EXPECT_EQ(stub_->Generate(context_with(kTimeout).get(), request("third", 3), &response)
+                .error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  gate_closed_ = false;
+  v1::GenerateStreamResponse message;
+  while (a->Read(&message)) {
+  }
+  while (b->Read(&message)) {
+  }
+  EXPECT_TRUE(a->Finish().ok());
+  EXPECT_TRUE(b->Finish().ok());
+  engine_->drain();
+  EXPECT_EQ(stub_->Generate(context_with(kTimeout).get(), request("late", 3), &response)
+                .error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(ServiceTest, ChatWithoutTemplateIsFailedPrecondition) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  v1::GenerateRequest r = request("unused", 2);
+  auto* m = r.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content("hi");
+  v1::GenerateResponse response;
+  const grpc::Status status = stub_->Generate(context_with(kTimeout).get(), r, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), StartsWith("chat:"));
+}
+
+// Whatever happens to a request, it is counted exactly once in flashserve_requests_total.
+TEST_F(ServiceTest, EveryRequestEndsWithExactlyOneFinalStatus) {
+  engine::EngineOptions options;
+  options.max_num_seqs = 2;
+  options.max_waiting = 2;
+  ASSERT_NO_FATAL_FAILURE(start(options));
+  int num_sent = 0;
+  v1::GenerateResponse response;
+  // Completed, invalid, rejected for capacity, cancelled, model error.
+  for (int i = 0; i < 3; ++i, ++num_sent) {
+    EXPECT_TRUE(stub_->Generate(context_with(kTimeout).get(), request("ok", 5), &response).ok());
+  }
+  v1::GenerateRequest invalid = request("x", 5);
+  invalid.mutable_sampling()->set_top_p(7);
+  for (int i = 0; i < 2; ++i, ++num_sent) {
+    EXPECT_EQ(stub_->Generate(context_with(kTimeout).get(), invalid, &response).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  step_delay_ms_ = 20;  // slow steps: the holders below stay in the engine for a while
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateStreamResponse>>> readers;
+  for (int i = 0; i < 4; ++i, ++num_sent) {  // 2 running, then 2 waiting
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    readers.push_back(stub_->GenerateStream(contexts.back().get(), request("hold", 100)));
+    const int running = std::min(i + 1, 2), waiting = std::max(i - 1, 0);
+    const auto s = wait_until([&](const auto& s) {
+      return s.num_running == running && s.num_waiting == waiting;
+    });
+    ASSERT_EQ(s.num_running, running);
+    ASSERT_EQ(s.num_waiting, waiting);
+  }
+  for (int i = 0; i < 2; ++i, ++num_sent) {
+    EXPECT_EQ(stub_->Generate(context_with(kTimeout).get(), request("full", 5), &response)
+                  .error_code(),
+              grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  for (auto& c : contexts) c->TryCancel();
+  v1::GenerateStreamResponse message;
+  for (auto& r : readers) {
+    while (r->Read(&message)) {
+    }
+    EXPECT_EQ(r->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  step_delay_ms_ = 0;
+  ASSERT_TRUE(idle());  // the client saw CANCELLED at once; the engine drops them next step
+  runner_state_->fail_on_call = runner_state_->calls() + 1;
+  ++num_sent;
+  EXPECT_EQ(stub_->Generate(context_with(kTimeout).get(), request("boom", 5), &response)
+                .error_code(),
+            grpc::StatusCode::INTERNAL);
+  ASSERT_TRUE(idle());
+  double total = 0;
+  for (int i = 0; i < 200 && total < num_sent; ++i) {
+    total = requests_total();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(total, num_sent) << metrics_.serialize();
+}
+
+// Health follows the engine: SERVING while it runs, NOT_SERVING while it is stalled with
+// work pending, SERVING again once it makes progress, NOT_SERVING after drain.
+TEST_F(ServiceTest, HealthFollowsTheEngine) {
+  engine::EngineOptions options;
+  options.stall_threshold = std::chrono::milliseconds(100);
+  ASSERT_NO_FATAL_FAILURE(start(options));
+  HealthWatcher watcher(server_->GetHealthCheckService(),
+                        {std::string(v1::Generation::service_full_name())},
+                        [this] { return engine_serving(engine_->snapshot()); },
+                        std::chrono::milliseconds(10));
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  auto status_of = [&](const std::string& service) {
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(service);
+    grpc::health::v1::HealthCheckResponse resp;
+    const grpc::Status st = health->Check(context_with(kTimeout).get(), req, &resp);
+    return st.ok() ? resp.status() : grpc::health::v1::HealthCheckResponse::UNKNOWN;
+  };
+  auto wait_for = [&](grpc::health::v1::HealthCheckResponse::ServingStatus want) {
+    for (int i = 0; i < 1000; ++i) {
+      if (status_of("") == want && status_of("flashserve.v1.Generation") == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  };
+  EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::SERVING));
+  gate_closed_ = true;
+  grpc::ClientContext context;
+  auto reader = stub_->GenerateStream(&context, request("stall", 3));
+  EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::NOT_SERVING));
+  gate_closed_ = false;
+  EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::SERVING));
+  v1::GenerateStreamResponse message;
+  while (reader->Read(&message)) {
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  engine_->drain();
+  EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::NOT_SERVING));
+  watcher.stop();
+}
+
+}  // namespace
+}  // namespace flashserve::api
