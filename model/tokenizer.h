@@ -63,8 +63,10 @@ class Tokenizer {
   // Text -> ids. add_special: add BOS (and EOS) as the model asks (tokenizer.ggml.add_bos_token
   // / add_eos_token); false overrides that. parse_special: control tokens written in the text
   // (e.g. "<|im_start|>") become their ids; otherwise they are tokenized as plain text.
-  // User-defined tokens are always matched whole. Invalid UTF-8 bytes are tokenized as if
-  // each were U+FFFD (as llama.cpp does).
+  // User-defined tokens are always matched whole. Each byte that does not begin a
+  // well-formed UTF-8 sequence is tokenized as U+FFFD, as llama.cpp does, except that we also
+  // count overlong forms and surrogates as ill-formed (llama.cpp decodes them leniently).
+  // Bytes the vocabulary has no token for are dropped (as llama.cpp does).
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special,
                                       bool parse_special) const = 0;
   // Ids -> text, taking `ids` as a whole text from its start: the concatenation of
