@@ -42,9 +42,9 @@ absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
   auto* kernel = device::attention_prefill_sm90_kernel<T, kHeadDim>;
   const int smem = device::sm90_smem_bytes(kHeadDim);
   if (absl::Status s = device::set_smem_limit(kernel, smem); !s.ok()) return s;
-  const dim3 grid((p.max_seqlen_q + device::sm90_block_m() - 1) / device::sm90_block_m(),
-                  p.num_heads, p.num_seqs);
-  kernel<<<grid, device::sm90_threads(), smem, stream>>>(p);
+  constexpr int kBlockM = device::sm90_block_m(kHeadDim);
+  const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.num_heads, p.num_seqs);
+  kernel<<<grid, device::sm90_threads(kHeadDim), smem, stream>>>(p);
   CUDA_CHECK(cudaGetLastError());
   return absl::OkStatus();
 }

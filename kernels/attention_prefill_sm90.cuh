@@ -2,7 +2,7 @@
 // Fused FlashAttention forward for prefill, Hopper path (sm_90a: wgmma).
 //
 // Same algorithm and numerics as the portable kernel (kernels/attention_prefill.cuh); what
-// changes is the matrix unit. One CTA = 2 warpgroups = 128 query rows of one (sequence, head);
+// changes is the matrix unit. One CTA = 2 warpgroups = 128 query rows of one (sequence, head) at d128;
 // each warpgroup owns 64 rows and issues warpgroup MMAs (wgmma.mma_async m64nNk16):
 //   S[64 x 128]  = Q K^T   A = Q and B = K from shared memory (K-major, 128-byte swizzle)
 //   O[64 x d]   += P V     A = P from registers (the softmax's own fp32 -> 16-bit output, in
@@ -20,6 +20,7 @@
 // N-major (V): LBO = distance between the two 64-column halves, SBO = 1024 B between groups of
 // 8 keys. cp.async (generic proxy) writes the tiles; each thread fences them to the async
 // proxy (fence.proxy.async) before the barrier that precedes the wgmma reads.
+// (At head_dim 64 the CTA has 3 warpgroups = 192 rows; see sm90_warpgroups.)
 #include "kernels/attention.h"
 #include "kernels/attention_common.cuh"
 #include "kernels/paged_kv.h"
@@ -31,14 +32,20 @@
 
 namespace flashserve::kernels::device {
 
-// 2 warpgroups x 64 rows: one warpgroup's softmax overlaps the other's MMAs on the SM.
-constexpr int sm90_threads() { return 256; }
-constexpr int sm90_block_m() { return 128; }
+// Warpgroups per CTA, 64 query rows each; while one runs its softmax the others keep the
+// tensor cores busy. d128: 2 (about 205 registers per thread; 3 would not fit the register
+// file). d64: 3 (its O accumulator is half the size, ~167 registers fit 384 threads, and each
+// K/V tile copied to shared memory then serves 192 rows instead of 128).
+constexpr int sm90_warpgroups(int head_dim) { return head_dim == 64 ? 3 : 2; }
+constexpr int sm90_threads(int head_dim) { return 128 * sm90_warpgroups(head_dim); }
+constexpr int sm90_block_m(int head_dim) { return 64 * sm90_warpgroups(head_dim); }
+// Threads that issue the tile copies (a fixed 256 keeps each copy step within whole rows).
+constexpr int sm90_copy_threads() { return 256; }
 // 128 keys per tile: S = QK^T is one m64n128 wgmma chain per warpgroup (wider N, fewer issues).
 constexpr int sm90_block_n() { return 128; }
 // Q + two stages of K and V, plus 1 KiB to align the tiles to 1024 B.
 constexpr int sm90_smem_bytes(int head_dim) {
-  return (sm90_block_m() + 4 * sm90_block_n()) * head_dim * 2 + 1024;
+  return (sm90_block_m(head_dim) + 4 * sm90_block_n()) * head_dim * 2 + 1024;
 }
 
 __device__ __forceinline__ uint64_t sw128_desc(const void* p, uint32_t lbo_bytes,
@@ -55,12 +62,13 @@ __device__ __forceinline__ void fence_operands(float (&r)[N]) {
 }
 
 template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(sm90_threads(), 1)
+__global__ void __launch_bounds__(sm90_threads(kHeadDim), 1)
     attention_prefill_sm90_kernel(const AttentionParams p) {
 #ifdef FLASHSERVE_SM90A
-  constexpr int kBlockM = sm90_block_m();
+  constexpr int kBlockM = sm90_block_m(kHeadDim);
   constexpr int kBlockN = sm90_block_n();
-  constexpr int kThreads = sm90_threads();
+  constexpr int kCopyThreads = sm90_copy_threads();
+  const bool copies = threadIdx.x < kCopyThreads;
   constexpr int kSRegs = kBlockN / 2;   // S accumulator: 64 x kBlockN over 128 threads
   constexpr int kORegs = kHeadDim / 2;  // O accumulator: 64 x kHeadDim over 128 threads
   using Traits = DTypeTraits<T>;
@@ -88,8 +96,10 @@ __global__ void __launch_bounds__(sm90_threads(), 1)
   const int64_t q_row_stride = static_cast<int64_t>(p.num_heads) * kHeadDim;
   const T* q_base = static_cast<const T*>(p.q) +
                     (static_cast<int64_t>(q_start + m_base) * p.num_heads + head) * kHeadDim;
-  load_tile_async<TileLayout::kSw128, kBlockM, kHeadDim, kThreads>(
-      sq, rows, q_base, q_base + 64 * q_row_stride, q_row_stride);
+  if (copies) {
+    load_tile_async<TileLayout::kSw128, kBlockM, kHeadDim, kCopyThreads>(
+        sq, rows, q_base, q_base + 64 * q_row_stride, q_row_stride);
+  }
 
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
   auto cache_rows = [&](const T* cache, int key) {  // 64 consecutive rows from `key` on
@@ -103,8 +113,10 @@ __global__ void __launch_bounds__(sm90_threads(), 1)
     const T* base = static_cast<const T*>(cache);
     const T* r0 = cache_rows(base, key0);
     const T* r1 = key0 + 64 < kv_len ? cache_rows(base, key0 + 64) : r0;  // never past the end
-    load_tile_async<TileLayout::kSw128, kBlockN, kHeadDim, kThreads>(dst, kv_len - key0, r0, r1,
-                                                                     kHeadDim);
+    if (copies) {
+      load_tile_async<TileLayout::kSw128, kBlockN, kHeadDim, kCopyThreads>(dst, kv_len - key0, r0,
+                                                                           r1, kHeadDim);
+    }
   };
   auto k_stage = [&](int tile) { return sk + (tile & 1) * kBlockN * kHeadDim; };
   auto v_stage = [&](int tile) { return sv + (tile & 1) * kBlockN * kHeadDim; };
