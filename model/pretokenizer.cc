@@ -128,6 +128,11 @@ absl::StatusOr<Pretokenizer> Pretokenizer::create(std::string_view pre_name) {
       return p;
     }
   }
+  if (pre_name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokenizer: tokenizer.ggml.pre is missing; a byte-level BPE vocabulary needs one of: ",
+        supported_names()));
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("tokenizer: pre-tokenizer tokenizer.ggml.pre = '", to_absl(pre_name),
                    "' is not supported (supported: ", supported_names(), ")"));

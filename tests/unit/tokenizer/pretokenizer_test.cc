@@ -74,6 +74,9 @@ TEST(Pretokenizer, UnknownNameIsAClearError) {
   EXPECT_EQ(pre.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(pre.status().message().find("'no-such-pre'"), std::string::npos);
   EXPECT_NE(pre.status().message().find("smollm"), std::string::npos);
+  auto missing = Pretokenizer::create("");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("tokenizer.ggml.pre is missing"), std::string::npos);
 }
 
 TEST(Utf8, SanitizeReplacesEachBadByte) {
