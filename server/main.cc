@@ -6,12 +6,13 @@
 // Start-up: the gRPC and metrics ports are bound first (health NOT_SERVING, Generation
 // UNAVAILABLE), then the model loads on a separate thread; health turns SERVING once the
 // engine runs. SIGINT/SIGTERM: NOT_SERVING, drain the engine (admitted requests finish), shut
-// the server down. Logs go to stderr.
-#include <pthread.h>
+// the server down (a second signal exits at once). Logs go to stderr.
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <string>
@@ -20,6 +21,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/api/server.h"
 
@@ -41,6 +44,19 @@ ABSL_FLAG(double, drain_timeout, 30,
           "Seconds in-flight calls may take to finish after the engine drained on shutdown");
 
 namespace {
+
+// The first SIGINT/SIGTERM asks main() to drain; a second one exits at once.
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+extern "C" void on_signal(int signal) {
+  int expected = 0;
+  if (!g_signal.compare_exchange_strong(expected, signal)) {
+    constexpr char kMessage[] = "flashserve: second signal, exiting without draining\n";
+    (void)!write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+    _exit(128 + signal);
+  }
+}
 
 void log(const std::string& line) {
   char stamp[32];
@@ -89,6 +105,12 @@ int main(int argc, char** argv) {
       "flashserve --model PATH [--device auto|cpu|cuda] [--host 0.0.0.0] [--port 50051] "
       "[--metrics-port 9090] [--max-num-seqs N] [--max-batch-tokens N] [--max-waiting N] "
       "[--kv-cache-mb MB] [--threads N]");
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "server/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   // DESIGN.md spells flags with dashes (--metrics-port); absl flags use underscores.
   std::vector<std::string> args(argv, argv + argc);
   std::vector<char*> fixed;
@@ -112,12 +134,13 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Signals are taken synchronously by this thread; block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Signal handlers, not sigwait: threads that exist before main() (the BLAS thread pool)
+  // do not block signals, so a blocked-signal scheme would let SIGTERM kill the process.
+  struct sigaction action = {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
 
   auto server = flashserve::api::Server::start(options);
   if (!server.ok()) {
@@ -145,10 +168,8 @@ int main(int argc, char** argv) {
   });
 
   int exit_code = 0;
-  const timespec poll = {0, 100 * 1000 * 1000};
   while (true) {
-    const int signal = sigtimedwait(&signals, nullptr, &poll);
-    if (signal == SIGINT || signal == SIGTERM) {
+    if (const int signal = g_signal.load(); signal != 0) {
       log(absl::StrCat("received ", strsignal(signal), ": draining"));
       break;
     }
@@ -156,6 +177,7 @@ int main(int argc, char** argv) {
       exit_code = 1;
       break;
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   loader.join();  // a load in progress completes before the engine can drain
   const auto grace = std::chrono::milliseconds(
