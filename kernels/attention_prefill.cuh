@@ -106,6 +106,11 @@ __global__ void __launch_bounds__(prefill_threads(), prefill_ctas_per_sm(kHeadDi
   const int warp_row = warp * kMTiles * 16;  // first row of this warp within the block
   const float scale_log2 = p.softmax_scale * kLog2e;
 
+  // At d64 the warp's Q fragments (2 x 4 x 4 registers) stay in registers for the whole
+  // loop instead of being re-read from shared memory for every K tile (a fifth of the
+  // ldmatrix traffic); at d128 they would need 64 registers the kernel does not have.
+  constexpr bool kQInRegisters = kHeadDim == 64;
+  uint32_t q_frag[kQInRegisters ? kMTiles : 1][kQInRegisters ? kHeadDim / 16 : 1][4];
   float acc[kMTiles][kDTiles][4] = {};
   float row_max[kMTiles][2];
   float row_sum[kMTiles][2] = {};  // per-thread partial sums; reduced over the quad at the end
@@ -120,6 +125,20 @@ __global__ void __launch_bounds__(prefill_threads(), prefill_ctas_per_sm(kHeadDi
     const T* k_tile = sk + (n & 1) * kBlockN * kHeadDim;
     const T* v_tile = sv + (n & 1) * kBlockN * kHeadDim;
 
+    if constexpr (kQInRegisters) {
+      if (n == 0) {
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+          for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+            ldmatrix_x4(q_frag[mt][kk],
+                        smem_addr(sq + swizzle<kHeadDim>(warp_row + mt * 16 + (lane & 15),
+                                                         kk * 16 + (lane >> 4) * 8)));
+          }
+        }
+      }
+    }
+
     // ---- S = Q K^T ----
     float s[kMTiles][kNTiles][4] = {};
 #pragma unroll
@@ -127,8 +146,13 @@ __global__ void __launch_bounds__(prefill_threads(), prefill_ctas_per_sm(kHeadDi
       uint32_t a[kMTiles][4];
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
-        ldmatrix_x4(a[mt], smem_addr(sq + swizzle<kHeadDim>(warp_row + mt * 16 + (lane & 15),
-                                                            kk * 16 + (lane >> 4) * 8)));
+        if constexpr (kQInRegisters) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) a[mt][r] = q_frag[mt][kk][r];
+        } else {
+          ldmatrix_x4(a[mt], smem_addr(sq + swizzle<kHeadDim>(warp_row + mt * 16 + (lane & 15),
+                                                              kk * 16 + (lane >> 4) * 8)));
+        }
       }
 #pragma unroll
       for (int np = 0; np < kNTiles / 2; ++np) {

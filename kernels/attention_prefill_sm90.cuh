@@ -68,7 +68,8 @@ __global__ void __launch_bounds__(sm90_threads(kHeadDim), 1)
   constexpr int kBlockM = sm90_block_m(kHeadDim);
   constexpr int kBlockN = sm90_block_n();
   constexpr int kCopyThreads = sm90_copy_threads();
-  const bool copies = threadIdx.x < kCopyThreads;
+  // Compile-time true at d128 (256 threads), so that path carries no branch.
+  const bool copies = sm90_threads(kHeadDim) == kCopyThreads || threadIdx.x < kCopyThreads;
   constexpr int kSRegs = kBlockN / 2;   // S accumulator: 64 x kBlockN over 128 threads
   constexpr int kORegs = kHeadDim / 2;  // O accumulator: 64 x kHeadDim over 128 threads
   using Traits = DTypeTraits<T>;
