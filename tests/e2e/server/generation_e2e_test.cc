@@ -1,5 +1,8 @@
 // End-to-end: one real `flashserve` process on the default model (started once for the
 // suite), driven through the generated gRPC client. Skipped without the model file.
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <future>
 #include <thread>
 
@@ -480,6 +483,66 @@ TEST_F(GenerationE2E, MetricsMatchWhatTheTestDid) {
   EXPECT_EQ(value(after, "flashserve_kv_cache_blocks_used"), 0);
   EXPECT_EQ(value(after, "flashserve_kv_cache_blocks_capacity"),
             model_info(stub_.get()).kv_cache().num_blocks());
+}
+
+// flashserve-cli against the same server: output and exit codes of each command.
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr
+};
+CommandResult run_cli(const std::string& target, const std::string& args) {
+  const std::string command =
+      std::string(FLASHSERVE_CLI_BIN) + " --target " + target + " " + args + " 2>&1";
+  CommandResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) result.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+TEST_F(GenerationE2E, CliCommandsWork) {
+  const std::string target = server_->target();
+  CommandResult r = run_cli(target, "health");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("SERVING"));
+  r = run_cli(target, "generate --prompt 'The capital of France is' --max-tokens 8 --temperature 0");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("Paris"));
+  EXPECT_THAT(r.out, HasSubstr("[finish: "));
+  r = run_cli(target,
+              "generate --prompt 'The capital of France is' --max-tokens 8 --temperature 0 --stream");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("Paris"));
+  r = run_cli(target, "chat --message 'user:What is the capital of France?' --max-tokens 16 "
+                      "--temperature 0");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("Paris"));
+  v1::TokenizeRequest tok;
+  tok.set_text("Hello world");
+  std::string ids;
+  for (int32_t id : tokenize(tok)) ids += (ids.empty() ? "" : " ") + std::to_string(id);
+  r = run_cli(target, "tokenize --text 'Hello world'");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, ids + "\n");
+  r = run_cli(target, "info");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("context length: 8192"));
+  r = run_cli(target, "load --concurrency 4 --requests 4 --prompt-tokens 16 --max-tokens 4 "
+                      "--ignore-eos --temperature 0");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("succeeded 4, failed 0"));
+  EXPECT_THAT(r.out, HasSubstr("tokens: 64 prompt, 16 generated"));
+  EXPECT_THAT(r.out, HasSubstr("time to first token"));
+  // A server error: exit 1 with the code; bad usage: exit 2.
+  r = run_cli(target, "generate --prompt hi --top-p 3");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("INVALID_ARGUMENT: sampling.top_p"));
+  r = run_cli(target, "generate --prompt hi --no-such-flag");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
 }
 
 }  // namespace
