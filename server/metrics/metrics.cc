@@ -159,7 +159,7 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                              .Add({});
   steps_ = &BuildCounter()
                 .Name("flashserve_engine_steps_total")
-                .Help("Engine steps that ran a batch through the model.")
+                .Help("Engine steps whose forward pass completed.")
                 .Register(r)
                 .Add({});
   step_seconds_ = &BuildHistogram()
