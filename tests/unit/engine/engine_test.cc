@@ -305,6 +305,28 @@ TEST(EngineTest, DeadlineDuringGeneration) {
   EXPECT_EQ(e->snapshot().num_kv_blocks_used, 0);
 }
 
+TEST(EngineTest, DeadlineWhileWaitingBehindAFullBatch) {
+  TestEngine e({.engine = {.max_num_seqs = 1}});
+  e.state->on_forward = [](const model::ForwardBatch&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  auto running = e.submit(greedy_request(make_prompt(1, 5), 60));  // >= 120 ms of steps
+  GenerationRequest r = greedy_request(make_prompt(2, 5), 4);
+  r.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  auto waiting = e.submit(r);
+  e->start();
+  ASSERT_TRUE(waiting->wait_final());
+  expect_one_final(*waiting);
+  EXPECT_EQ(waiting->final_event().finish_reason, FinishReason::kDeadlineExceeded);
+  EXPECT_EQ(waiting->final_event().usage.completion_tokens, 0);
+  // Never scheduled: its queue time is its whole life.
+  EXPECT_EQ(waiting->final_event().timings.queue_seconds,
+            waiting->final_event().timings.total_seconds);
+  ASSERT_TRUE(running->wait_final());
+  EXPECT_EQ(running->final_event().finish_reason, FinishReason::kLength);
+  for (const auto& b : e.state->batches_copy()) EXPECT_EQ(b.num_seqs(), 1);
+}
+
 TEST(EngineTest, RunnerErrorFinishesTheBatchAndTheEngineCarriesOn) {
   TestEngine e;
   e.state->fail_on_call = 2;
