@@ -20,13 +20,11 @@ absl::StatusOr<bool> current_device_is_hopper() {
   return major == 9 && minor == 0;
 }
 
-// kAuto's choice on a Hopper GPU, from the measured grid (bench/attention/NOTES.md, run 6):
-// the wgmma path wins at head_dim 128 everywhere from s = 2k on and ties below; at head_dim 64
-// (half the MMA work per softmax element, 192-row blocks) it wins only from 8k query rows on,
-// and the mma.sync path is faster below.
-constexpr bool hopper_path_preferred(int head_dim, int max_seqlen_q) {
-  return head_dim >= 128 || max_seqlen_q >= 8192;
-}
+// kAuto's choice on a Hopper GPU, from the measured grid (bench/attention/RESULTS.md): the
+// wgmma path wins at head_dim 128 (1.02-1.27x FA2 from s = 1k on, the mma.sync path
+// 0.95-1.00x); at head_dim 64, with half the MMA work per softmax element, the mma.sync path
+// (Q kept in registers) is as fast or faster at every length.
+constexpr bool hopper_path_preferred(int head_dim) { return head_dim >= 128; }
 
 template <typename T, int kHeadDim>
 absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
@@ -74,8 +72,7 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
     using T = typename decltype(type_tag)::type;
     constexpr int kHeadDim = decltype(dim_tag)::value;
     const bool use_hopper =
-        hopper && (p.prefill_impl == PrefillImpl::kHopper ||
-                   hopper_path_preferred(kHeadDim, p.max_seqlen_q));
+        hopper && (p.prefill_impl == PrefillImpl::kHopper || hopper_path_preferred(kHeadDim));
     return use_hopper ? launch_hopper<T, kHeadDim>(p, stream)
                       : launch_portable<T, kHeadDim>(p, stream);
   });
