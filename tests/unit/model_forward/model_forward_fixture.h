@@ -75,6 +75,9 @@ class ModelForwardTest : public ::testing::Test {
     CpuRunnerOptions options;
     options.num_kv_blocks = kNumKvBlocks * kernels::kKvBlockSize / block_size;
     options.block_size = block_size;
+    // One BLAS thread: ctest runs tests in parallel on small machines, where OpenBLAS's
+    // spinning worker threads make a contended run several times slower.
+    options.num_threads = 1;
     auto runner = CpuModelRunner::create(config_, weights_, options);
     EXPECT_TRUE(runner.ok()) << runner.status();
     return runner.ok() ? std::move(*runner) : nullptr;

@@ -1,0 +1,81 @@
+// load_model (model/model_loader.h): the one call the server makes. Runs on the real default
+// model (skipped without it) for the happy path; error paths need no model.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "model/llama_forward.h"
+#include "model/model_loader.h"
+
+namespace flashserve::model {
+namespace {
+
+constexpr char kModelPath[] = FLASHSERVE_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+TEST(LoadModelTest, MissingFileIsAnError) {
+  auto loaded = load_model(FLASHSERVE_SOURCE_DIR "/models/no-such-model.gguf", LoadOptions{});
+  EXPECT_FALSE(loaded.ok());
+}
+
+class LoadDefaultModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kModelPath)) GTEST_SKIP() << kModelPath << " is absent";
+  }
+};
+
+TEST_F(LoadDefaultModelTest, LoadsEverythingTheServerNeeds) {
+  LoadOptions options;
+  options.kv_cache_mb = 64;
+  options.num_threads = 1;
+  auto loaded = load_model(kModelPath, options);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const LoadedModel& m = *loaded;
+  ASSERT_NE(m.file, nullptr);
+  ASSERT_NE(m.tokenizer, nullptr);
+  ASSERT_NE(m.runner, nullptr);
+  EXPECT_EQ(m.config.architecture, "llama");
+  EXPECT_EQ(m.config.vocab_size, m.tokenizer->vocab_size());
+  ASSERT_TRUE(m.chat_template.has_value());  // SmolLM2 ships a ChatML template
+  EXPECT_EQ(m.chat_template->family_name(), "chatml");
+  // 64 MiB of fp32 K and V over 30 layers, 3 KV heads, 64-token blocks of head_dim 64.
+  const int64_t per_block = PagedKvCache::bytes_per_block(
+      m.config.num_layers, m.config.num_kv_heads, m.runner->kv_block_size(), m.config.head_dim);
+  EXPECT_EQ(per_block, 2 * 30 * 3 * 64 * 64 * 4);
+  EXPECT_EQ(m.runner->num_kv_blocks(), (int64_t{64} << 20) / per_block);
+
+  // One decode-sized forward works through the ModelRunner interface.
+  ForwardBatch batch;
+  batch.token_ids = {504, 3575};
+  batch.positions = {0, 1};
+  batch.cu_seqlens_q = {0, 2};
+  batch.seqlens_k = {2};
+  batch.block_tables = {3};
+  batch.max_blocks_per_seq = 1;
+  batch.slot_mapping = {3 * 64, 3 * 64 + 1};
+  std::vector<float> logits;
+  ASSERT_TRUE(m.runner->forward(batch, &logits, nullptr).ok());
+  EXPECT_EQ(logits.size(), static_cast<size_t>(m.config.vocab_size));
+}
+
+TEST_F(LoadDefaultModelTest, ExplicitBlockCountAndCapacityChecks) {
+  LoadOptions options;
+  options.num_kv_blocks = 5;
+  options.max_num_seqs = 6;  // one block per sequence cannot fit
+  auto loaded = load_model(kModelPath, options);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kResourceExhausted);
+
+  options.max_num_seqs = 5;
+  loaded = load_model(kModelPath, options);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded).runner->num_kv_blocks(), 5);
+
+  options.num_threads = -1;
+  EXPECT_EQ(load_model(kModelPath, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace flashserve::model
