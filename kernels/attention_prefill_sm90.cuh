@@ -43,11 +43,9 @@ constexpr int sm90_block_m(int head_dim) { return 64 * sm90_warpgroups(head_dim)
 constexpr int sm90_copy_threads() { return 256; }
 // 128 keys per tile: S = QK^T is one m64n128 wgmma chain per warpgroup (wider N, fewer issues).
 constexpr int sm90_block_n() { return 128; }
-// K/V stages: copies run two iterations ahead of their use (3 x 64 KiB at d128 still fits).
-constexpr int sm90_stages() { return 3; }
-// Q + the K and V stages, plus 1 KiB to align the tiles to 1024 B (d128: 230400 B of 232448).
+// Q + two stages of K and V, plus 1 KiB to align the tiles to 1024 B.
 constexpr int sm90_smem_bytes(int head_dim) {
-  return (sm90_block_m(head_dim) + 2 * sm90_stages() * sm90_block_n()) * head_dim * 2 + 1024;
+  return (sm90_block_m(head_dim) + 4 * sm90_block_n()) * head_dim * 2 + 1024;
 }
 
 __device__ __forceinline__ uint64_t sw128_desc(const void* p, uint32_t lbo_bytes,
@@ -93,9 +91,8 @@ __global__ void __launch_bounds__(sm90_threads(kHeadDim), 1)
   extern __shared__ uint4 smem_raw[];
   const uint32_t pad = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
   T* sq = reinterpret_cast<T*>(reinterpret_cast<char*>(smem_raw) + pad);
-  constexpr int kStages = sm90_stages();
-  T* sk = sq + kBlockM * kHeadDim;            // [kStages][kBlockN x kHeadDim]
-  T* sv = sk + kStages * kBlockN * kHeadDim;  // [kStages][kBlockN x kHeadDim]
+  T* sk = sq + kBlockM * kHeadDim;      // [2][kBlockN x kHeadDim]
+  T* sv = sk + 2 * kBlockN * kHeadDim;  // [2][kBlockN x kHeadDim]
 
   const int64_t q_row_stride = static_cast<int64_t>(p.num_heads) * kHeadDim;
   const T* q_base = static_cast<const T*>(p.q) +
@@ -110,9 +107,8 @@ __global__ void __launch_bounds__(sm90_threads(kHeadDim), 1)
     return cache + kv_cache_offset(table[key / p.block_size], kv_head, key % p.block_size,
                                    p.num_kv_heads, p.block_size, kHeadDim);
   };
-  // K tile t goes to K stage t % 3 and V tile t to V stage t % 3; copy group g carries K_g
-  // and V_{g-1} and is issued in iteration g - 2 (see the loop), after the barrier that shows
-  // every warpgroup is done with iteration g - 3, the last reader of both buffers.
+  // K tile t goes to K stage t % 2 and V tile t to V stage t % 2, but V is fetched one
+  // iteration later than K (see the loop), so each buffer is free when it is refilled.
   auto load_rows = [&](const void* cache, T* dst, int tile) {
     const int key0 = tile * kBlockN;
     const T* base = static_cast<const T*>(cache);
@@ -123,13 +119,10 @@ __global__ void __launch_bounds__(sm90_threads(kHeadDim), 1)
                                                                            r1, kHeadDim);
     }
   };
-  auto k_stage = [&](int tile) { return sk + (tile % kStages) * kBlockN * kHeadDim; };
-  auto v_stage = [&](int tile) { return sv + (tile % kStages) * kBlockN * kHeadDim; };
+  auto k_stage = [&](int tile) { return sk + (tile & 1) * kBlockN * kHeadDim; };
+  auto v_stage = [&](int tile) { return sv + (tile & 1) * kBlockN * kHeadDim; };
   if (num_tiles > 0) load_rows(p.k_cache, k_stage(0), 0);
-  cp_async_commit();  // group 0: Q, K_0
-  if (num_tiles > 1) load_rows(p.k_cache, k_stage(1), 1);
-  if (num_tiles > 0) load_rows(p.v_cache, v_stage(0), 0);
-  cp_async_commit();  // group 1: K_1, V_0
+  cp_async_commit();
 
   const int warpgroup = threadIdx.x / 128;
   const int warp = (threadIdx.x / 32) % 4;  // within the warpgroup
@@ -149,8 +142,8 @@ __global__ void __launch_bounds__(sm90_threads(kHeadDim), 1)
 
   // Waits for this thread's copies, hands them to the async proxy, then a CTA barrier (which
   // also tells every warpgroup that the others are done with the buffers refilled next).
-  auto tiles_landed = [&](auto pending) {  // all but the newest `pending` groups
-    cp_async_wait<decltype(pending)::value>();
+  auto tiles_landed = [&] {
+    cp_async_wait<0>();
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     __syncthreads();
   };
@@ -231,14 +224,12 @@ __global__ void __launch_bounds__(sm90_threads(kHeadDim), 1)
   // Software pipeline (per warpgroup): in iteration n the tensor cores run S_n = Q K_n^T and
   // then O += P_{n-1} V_{n-1} while the warpgroup's threads compute the softmax of S_n as soon
   // as S_n is done, so the exp/max/sum work hides behind the PV product. The copies of
-  // K_{n+2} and V_{n+1} run underneath both.
-  using OneGroupPending = std::integral_constant<int, 1>;
-  using NoGroupPending = std::integral_constant<int, 0>;
+  // K_{n+1} and V_n run underneath both.
   if (num_tiles > 0) {
-    tiles_landed(OneGroupPending{});  // group 0
-    if (num_tiles > 2) load_rows(p.k_cache, k_stage(2), 2);
-    if (num_tiles > 1) load_rows(p.v_cache, v_stage(1), 1);
-    cp_async_commit();  // group 2
+    tiles_landed();
+    if (num_tiles > 1) load_rows(p.k_cache, k_stage(1), 1);
+    load_rows(p.v_cache, v_stage(0), 0);
+    cp_async_commit();
     issue_s(k_stage(0));
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     fence_operands(s);
@@ -247,10 +238,10 @@ __global__ void __launch_bounds__(sm90_threads(kHeadDim), 1)
     rescale_o_and_pack_p(correction);
   }
   for (int n = 1; n < num_tiles; ++n) {
-    tiles_landed(OneGroupPending{});  // group n: K_n and V_{n-1}
-    if (n + 2 < num_tiles) load_rows(p.k_cache, k_stage(n + 2), n + 2);
-    if (n + 1 < num_tiles) load_rows(p.v_cache, v_stage(n + 1), n + 1);
-    cp_async_commit();  // group n + 2
+    tiles_landed();  // K_n and V_{n-1}
+    if (n + 1 < num_tiles) load_rows(p.k_cache, k_stage(n + 1), n + 1);
+    load_rows(p.v_cache, v_stage(n), n);
+    cp_async_commit();
     fence_operands(o);
     issue_s(k_stage(n));
     issue_pv(v_stage(n - 1));
@@ -263,7 +254,7 @@ __global__ void __launch_bounds__(sm90_threads(kHeadDim), 1)
     rescale_o_and_pack_p(correction);
   }
   if (num_tiles > 0) {
-    tiles_landed(NoGroupPending{});  // V_{last}
+    tiles_landed();  // V_{last}
     fence_operands(o);
     issue_pv(v_stage(num_tiles - 1));
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
