@@ -141,7 +141,10 @@ TEST_P(PrefillTest, MatchesReferenceWithinNaiveError) {
 
 std::string prefill_name(const ::testing::TestParamInfo<PrefillCase>& info) {
   const auto [impl, dtype, head_dim, causal, ratio, chunked] = info.param;
-  return std::string(impl == PrefillImpl::kHopper ? "wgmma_" : "mmasync_") +
+  const char* impl_name = impl == PrefillImpl::kHopper     ? "wgmma_"
+                          : impl == PrefillImpl::kPortable ? "mmasync_"
+                                                           : "auto_";
+  return std::string(impl_name) +
          testing::dtype_name(dtype) + "_d" + std::to_string(head_dim) +
          (causal ? "_causal" : "_full") + "_gqa" + std::to_string(ratio) +
          (chunked ? "_chunked" : "_varlen");
@@ -149,7 +152,8 @@ std::string prefill_name(const ::testing::TestParamInfo<PrefillCase>& info) {
 
 INSTANTIATE_TEST_SUITE_P(All, PrefillTest,
                          ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
-                                                              PrefillImpl::kHopper),
+                                                              PrefillImpl::kHopper,
+                                                              PrefillImpl::kAuto),
                                             ::testing::Values(DType::kBf16, DType::kFp16),
                                             ::testing::Values(64, 128), ::testing::Bool(),
                                             ::testing::Values(1, 3, 8), ::testing::Bool()),
