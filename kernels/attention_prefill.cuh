@@ -32,21 +32,16 @@ constexpr int prefill_block_m() { return prefill_warps() * 16 * prefill_m_tiles_
 // 64 keys = one KV cache block (kKvBlockSize): a tile is one contiguous copy, one table lookup.
 constexpr int prefill_block_n() { return 64; }
 constexpr int prefill_threads() { return prefill_warps() * 32; }
-// CTAs per SM the register allocation aims for (launch bounds): 2 at d128 (~255 registers);
-// FLASHSERVE_PREFILL_D64_CTAS_PER_SM (default 2) at d64, an experiment knob (NOTES.md).
-#ifndef FLASHSERVE_PREFILL_D64_CTAS_PER_SM
-#define FLASHSERVE_PREFILL_D64_CTAS_PER_SM 2
-#endif
-constexpr int prefill_ctas_per_sm(int head_dim) {
-  return head_dim == 64 ? FLASHSERVE_PREFILL_D64_CTAS_PER_SM : 2;
-}
+// CTAs per SM the register allocation aims for (launch bounds): 2, i.e. up to 255 registers.
+// (3 at d64 caps registers at 168 and spills; measured +4 % at s=1k, +-0 at 8k: NOTES.md v4.)
+constexpr int prefill_ctas_per_sm() { return 2; }
 // Q tile + two stages of K and V tiles, all [rows][head_dim] b16.
 constexpr int prefill_smem_bytes(int head_dim) {
   return (prefill_block_m() + 4 * prefill_block_n()) * head_dim * 2;
 }
 
 template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(prefill_threads(), prefill_ctas_per_sm(kHeadDim))
+__global__ void __launch_bounds__(prefill_threads(), prefill_ctas_per_sm())
     attention_prefill_kernel(const AttentionParams p) {
   constexpr int kBlockM = prefill_block_m();
   constexpr int kBlockN = prefill_block_n();
