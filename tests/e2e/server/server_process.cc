@@ -107,6 +107,11 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start(
 
 ServerProcess::~ServerProcess() {
   if (running()) stop(SIGKILL, std::chrono::seconds(10));
+  // Tests print the log on failure before this; nothing is left in /tmp.
+  if (!log_path_.empty()) {
+    ::unlink(log_path_.c_str());
+    ::rmdir(log_path_.substr(0, log_path_.rfind('/')).c_str());
+  }
 }
 
 bool ServerProcess::running() {
