@@ -41,6 +41,28 @@ PROMPTS = [
     "The three primary colors are",
     "Water boils at a temperature of",
     "<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n<|im_start|>assistant\n",
+    # A long prompt (~300 tokens, five 64-token KV blocks with the continuation): RoPE at
+    # larger positions and attention over several blocks.
+    " ".join([
+        "The history of the printing press begins in the fifteenth century, when Johannes",
+        "Gutenberg combined movable metal type, oil-based ink and a wooden screw press into a",
+        "system that could produce books far faster than scribes copying by hand. Before that,",
+        "most books in Europe were written out on parchment in monasteries, and a single Bible",
+        "could take a scribe more than a year to finish. Gutenberg's workshop in Mainz printed",
+        "about one hundred and eighty copies of the Bible around 1455, and within fifty years",
+        "printing shops had opened in more than two hundred and fifty cities across Europe.",
+        "Prices of books fell sharply, literacy spread beyond the clergy and the nobility, and",
+        "scholars could compare identical copies of the same text for the first time. The",
+        "Reformation, the Scientific Revolution and the rise of newspapers all depended on",
+        "cheap printed material. Over the following centuries the technology kept improving:",
+        "iron presses replaced wooden ones, steam power drove rotary presses in the nineteenth",
+        "century, and the Linotype machine set whole lines of type from a keyboard. In the",
+        "twentieth century offset lithography became the standard method for large print runs,",
+        "and at the end of the century desktop publishing and laser printers put typesetting",
+        "on every office desk. Today most text is read on screens, yet the basic ideas of",
+        "standard fonts, page layout and mass distribution still come from the printing press.",
+        "Historians often summarise its importance in one sentence:",
+    ]),
 ]
 NUM_SAMPLE_IDS = 50
 TOP_K = 10
