@@ -10,9 +10,11 @@ function(flashserve_add_test name)
   target_compile_definitions(${name} PRIVATE
     FLASHSERVE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     FLASHSERVE_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  # A list inside PROPERTIES must keep its separators escaped, or only the first label sticks.
+  string(REPLACE ";" "\\;" _labels "${T_LABELS}")
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
-    PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]" LABELS "${T_LABELS}"
+    PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]" LABELS "${_labels}"
     DISCOVERY_TIMEOUT 60)
 endfunction()

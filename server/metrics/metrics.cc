@@ -1,5 +1,7 @@
 #include "server/metrics/metrics.h"
 
+#include "server/metrics/http_endpoint.h"
+
 #include <algorithm>
 #include <exception>
 #include <sstream>
@@ -7,7 +9,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/counter.h"
-#include "prometheus/exposer.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
@@ -222,25 +223,18 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
 Metrics::~Metrics() = default;
 
 absl::Status Metrics::serve(const std::string& bind_address) {
-  if (exposer_ != nullptr) {
+  if (endpoint_ != nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("metrics: already serving on port ", listening_port()));
   }
-  try {
-    exposer_ = std::make_unique<prometheus::Exposer>(bind_address);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metrics: cannot serve /metrics on '", bind_address, "': ", e.what()));
-  }
-  exposer_->RegisterCollectable(registry_, "/metrics");
+  absl::StatusOr<std::unique_ptr<HttpEndpoint>> endpoint =
+      HttpEndpoint::start(bind_address, "/metrics", [this] { return serialize(); });
+  if (!endpoint.ok()) return endpoint.status();
+  endpoint_ = std::move(*endpoint);
   return absl::OkStatus();
 }
 
-int Metrics::listening_port() const {
-  if (exposer_ == nullptr) return 0;
-  auto ports = exposer_->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
-}
+int Metrics::listening_port() const { return endpoint_ == nullptr ? 0 : endpoint_->port(); }
 
 std::string Metrics::serialize() const {
   prometheus::TextSerializer serializer;

@@ -21,13 +21,14 @@
 
 namespace prometheus {
 class Counter;
-class Exposer;
 class Gauge;
 class Histogram;
 class Registry;
 }  // namespace prometheus
 
 namespace flashserve::metrics {
+
+class HttpEndpoint;
 
 // The final status of a request, the `status` label of flashserve_requests_total.
 // kRejected: submit() refused it (invalid argument, queue full, draining); the others mirror
@@ -123,7 +124,8 @@ class Metrics {
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;  // null until serve()
+  // Declared after registry_, so it stops (joining its thread) before the registry goes.
+  std::unique_ptr<HttpEndpoint> endpoint_;  // null until serve()
 
   prometheus::Counter* requests_[kNumRequestStatuses] = {};
   prometheus::Histogram* queue_seconds_ = nullptr;

@@ -203,7 +203,7 @@ TEST(MetricsTest, PromtoolCheckMetricsIsClean) {
 }
 
 // A minimal HTTP/1.0 GET against 127.0.0.1:port; returns the whole response.
-std::string http_get(int port, const std::string& path) {
+std::string http_get(int port, const std::string& path, const std::string& method = "GET") {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return "";
   sockaddr_in addr{};
@@ -212,7 +212,7 @@ std::string http_get(int port, const std::string& path) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string response;
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    const std::string request = method + " " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
     if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
       char buf[4096];
       ssize_t n;
@@ -235,6 +235,23 @@ TEST(MetricsTest, ServesTheRegistryOverHttp) {
   EXPECT_NE(response.find("200 OK"), std::string::npos) << response;
   EXPECT_NE(response.find("flashserve_requests_total{status=\"length\"} 1"), std::string::npos)
       << response;
+}
+
+std::string http_request(int port, const std::string& method, const std::string& path) {
+  return http_get(port, path, method);
+}
+
+TEST(MetricsTest, HttpEndpointAnswersOtherPathsAndMethodsWithErrors) {
+  Metrics m;
+  ASSERT_TRUE(m.serve("127.0.0.1:0").ok());
+  const int port = m.listening_port();
+  EXPECT_EQ(http_request(port, "GET", "/nope").rfind("HTTP/1.1 404", 0), 0u);
+  EXPECT_EQ(http_request(port, "POST", "/metrics").rfind("HTTP/1.1 405", 0), 0u);
+  const std::string head = http_request(port, "HEAD", "/metrics");
+  EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head;
+  EXPECT_EQ(head.find("flashserve_requests_total"), std::string::npos) << "HEAD has no body";
+  // A query string is ignored, and the endpoint keeps serving after errors.
+  EXPECT_NE(http_get(port, "/metrics?x=1").find("flashserve_engine_steps_total"), std::string::npos);
 }
 
 TEST(MetricsTest, ServeReportsAnUnusableAddress) {
