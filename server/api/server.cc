@@ -5,10 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "kernels/device.h"
 #include "model/model_loader.h"
 #include "server/api/generation_service.h"
@@ -53,6 +51,7 @@ class Server::Impl {
   ServerOptions options_;
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<GenerationService> service_;
+  std::unique_ptr<HealthService> health_service_;  // NOT_SERVING until the watcher says so
   std::unique_ptr<grpc::Server> grpc_;
   int grpc_port_ = 0;
   std::unique_ptr<HealthWatcher> health_;
@@ -76,24 +75,20 @@ absl::Status Server::Impl::start() {
     }
   }
   service_ = std::make_unique<GenerationService>(metrics_.get());
-  grpc::EnableDefaultHealthCheckService(true);
-  // gRPC's built-in health service does not register the grpc.health.v1 descriptors with
-  // protobuf; touching ours links them in, so reflection can describe the health service
-  // (`grpcurl -plaintext HOST:PORT grpc.health.v1.Health/Check` works).
-  (void)grpc::health::v1::HealthCheckRequest::descriptor();
+  health_service_ = std::make_unique<HealthService>(
+      std::vector<std::string>{v1::Generation::service_full_name()});
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = host_port(options_.host, options_.port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &grpc_port_);
   builder.RegisterService(service_.get());
+  builder.RegisterService(health_service_.get());
   grpc_ = builder.BuildAndStart();
   if (grpc_ == nullptr || grpc_port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", address));
   }
   health_ = std::make_unique<HealthWatcher>(
-      grpc_->GetHealthCheckService(),
-      std::vector<std::string>{v1::Generation::service_full_name()},
-      [this] { return is_serving(); }, options_.health_period);
+      health_service_.get(), [this] { return is_serving(); }, options_.health_period);
   return absl::OkStatus();
 }
 
@@ -145,6 +140,7 @@ void Server::Impl::shutdown(std::chrono::milliseconds grace) {
   draining_.store(true);
   if (health_) health_->stop();          // NOT_SERVING from here on
   if (engine_) engine_->drain();         // new requests UNAVAILABLE; admitted ones finish
+  if (health_service_) health_service_->shutdown();  // ends open Watch streams
   if (grpc_) {
     grpc_->Shutdown(std::chrono::system_clock::now() + grace);
     grpc_->Wait();

@@ -1,8 +1,13 @@
 // End-to-end: server life cycle (health while starting, SERVING, NOT_SERVING while draining,
-// clean exit on SIGTERM) and overload (RESOURCE_EXHAUSTED at once when the waiting queue is
-// full). Each test starts its own server process. Skipped without the model file.
+// health Watch streams ended at shutdown, clean exit on SIGTERM) and overload
+// (RESOURCE_EXHAUSTED at once when the waiting queue is full). Each test starts its own server
+// process. Skipped without the model file.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -14,6 +19,39 @@ namespace flashserve::e2e {
 namespace {
 
 using Health = grpc::health::v1::HealthCheckResponse;
+
+// A grpc.health.v1.Health/Watch("") stream read on its own thread.
+struct HealthWatchLog {
+  grpc::ClientContext context;
+  std::vector<Health::ServingStatus> seen;  // every message, in order; read after join()
+  grpc::Status status;                      // how the stream ended
+  std::atomic<int> num_received{0};         // may be polled while reading
+  std::thread reader;
+
+  // Reads until the stream ends or, with `until_serving`, until the first SERVING (then
+  // cancels the call).
+  void start(const std::shared_ptr<grpc::Channel>& channel, bool until_serving) {
+    context.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
+    reader = std::thread([this, channel, until_serving] {
+      auto stub = grpc::health::v1::Health::NewStub(channel);
+      auto stream = stub->Watch(&context, grpc::health::v1::HealthCheckRequest());
+      Health message;
+      while (stream->Read(&message)) {
+        seen.push_back(message.status());
+        num_received.fetch_add(1);
+        if (until_serving && message.status() == Health::SERVING) context.TryCancel();
+      }
+      status = stream->Finish();
+    });
+  }
+  void join() {
+    if (reader.joinable()) reader.join();
+  }
+  ~HealthWatchLog() {
+    context.TryCancel();
+    join();
+  }
+};
 
 class LifecycleE2E : public ::testing::Test {
  protected:
@@ -34,11 +72,80 @@ class LifecycleE2E : public ::testing::Test {
   std::unique_ptr<ServerProcess> server_;
 };
 
+// The model "file" is a FIFO that nobody writes to yet: loading blocks in open() for as long
+// as the test wants, so, deterministically, the very first health answer and every one while
+// loading is NOT_SERVING, a Watch starts with NOT_SERVING, unknown services are NOT_FOUND and
+// Generation is UNAVAILABLE. Opening the FIFO's write end lets the load fail (not a regular
+// file); the server exits 1 by itself, and its shutdown ends the Watch stream.
+TEST_F(LifecycleE2E, HealthIsNotServingFromTheFirstAnswerWhileLoading) {
+  char dir[] = "/tmp/flashserve-e2e-fifo-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string fifo = std::string(dir) + "/model.gguf";
+  struct Cleanup {
+    std::string dir, fifo;
+    ~Cleanup() {
+      ::unlink(fifo.c_str());
+      ::rmdir(dir.c_str());
+    }
+  } cleanup{dir, fifo};
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  model_ = fifo;
+  ASSERT_NO_FATAL_FAILURE(start({}));
+
+  grpc::Status rpc;
+  EXPECT_EQ(server_->health(&rpc), Health::NOT_SERVING);  // the very first answer
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  auto health = grpc::health::v1::Health::NewStub(server_->channel());
+  auto check = [&](const std::string& service, Health* response) {
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    auto context = context_with_timeout(std::chrono::seconds(10));
+    return health->Check(context.get(), request, response);
+  };
+  Health response;
+  ASSERT_TRUE(check("flashserve.v1.Generation", &response).ok());
+  EXPECT_EQ(response.status(), Health::NOT_SERVING);
+  EXPECT_EQ(check("flashserve.v1.Nope", &response).error_code(), grpc::StatusCode::NOT_FOUND);
+  const UnaryResult r =
+      generate(server_->stub().get(), greedy_request("Hi", 1), std::chrono::seconds(30));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE) << r.status.error_message();
+
+  HealthWatchLog watch;
+  watch.start(server_->channel(), /*until_serving=*/false);
+  for (int i = 0; i < 6000 && watch.num_received.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(watch.num_received.load(), 0);
+  EXPECT_EQ(server_->health(), Health::NOT_SERVING);  // still loading
+
+  // Unblock the loader: a writer appears and leaves at once.
+  int fd = -1;
+  for (int i = 0; i < 6000 && fd < 0; ++i) {
+    fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // ENXIO until it reads
+    if (fd < 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  for (int i = 0; i < 6000 && server_->running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(server_->stop(SIGKILL), 1);  // exited by itself with 1 (load failed)
+  EXPECT_THAT(server_->log(), ::testing::HasSubstr("is not a regular file"));
+  watch.join();
+  EXPECT_THAT(watch.seen, ::testing::ElementsAre(Health::NOT_SERVING));
+  EXPECT_EQ(watch.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(watch.status.error_message(), ::testing::HasSubstr("shutting down"));
+}
+
 // Health is never SERVING before the model is loaded: every answer before the first SERVING
-// is NOT_SERVING (the loading phase may be too short to observe), and Generation answers
-// UNAVAILABLE while not serving.
+// is NOT_SERVING, and Generation answers UNAVAILABLE while not serving. (Whether any answer
+// lands before loading ends is up to timing, so the first answer is not required to be
+// NOT_SERVING; the status is NOT_SERVING from before the port is bound, see health_test.cc.)
+// A Watch opened at once sees NOT_SERVING then SERVING, or only SERVING: no repeats.
 TEST_F(LifecycleE2E, HealthTurnsServingOnlyAfterLoading) {
   ASSERT_NO_FATAL_FAILURE(start({}));
+  HealthWatchLog watch;
+  watch.start(server_->channel(), /*until_serving=*/true);
   auto stub = server_->stub();
   std::vector<Health::ServingStatus> seen;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -67,14 +174,26 @@ TEST_F(LifecycleE2E, HealthTurnsServingOnlyAfterLoading) {
   auto context = context_with_timeout(std::chrono::seconds(10));
   ASSERT_TRUE(health->Check(context.get(), request, &response).ok());
   EXPECT_EQ(response.status(), Health::SERVING);
+  watch.join();
+  ASSERT_FALSE(watch.seen.empty()) << watch.status.error_message();
+  EXPECT_EQ(watch.seen.back(), Health::SERVING);
+  if (watch.seen.size() > 1) {
+    EXPECT_EQ(watch.seen[0], Health::NOT_SERVING);
+  }
+  EXPECT_LE(watch.seen.size(), 2u);
+  EXPECT_EQ(watch.status.error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_EQ(server_->stop(SIGINT), 0);
 }
 
 // SIGTERM: health goes NOT_SERVING at once, admitted requests still finish completely, new
-// ones are refused with UNAVAILABLE, and the process exits 0.
+// ones are refused with UNAVAILABLE, an open health Watch gets NOT_SERVING and is ended by the
+// server (UNAVAILABLE; had shutdown waited for it, the drain deadline would have cancelled
+// it), and the process exits 0.
 TEST_F(LifecycleE2E, SigtermDrainsThenExits) {
   ASSERT_NO_FATAL_FAILURE(start({}));
   ASSERT_TRUE(server_->wait_serving().ok());
+  HealthWatchLog watch;
+  watch.start(server_->channel(), /*until_serving=*/false);
   auto stub = server_->stub();
   constexpr int kNewTokens = 48;
   v1::GenerateRequest request = greedy_request("Write a poem about autumn leaves.", kNewTokens);
@@ -114,6 +233,10 @@ TEST_F(LifecycleE2E, SigtermDrainsThenExits) {
   EXPECT_TRUE(have_final);
   EXPECT_EQ(num_tokens, kNewTokens);
   terminator.join();
+  watch.join();
+  EXPECT_THAT(watch.seen, ::testing::ElementsAre(Health::SERVING, Health::NOT_SERVING));
+  EXPECT_EQ(watch.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(watch.status.error_message(), ::testing::HasSubstr("shutting down"));
 }
 
 // With one running slot and one waiting slot taken, the next request is refused at once with

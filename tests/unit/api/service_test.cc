@@ -67,11 +67,11 @@ class ServiceTest : public ::testing::Test {
     backend_.device = "cpu";
     service_ = std::make_unique<GenerationService>(&metrics_);
     if (with_backend) service_->set_backend(&backend_);
-    grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(service_.get());
+    builder.RegisterService(&health_);
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port, 0);
@@ -82,6 +82,7 @@ class ServiceTest : public ::testing::Test {
 
   void TearDown() override {
     gate_closed_ = false;
+    health_.shutdown();
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
     engine_.reset();
   }
@@ -121,6 +122,7 @@ class ServiceTest : public ::testing::Test {
   std::unique_ptr<engine::Engine> engine_;
   Backend backend_;
   std::unique_ptr<GenerationService> service_;
+  HealthService health_{{std::string(v1::Generation::service_full_name())}};
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Generation::Stub> stub_;
@@ -344,9 +346,7 @@ TEST_F(ServiceTest, HealthFollowsTheEngine) {
   engine::EngineOptions options;
   options.stall_threshold = std::chrono::milliseconds(100);
   ASSERT_NO_FATAL_FAILURE(start(options));
-  HealthWatcher watcher(server_->GetHealthCheckService(),
-                        {std::string(v1::Generation::service_full_name())},
-                        [this] { return engine_serving(engine_->snapshot()); },
+  HealthWatcher watcher(&health_, [this] { return engine_serving(engine_->snapshot()); },
                         std::chrono::milliseconds(10));
   auto health = grpc::health::v1::Health::NewStub(channel_);
   auto status_of = [&](const std::string& service) {
