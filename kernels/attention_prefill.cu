@@ -8,6 +8,10 @@
 #include "kernels/attention_dispatch.cuh"
 #include "kernels/attention_prefill.cuh"
 #include "kernels/attention_prefill_sm90.cuh"
+#include "kernels/attention_prefill_sm90_ws.cuh"
+
+#include <cstdlib>
+#include <cstring>
 
 namespace flashserve::kernels {
 namespace {
@@ -26,6 +30,21 @@ absl::StatusOr<bool> current_device_is_hopper() {
 // (Q kept in registers) is as fast or faster at every length.
 constexpr bool hopper_path_preferred(int head_dim) { return head_dim >= 128; }
 
+// Which Hopper kernel runs at head_dim 128: the warp-specialized one (producer warpgroup,
+// mbarrier rings, ping-pong consumers; kernels/attention_prefill_sm90_ws.cuh) or the v5 kernel
+// (kernels/attention_prefill_sm90.cuh). FLASHSERVE_PREFILL_SM90=ws|ws_nopp|v5 overrides the
+// default (the tests run all three). head_dim 64 always uses the v5 kernel (3 warpgroups).
+// Measured (bench/attention/NOTES.md v7, runs 10-11): ws 1.17-1.38x v5 at d128, tests pass.
+constexpr bool kSm90WarpSpecializedDefault = true;
+// 0 = v5 kernel, 1 = warp-specialized, 2 = warp-specialized without ping-pong (experiment).
+int sm90_kernel_choice() {
+  const char* env = std::getenv("FLASHSERVE_PREFILL_SM90");
+  if (env == nullptr || *env == '\0') return kSm90WarpSpecializedDefault ? 1 : 0;
+  if (std::strcmp(env, "ws") == 0) return 1;
+  if (std::strcmp(env, "ws_nopp") == 0) return 2;
+  return 0;
+}
+
 template <typename T, int kHeadDim>
 absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
   auto* kernel = device::attention_prefill_kernel<T, kHeadDim>;
@@ -40,6 +59,19 @@ absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
 
 template <typename T, int kHeadDim>
 absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
+  if constexpr (kHeadDim == 128) {
+    if (const int choice = sm90_kernel_choice(); choice != 0) {
+      auto* kernel = choice == 1 ? device::attention_prefill_sm90_ws_kernel<T, kHeadDim, true>
+                                 : device::attention_prefill_sm90_ws_kernel<T, kHeadDim, false>;
+      const int smem = device::sm90ws_smem_bytes(kHeadDim);
+      if (absl::Status s = device::set_smem_limit(kernel, smem); !s.ok()) return s;
+      constexpr int kBlockM = device::sm90ws_block_m();
+      const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.num_heads, p.num_seqs);
+      kernel<<<grid, device::sm90ws_threads(), smem, stream>>>(p);
+      CUDA_CHECK(cudaGetLastError());
+      return absl::OkStatus();
+    }
+  }
   auto* kernel = device::attention_prefill_sm90_kernel<T, kHeadDim>;
   const int smem = device::sm90_smem_bytes(kHeadDim);
   if (absl::Status s = device::set_smem_limit(kernel, smem); !s.ok()) return s;

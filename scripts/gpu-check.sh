@@ -9,7 +9,8 @@
 # Binaries come from BIN_DIR (default .gpu/bin, made here with
 #   ../shared/tools/gpu-bundle .gpu build-cuda/bin/attention_cuda_test build-cuda/bin/attention_bench)
 # and run with LD_LIBRARY_PATH=.gpu/lib:/usr/local/cuda/lib64. BENCH_ARGS (e.g. --quick)
-# goes to both benchmark programs. Files written: summary.txt, tests.log, sanitizer.log,
+# goes to both benchmark programs; NCU_KERNEL / NCU_COUNT narrow the ncu stage (default: every
+# prefill kernel, 4 launches). Files written: summary.txt, tests.log, sanitizer.log,
 # bench.log, ours.csv, peers.csv, table.md, ncu.txt.
 set -uo pipefail
 out=${1:?usage: $0 OUT_DIR [stage...]}
@@ -29,7 +30,7 @@ if has info; then
 fi
 if has sass; then  # are the matrix instructions we meant there? (HGMMA = wgmma, HMMA = mma.sync)
   cuobjdump -sass "$bin/attention_bench" | awk '/Function :/ {f = $3} {print f "\t" $0}' > /tmp/sass.txt
-  for k in attention_prefill_sm90_kernel attention_prefill_kernel attention_decode_kernel; do
+  for k in attention_prefill_sm90_ws_kernel attention_prefill_sm90_kernel attention_prefill_kernel attention_decode_kernel; do
     sass=$(grep "$k" /tmp/sass.txt)
     note "sass $k (all archs, all instantiations): HGMMA $(grep -c HGMMA <<<"$sass") HMMA $(grep -c HMMA <<<"$sass") LDSM $(grep -c LDSM <<<"$sass") LDL/STL $(grep -cE 'LDL|STL' <<<"$sass")"
   done
@@ -62,7 +63,7 @@ if has peers; then
   cat "$out/table.md" 2>/dev/null
 fi
 if has ncu; then
-  timeout 240 ncu --clock-control none --kernel-name regex:attention_prefill --launch-count 4 \
+  timeout 240 ncu --clock-control none --kernel-name regex:${NCU_KERNEL:-attention_prefill} --launch-count ${NCU_COUNT:-4} \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --section ComputeWorkloadAnalysis --section SchedulerStats \
     --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \

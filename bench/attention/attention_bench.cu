@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -228,9 +229,31 @@ bool bench_prefill(bool quick, bool hopper) {
         AttentionParams naive = pr.p;
         naive.out = pr.ref->ptr;
         BENCH_OK(attention_naive(naive, ws.ptr, ws.bytes, nullptr));
+        // At d128 on Hopper also other Hopper kernels (FLASHSERVE_PREFILL_SM90,
+        // kernels/attention_prefill.cu), in rows named "wgmma_<variant>" (ws, ws_nopp, v5).
+        std::vector<std::pair<PrefillImpl, std::string>> runs;
         for (PrefillImpl impl : impls) {
+          runs.push_back({impl, impl == PrefillImpl::kHopper ? "wgmma" : "mma"});
+        }
+        if (hopper && head_dim == 128) {
+          // BENCH_SM90_VARIANTS: space-separated, default "v5" (the previous kernel).
+          const char* env = std::getenv("BENCH_SM90_VARIANTS");
+          std::string variants = env != nullptr ? env : "v5";
+          for (size_t pos = 0; pos < variants.size();) {
+            const size_t end = std::min(variants.find(' ', pos), variants.size());
+            if (end > pos) runs.push_back({PrefillImpl::kHopper, "wgmma_" + variants.substr(pos, end - pos)});
+            pos = end + 1;
+          }
+        }
+        for (const auto& [impl, impl_name] : runs) {
           pr.p.prefill_impl = impl;
-          const char* name = impl == PrefillImpl::kHopper ? "wgmma" : "mma";
+          const char* name = impl_name.c_str();
+          const bool variant = impl_name.size() > 5;
+          if (variant) {
+            setenv("FLASHSERVE_PREFILL_SM90", impl_name.c_str() + 6, 1);
+          } else {
+            unsetenv("FLASHSERVE_PREFILL_SM90");
+          }
           BENCH_CUDA(cudaMemset(pr.out->ptr, 0xff, pr.out->bytes));
           BENCH_OK(attention_prefill(pr.p, nullptr));
           if (!validate(pr, (config + " " + name).c_str())) {

@@ -12,6 +12,7 @@
 // FLASHSERVE_TEST_MAX_LEN caps sequence lengths (the compute-sanitizer runs use 97).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <tuple>
 
@@ -108,10 +109,8 @@ bool device_is_hopper() {
 using PrefillCase = std::tuple<PrefillImpl, DType, int, bool, int, bool>;
 class PrefillTest : public ::testing::TestWithParam<PrefillCase> {};
 
-TEST_P(PrefillTest, MatchesReferenceWithinNaiveError) {
-  SKIP_WITHOUT_GPU();
-  const auto [impl, dtype, head_dim, causal, ratio, chunked] = GetParam();
-  if (impl == PrefillImpl::kHopper && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+void run_prefill_case(const PrefillCase& param) {
+  const auto [impl, dtype, head_dim, causal, ratio, chunked] = param;
   ProblemShape s;
   s.dtype = dtype;
   s.head_dim = head_dim;
@@ -138,6 +137,49 @@ TEST_P(PrefillTest, MatchesReferenceWithinNaiveError) {
   });
   expect_within_naive(pr, fused, run_naive(pr, base), "seed " + std::to_string(seed));
 }
+
+TEST_P(PrefillTest, MatchesReferenceWithinNaiveError) {
+  SKIP_WITHOUT_GPU();
+  const PrefillImpl impl = std::get<0>(GetParam());
+  if (impl == PrefillImpl::kHopper && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  run_prefill_case(GetParam());
+}
+
+// Both Hopper kernels at head_dim 128, whichever is the default: FLASHSERVE_PREFILL_SM90
+// (kernels/attention_prefill.cu) selects the warp-specialized ("ws") or the v5 kernel.
+// (variant, dtype, causal, GQA ratio, chunked)
+using Sm90Case = std::tuple<std::string, DType, bool, int, bool>;
+class PrefillSm90VariantTest : public ::testing::TestWithParam<Sm90Case> {};
+
+TEST_P(PrefillSm90VariantTest, MatchesReferenceWithinNaiveError) {
+  SKIP_WITHOUT_GPU();
+  if (!device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  const auto [variant, dtype, causal, ratio, chunked] = GetParam();
+  const char* saved = std::getenv("FLASHSERVE_PREFILL_SM90");
+  const std::string restore = saved != nullptr ? saved : "";
+  setenv("FLASHSERVE_PREFILL_SM90", variant.c_str(), 1);
+  run_prefill_case({PrefillImpl::kHopper, dtype, 128, causal, ratio, chunked});
+  if (saved != nullptr) {
+    setenv("FLASHSERVE_PREFILL_SM90", restore.c_str(), 1);
+  } else {
+    unsetenv("FLASHSERVE_PREFILL_SM90");
+  }
+}
+
+std::string sm90_name(const ::testing::TestParamInfo<Sm90Case>& info) {
+  const auto [variant, dtype, causal, ratio, chunked] = info.param;
+  return "sm90" + variant + "_" + testing::dtype_name(dtype) + "_d128" +
+         (causal ? "_causal" : "_full") + "_gqa" + std::to_string(ratio) +
+         (chunked ? "_chunked" : "_varlen");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sm90, PrefillSm90VariantTest,
+    ::testing::Combine(::testing::Values(std::string("ws"), std::string("ws_nopp"),
+                                         std::string("v5")),
+                       ::testing::Values(DType::kBf16, DType::kFp16), ::testing::Bool(),
+                       ::testing::Values(1, 3, 8), ::testing::Bool()),
+    sm90_name);
 
 std::string prefill_name(const ::testing::TestParamInfo<PrefillCase>& info) {
   const auto [impl, dtype, head_dim, causal, ratio, chunked] = info.param;

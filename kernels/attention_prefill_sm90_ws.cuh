@@ -1,0 +1,384 @@
+#pragma once
+// Fused FlashAttention forward for prefill, Hopper path, warp-specialized (v7, head_dim 128).
+//
+// Same tiles, wgmma instructions, softmax and numerics as kernels/attention_prefill_sm90.cuh
+// (128 query rows per CTA, 2 consumer warpgroups x 64 rows, 128-key K/V tiles in wgmma's
+// 128-byte-swizzled layout). What changes is how the tiles arrive and how the warpgroups are
+// scheduled, after the v3/v6 measurements (bench/attention/NOTES.md) showed the per-tile
+// __syncthreads keeping both warpgroups in lock-step:
+//
+//   * Threads 0-255 = 2 consumer warpgroups; threads 256-383 = 1 producer warpgroup that issues
+//     every copy (Q once, then K_0, K_1, V_0, K_2, V_1, ... in the consumers' order) into a
+//     ring of kStages K buffers and kStages V buffers. No __syncthreads in the main loop:
+//     each buffer has a "full" mbarrier (producer -> consumers) and an "empty" mbarrier
+//     (all 256 consumer threads arrive when their wgmma reading it has completed).
+//   * Copies stay cp.async (16 B, generic proxy) with the swizzled shared addresses computed
+//     by the producer, not TMA: the K/V cache is paged, a tensor map would need a host-built
+//     descriptor per cache and call (driver API), and TMA cannot zero-fill rows past the
+//     sequence end inside a 64-row block (V rows there must be 0, the cache holds anything,
+//     NaN in the tests); cp.async's src-size 0 does it per row for free. The producer
+//     warpgroup has nothing else to do, so its 32 cp.async per thread and K+V tile are off the
+//     consumers' issue slots.
+//   * Proxy ordering (HOPPER.md): wgmma reads shared memory through the async proxy, so the
+//     thread that wrote (each producer thread) waits for its cp.async group, fences
+//     (fence.proxy.async.shared::cta) and only then arrives on the "full" barrier. To avoid
+//     stalling on every group, the producer signals group g when group g+1 has been issued
+//     (cp.async.wait_group 1); the order above keeps that deadlock-free with 2 stages
+//     (the consumer never needs the newest group before releasing the buffer the producer
+//     waits for).
+//   * Ping-pong: named barriers 1 and 2 order the two consumer warpgroups' GEMM issue
+//     (FA3): warpgroup w waits on barrier 1+w, issues S_n = Q K_n^T and O += P_{n-1} V_{n-1},
+//     then arrives on the other's barrier, so one warpgroup's softmax runs while the other's
+//     GEMMs occupy the tensor cores. Warpgroup 1 pre-arrives once and skips its last arrive,
+//     so both barriers end balanced.
+//   * setmaxnreg: the CTA starts at 168 registers per thread (384 threads); the producer drops
+//     to 40 and the consumers rise to 232 (the v5 consumer code uses 205). A lone producer warp
+//     (288 threads) does not help: 9 warps over 4 SM sub-partitions cap registers at 168 too.
+#include "kernels/attention_prefill_sm90.cuh"
+
+namespace flashserve::kernels::device {
+
+constexpr int sm90ws_consumer_threads() { return 256; }
+constexpr int sm90ws_threads() { return sm90ws_consumer_threads() + 128; }
+// setmaxnreg budgets: 128 * (2 * 232 + 40) = 64512 <= 65536 registers.
+constexpr int sm90ws_consumer_regs() { return 232; }
+constexpr int sm90ws_producer_regs() { return 40; }
+constexpr int sm90ws_block_m() { return 128; }
+constexpr int sm90ws_block_n() { return 128; }
+constexpr int sm90ws_stages() { return 2; }
+// Q + kStages K + kStages V tiles, 1 KiB to align them to 1024 B, 256 B for the mbarriers.
+constexpr int sm90ws_smem_bytes(int head_dim) {
+  return (sm90ws_block_m() + 2 * sm90ws_stages() * sm90ws_block_n()) * head_dim * 2 + 1024 + 256;
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// load_tile_async for kThreads threads numbered tid (kSw128 layout): thread copies chunk
+// tid % C (C = kHeadDim / 8 chunks per row) of rows tid / C + i * R (R = kThreads / C rows per
+// step). row % 8 takes J = max(1, 8 / R) values per thread, so it keeps J destination bases and
+// every copy is one cp.async at an immediate offset from one of them. Rows >= valid_rows are
+// zero-filled.
+template <int kRows, int kHeadDim, int kThreads, typename T>
+__device__ __forceinline__ void load_tile_group(T* tile, int valid_rows, const T* lo, const T* hi,
+                                                int64_t row_stride, int tid) {
+  constexpr int C = kHeadDim / 8;
+  constexpr int R = kThreads / C;
+  constexpr int J = R >= 8 ? 1 : 8 / R;
+  static_assert(kThreads % C == 0 && (8 % R == 0 || R % 8 == 0) && 64 % R == 0,
+                "rows per step must divide or be a multiple of 8, and divide 64");
+  const int c = tid % C;
+  const int r0 = tid / C;
+  uint32_t dst[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    dst[j] = smem_addr(tile + tile_offset<TileLayout::kSw128, kRows, kHeadDim>(r0 + j * R, c * 8));
+  }
+  const T* src_lo = lo + r0 * row_stride + c * 8;
+  const T* src_hi = hi + r0 * row_stride + c * 8;
+#pragma unroll
+  for (int i = 0; i < kRows / R; ++i) {
+    const int row0 = i * R;  // compile-time
+    const bool valid = r0 + row0 < valid_rows;
+    const T* src = row0 < 64 ? src_lo + row0 * row_stride : src_hi + (row0 - 64) * row_stride;
+    cp_async_16(dst[i % J] + 2 * ((i / J) * J * R * 64), valid ? src : src_lo, valid);
+  }
+}
+
+// kPingPong = false drops the named-barrier turns (an experiment knob: FLASHSERVE_PREFILL_SM90
+// = ws_nopp; the consumers then drift freely, ordered only by the mbarriers).
+template <typename T, int kHeadDim, bool kPingPong = true>
+__global__ void __launch_bounds__(sm90ws_threads(), 1)
+    attention_prefill_sm90_ws_kernel(const AttentionParams p) {
+#ifdef FLASHSERVE_SM90A
+  static_assert(kHeadDim == 128, "the warp-specialized kernel is built for head_dim 128 only");
+  constexpr int kBlockM = sm90ws_block_m();
+  constexpr int kBlockN = sm90ws_block_n();
+  constexpr int kStages = sm90ws_stages();
+  constexpr int kConsumers = sm90ws_consumer_threads();
+  constexpr int kSRegs = kBlockN / 2;
+  constexpr int kORegs = kHeadDim / 2;
+  constexpr int kTile = kBlockN * kHeadDim;  // elements per K or V buffer
+  using Traits = DTypeTraits<T>;
+
+  const int seq = blockIdx.z;
+  const int head = blockIdx.y;
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest (causal) row blocks first
+  const int q_start = p.cu_seqlens_q[seq];
+  const int q_len = p.cu_seqlens_q[seq + 1] - q_start;
+  const int m_base = m_block * kBlockM;
+  if (m_base >= q_len) return;  // whole CTA, before any barrier
+  const int kv_len = p.seqlens_k[seq];
+  const int q_offset = kv_len - q_len;
+  const int kv_head = head / (p.num_heads / p.num_kv_heads);
+  const int rows = min(kBlockM, q_len - m_base);
+  const int n_end = p.causal ? min(kv_len, q_offset + m_base + rows) : kv_len;
+  const int num_tiles = (n_end + kBlockN - 1) / kBlockN;
+
+  extern __shared__ uint4 smem_raw[];
+  const uint32_t pad = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
+  T* sq = reinterpret_cast<T*>(reinterpret_cast<char*>(smem_raw) + pad);
+  T* sk = sq + kBlockM * kHeadDim;      // [kStages][kTile]
+  T* sv = sk + kStages * kTile;         // [kStages][kTile]
+  const uint32_t bars = smem_addr(sv + kStages * kTile);  // 8-byte mbarriers:
+  const uint32_t q_full = bars;                           // [0]
+  auto k_full = [&](int s) { return bars + 8 * (1 + s); };
+  auto k_empty = [&](int s) { return bars + 8 * (1 + kStages + s); };
+  auto v_full = [&](int s) { return bars + 8 * (1 + 2 * kStages + s); };
+  auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * kStages + s); };
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 128);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(k_full(s), 128);
+      mbar_init(v_full(s), 128);
+      mbar_init(k_empty(s), kConsumers);
+      mbar_init(v_empty(s), kConsumers);
+    }
+  }
+  __syncthreads();  // the only CTA-wide barrier
+
+  if (threadIdx.x >= kConsumers) {
+    // ---------------- producer warpgroup (128 threads issue every copy) ----------------
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(sm90ws_producer_regs()));
+    if (num_tiles == 0) return;
+    const int tid = threadIdx.x - kConsumers;
+    const int64_t q_row_stride = static_cast<int64_t>(p.num_heads) * kHeadDim;
+    const T* q_base = static_cast<const T*>(p.q) +
+                      (static_cast<int64_t>(q_start + m_base) * p.num_heads + head) * kHeadDim;
+    const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+    auto cache_rows = [&](const T* cache, int key) {
+      return cache + kv_cache_offset(table[key / p.block_size], kv_head, key % p.block_size,
+                                     p.num_kv_heads, p.block_size, kHeadDim);
+    };
+    auto load_kv = [&](const void* cache, T* dst, int tile) {
+      const int key0 = tile * kBlockN;
+      const T* base = static_cast<const T*>(cache);
+      const T* r0 = cache_rows(base, key0);
+      const T* r1 = key0 + 64 < kv_len ? cache_rows(base, key0 + 64) : r0;  // never past the end
+      load_tile_group<kBlockN, kHeadDim, 128>(dst, kv_len - key0, r0, r1, kHeadDim, tid);
+    };
+    // Group g is signalled once group g + 1 is in flight (see the header comment).
+    uint32_t prev_bar = 0;
+    bool have_prev = false;
+    auto issued = [&](uint32_t bar) {
+      cp_async_commit();
+      if (have_prev) {
+        cp_async_wait<1>();
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        mbar_arrive(prev_bar);
+      }
+      prev_bar = bar;
+      have_prev = true;
+    };
+    load_tile_group<kBlockM, kHeadDim, 128>(sq, rows, q_base, q_base + 64 * q_row_stride,
+                                            q_row_stride, tid);
+    issued(q_full);
+    load_kv(p.k_cache, sk, 0);
+    issued(k_full(0));
+    for (int t = 1; t <= num_tiles; ++t) {
+      if (t < num_tiles) {
+        const int s = t % kStages;
+        if (t >= kStages) mbar_wait(k_empty(s), ((t / kStages) - 1) & 1);
+        load_kv(p.k_cache, sk + s * kTile, t);
+        issued(k_full(s));
+      }
+      const int v = t - 1;
+      const int s = v % kStages;
+      if (v >= kStages) mbar_wait(v_empty(s), ((v / kStages) - 1) & 1);
+      load_kv(p.v_cache, sv + s * kTile, v);
+      issued(v_full(s));
+    }
+    cp_async_wait<0>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    mbar_arrive(prev_bar);
+  } else {
+  // ---------------- consumer warpgroups ----------------
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(sm90ws_consumer_regs()));
+  const int warpgroup = threadIdx.x / 128;
+  const int warp = (threadIdx.x / 32) % 4;
+  const int lane = threadIdx.x % 32;
+  const int thread_row = warpgroup * 64 + warp * 16 + (lane >> 2);  // + 8 for h = 1
+  const float scale_log2 = p.softmax_scale * kLog2e;
+
+  float o[kORegs];
+  float s[kSRegs];
+  uint32_t pf[kBlockN / 16][4];
+#pragma unroll
+  for (int i = 0; i < kORegs; ++i) o[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kSRegs; ++i) s[i] = 0.f;
+  float row_max[2] = {kNegInf, kNegInf};
+  float row_sum[2] = {0.f, 0.f};
+
+  auto issue_s = [&](const T* k_tile) {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      const uint64_t desc_q =
+          sw128_desc(sq + (kk >> 2) * kBlockM * 64 + warpgroup * 64 * 64 + (kk & 3) * 16, 16, 1024);
+      const uint64_t desc_k = sw128_desc(k_tile + (kk >> 2) * kBlockN * 64 + (kk & 3) * 16, 16, 1024);
+      wgmma_ss<T, kBlockN>(s, desc_q, desc_k, kk > 0 ? 1 : 0);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  };
+  auto issue_pv = [&](const T* v_tile) {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks) {
+      wgmma_rs_tn<T, kHeadDim>(o, pf[ks], sw128_desc(v_tile + ks * 16 * 64, kBlockN * 128, 1024));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  };
+  auto softmax = [&](int n, float (&correction)[2]) {
+    const int key0 = n * kBlockN;
+    const bool crosses_end = key0 + kBlockN > kv_len;
+    const bool crosses_diagonal = p.causal && key0 + kBlockN - 1 > q_offset + m_base;
+    if (crosses_end || crosses_diagonal) {
+#pragma unroll
+      for (int i = 0; i < kSRegs; ++i) {
+        const int key = key0 + (i / 4) * 8 + 2 * (lane & 3) + (i & 1);
+        const int row = m_base + thread_row + ((i >> 1) & 1) * 8;
+        const bool visible = key < kv_len && (!p.causal || key <= q_offset + row);
+        if (!visible) s[i] = kNegInf;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // see attention_prefill.cuh for the -inf handling
+      float m_new = row_max[h];
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+        m_new = fmaxf(m_new, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      }
+      m_new = quad_max(m_new);
+      const float m_scaled = m_new == kNegInf ? 0.f : m_new * scale_log2;
+      correction[h] = fast_exp2(row_max[h] * scale_log2 - m_scaled);
+      row_max[h] = m_new;
+      float tile_sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          s[4 * j + e] = fast_exp2(fmaf(s[4 * j + e], scale_log2, -m_scaled));
+          tile_sum += s[4 * j + e];
+        }
+      }
+      row_sum[h] = row_sum[h] * correction[h] + tile_sum;
+    }
+  };
+  auto rescale_o_and_pack_p = [&](const float (&correction)[2]) {
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      o[4 * j + 0] *= correction[0];
+      o[4 * j + 1] *= correction[0];
+      o[4 * j + 2] *= correction[1];
+      o[4 * j + 3] *= correction[1];
+    }
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 16; ++ks) {
+      pf[ks][0] = Traits::pack(s[8 * ks + 0], s[8 * ks + 1]);
+      pf[ks][1] = Traits::pack(s[8 * ks + 2], s[8 * ks + 3]);
+      pf[ks][2] = Traits::pack(s[8 * ks + 4], s[8 * ks + 5]);
+      pf[ks][3] = Traits::pack(s[8 * ks + 6], s[8 * ks + 7]);
+    }
+  };
+  // GEMM-issue turns (ping-pong): region r of warpgroup w waits on barrier 1 + w and, except
+  // warpgroup 1's last region, hands the turn to the other warpgroup afterwards.
+  const int my_turn = 1 + warpgroup;
+  const int other_turn = 2 - warpgroup;
+  auto end_turn = [&](int region) {
+    if (!kPingPong) return;
+    if (!(warpgroup == 1 && region == num_tiles - 1)) named_bar_arrive(other_turn, kConsumers);
+  };
+  auto begin_turn = [&] {
+    if (kPingPong) named_bar_sync(my_turn, kConsumers);
+  };
+
+  if (num_tiles > 0) {
+    if (kPingPong && warpgroup == 1) named_bar_arrive(1, kConsumers);  // warpgroup 0 first
+    mbar_wait(q_full, 0);
+    mbar_wait(k_full(0), 0);
+    begin_turn();
+    issue_s(sk);
+    end_turn(0);
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    fence_operands(s);
+    mbar_arrive(k_empty(0));
+    float correction[2];
+    softmax(0, correction);
+    rescale_o_and_pack_p(correction);
+  }
+  for (int n = 1; n < num_tiles; ++n) {
+    const int ks = n % kStages, vs = (n - 1) % kStages;
+    mbar_wait(k_full(ks), (n / kStages) & 1);
+    mbar_wait(v_full(vs), ((n - 1) / kStages) & 1);
+    begin_turn();
+    fence_operands(o);
+    issue_s(sk + ks * kTile);
+    issue_pv(sv + vs * kTile);
+    end_turn(n);
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // S_n done
+    fence_operands(s);
+    mbar_arrive(k_empty(ks));
+    float correction[2];
+    softmax(n, correction);
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");  // P_{n-1} V_{n-1} done
+    fence_operands(o);
+    mbar_arrive(v_empty(vs));
+    rescale_o_and_pack_p(correction);
+  }
+  if (num_tiles > 0) {
+    const int vs = (num_tiles - 1) % kStages;
+    mbar_wait(v_full(vs), ((num_tiles - 1) / kStages) & 1);
+    fence_operands(o);
+    issue_pv(sv + vs * kTile);
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    fence_operands(o);
+  }
+
+  // ---- epilogue: out = O / l, lse = m * scale + log(l) ----
+  T* out = static_cast<T*>(p.out);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float l = quad_sum(row_sum[h]);
+    const float inv_l = l > 0.f ? 1.f / l : 0.f;
+    const int row = m_base + thread_row + h * 8;
+    if (row >= q_len) continue;
+    const int64_t token = q_start + row;
+    T* dst = out + (token * p.num_heads + head) * kHeadDim + 2 * (lane & 3);
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      *reinterpret_cast<uint32_t*>(dst + j * 8) =
+          Traits::pack(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l);
+    }
+    if (p.lse != nullptr && (lane & 3) == 0) {
+      p.lse[token * p.num_heads + head] = l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
+    }
+  }
+  }  // consumer warpgroups
+#else
+  __trap();  // only built for sm_90a; the launcher never selects it elsewhere
+#endif
+}
+
+}  // namespace flashserve::kernels::device
