@@ -34,7 +34,7 @@ constexpr bool hopper_path_preferred(int head_dim) { return head_dim >= 128; }
 // mbarrier rings, ping-pong consumers; kernels/attention_prefill_sm90_ws.cuh) or the v5 kernel
 // (kernels/attention_prefill_sm90.cuh). FLASHSERVE_PREFILL_SM90=ws|ws_nopp|v5 overrides the
 // default (the tests run all three). head_dim 64 always uses the v5 kernel (3 warpgroups).
-// Measured (bench/attention/NOTES.md v7, runs 10-11): ws 1.17-1.38x v5 at d128, tests pass.
+// Measured (bench/attention/NOTES.md v7, run 11): ws 1.19-1.44x v5 at d128, all tests pass.
 constexpr bool kSm90WarpSpecializedDefault = true;
 // 0 = v5 kernel, 1 = warp-specialized, 2 = warp-specialized without ping-pong (experiment).
 int sm90_kernel_choice() {
