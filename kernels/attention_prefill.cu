@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace flashserve::kernels {
 namespace {
@@ -30,19 +31,34 @@ absl::StatusOr<bool> current_device_is_hopper() {
 // (Q kept in registers) is as fast or faster at every length.
 constexpr bool hopper_path_preferred(int head_dim) { return head_dim >= 128; }
 
-// Which Hopper kernel runs at head_dim 128: the warp-specialized one (producer warpgroup,
-// mbarrier rings, ping-pong consumers; kernels/attention_prefill_sm90_ws.cuh) or the v5 kernel
+// Which Hopper kernel runs: the warp-specialized one (producer warpgroup, mbarrier rings,
+// ping-pong consumers; kernels/attention_prefill_sm90_ws.cuh) or the v5 kernel
 // (kernels/attention_prefill_sm90.cuh). FLASHSERVE_PREFILL_SM90=ws|ws_nopp|v5 overrides the
-// default (the tests run all three). head_dim 64 always uses the v5 kernel (3 warpgroups).
+// per-head_dim default (the tests run them explicitly). ws_nopp is built at head_dim 128 only.
 // Measured (bench/attention/NOTES.md v7, run 11): ws 1.19-1.44x v5 at d128, all tests pass.
-constexpr bool kSm90WarpSpecializedDefault = true;
+// d64 (v8, 3 consumer warpgroups, run 13): all tests pass, 1.29-1.47x v5 and 1.06-1.46x
+// mma.sync, except causal s <= 1k (0.91-0.98x mma.sync); not the default at d64 (yet) because
+// it is not faster on the whole grid and has not been under compute-sanitizer (NOTES.md v8).
+constexpr bool sm90_warp_specialized_default(int head_dim) { return head_dim == 128; }
 // 0 = v5 kernel, 1 = warp-specialized, 2 = warp-specialized without ping-pong (experiment).
-int sm90_kernel_choice() {
+int sm90_kernel_choice(int head_dim) {
   const char* env = std::getenv("FLASHSERVE_PREFILL_SM90");
-  if (env == nullptr || *env == '\0') return kSm90WarpSpecializedDefault ? 1 : 0;
+  if (env == nullptr || *env == '\0') return sm90_warp_specialized_default(head_dim) ? 1 : 0;
   if (std::strcmp(env, "ws") == 0) return 1;
   if (std::strcmp(env, "ws_nopp") == 0) return 2;
   return 0;
+}
+
+template <typename T, int kHeadDim, bool kPingPong>
+absl::Status launch_hopper_ws(const AttentionParams& p, cudaStream_t stream) {
+  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kPingPong>;
+  const int smem = device::sm90ws_smem_bytes(kHeadDim);
+  if (absl::Status s = device::set_smem_limit(kernel, smem); !s.ok()) return s;
+  constexpr int kBlockM = device::sm90ws_block_m(kHeadDim);
+  const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.num_heads, p.num_seqs);
+  kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(p);
+  CUDA_CHECK(cudaGetLastError());
+  return absl::OkStatus();
 }
 
 template <typename T, int kHeadDim>
@@ -59,17 +75,15 @@ absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
 
 template <typename T, int kHeadDim>
 absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
-  if constexpr (kHeadDim == 128) {
-    if (const int choice = sm90_kernel_choice(); choice != 0) {
-      auto* kernel = choice == 1 ? device::attention_prefill_sm90_ws_kernel<T, kHeadDim, true>
-                                 : device::attention_prefill_sm90_ws_kernel<T, kHeadDim, false>;
-      const int smem = device::sm90ws_smem_bytes(kHeadDim);
-      if (absl::Status s = device::set_smem_limit(kernel, smem); !s.ok()) return s;
-      constexpr int kBlockM = device::sm90ws_block_m();
-      const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.num_heads, p.num_seqs);
-      kernel<<<grid, device::sm90ws_threads(), smem, stream>>>(p);
-      CUDA_CHECK(cudaGetLastError());
-      return absl::OkStatus();
+  const int choice = sm90_kernel_choice(kHeadDim);
+  if (choice == 1) return launch_hopper_ws<T, kHeadDim, true>(p, stream);
+  if (choice == 2) {
+    if constexpr (kHeadDim == 128) {
+      return launch_hopper_ws<T, kHeadDim, false>(p, stream);
+    } else {  // not instantiated at d64 (build time)
+      return absl::UnimplementedError(
+          "attention_prefill: FLASHSERVE_PREFILL_SM90=ws_nopp is built for head_dim 128 only, "
+          "not head_dim " + std::to_string(kHeadDim));
     }
   }
   auto* kernel = device::attention_prefill_sm90_kernel<T, kHeadDim>;

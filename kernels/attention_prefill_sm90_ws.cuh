@@ -1,5 +1,6 @@
 #pragma once
-// Fused FlashAttention forward for prefill, Hopper path, warp-specialized (v7, head_dim 128).
+// Fused FlashAttention forward for prefill, Hopper path, warp-specialized (v7 at head_dim 128,
+// v8 at head_dim 64).
 //
 // Same tiles, wgmma instructions, softmax and numerics as kernels/attention_prefill_sm90.cuh
 // (128 query rows per CTA, 2 consumer warpgroups x 64 rows, 128-key K/V tiles in wgmma's
@@ -34,22 +35,46 @@
 //   * setmaxnreg: the CTA starts at 168 registers per thread (384 threads); the producer drops
 //     to 40 and the consumers rise to 232 (the v5 consumer code uses 205). A lone producer warp
 //     (288 threads) does not help: 9 warps over 4 SM sub-partitions cap registers at 168 too.
+//   * head_dim 64 (FA3's hdim-64 shape): 3 consumer warpgroups = 192 query rows x 128 keys,
+//     512 threads. Each K/V tile then serves 192 rows, and two warpgroups' softmax can run
+//     under the third's GEMMs (at d64 a tile's GEMMs take half as long as at d128 while the
+//     softmax costs the same). The ping-pong turns go round-robin 0 -> 1 -> 2 -> 0.
 #include "kernels/attention_prefill_sm90.cuh"
 
 namespace flashserve::kernels::device {
 
-constexpr int sm90ws_consumer_threads() { return 256; }
-constexpr int sm90ws_threads() { return sm90ws_consumer_threads() + 128; }
-// setmaxnreg budgets: 128 * (2 * 232 + 40) = 64512 <= 65536 registers.
-constexpr int sm90ws_consumer_regs() { return 232; }
-constexpr int sm90ws_producer_regs() { return 40; }
-constexpr int sm90ws_block_m() { return 128; }
-constexpr int sm90ws_block_n() { return 128; }
-constexpr int sm90ws_stages() { return 2; }
-// Q + kStages K + kStages V tiles, 1 KiB to align them to 1024 B, 256 B for the mbarriers.
-constexpr int sm90ws_smem_bytes(int head_dim) {
-  return (sm90ws_block_m() + 2 * sm90ws_stages() * sm90ws_block_n()) * head_dim * 2 + 1024 + 256;
+// Consumer warpgroups (64 query rows each). d128: 2, since O (64) + S (64) + P (32) accumulator
+// registers need ~205 per thread and 3 x 232 + producer would not fit 64K registers. d64: 3,
+// since O shrinks to 32 registers, ~150 fit 160 each (128 x (3 x 160 + 32) = 65536), and a
+// K/V tile in shared memory then serves 192 rows instead of 128 (FA3's 192 x 128 for hdim 64).
+constexpr int sm90ws_consumer_warpgroups(int head_dim) { return head_dim == 64 ? 3 : 2; }
+constexpr int sm90ws_consumer_threads(int head_dim) {
+  return 128 * sm90ws_consumer_warpgroups(head_dim);
 }
+// One producer warpgroup on top (setmaxnreg works per warpgroup, so the producer is 128 threads).
+constexpr int sm90ws_threads(int head_dim) { return sm90ws_consumer_threads(head_dim) + 128; }
+// setmaxnreg budgets, sum over the CTA <= 65536: d128 128 * (2 * 232 + 40) = 64512; d64 128 *
+// (3 * 160 + 32) = 65536 (the d64 producer keeps one destination base per thread: J = 1).
+constexpr int sm90ws_consumer_regs(int head_dim) { return head_dim == 64 ? 160 : 232; }
+constexpr int sm90ws_producer_regs(int head_dim) { return head_dim == 64 ? 32 : 40; }
+constexpr int sm90ws_block_m(int head_dim) { return 64 * sm90ws_consumer_warpgroups(head_dim); }
+// 128 keys: S is one m64n128 wgmma chain per warpgroup; a wider tile would add 32+ S/P
+// registers per consumer thread, which d64's 160 cannot hold.
+constexpr int sm90ws_block_n() { return 128; }
+// Two stages: deeper copy pipelining did not help in v6 (NOTES.md), and d128 at 2 stages is
+// already 160 KiB of shared memory.
+constexpr int sm90ws_stages() { return 2; }
+// Q + kStages K + kStages V tiles, 1 KiB to align them to 1024 B, 256 B for the mbarriers
+// (d128: 161 KiB, d64: 89 KiB).
+constexpr int sm90ws_smem_bytes(int head_dim) {
+  return (sm90ws_block_m(head_dim) + 2 * sm90ws_stages() * sm90ws_block_n()) * head_dim * 2 +
+         1024 + 256;
+}
+static_assert(128 * (sm90ws_consumer_warpgroups(64) * sm90ws_consumer_regs(64) +
+                     sm90ws_producer_regs(64)) <= 65536 &&
+              128 * (sm90ws_consumer_warpgroups(128) * sm90ws_consumer_regs(128) +
+                     sm90ws_producer_regs(128)) <= 65536,
+              "setmaxnreg budgets exceed the register file");
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -109,14 +134,15 @@ __device__ __forceinline__ void load_tile_group(T* tile, int valid_rows, const T
 // kPingPong = false drops the named-barrier turns (an experiment knob: FLASHSERVE_PREFILL_SM90
 // = ws_nopp; the consumers then drift freely, ordered only by the mbarriers).
 template <typename T, int kHeadDim, bool kPingPong = true>
-__global__ void __launch_bounds__(sm90ws_threads(), 1)
+__global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     attention_prefill_sm90_ws_kernel(const AttentionParams p) {
 #ifdef FLASHSERVE_SM90A
-  static_assert(kHeadDim == 128, "the warp-specialized kernel is built for head_dim 128 only");
-  constexpr int kBlockM = sm90ws_block_m();
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
+  constexpr int kBlockM = sm90ws_block_m(kHeadDim);
   constexpr int kBlockN = sm90ws_block_n();
   constexpr int kStages = sm90ws_stages();
-  constexpr int kConsumers = sm90ws_consumer_threads();
+  constexpr int kConsumers = sm90ws_consumer_threads(kHeadDim);
+  constexpr int kWarpgroups = sm90ws_consumer_warpgroups(kHeadDim);
   constexpr int kSRegs = kBlockN / 2;
   constexpr int kORegs = kHeadDim / 2;
   constexpr int kTile = kBlockN * kHeadDim;  // elements per K or V buffer
@@ -160,7 +186,7 @@ __global__ void __launch_bounds__(sm90ws_threads(), 1)
 
   if (threadIdx.x >= kConsumers) {
     // ---------------- producer warpgroup (128 threads issue every copy) ----------------
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(sm90ws_producer_regs()));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(sm90ws_producer_regs(kHeadDim)));
     if (num_tiles == 0) return;
     const int tid = threadIdx.x - kConsumers;
     const int64_t q_row_stride = static_cast<int64_t>(p.num_heads) * kHeadDim;
@@ -214,7 +240,7 @@ __global__ void __launch_bounds__(sm90ws_threads(), 1)
     mbar_arrive(prev_bar);
   } else {
   // ---------------- consumer warpgroups ----------------
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(sm90ws_consumer_regs()));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(sm90ws_consumer_regs(kHeadDim)));
   const int warpgroup = threadIdx.x / 128;
   const int warp = (threadIdx.x / 32) % 4;
   const int lane = threadIdx.x % 32;
@@ -302,20 +328,22 @@ __global__ void __launch_bounds__(sm90ws_threads(), 1)
       pf[ks][3] = Traits::pack(s[8 * ks + 6], s[8 * ks + 7]);
     }
   };
-  // GEMM-issue turns (ping-pong): region r of warpgroup w waits on barrier 1 + w and, except
-  // warpgroup 1's last region, hands the turn to the other warpgroup afterwards.
+  // GEMM-issue turns (ping-pong, round-robin over the consumer warpgroups): region r of
+  // warpgroup w waits on barrier 1 + w (256 threads: w and the one before it) and, except the
+  // last warpgroup's last region, hands the turn to warpgroup (w + 1) % kWarpgroups afterwards.
+  // The last warpgroup pre-arrives once on warpgroup 0's barrier, so every barrier ends balanced.
   const int my_turn = 1 + warpgroup;
-  const int other_turn = 2 - warpgroup;
+  const int next_turn = 1 + (warpgroup + 1) % kWarpgroups;
   auto end_turn = [&](int region) {
     if (!kPingPong) return;
-    if (!(warpgroup == 1 && region == num_tiles - 1)) named_bar_arrive(other_turn, kConsumers);
+    if (!(warpgroup == kWarpgroups - 1 && region == num_tiles - 1)) named_bar_arrive(next_turn, 256);
   };
   auto begin_turn = [&] {
-    if (kPingPong) named_bar_sync(my_turn, kConsumers);
+    if (kPingPong) named_bar_sync(my_turn, 256);
   };
 
   if (num_tiles > 0) {
-    if (kPingPong && warpgroup == 1) named_bar_arrive(1, kConsumers);  // warpgroup 0 first
+    if (kPingPong && warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);  // 0 first
     mbar_wait(q_full, 0);
     mbar_wait(k_full(0), 0);
     begin_turn();

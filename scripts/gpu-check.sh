@@ -10,7 +10,8 @@
 #   ../shared/tools/gpu-bundle .gpu build-cuda/bin/attention_cuda_test build-cuda/bin/attention_bench)
 # and run with LD_LIBRARY_PATH=.gpu/lib:/usr/local/cuda/lib64. BENCH_ARGS (e.g. --quick)
 # goes to both benchmark programs; NCU_KERNEL / NCU_COUNT narrow the ncu stage (default: every
-# prefill kernel, 4 launches). Files written: summary.txt, tests.log, sanitizer.log,
+# prefill kernel, 4 launches). TESTS_TIMEOUT / BENCH_TIMEOUT (s, default 240 / 300) bound the
+# tests and bench stages. Files written: summary.txt, tests.log, sanitizer.log,
 # bench.log, ours.csv, peers.csv, table.md, ncu.txt.
 set -uo pipefail
 out=${1:?usage: $0 OUT_DIR [stage...]}
@@ -36,7 +37,7 @@ if has sass; then  # are the matrix instructions we meant there? (HGMMA = wgmma,
   done
 fi
 if has tests; then
-  timeout 240 "$bin/attention_cuda_test" > "$out/tests.log" 2>&1
+  timeout ${TESTS_TIMEOUT:-240} "$bin/attention_cuda_test" > "$out/tests.log" 2>&1
   note "tests: rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests.log" | sort | uniq -c | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$out/tests.log" | head -20 | tee -a "$summary"
 fi
@@ -52,7 +53,7 @@ if has sanitize; then
   done
 fi
 if has bench; then
-  timeout 300 "$bin/attention_bench" ${BENCH_ARGS:-} --csv "$out/ours.csv" > "$out/bench.log" 2>&1
+  timeout ${BENCH_TIMEOUT:-300} "$bin/attention_bench" ${BENCH_ARGS:-} --csv "$out/ours.csv" > "$out/bench.log" 2>&1
   note "bench: rc=$?"
   tail -n +1 "$out/bench.log" | grep -E 'FAILED|device' | tee -a "$summary"
 fi

@@ -229,16 +229,18 @@ bool bench_prefill(bool quick, bool hopper) {
         AttentionParams naive = pr.p;
         naive.out = pr.ref->ptr;
         BENCH_OK(attention_naive(naive, ws.ptr, ws.bytes, nullptr));
-        // At d128 on Hopper also other Hopper kernels (FLASHSERVE_PREFILL_SM90,
+        // On Hopper also other Hopper kernels (FLASHSERVE_PREFILL_SM90,
         // kernels/attention_prefill.cu), in rows named "wgmma_<variant>" (ws, ws_nopp, v5).
         std::vector<std::pair<PrefillImpl, std::string>> runs;
         for (PrefillImpl impl : impls) {
           runs.push_back({impl, impl == PrefillImpl::kHopper ? "wgmma" : "mma"});
         }
-        if (hopper && head_dim == 128) {
-          // BENCH_SM90_VARIANTS: space-separated, default "v5" (the previous kernel).
-          const char* env = std::getenv("BENCH_SM90_VARIANTS");
-          std::string variants = env != nullptr ? env : "v5";
+        if (hopper) {
+          // Space-separated lists. d128: BENCH_SM90_VARIANTS, default "v5" (the previous
+          // kernel). d64: BENCH_SM90_VARIANTS_D64, default none (e.g. "ws"; ws_nopp is not
+          // built at d64).
+          const char* env = std::getenv(head_dim == 128 ? "BENCH_SM90_VARIANTS" : "BENCH_SM90_VARIANTS_D64");
+          std::string variants = env != nullptr ? env : head_dim == 128 ? "v5" : "";
           for (size_t pos = 0; pos < variants.size();) {
             const size_t end = std::min(variants.find(' ', pos), variants.size());
             if (end > pos) runs.push_back({PrefillImpl::kHopper, "wgmma_" + variants.substr(pos, end - pos)});

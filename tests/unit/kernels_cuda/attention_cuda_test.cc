@@ -145,20 +145,21 @@ TEST_P(PrefillTest, MatchesReferenceWithinNaiveError) {
   run_prefill_case(GetParam());
 }
 
-// Both Hopper kernels at head_dim 128, whichever is the default: FLASHSERVE_PREFILL_SM90
-// (kernels/attention_prefill.cu) selects the warp-specialized ("ws") or the v5 kernel.
-// (variant, dtype, causal, GQA ratio, chunked)
-using Sm90Case = std::tuple<std::string, DType, bool, int, bool>;
+// Each Hopper kernel explicitly, whichever is the default: FLASHSERVE_PREFILL_SM90
+// (kernels/attention_prefill.cu) selects the warp-specialized ("ws"), its no-ping-pong
+// experiment ("ws_nopp", head_dim 128 only) or the v5 kernel.
+// (variant, dtype, head_dim, causal, GQA ratio, chunked)
+using Sm90Case = std::tuple<std::string, DType, int, bool, int, bool>;
 class PrefillSm90VariantTest : public ::testing::TestWithParam<Sm90Case> {};
 
 TEST_P(PrefillSm90VariantTest, MatchesReferenceWithinNaiveError) {
   SKIP_WITHOUT_GPU();
   if (!device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
-  const auto [variant, dtype, causal, ratio, chunked] = GetParam();
+  const auto [variant, dtype, head_dim, causal, ratio, chunked] = GetParam();
   const char* saved = std::getenv("FLASHSERVE_PREFILL_SM90");
   const std::string restore = saved != nullptr ? saved : "";
   setenv("FLASHSERVE_PREFILL_SM90", variant.c_str(), 1);
-  run_prefill_case({PrefillImpl::kHopper, dtype, 128, causal, ratio, chunked});
+  run_prefill_case({PrefillImpl::kHopper, dtype, head_dim, causal, ratio, chunked});
   if (saved != nullptr) {
     setenv("FLASHSERVE_PREFILL_SM90", restore.c_str(), 1);
   } else {
@@ -167,8 +168,8 @@ TEST_P(PrefillSm90VariantTest, MatchesReferenceWithinNaiveError) {
 }
 
 std::string sm90_name(const ::testing::TestParamInfo<Sm90Case>& info) {
-  const auto [variant, dtype, causal, ratio, chunked] = info.param;
-  return "sm90" + variant + "_" + testing::dtype_name(dtype) + "_d128" +
+  const auto [variant, dtype, head_dim, causal, ratio, chunked] = info.param;
+  return "sm90" + variant + "_" + testing::dtype_name(dtype) + "_d" + std::to_string(head_dim) +
          (causal ? "_causal" : "_full") + "_gqa" + std::to_string(ratio) +
          (chunked ? "_chunked" : "_varlen");
 }
@@ -177,8 +178,16 @@ INSTANTIATE_TEST_SUITE_P(
     Sm90, PrefillSm90VariantTest,
     ::testing::Combine(::testing::Values(std::string("ws"), std::string("ws_nopp"),
                                          std::string("v5")),
-                       ::testing::Values(DType::kBf16, DType::kFp16), ::testing::Bool(),
-                       ::testing::Values(1, 3, 8), ::testing::Bool()),
+                       ::testing::Values(DType::kBf16, DType::kFp16), ::testing::Values(128),
+                       ::testing::Bool(), ::testing::Values(1, 3, 8), ::testing::Bool()),
+    sm90_name);
+
+// head_dim 64: the warp-specialized kernel (3 consumer warpgroups, 192-row tiles) and v5.
+INSTANTIATE_TEST_SUITE_P(
+    Sm90d64, PrefillSm90VariantTest,
+    ::testing::Combine(::testing::Values(std::string("ws"), std::string("v5")),
+                       ::testing::Values(DType::kBf16, DType::kFp16), ::testing::Values(64),
+                       ::testing::Bool(), ::testing::Values(1, 3, 8), ::testing::Bool()),
     sm90_name);
 
 std::string prefill_name(const ::testing::TestParamInfo<PrefillCase>& info) {
