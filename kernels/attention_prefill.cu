@@ -1,13 +1,12 @@
 // Launchers of the fused prefill kernels: the portable mma.sync kernel
-// (kernels/attention_prefill.cuh) and the Hopper wgmma kernel
-// (kernels/attention_prefill_sm90.cuh). Each is instantiated for {bf16, fp16} x head_dim
+// (kernels/attention_prefill.cuh) and the Hopper warp-specialized wgmma kernel
+// (kernels/attention_prefill_sm90_ws.cuh). Each is instantiated for {bf16, fp16} x head_dim
 // {64, 128}; causal is a runtime flag (it only moves the loop bound and decides which tiles
 // need the mask), so it costs no extra instantiation.
 #include "absl/status/statusor.h"
 #include "kernels/attention.h"
 #include "kernels/attention_dispatch.cuh"
 #include "kernels/attention_prefill.cuh"
-#include "kernels/attention_prefill_sm90.cuh"
 #include "kernels/attention_prefill_sm90_ws.cuh"
 
 #include <cstdlib>
@@ -31,27 +30,28 @@ absl::StatusOr<bool> current_device_is_hopper() {
 // (Q kept in registers) is as fast or faster at every length.
 constexpr bool hopper_path_preferred(int head_dim) { return head_dim >= 128; }
 
-// Which Hopper kernel runs: the warp-specialized one (producer warpgroup, mbarrier rings,
-// ping-pong consumers; kernels/attention_prefill_sm90_ws.cuh) or the v5 kernel
-// (kernels/attention_prefill_sm90.cuh). FLASHSERVE_PREFILL_SM90=ws|ws_nopp|v5 overrides the
-// per-head_dim default (the tests run them explicitly). ws_nopp is built at head_dim 128 only.
-// Measured (bench/attention/NOTES.md v7, run 11): ws 1.19-1.44x v5 at d128, all tests pass.
-// d64 (v8, 3 consumer warpgroups, run 13): all tests pass, 1.29-1.47x v5 and 1.06-1.46x
-// mma.sync, except causal s <= 1k (0.91-0.98x mma.sync); not the default at d64 (yet) because
-// it is not faster on the whole grid and has not been under compute-sanitizer (NOTES.md v8).
-constexpr bool sm90_warp_specialized_default(int head_dim) { return head_dim == 128; }
-// 0 = v5 kernel, 1 = warp-specialized, 2 = warp-specialized without ping-pong (experiment).
-int sm90_kernel_choice(int head_dim) {
+// The Hopper kernel is the warp-specialized one (producer warpgroup, mbarrier rings, ping-pong
+// consumers; kernels/attention_prefill_sm90_ws.cuh), at both head_dims. kAuto takes it at
+// d128 only (hopper_path_preferred); at d64 it runs for kHopper. Measured (bench/attention/
+// NOTES.md): d128 (v7, run 11) 1.19-1.44x the former v5 kernel, all tests pass; d64 (v8, 3
+// consumer warpgroups, run 13) all tests pass, 1.29-1.47x v5 and 1.06-1.46x mma.sync, except
+// causal s <= 1k (0.91-0.98x mma.sync); not kAuto's d64 choice (yet) because it is not faster
+// on the whole grid and has not been under compute-sanitizer (NOTES.md v8). The v5 kernel and
+// the no-ping-pong experiment (ws_nopp) were removed after v7/v8.
+// FLASHSERVE_PREFILL_SM90 may still name the kernel: "ws" (or empty); any other value is an
+// error, so that a script asking for a removed variant fails instead of measuring ws.
+absl::Status check_sm90_kernel_choice() {
   const char* env = std::getenv("FLASHSERVE_PREFILL_SM90");
-  if (env == nullptr || *env == '\0') return sm90_warp_specialized_default(head_dim) ? 1 : 0;
-  if (std::strcmp(env, "ws") == 0) return 1;
-  if (std::strcmp(env, "ws_nopp") == 0) return 2;
-  return 0;
+  if (env == nullptr || *env == '\0' || std::strcmp(env, "ws") == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      std::string("attention_prefill: unknown FLASHSERVE_PREFILL_SM90=") + env +
+      " (the only Hopper kernel is \"ws\"; v5 and ws_nopp were removed)");
 }
 
-template <typename T, int kHeadDim, bool kPingPong>
-absl::Status launch_hopper_ws(const AttentionParams& p, cudaStream_t stream) {
-  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kPingPong>;
+template <typename T, int kHeadDim>
+absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
+  if (absl::Status s = check_sm90_kernel_choice(); !s.ok()) return s;
+  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim>;
   const int smem = device::sm90ws_smem_bytes(kHeadDim);
   if (absl::Status s = device::set_smem_limit(kernel, smem); !s.ok()) return s;
   constexpr int kBlockM = device::sm90ws_block_m(kHeadDim);
@@ -69,29 +69,6 @@ absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
   const dim3 grid((p.max_seqlen_q + device::prefill_block_m() - 1) / device::prefill_block_m(),
                   p.num_heads, p.num_seqs);
   kernel<<<grid, device::prefill_threads(), smem, stream>>>(p);
-  CUDA_CHECK(cudaGetLastError());
-  return absl::OkStatus();
-}
-
-template <typename T, int kHeadDim>
-absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
-  const int choice = sm90_kernel_choice(kHeadDim);
-  if (choice == 1) return launch_hopper_ws<T, kHeadDim, true>(p, stream);
-  if (choice == 2) {
-    if constexpr (kHeadDim == 128) {
-      return launch_hopper_ws<T, kHeadDim, false>(p, stream);
-    } else {  // not instantiated at d64 (build time)
-      return absl::UnimplementedError(
-          "attention_prefill: FLASHSERVE_PREFILL_SM90=ws_nopp is built for head_dim 128 only, "
-          "not head_dim " + std::to_string(kHeadDim));
-    }
-  }
-  auto* kernel = device::attention_prefill_sm90_kernel<T, kHeadDim>;
-  const int smem = device::sm90_smem_bytes(kHeadDim);
-  if (absl::Status s = device::set_smem_limit(kernel, smem); !s.ok()) return s;
-  constexpr int kBlockM = device::sm90_block_m(kHeadDim);
-  const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.num_heads, p.num_seqs);
-  kernel<<<grid, device::sm90_threads(kHeadDim), smem, stream>>>(p);
   CUDA_CHECK(cudaGetLastError());
   return absl::OkStatus();
 }

@@ -2,11 +2,13 @@
 // Fused FlashAttention forward for prefill, Hopper path, warp-specialized (v7 at head_dim 128,
 // v8 at head_dim 64).
 //
-// Same tiles, wgmma instructions, softmax and numerics as kernels/attention_prefill_sm90.cuh
-// (128 query rows per CTA, 2 consumer warpgroups x 64 rows, 128-key K/V tiles in wgmma's
-// 128-byte-swizzled layout). What changes is how the tiles arrive and how the warpgroups are
-// scheduled, after the v3/v6 measurements (bench/attention/NOTES.md) showed the per-tile
-// __syncthreads keeping both warpgroups in lock-step:
+// Same algorithm and numerics as the portable kernel (kernels/attention_prefill.cuh), on
+// Hopper's wgmma: 128 query rows per CTA at d128 (2 consumer warpgroups x 64 rows), 128-key
+// K/V tiles in wgmma's 128-byte-swizzled layout (kernels/sm90_wgmma.cuh), S = Q K^T from
+// shared memory and O += P V with P from registers. It replaced the v5 kernel (one warpgroup
+// type, a per-tile __syncthreads keeping the warpgroups in lock-step, removed after v7/v8;
+// bench/attention/NOTES.md) by changing how the tiles arrive and how the warpgroups are
+// scheduled:
 //
 //   * Threads 0-255 = 2 consumer warpgroups; threads 256-383 = 1 producer warpgroup that issues
 //     every copy (Q once, then K_0, K_1, V_0, K_2, V_1, ... in the consumers' order) into a
@@ -33,13 +35,13 @@
 //     GEMMs occupy the tensor cores. Warpgroup 1 pre-arrives once and skips its last arrive,
 //     so both barriers end balanced.
 //   * setmaxnreg: the CTA starts at 168 registers per thread (384 threads); the producer drops
-//     to 40 and the consumers rise to 232 (the v5 consumer code uses 205). A lone producer warp
+//     to 40 and the consumers rise to 232 (the removed v5 kernel used 205). A lone producer warp
 //     (288 threads) does not help: 9 warps over 4 SM sub-partitions cap registers at 168 too.
 //   * head_dim 64 (FA3's hdim-64 shape): 3 consumer warpgroups = 192 query rows x 128 keys,
 //     512 threads. Each K/V tile then serves 192 rows, and two warpgroups' softmax can run
 //     under the third's GEMMs (at d64 a tile's GEMMs take half as long as at d128 while the
 //     softmax costs the same). The ping-pong turns go round-robin 0 -> 1 -> 2 -> 0.
-#include "kernels/attention_prefill_sm90.cuh"
+#include "kernels/sm90_wgmma.cuh"
 
 namespace flashserve::kernels::device {
 
@@ -131,9 +133,7 @@ __device__ __forceinline__ void load_tile_group(T* tile, int valid_rows, const T
   }
 }
 
-// kPingPong = false drops the named-barrier turns (an experiment knob: FLASHSERVE_PREFILL_SM90
-// = ws_nopp; the consumers then drift freely, ordered only by the mbarriers).
-template <typename T, int kHeadDim, bool kPingPong = true>
+template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     attention_prefill_sm90_ws_kernel(const AttentionParams p) {
 #ifdef FLASHSERVE_SM90A
@@ -335,15 +335,14 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   const int my_turn = 1 + warpgroup;
   const int next_turn = 1 + (warpgroup + 1) % kWarpgroups;
   auto end_turn = [&](int region) {
-    if (!kPingPong) return;
     if (!(warpgroup == kWarpgroups - 1 && region == num_tiles - 1)) named_bar_arrive(next_turn, 256);
   };
   auto begin_turn = [&] {
-    if (kPingPong) named_bar_sync(my_turn, 256);
+    named_bar_sync(my_turn, 256);
   };
 
   if (num_tiles > 0) {
-    if (kPingPong && warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);  // 0 first
+    if (warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);  // 0 first
     mbar_wait(q_full, 0);
     mbar_wait(k_full(0), 0);
     begin_turn();

@@ -31,7 +31,7 @@ if has info; then
 fi
 if has sass; then  # are the matrix instructions we meant there? (HGMMA = wgmma, HMMA = mma.sync)
   cuobjdump -sass "$bin/attention_bench" | awk '/Function :/ {f = $3} {print f "\t" $0}' > /tmp/sass.txt
-  for k in attention_prefill_sm90_ws_kernel attention_prefill_sm90_kernel attention_prefill_kernel attention_decode_kernel; do
+  for k in attention_prefill_sm90_ws_kernel attention_prefill_kernel attention_decode_kernel; do
     sass=$(grep "$k" /tmp/sass.txt)
     note "sass $k (all archs, all instantiations): HGMMA $(grep -c HGMMA <<<"$sass") HMMA $(grep -c HMMA <<<"$sass") LDSM $(grep -c LDSM <<<"$sass") LDL/STL $(grep -cE 'LDL|STL' <<<"$sass")"
   done

@@ -229,33 +229,12 @@ bool bench_prefill(bool quick, bool hopper) {
         AttentionParams naive = pr.p;
         naive.out = pr.ref->ptr;
         BENCH_OK(attention_naive(naive, ws.ptr, ws.bytes, nullptr));
-        // On Hopper also other Hopper kernels (FLASHSERVE_PREFILL_SM90,
-        // kernels/attention_prefill.cu), in rows named "wgmma_<variant>" (ws, ws_nopp, v5).
-        std::vector<std::pair<PrefillImpl, std::string>> runs;
+        // The "wgmma" row is the warp-specialized Hopper kernel at both head_dims (the v5 and
+        // ws_nopp rows, BENCH_SM90_VARIANTS*, went with those kernels after v7/v8; their
+        // numbers are in bench/attention/results/).
         for (PrefillImpl impl : impls) {
-          runs.push_back({impl, impl == PrefillImpl::kHopper ? "wgmma" : "mma"});
-        }
-        if (hopper) {
-          // Space-separated lists. d128: BENCH_SM90_VARIANTS, default "v5" (the previous
-          // kernel). d64: BENCH_SM90_VARIANTS_D64, default none (e.g. "ws"; ws_nopp is not
-          // built at d64).
-          const char* env = std::getenv(head_dim == 128 ? "BENCH_SM90_VARIANTS" : "BENCH_SM90_VARIANTS_D64");
-          std::string variants = env != nullptr ? env : head_dim == 128 ? "v5" : "";
-          for (size_t pos = 0; pos < variants.size();) {
-            const size_t end = std::min(variants.find(' ', pos), variants.size());
-            if (end > pos) runs.push_back({PrefillImpl::kHopper, "wgmma_" + variants.substr(pos, end - pos)});
-            pos = end + 1;
-          }
-        }
-        for (const auto& [impl, impl_name] : runs) {
           pr.p.prefill_impl = impl;
-          const char* name = impl_name.c_str();
-          const bool variant = impl_name.size() > 5;
-          if (variant) {
-            setenv("FLASHSERVE_PREFILL_SM90", impl_name.c_str() + 6, 1);
-          } else {
-            unsetenv("FLASHSERVE_PREFILL_SM90");
-          }
+          const char* name = impl == PrefillImpl::kHopper ? "wgmma" : "mma";
           BENCH_CUDA(cudaMemset(pr.out->ptr, 0xff, pr.out->bytes));
           BENCH_OK(attention_prefill(pr.p, nullptr));
           if (!validate(pr, (config + " " + name).c_str())) {

@@ -145,9 +145,8 @@ TEST_P(PrefillTest, MatchesReferenceWithinNaiveError) {
   run_prefill_case(GetParam());
 }
 
-// Each Hopper kernel explicitly, whichever is the default: FLASHSERVE_PREFILL_SM90
-// (kernels/attention_prefill.cu) selects the warp-specialized ("ws"), its no-ping-pong
-// experiment ("ws_nopp", head_dim 128 only) or the v5 kernel.
+// The Hopper kernel named explicitly: FLASHSERVE_PREFILL_SM90=ws (kernels/attention_prefill.cu;
+// the only value left after v5 and ws_nopp were removed, anything else is an error).
 // (variant, dtype, head_dim, causal, GQA ratio, chunked)
 using Sm90Case = std::tuple<std::string, DType, int, bool, int, bool>;
 class PrefillSm90VariantTest : public ::testing::TestWithParam<Sm90Case> {};
@@ -167,6 +166,37 @@ TEST_P(PrefillSm90VariantTest, MatchesReferenceWithinNaiveError) {
   }
 }
 
+// A removed or misspelt variant is an error, not a silent fallback to ws.
+TEST(PrefillSm90VariantErrorTest, UnknownVariantIsRejected) {
+  SKIP_WITHOUT_GPU();
+  if (!device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  ProblemShape s;
+  s.dtype = DType::kBf16;
+  s.head_dim = 128;
+  s.causal = true;
+  s.num_kv_heads = 2;
+  s.num_heads = 2;
+  s.q_lens = {17};
+  s.kv_lens = {17};
+  const Problem pr(s, fresh_seed());
+  DeviceBuffer out(size_t{17} * 2 * 128 * 2);
+  AttentionParams p = pr.params(out.get(), nullptr);
+  p.prefill_impl = PrefillImpl::kHopper;
+  const char* saved = std::getenv("FLASHSERVE_PREFILL_SM90");
+  const std::string restore = saved != nullptr ? saved : "";
+  for (const char* variant : {"v5", "ws_nopp"}) {
+    setenv("FLASHSERVE_PREFILL_SM90", variant, 1);
+    const absl::Status st = attention_prefill(p, nullptr);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << variant << ": " << st;
+    EXPECT_NE(st.message().find("FLASHSERVE_PREFILL_SM90"), std::string::npos) << st;
+  }
+  if (saved != nullptr) {
+    setenv("FLASHSERVE_PREFILL_SM90", restore.c_str(), 1);
+  } else {
+    unsetenv("FLASHSERVE_PREFILL_SM90");
+  }
+}
+
 std::string sm90_name(const ::testing::TestParamInfo<Sm90Case>& info) {
   const auto [variant, dtype, head_dim, causal, ratio, chunked] = info.param;
   return "sm90" + variant + "_" + testing::dtype_name(dtype) + "_d" + std::to_string(head_dim) +
@@ -176,16 +206,15 @@ std::string sm90_name(const ::testing::TestParamInfo<Sm90Case>& info) {
 
 INSTANTIATE_TEST_SUITE_P(
     Sm90, PrefillSm90VariantTest,
-    ::testing::Combine(::testing::Values(std::string("ws"), std::string("ws_nopp"),
-                                         std::string("v5")),
+    ::testing::Combine(::testing::Values(std::string("ws")),
                        ::testing::Values(DType::kBf16, DType::kFp16), ::testing::Values(128),
                        ::testing::Bool(), ::testing::Values(1, 3, 8), ::testing::Bool()),
     sm90_name);
 
-// head_dim 64: the warp-specialized kernel (3 consumer warpgroups, 192-row tiles) and v5.
+// head_dim 64: the warp-specialized kernel (3 consumer warpgroups, 192-row tiles).
 INSTANTIATE_TEST_SUITE_P(
     Sm90d64, PrefillSm90VariantTest,
-    ::testing::Combine(::testing::Values(std::string("ws"), std::string("v5")),
+    ::testing::Combine(::testing::Values(std::string("ws")),
                        ::testing::Values(DType::kBf16, DType::kFp16), ::testing::Values(64),
                        ::testing::Bool(), ::testing::Values(1, 3, 8), ::testing::Bool()),
     sm90_name);
