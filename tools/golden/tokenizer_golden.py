@@ -234,6 +234,21 @@ SPM_TEXTS = [
 ]
 
 
+def vocab_only_writer(path):
+    """A GGUF writer for a vocab-only llama file: llama.cpp wants a minimal set of hyper-
+    parameters even with vocab_only=True; the tokenizer keys are added by the caller."""
+    import gguf  # only the golden commands need it, like llama_cpp
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_context_length(64)
+    w.add_embedding_length(8)
+    w.add_block_count(1)
+    w.add_feed_forward_length(16)
+    w.add_head_count(2)
+    w.add_head_count_kv(2)
+    w.add_layer_norm_rms_eps(1e-5)
+    return w
+
+
 def spm_vocab():
     tokens, scores, types = ["<unk>", "<s>", "</s>"], [0.0, 0.0, 0.0], [2, 3, 3]
     for b in range(256):
@@ -256,14 +271,7 @@ def cmd_spm(args):
     tokens, scores, types = spm_vocab()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "spm-vocab.gguf")
-        w = gguf.GGUFWriter(path, "llama")
-        w.add_context_length(64)
-        w.add_embedding_length(8)
-        w.add_block_count(1)
-        w.add_feed_forward_length(16)
-        w.add_head_count(2)
-        w.add_head_count_kv(2)
-        w.add_layer_norm_rms_eps(1e-5)
+        w = vocab_only_writer(path)
         w.add_tokenizer_model("llama")
         w.add_token_list(tokens)
         w.add_token_scores(scores)
@@ -375,14 +383,7 @@ def cmd_bpe(args):
     with tempfile.TemporaryDirectory() as tmp:
         for pre in BPE_PRES:
             path = os.path.join(tmp, f"bpe-{pre}.gguf")
-            w = gguf.GGUFWriter(path, "llama")
-            w.add_context_length(64)
-            w.add_embedding_length(8)
-            w.add_block_count(1)
-            w.add_feed_forward_length(16)
-            w.add_head_count(2)
-            w.add_head_count_kv(2)
-            w.add_layer_norm_rms_eps(1e-5)
+            w = vocab_only_writer(path)
             w.add_tokenizer_model("gpt2")
             w.add_tokenizer_pre(pre)
             w.add_token_list(tokens)
