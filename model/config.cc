@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 
 namespace flashserve::model {
 namespace {

@@ -4,8 +4,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "model/cpu_runner.h"
-#include "model/llama_forward.h"
+#include "model/cpu/cpu_runner.h"
+#include "model/cpu/llama_forward.h"
 
 namespace flashserve::model {
 namespace {

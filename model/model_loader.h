@@ -8,11 +8,11 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "model/chat_template.h"
+#include "model/text/chat_template.h"
 #include "model/config.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "model/runner.h"
-#include "model/tokenizer.h"
+#include "model/text/tokenizer.h"
 
 namespace flashserve::model {
 

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "flashserve/v1/generation.grpc.pb.h"
-#include "model/chat_template.h"
-#include "model/tokenizer.h"
+#include "model/text/chat_template.h"
+#include "model/text/tokenizer.h"
 #include "server/api/prompt.h"
 #include "server/engine/engine.h"
 

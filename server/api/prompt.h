@@ -9,8 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "flashserve/v1/generation.pb.h"
-#include "model/chat_template.h"
-#include "model/tokenizer.h"
+#include "model/text/chat_template.h"
+#include "model/text/tokenizer.h"
 #include "server/api/validation.h"
 #include "server/engine/engine.h"
 

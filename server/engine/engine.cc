@@ -11,7 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "model/tokenizer_utf8.h"
+#include "model/text/tokenizer_utf8.h"
 #include "server/engine/block_manager.h"
 #include "server/engine/output_processor.h"
 #include "server/engine/scheduler.h"

@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "model/runner.h"
 #include "model/sampling.h"
-#include "model/tokenizer.h"
+#include "model/text/tokenizer.h"
 
 namespace flashserve::metrics {
 class Metrics;

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "model/detokenizer.h"
-#include "model/tokenizer.h"
+#include "model/text/detokenizer.h"
+#include "model/text/tokenizer.h"
 
 namespace flashserve::engine {
 

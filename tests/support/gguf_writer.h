@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
-#include "model/ggml_type.h"
-#include "model/gguf.h"
+#include "model/gguf/ggml_type.h"
+#include "model/gguf/gguf.h"
 
 namespace flashserve::testing {
 

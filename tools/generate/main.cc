@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "model/detokenizer.h"
+#include "model/text/detokenizer.h"
 #include "model/model_loader.h"
 #include "model/sampling.h"
 

@@ -1,13 +1,13 @@
 // Chat templates: SmolLM2's own template rendered by jinja2 is the golden
 // (tests/data/tokenizer_chat_template_smollm2.json); detection follows llama.cpp.
-#include "model/chat_template.h"
+#include "model/text/chat_template.h"
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "tests/unit/tokenizer/test_json.h"
 
 namespace flashserve::model {

@@ -7,7 +7,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
-#include "model/tokenizer_utf8.h"
+#include "model/text/tokenizer_utf8.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace flashserve::engine {

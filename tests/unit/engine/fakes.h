@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "model/runner.h"
-#include "model/tokenizer.h"
+#include "model/text/tokenizer.h"
 
 namespace flashserve::engine::fakes {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "tests/support/gguf_writer.h"
 
 namespace flashserve::model {

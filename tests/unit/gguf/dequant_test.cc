@@ -1,6 +1,6 @@
-// Dequantizers (model/dequant.h) against blocks built and decoded by hand from ggml's
+// Dequantizers (model/gguf/dequant.h) against blocks built and decoded by hand from ggml's
 // definitions, and the fp16 decoder against the compiler's _Float16 on every bit pattern.
-#include "model/dequant.h"
+#include "model/gguf/dequant.h"
 
 #include <bit>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 #include "tests/support/gguf_writer.h"
 
 namespace flashserve::model {

@@ -11,8 +11,8 @@
 
 #include "gtest/gtest.h"
 #include "model/config.h"
-#include "model/dequant.h"
-#include "model/gguf.h"
+#include "model/gguf/dequant.h"
+#include "model/gguf/gguf.h"
 
 namespace flashserve::model {
 namespace {

@@ -1,4 +1,4 @@
-// The CPU forward pass (model/cpu_runner.h) on the real default model, against goldens
+// The CPU forward pass (model/cpu/cpu_runner.h) on the real default model, against goldens
 // from HF transformers (tests/data/model_smollm2_135m_q4_1.json, tools/golden/
 // logits_golden.py) and against itself under different batchings of the same work.
 // Skipped when models/ lacks the model file.
@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "model/tokenizer.h"
+#include "model/text/tokenizer.h"
 #include "model_forward_fixture.h"
 
 namespace flashserve::model {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/llama_forward.h"
+#include "model/cpu/llama_forward.h"
 #include "model/model_loader.h"
 
 namespace flashserve::model {

@@ -13,8 +13,8 @@
 #include "forward_test_util.h"
 #include "gtest/gtest.h"
 #include "model/config.h"
-#include "model/cpu_runner.h"
-#include "model/gguf.h"
+#include "model/cpu/cpu_runner.h"
+#include "model/gguf/gguf.h"
 #include "model/weights.h"
 #include "tests/unit/tokenizer/test_json.h"
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/tokenizer.h"
-#include "model/tokenizer_utf8.h"
+#include "model/text/tokenizer.h"
+#include "model/text/tokenizer_utf8.h"
 #include "tests/unit/tokenizer/test_json.h"
 
 namespace flashserve::model {

@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/bpe_tokenizer.h"
-#include "model/tokenizer.h"
+#include "model/text/bpe_tokenizer.h"
+#include "model/text/tokenizer.h"
 #include "tests/unit/tokenizer/synthetic_vocab.h"
 
 namespace flashserve::model {

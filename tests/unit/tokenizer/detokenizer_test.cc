@@ -1,13 +1,13 @@
 // IncrementalDetokenizer: characters split across byte tokens are held back until complete,
 // never emitted as broken UTF-8; invalid bytes become U+FFFD.
-#include "model/detokenizer.h"
+#include "model/text/detokenizer.h"
 
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/tokenizer.h"
-#include "model/tokenizer_utf8.h"
+#include "model/text/tokenizer.h"
+#include "model/text/tokenizer_utf8.h"
 #include "tests/unit/tokenizer/synthetic_vocab.h"
 
 namespace flashserve::model {

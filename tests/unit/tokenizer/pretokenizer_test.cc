@@ -1,12 +1,12 @@
 // Pre-tokenizer splits (PCRE2) against the Python `regex` module running the original HF
 // patterns (tests/data/tokenizer_pretokenizer_splits.json), plus UTF-8 sanitizing.
-#include "model/pretokenizer.h"
+#include "model/text/pretokenizer.h"
 
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/tokenizer_utf8.h"
+#include "model/text/tokenizer_utf8.h"
 #include "tests/unit/tokenizer/test_json.h"
 
 namespace flashserve::model {

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/detokenizer.h"
-#include "model/gguf.h"
-#include "model/tokenizer.h"
-#include "model/tokenizer_utf8.h"
+#include "model/text/detokenizer.h"
+#include "model/gguf/gguf.h"
+#include "model/text/tokenizer.h"
+#include "model/text/tokenizer_utf8.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/unit/tokenizer/test_json.h"
 

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "model/bpe_tokenizer.h"
-#include "model/tokenizer.h"
+#include "model/text/bpe_tokenizer.h"
+#include "model/text/tokenizer.h"
 
 namespace flashserve::testing {
 

@@ -1,12 +1,12 @@
-#include "model/chat_template.h"
+#include "model/text/chat_template.h"
 
 #include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "model/gguf.h"
-#include "model/tokenizer_utf8.h"
+#include "model/gguf/gguf.h"
+#include "model/text/tokenizer_utf8.h"
 
 namespace flashserve::model {
 namespace {

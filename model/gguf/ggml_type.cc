@@ -1,4 +1,4 @@
-#include "model/ggml_type.h"
+#include "model/gguf/ggml_type.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,4 +1,4 @@
-#include "model/llama_forward.h"
+#include "model/cpu/llama_forward.h"
 
 #include <cblas.h>
 

@@ -11,7 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
-#include "model/tokenizer.h"
+#include "model/text/tokenizer.h"
 
 namespace flashserve::model {
 

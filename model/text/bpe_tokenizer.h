@@ -22,8 +22,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "model/pretokenizer.h"
-#include "model/tokenizer_base.h"
+#include "model/text/pretokenizer.h"
+#include "model/text/tokenizer_base.h"
 
 namespace flashserve::model {
 

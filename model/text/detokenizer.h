@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <string>
 
-#include "model/tokenizer.h"
+#include "model/text/tokenizer.h"
 
 namespace flashserve::model {
 

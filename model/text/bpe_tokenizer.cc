@@ -1,10 +1,10 @@
-#include "model/bpe_tokenizer.h"
+#include "model/text/bpe_tokenizer.h"
 
 #include <queue>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "model/tokenizer_utf8.h"
+#include "model/text/tokenizer_utf8.h"
 
 namespace flashserve::model {
 namespace {

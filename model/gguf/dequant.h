@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "model/ggml_type.h"
+#include "model/gguf/ggml_type.h"
 
 namespace flashserve::model {
 

@@ -1,4 +1,4 @@
-#include "model/tokenizer_utf8.h"
+#include "model/text/tokenizer_utf8.h"
 
 namespace flashserve::model {
 namespace {

@@ -1,14 +1,14 @@
-#include "model/tokenizer.h"
+#include "model/text/tokenizer.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "model/bpe_tokenizer.h"
-#include "model/gguf.h"
-#include "model/spm_tokenizer.h"
-#include "model/tokenizer_base.h"
-#include "model/tokenizer_utf8.h"
+#include "model/text/bpe_tokenizer.h"
+#include "model/gguf/gguf.h"
+#include "model/text/spm_tokenizer.h"
+#include "model/text/tokenizer_base.h"
+#include "model/text/tokenizer_utf8.h"
 
 namespace flashserve::model {
 namespace {

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/paged_kv.h"
 #include "model/config.h"
-#include "model/llama_forward.h"
+#include "model/cpu/llama_forward.h"
 #include "model/runner.h"
 #include "model/weights.h"
 

@@ -1,4 +1,4 @@
-#include "model/pretokenizer.h"
+#include "model/text/pretokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "model/tokenizer_utf8.h"
+#include "model/text/tokenizer_utf8.h"
 
 namespace flashserve::model {
 

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/ggml_type.h"
+#include "model/gguf/ggml_type.h"
 
 namespace flashserve::model {
 

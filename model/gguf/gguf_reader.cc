@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 
 namespace flashserve::model {
 namespace {

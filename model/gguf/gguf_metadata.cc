@@ -4,8 +4,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "model/dequant.h"
-#include "model/gguf.h"
+#include "model/gguf/dequant.h"
+#include "model/gguf/gguf.h"
 
 namespace flashserve::model {
 

@@ -1,4 +1,4 @@
-#include "model/cpu_runner.h"
+#include "model/cpu/cpu_runner.h"
 
 #include <cblas.h>
 
@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "model/batch_validation.h"
-#include "model/gguf.h"
+#include "model/gguf/gguf.h"
 
 namespace flashserve::model {
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/tokenizer_base.h"
+#include "model/text/tokenizer_base.h"
 
 namespace flashserve::model {
 

@@ -1,8 +1,8 @@
-#include "model/detokenizer.h"
+#include "model/text/detokenizer.h"
 
 #include <span>
 
-#include "model/tokenizer_utf8.h"
+#include "model/text/tokenizer_utf8.h"
 
 namespace flashserve::model {
 

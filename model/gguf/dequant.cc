@@ -1,4 +1,4 @@
-#include "model/dequant.h"
+#include "model/gguf/dequant.h"
 
 #include <bit>
 #include <cmath>

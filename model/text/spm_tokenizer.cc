@@ -1,4 +1,4 @@
-#include "model/spm_tokenizer.h"
+#include "model/text/spm_tokenizer.h"
 
 #include <queue>
 #include <utility>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
-#include "model/tokenizer_utf8.h"
+#include "model/text/tokenizer_utf8.h"
 
 namespace flashserve::model {
 namespace {
