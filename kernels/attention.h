@@ -24,14 +24,13 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "kernels/dtype.h"
 
 // The runtime's own opaque stream type (identical to cuda_runtime_api.h's typedef), so this
 // header needs no CUDA headers.
 typedef struct CUstream_st* cudaStream_t;
 
 namespace flashserve::kernels {
-
-enum class DType { kBf16, kFp16 };
 
 // Which prefill kernel runs. kAuto: on compute capability 9.0 the faster of the two for the
 // head_dim as measured (kernels/attention_prefill.cu), elsewhere the portable mma.sync path

@@ -82,6 +82,40 @@ absl::Status check_sequence(const ForwardBatch& b, int s, int num_blocks, int bl
   return absl::OkStatus();
 }
 
+// sample_seqs ascending in [0, num_seqs), one spec each, penalty ranges inside the arrays.
+absl::Status check_sampling(const ForwardBatch& b) {
+  if (b.sample_specs.size() != b.sample_seqs.size()) {
+    return invalid(absl::StrCat("sample_specs has ", b.sample_specs.size(),
+                                " entries, sample_seqs ", b.sample_seqs.size()));
+  }
+  if (b.penalty_counts.size() != b.penalty_tokens.size()) {
+    return invalid(absl::StrCat("penalty_counts has ", b.penalty_counts.size(),
+                                " entries, penalty_tokens ", b.penalty_tokens.size()));
+  }
+  for (size_t i = 0; i < b.sample_seqs.size(); ++i) {
+    const int32_t s = b.sample_seqs[i];
+    const int32_t floor = i == 0 ? 0 : b.sample_seqs[i - 1] + 1;
+    if (s < floor || s >= b.num_seqs()) {
+      return invalid(absl::StrCat("sample_seqs[", i, "] = ", s, " is not ascending in [0, ",
+                                  b.num_seqs(), ")"));
+    }
+    const kernels::SampleSpec& spec = b.sample_specs[i];
+    if (spec.penalty_begin < 0 || spec.penalty_end < spec.penalty_begin ||
+        spec.penalty_end > static_cast<int64_t>(b.penalty_tokens.size())) {
+      return invalid(absl::StrCat("sample_specs[", i, "] penalty range [", spec.penalty_begin,
+                                  ", ", spec.penalty_end, ") outside the ",
+                                  b.penalty_tokens.size(), " penalty entries"));
+    }
+    if (spec.num_top_logprobs < 0 || spec.num_top_logprobs > kernels::kMaxTopLogprobs ||
+        !(spec.uniform >= 0 && spec.uniform < 1) || !(spec.temperature >= 0)) {
+      return invalid(absl::StrCat("sample_specs[", i, "]: num_top_logprobs ",
+                                  spec.num_top_logprobs, ", uniform ", spec.uniform,
+                                  ", temperature ", spec.temperature, " out of range"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
@@ -96,7 +130,7 @@ absl::Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& co
   for (int s = 0; s < b.num_seqs(); ++s) {
     if (absl::Status st = check_sequence(b, s, num_blocks, block_size); !st.ok()) return st;
   }
-  return absl::OkStatus();
+  return check_sampling(b);
 }
 
 }  // namespace flashserve::model

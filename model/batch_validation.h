@@ -14,7 +14,8 @@ namespace flashserve::model {
 // seqlens_k[s]; positions[t] is the causal position seqlens_k[s] - q_len(s) + i of query i;
 // block_tables has num_seqs * max_blocks_per_seq entries and every block a sequence touches
 // (ceil(seqlens_k / block_size) of them) lies in [0, num_blocks); slot_mapping[t] is the
-// slot of positions[t] under the sequence's block table (kernels/paged_kv.h).
+// slot of positions[t] under the sequence's block table (kernels/paged_kv.h); sample_seqs is
+// ascending in [0, num_seqs) with one spec each whose penalty range lies in the arrays.
 // Otherwise InvalidArgument naming the field, the index and the value.
 absl::Status validate_forward_batch(const ForwardBatch& batch, const ModelConfig& config,
                                     int num_blocks, int block_size);

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kernels/sampling.h"
 #include "model/config.h"
+#include "model/sampling.h"
 
 namespace flashserve::model {
 
@@ -20,6 +22,13 @@ struct ForwardBatch {
   std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq], unused entries -1
   int max_blocks_per_seq = 0;
   std::vector<int32_t> slot_mapping;  // [num_tokens] KV slot of each new token (paged_kv.h)
+  // Sampling: the sequences whose last token's successor is sampled this step (an
+  // intermediate prefill chunk samples nothing), ascending, with what to sample
+  // (model/sampling.h builds the specs; kernels/sampling.h states the rules).
+  std::vector<int32_t> sample_seqs;                 // [num_samples]
+  std::vector<kernels::SampleSpec> sample_specs;    // [num_samples]
+  std::vector<int32_t> penalty_tokens;              // [num_penalties], ranges in the specs
+  std::vector<int32_t> penalty_counts;              // [num_penalties]
   int num_seqs() const { return static_cast<int>(seqlens_k.size()); }
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
 };
@@ -44,10 +53,19 @@ class ModelRunner {
   virtual const ModelConfig& config() const = 0;
   virtual int num_kv_blocks() const = 0;   // blocks in the KV cache (per layer)
   virtual int kv_block_size() const = 0;   // tokens per block
-  // Runs the batch; writes the logits of the last query token of every sequence:
-  // logits->size() == num_seqs * vocab_size, row s for sequence s. `stats` may be null.
-  virtual absl::Status forward(const ForwardBatch& batch, std::vector<float>* logits,
+  // What the engine calls every step: runs the batch (appending its K/V to the cache) and
+  // samples the next token of every sequence in batch.sample_seqs: sampled->size() ==
+  // sample_seqs.size(), in that order. Only token ids (and logprobs when asked) leave the
+  // backend. `stats` may be null.
+  virtual absl::Status forward(const ForwardBatch& batch, std::vector<SampledToken>* sampled,
                                ForwardStats* stats) = 0;
+  // For tests and tools: runs the batch like forward() (appending its K/V to the cache) but
+  // through the first `num_layers` layers only (1..config().num_layers; the final norm and
+  // LM head then read that layer's output: a "logit lens" that compares backends layer by
+  // layer) and writes fp32 logits of the last query token of every sequence:
+  // logits->size() == num_seqs * vocab_size, row s for sequence s. Sampling fields ignored.
+  virtual absl::Status forward_logits(const ForwardBatch& batch, int num_layers,
+                                      std::vector<float>* logits) = 0;
 };
 
 }  // namespace flashserve::model

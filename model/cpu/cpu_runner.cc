@@ -60,13 +60,30 @@ absl::StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::from_gguf(
   return create(config, std::make_shared<const LlamaWeights>(std::move(*weights)), options);
 }
 
-absl::Status CpuModelRunner::forward(const ForwardBatch& batch, std::vector<float>* logits,
-                                     ForwardStats* stats) {
-  if (logits == nullptr) return absl::InvalidArgumentError("cpu runner: logits is null");
+absl::Status CpuModelRunner::forward(const ForwardBatch& batch,
+                                     std::vector<SampledToken>* sampled, ForwardStats* stats) {
+  if (sampled == nullptr) return absl::InvalidArgumentError("cpu runner: sampled is null");
   absl::Status valid =
       validate_forward_batch(batch, config_, cache_.num_blocks(), cache_.block_size());
   if (!valid.ok()) return valid;
-  llama_forward_cpu(config_, *weights_, batch, &cache_, &workspace_, logits, stats);
+  llama_forward_cpu(config_, *weights_, batch, config_.num_layers, &cache_, &workspace_,
+                    &logits_, stats);
+  sample_cpu(config_, batch, &logits_, sampled);
+  return absl::OkStatus();
+}
+
+absl::Status CpuModelRunner::forward_logits(const ForwardBatch& batch, int num_layers,
+                                            std::vector<float>* logits) {
+  if (logits == nullptr) return absl::InvalidArgumentError("cpu runner: logits is null");
+  if (num_layers < 1 || num_layers > config_.num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("cpu runner: num_layers ", num_layers,
+                                                   " outside [1, ", config_.num_layers, "]"));
+  }
+  absl::Status valid =
+      validate_forward_batch(batch, config_, cache_.num_blocks(), cache_.block_size());
+  if (!valid.ok()) return valid;
+  llama_forward_cpu(config_, *weights_, batch, num_layers, &cache_, &workspace_, logits,
+                    nullptr);
   return absl::OkStatus();
 }
 

@@ -44,9 +44,11 @@ class CpuModelRunner final : public ModelRunner {
   const std::shared_ptr<const LlamaWeights>& weights() const { return weights_; }
 
   // Validates the batch (model/batch_validation.h), appends the new tokens' K/V to the
-  // cache at slot_mapping and writes the last-token logits of every sequence.
-  absl::Status forward(const ForwardBatch& batch, std::vector<float>* logits,
+  // cache at slot_mapping and samples (kernels/cpu/sampling.h) from the last-token logits.
+  absl::Status forward(const ForwardBatch& batch, std::vector<SampledToken>* sampled,
                        ForwardStats* stats) override;
+  absl::Status forward_logits(const ForwardBatch& batch, int num_layers,
+                              std::vector<float>* logits) override;
 
  private:
   CpuModelRunner(const ModelConfig& config, std::shared_ptr<const LlamaWeights> weights,
@@ -56,6 +58,7 @@ class CpuModelRunner final : public ModelRunner {
   std::shared_ptr<const LlamaWeights> weights_;
   PagedKvCache cache_;
   ForwardWorkspace workspace_;
+  std::vector<float> logits_;  // [num_seqs, vocab] of the last forward()
 };
 
 }  // namespace flashserve::model

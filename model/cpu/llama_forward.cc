@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/attention_ref.h"
+#include "kernels/cpu/sampling.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
@@ -201,8 +202,8 @@ int64_t PagedKvCache::bytes_per_block(int num_layers, int num_kv_heads, int bloc
 }
 
 void llama_forward_cpu(const ModelConfig& c, const LlamaWeights& weights,
-                       const ForwardBatch& b, PagedKvCache* cache, ForwardWorkspace* ws,
-                       std::vector<float>* logits, ForwardStats* stats) {
+                       const ForwardBatch& b, int num_layers, PagedKvCache* cache,
+                       ForwardWorkspace* ws, std::vector<float>* logits, ForwardStats* stats) {
   const int t = b.num_tokens();
   const int num_seqs = b.num_seqs();
   const size_t hidden = c.hidden_size;
@@ -213,7 +214,7 @@ void llama_forward_cpu(const ModelConfig& c, const LlamaWeights& weights,
     std::memcpy(ws->x.data() + i * hidden, weights.token_embd.data() + b.token_ids[i] * hidden,
                 hidden * sizeof(float));
   }
-  for (int layer = 0; layer < c.num_layers; ++layer) {
+  for (int layer = 0; layer < num_layers; ++layer) {
     attention_block(c, weights.layers[layer], b, cache, layer, ws, stats);
     ffn_block(c, weights.layers[layer], t, ws);
   }
@@ -228,6 +229,17 @@ void llama_forward_cpu(const ModelConfig& c, const LlamaWeights& weights,
          c.hidden_size, 0.0f);
   logits->assign(ws->logits.begin(),
                  ws->logits.begin() + static_cast<size_t>(num_seqs) * c.vocab_size);
+}
+
+void sample_cpu(const ModelConfig& c, const ForwardBatch& b, std::vector<float>* logits,
+                std::vector<SampledToken>* sampled) {
+  sampled->resize(b.sample_seqs.size());
+  for (size_t i = 0; i < b.sample_seqs.size(); ++i) {
+    float* row = logits->data() + static_cast<size_t>(b.sample_seqs[i]) * c.vocab_size;
+    const kernels::SampleResult r = kernels::sample_row_cpu(
+        row, c.vocab_size, b.sample_specs[i], b.penalty_tokens.data(), b.penalty_counts.data());
+    (*sampled)[i] = to_sampled_token(r, b.sample_specs[i], c.vocab_size);
+  }
 }
 
 }  // namespace flashserve::model

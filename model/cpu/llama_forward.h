@@ -63,13 +63,21 @@ struct ForwardWorkspace {
   std::vector<int32_t> run_cu_seqlens;  // cu_seqlens_q of one attention run, rebased to 0
 };
 
-// Runs the model over `batch`, writing logits [num_seqs, vocab_size] (resized).
+// Runs the first `num_layers` layers of the model over `batch` (all of them normally; fewer
+// for ModelRunner::forward_logits' layer-by-layer comparison), then the final norm and the LM
+// head, writing logits [num_seqs, vocab_size] (resized).
 // REQUIRES: `batch` passed validate_forward_batch (model/batch_validation.h) for this
-// config and cache.
+// config and cache; 1 <= num_layers <= config.num_layers.
 // `stats` may be null; when set, the attention time, bytes and FLOPs are added to it.
 void llama_forward_cpu(const ModelConfig& config, const LlamaWeights& weights,
-                       const ForwardBatch& batch, PagedKvCache* cache,
+                       const ForwardBatch& batch, int num_layers, PagedKvCache* cache,
                        ForwardWorkspace* ws, std::vector<float>* logits,
                        ForwardStats* stats);
+
+// Samples the next token of every sequence in batch.sample_seqs from `logits`
+// ([num_seqs, vocab_size], rows modified in place) with the CPU reference of the sampling
+// kernel (kernels/cpu/sampling.h); sampled is resized to sample_seqs.size().
+void sample_cpu(const ModelConfig& config, const ForwardBatch& batch,
+                std::vector<float>* logits, std::vector<SampledToken>* sampled);
 
 }  // namespace flashserve::model

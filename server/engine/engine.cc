@@ -66,7 +66,7 @@ struct Request {
   Request(RequestId id, GenerationRequest req, EventSink event_sink,
           const model::Tokenizer& tokenizer, uint64_t fallback_seed, Clock::time_point now)
       : seq(id, std::move(req.prompt_tokens), now),
-        sampler(req.sampling, fallback_seed),
+        sampler(req.sampling, fallback_seed, req.logprobs),
         output(tokenizer, StopConditions{req.max_new_tokens, std::move(req.stop_strings),
                                          std::move(req.stop_token_ids), req.ignore_eos}),
         sink(std::make_shared<EventSink>(std::move(event_sink))),
@@ -114,9 +114,10 @@ class Engine::Impl {
   bool take_input();
   void step();
   void abort_expired(Clock::time_point now);
-  model::ForwardBatch build_batch(const SchedulerOutput& out) const;
-  void postprocess(const SchedulerOutput& out, Clock::time_point now);
-  void sample_one(Request* req, std::span<float> logits, Clock::time_point now);
+  model::ForwardBatch build_batch(const SchedulerOutput& out);
+  void postprocess(const SchedulerOutput& out, const model::ForwardBatch& batch,
+                   Clock::time_point now);
+  void take_token(Request* req, const model::SampledToken& t, Clock::time_point now);
   void emit(Request* req);
   // Hands the events of this iteration to their sinks, after publish(): a client that sees
   // a final event also sees its blocks freed in snapshot() and the metrics.
@@ -139,7 +140,7 @@ class Engine::Impl {
   BlockManager blocks_;
   Scheduler scheduler_;
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
-  std::vector<float> logits_;  // [num_seqs, vocab]
+  std::vector<model::SampledToken> sampled_;  // [num_samples] of the current step
   std::vector<std::pair<std::shared_ptr<EventSink>, GenerationEvent>> outbox_;
   uint64_t num_steps_ = 0;
 
@@ -344,12 +345,11 @@ void Engine::Impl::step() {
   }
   const model::ForwardBatch batch = build_batch(out);
   model::ForwardStats stats;
-  absl::Status status = runner_->forward(batch, &logits_, &stats);
-  const size_t expected = static_cast<size_t>(batch.num_seqs()) * runner_->config().vocab_size;
-  if (status.ok() && logits_.size() != expected) {
-    status = absl::InternalError(absl::StrCat("model runner returned ", logits_.size(),
-                                              " logits for ", batch.num_seqs(),
-                                              " sequences, expected ", expected));
+  absl::Status status = runner_->forward(batch, &sampled_, &stats);
+  if (status.ok() && sampled_.size() != batch.sample_seqs.size()) {
+    status = absl::InternalError(absl::StrCat("model runner returned ", sampled_.size(),
+                                              " tokens for ", batch.sample_seqs.size(),
+                                              " sampled sequences"));
   }
   const Clock::time_point end = Clock::now();
   if (!status.ok()) {
@@ -361,7 +361,7 @@ void Engine::Impl::step() {
     return;
   }
   scheduler_.complete(out);
-  postprocess(out, end);
+  postprocess(out, batch, end);
   ++num_steps_;
   record_step_metrics(out, stats, begin, Clock::now());
   publish(Clock::now(), /*made_progress=*/true);
@@ -378,7 +378,7 @@ void Engine::Impl::abort_expired(Clock::time_point now) {
   for (Request* req : expired) finish(req, FinishReason::kDeadlineExceeded, {}, now);
 }
 
-model::ForwardBatch Engine::Impl::build_batch(const SchedulerOutput& out) const {
+model::ForwardBatch Engine::Impl::build_batch(const SchedulerOutput& out) {
   model::ForwardBatch b;
   const int block_size = blocks_.block_size();
   b.cu_seqlens_q.push_back(0);
@@ -401,23 +401,26 @@ model::ForwardBatch Engine::Impl::build_batch(const SchedulerOutput& out) const 
     b.seqlens_k.push_back(last);
     std::copy(seq.block_table().begin(), seq.block_table().end(),
               b.block_tables.begin() + i * b.max_blocks_per_seq);
+    if (!out.scheduled[i].samples) continue;  // intermediate prefill chunk: nothing sampled
+    b.sample_seqs.push_back(static_cast<int32_t>(i));
+    b.sample_specs.push_back(requests_.at(seq.id())->sampler.next_spec(
+        seq.prompt_tokens(), seq.generated_tokens(), vocab_size_, &b.penalty_tokens,
+        &b.penalty_counts));
   }
   return b;
 }
 
-void Engine::Impl::postprocess(const SchedulerOutput& out, Clock::time_point now) {
-  const int vocab = runner_->config().vocab_size;
-  for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    if (!out.scheduled[i].samples) continue;  // intermediate prefill chunk: logits unused
-    Request* req = requests_.at(out.scheduled[i].seq->id()).get();
-    sample_one(req, std::span<float>(logits_).subspan(i * vocab, vocab), now);
+void Engine::Impl::postprocess(const SchedulerOutput& out, const model::ForwardBatch& batch,
+                               Clock::time_point now) {
+  for (size_t i = 0; i < batch.sample_seqs.size(); ++i) {
+    const ScheduledSequence& s = out.scheduled[batch.sample_seqs[i]];
+    take_token(requests_.at(s.seq->id()).get(), sampled_[i], now);
   }
 }
 
-void Engine::Impl::sample_one(Request* req, std::span<float> logits, Clock::time_point now) {
+void Engine::Impl::take_token(Request* req, const model::SampledToken& r,
+                              Clock::time_point now) {
   Sequence& seq = req->seq;
-  const model::Sampler::Result r =
-      req->sampler.sample(logits, seq.prompt_tokens(), seq.generated_tokens());
   seq.append_token(r.token);
   if (metrics_ != nullptr) {
     metrics_->add_generated_tokens(1);

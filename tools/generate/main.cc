@@ -120,15 +120,18 @@ int main(int argc, char** argv) {
 
   using Clock = std::chrono::steady_clock;
   std::vector<int32_t> generated;
-  std::vector<float> logits;
+  std::vector<fm::SampledToken> sampled;
   std::span<const int32_t> step_tokens = prompt;
   int num_cached = 0;
   double prefill_s = 0, decode_s = 0;
   int num_decode = 0;
   while (static_cast<int>(generated.size()) < max_tokens) {
     const auto start = Clock::now();
-    const fm::ForwardBatch batch = make_step(step_tokens, num_cached, runner.num_kv_blocks());
-    if (auto st = runner.forward(batch, &logits, nullptr); !st.ok()) {
+    fm::ForwardBatch batch = make_step(step_tokens, num_cached, runner.num_kv_blocks());
+    batch.sample_seqs = {0};
+    batch.sample_specs = {sampler.next_spec(prompt, generated, m.config.vocab_size,
+                                            &batch.penalty_tokens, &batch.penalty_counts)};
+    if (auto st = runner.forward(batch, &sampled, nullptr); !st.ok()) {
       std::fprintf(stderr, "flashserve-generate: %s\n", std::string(st.message()).c_str());
       return 1;
     }
@@ -140,7 +143,7 @@ int main(int argc, char** argv) {
       ++num_decode;
     }
     num_cached += static_cast<int>(step_tokens.size());
-    const int32_t token = sampler.sample(logits, prompt, generated).token;
+    const int32_t token = sampled[0].token;
     if (m.tokenizer->is_end_of_generation(token)) break;
     generated.push_back(token);
     std::fputs(detok.push(token).c_str(), stdout);

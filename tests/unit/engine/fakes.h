@@ -14,7 +14,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/cpu/sampling.h"
 #include "model/runner.h"
+#include "model/sampling.h"
 #include "model/text/tokenizer.h"
 
 namespace flashserve::engine::fakes {
@@ -162,8 +164,31 @@ class FakeRunner : public model::ModelRunner {
   int num_kv_blocks() const override { return num_kv_blocks_; }
   int kv_block_size() const override { return block_size_; }
 
-  absl::Status forward(const model::ForwardBatch& batch, std::vector<float>* logits,
+  // Runs the fake model and samples with the CPU reference, as the real CPU runner does.
+  absl::Status forward(const model::ForwardBatch& batch,
+                       std::vector<model::SampledToken>* sampled,
                        model::ForwardStats* stats) override {
+    std::vector<float> logits;
+    if (absl::Status s = run_batch(batch, &logits, stats); !s.ok()) return s;
+    sampled->resize(batch.sample_seqs.size());
+    for (size_t i = 0; i < batch.sample_seqs.size(); ++i) {
+      float* row = logits.data() + static_cast<size_t>(batch.sample_seqs[i]) * kFakeVocab;
+      const kernels::SampleResult r =
+          kernels::sample_row_cpu(row, kFakeVocab, batch.sample_specs[i],
+                                  batch.penalty_tokens.data(), batch.penalty_counts.data());
+      (*sampled)[i] = model::to_sampled_token(r, batch.sample_specs[i], kFakeVocab);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status forward_logits(const model::ForwardBatch& batch, int /*num_layers*/,
+                              std::vector<float>* logits) override {
+    return run_batch(batch, logits, nullptr);
+  }
+
+ private:
+  absl::Status run_batch(const model::ForwardBatch& batch, std::vector<float>* logits,
+                         model::ForwardStats* stats) {
     int call;
     {
       absl::MutexLock lock(&state_->mu);
@@ -191,7 +216,6 @@ class FakeRunner : public model::ModelRunner {
     return absl::OkStatus();
   }
 
- private:
   absl::Status check_shapes(const model::ForwardBatch& b) const {
     const size_t n = b.token_ids.size();
     if (b.positions.size() != n || b.slot_mapping.size() != n ||

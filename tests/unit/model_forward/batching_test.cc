@@ -128,7 +128,9 @@ TEST_F(ModelForwardTest, StatsCountAttentionWorkPerPhase) {
   TestSequence* seqs[] = {&decoding, &prefilling};
   finish_batch(seqs, &batch);
   ForwardStats stats;
-  run(runner_.get(), batch, &stats);
+  std::vector<SampledToken> sampled;  // no sample_seqs: the pass runs, nothing is sampled
+  ASSERT_TRUE(runner_->forward(batch, &sampled, &stats).ok());
+  EXPECT_TRUE(sampled.empty());
 
   const double layers = config_.num_layers, h = config_.num_heads, d = config_.head_dim;
   const double kv = config_.num_kv_heads;
@@ -151,7 +153,7 @@ TEST_F(ModelForwardTest, RejectsMalformedBatches) {
   add_to_batch(&seq, std::span(tokens).first(4), runner_->kv_block_size(), &good);
   TestSequence* seqs[] = {&seq};
   finish_batch(seqs, &good);
-  std::vector<float> logits;
+  std::vector<SampledToken> logits;  // sampled tokens
 
   ForwardBatch bad = good;
   bad.token_ids[2] = config_.vocab_size;
@@ -168,7 +170,20 @@ TEST_F(ModelForwardTest, RejectsMalformedBatches) {
   bad = good;
   bad.positions[3] = 7;
   EXPECT_EQ(runner_->forward(bad, &logits, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  bad = good;
+  bad.sample_seqs = {1};  // only sequence 0 exists
+  bad.sample_specs.resize(1);
+  EXPECT_EQ(runner_->forward(bad, &logits, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  bad = good;
+  bad.sample_seqs = {0};
+  bad.sample_specs.resize(1);
+  bad.sample_specs[0].penalty_end = 1;  // no penalty entries
+  EXPECT_EQ(runner_->forward(bad, &logits, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  good.sample_seqs = {0};
+  good.sample_specs.resize(1);
   EXPECT_TRUE(runner_->forward(good, &logits, nullptr).ok());
+  ASSERT_EQ(logits.size(), 1u);
+  EXPECT_EQ(logits[0].token, testing::argmax(run(runner_.get(), good)));  // greedy = the argmax
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ TEST_F(LoadDefaultModelTest, LoadsEverythingTheServerNeeds) {
   batch.max_blocks_per_seq = 1;
   batch.slot_mapping = {3 * 64, 3 * 64 + 1};
   std::vector<float> logits;
-  ASSERT_TRUE(m.runner->forward(batch, &logits, nullptr).ok());
+  ASSERT_TRUE(m.runner->forward_logits(batch, m.config.num_layers, &logits).ok());
   EXPECT_EQ(logits.size(), static_cast<size_t>(m.config.vocab_size));
 }
 

@@ -94,11 +94,10 @@ class ModelForwardTest : public ::testing::Test {
     return seq;
   }
 
-  // Runs one batch, returns logits [num_seqs, vocab].
-  static std::vector<float> run(CpuModelRunner* runner, const ForwardBatch& batch,
-                                ForwardStats* stats = nullptr) {
+  // Runs one batch through every layer, returns logits [num_seqs, vocab].
+  static std::vector<float> run(CpuModelRunner* runner, const ForwardBatch& batch) {
     std::vector<float> logits;
-    absl::Status status = runner->forward(batch, &logits, stats);
+    absl::Status status = runner->forward_logits(batch, runner->config().num_layers, &logits);
     EXPECT_TRUE(status.ok()) << status;
     return logits;
   }

@@ -4,6 +4,8 @@
 // and bounds of at least 5 standard deviations (they would hold for almost any seed too).
 #include "model/sampling.h"
 
+#include "kernels/cpu/sampling.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -307,7 +309,7 @@ TEST(Sampler, LogprobsAreRawLogSoftmaxWithSortedTopList) {
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return raw[a] > raw[b]; });
   std::vector<float> logits = raw;
   const std::vector<int32_t> generated = {order[0]};  // penalised, yet logprobs stay raw
-  const Sampler::Result r = sampler.sample(logits, {}, generated);
+  const SampledToken r = sampler.sample(logits, {}, generated);
   EXPECT_NEAR(r.logprob, raw[r.token] - lse, 1e-5);
   ASSERT_EQ(r.top_logprobs.size(), 5u);
   for (int i = 0; i < 5; ++i) {
@@ -320,9 +322,63 @@ TEST(Sampler, NanLogitsAreNeverChosen) {
   Sampler sampler(SamplingParams{}, 0);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> logits = {nan, 1.f, nan, 2.f};
-  const Sampler::Result r = sampler.sample(logits, {}, {});
+  const SampledToken r = sampler.sample(logits, {}, {});
   EXPECT_EQ(r.token, 3);
   EXPECT_FALSE(std::isnan(r.logprob));
+}
+
+// The edges of the accepted domain stay numerically safe (no overflow to inf - inf = NaN).
+TEST(Sampler, TinyTemperatureIsGreedyInEffect) {
+  SamplingParams p;
+  p.temperature = 1e-38f;
+  p.top_p = 0.9f;
+  p.min_p = 0.05f;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    std::vector<float> logits = random_logits(1000, 3.f, static_cast<uint32_t>(seed));
+    const int32_t best = static_cast<int32_t>(
+        std::max_element(logits.begin(), logits.end()) - logits.begin());
+    Sampler sampler(p, seed);
+    EXPECT_EQ(sampler.sample(logits, {}, {}).token, best) << "seed " << seed;
+  }
+}
+
+TEST(Sampler, TinyRepetitionPenaltyNeverPoisonsTheDraw) {
+  SamplingParams p;
+  p.temperature = 1.f;
+  p.repetition_penalty = 1e-45f;  // the smallest positive float: divides positives to inf
+  std::vector<int32_t> prompt = {5, 7};
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    std::vector<float> logits = random_logits(64, 1.f, static_cast<uint32_t>(seed));
+    logits[5] = 3.f;   // positive: 3 / 1e-45 overflows, clamped to FLT_MAX
+    logits[7] = -2.f;  // negative: multiplied towards zero
+    Sampler sampler(p, seed);
+    const SampledToken r = sampler.sample(logits, prompt, {});
+    EXPECT_EQ(r.token, 5) << "seed " << seed;  // the only token of non-zero weight
+  }
+  p.temperature = 0;
+  std::vector<float> logits = random_logits(64, 1.f, 1);
+  logits[5] = 3.f;
+  Sampler greedy(p, 0);
+  EXPECT_EQ(greedy.sample(logits, prompt, {}).token, 5);
+}
+
+TEST(Sampler, DrawWalksKeptTokensInIdOrder) {
+  // Two equally likely tokens: a uniform below 1/2 picks the lower id, above it the higher.
+  SamplingParams p;
+  p.temperature = 1.f;
+  std::vector<int32_t> tokens, counts;
+  Sampler sampler(p, 3);
+  int low = 0, high = 0;
+  for (int i = 0; i < 200; ++i) {
+    kernels::SampleSpec spec = sampler.next_spec({}, {}, 4, &tokens, &counts);
+    std::vector<float> logits = {-1e30f, 0.f, -1e30f, 0.f};
+    const int32_t t = kernels::sample_row_cpu(logits.data(), 4, spec, tokens.data(),
+                                              counts.data()).token;
+    EXPECT_EQ(t, spec.uniform < 0.5 ? 1 : 3) << "uniform " << spec.uniform;
+    (spec.uniform < 0.5 ? low : high) += 1;
+  }
+  EXPECT_GT(low, 0);
+  EXPECT_GT(high, 0);
 }
 
 }  // namespace

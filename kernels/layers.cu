@@ -1,0 +1,177 @@
+// Device code and launchers of kernels/layers.h. These kernels are memory-bound one-pass
+// loops (a few bytes moved per FLOP); each thread handles elements strided by the block so
+// that a warp's loads and stores are contiguous.
+#include <cub/block/block_reduce.cuh>
+
+#include "kernels/attention_common.cuh"
+#include "kernels/layers.h"
+#include "kernels/paged_kv.h"
+
+namespace flashserve::kernels {
+namespace device {
+namespace {
+
+constexpr int kNormThreads = 256;       // one block per row: dim 576..8192 -> 3..32 per thread
+constexpr int kElementwiseThreads = 256;
+// Grid-stride loops stop adding blocks here: ~4 waves of 256-thread blocks on 132 SMs.
+constexpr int64_t kMaxGridStrideBlocks = 4096;
+
+template <typename T>
+__device__ __forceinline__ float load(const T* p, int64_t i) {
+  return DTypeTraits<T>::to_float(p[i]);
+}
+template <typename T>
+__device__ __forceinline__ void store(T* p, int64_t i, float v) {
+  p[i] = DTypeTraits<T>::from_float(v);
+}
+
+template <typename T>
+__global__ void embedding_kernel(EmbeddingParams p) {
+  const int64_t t = blockIdx.x;
+  const T* row = static_cast<const T*>(p.table) + static_cast<int64_t>(p.token_ids[t]) * p.dim;
+  for (int i = threadIdx.x; i < p.dim; i += blockDim.x) p.out[t * p.dim + i] = load(row, i);
+}
+
+template <typename T>
+__global__ void rmsnorm_kernel(RmsNormParams p) {
+  using BlockReduce = cub::BlockReduce<float, kNormThreads>;
+  __shared__ typename BlockReduce::TempStorage tmp;
+  __shared__ float scale;
+  const int64_t r = blockIdx.x;
+  const float* x = p.x + (p.rows != nullptr ? p.rows[r] : r) * static_cast<int64_t>(p.dim);
+  float sum_sq = 0;
+  for (int i = threadIdx.x; i < p.dim; i += kNormThreads) sum_sq += x[i] * x[i];
+  sum_sq = BlockReduce(tmp).Sum(sum_sq);
+  // 1/sqrt rather than rsqrtf (2 ulp): the CPU reference rounds the exact scale once.
+  if (threadIdx.x == 0) scale = 1.f / sqrtf(sum_sq / p.dim + p.eps);
+  __syncthreads();
+  T* out = static_cast<T*>(p.out) + r * p.dim;
+  for (int i = threadIdx.x; i < p.dim; i += kNormThreads) store(out, i, x[i] * scale * p.weight[i]);
+}
+
+// One block per token; thread j handles pair j % half of head j / half over the Q, K and V
+// heads of the token's fused projection row.
+template <typename T>
+__global__ void rope_append_kernel(RopeAppendParams p) {
+  const int64_t t = blockIdx.x;
+  const int half = p.head_dim / 2;
+  const int num_pairs = (p.num_heads + 2 * p.num_kv_heads) * half;
+  const T* row = static_cast<const T*>(p.qkv) + t * 2 * num_pairs;
+  const int64_t slot = p.slot_mapping[t];
+  const float* cos = p.cos + static_cast<int64_t>(p.positions[t]) * half;
+  const float* sin = p.sin + static_cast<int64_t>(p.positions[t]) * half;
+  for (int j = threadIdx.x; j < num_pairs; j += blockDim.x) {
+    const int head = j / half, i = j % half;
+    const bool adjacent = p.style == RopeStyle::kAdjacentPairs;
+    const int a = adjacent ? 2 * i : i, b = adjacent ? 2 * i + 1 : i + half;
+    const T* in = row + static_cast<int64_t>(head) * p.head_dim;
+    float x = load(in, a), y = load(in, b);
+    if (head < p.num_heads + p.num_kv_heads) {  // Q or K: rotate
+      const float c = cos[i], s = sin[i];
+      const float rx = x * c - y * s, ry = x * s + y * c;
+      x = rx;
+      y = ry;
+    }
+    T* dst;
+    if (head < p.num_heads) {
+      dst = static_cast<T*>(p.q_out) + (t * p.num_heads + head) * p.head_dim;
+    } else {
+      if (slot < 0) continue;
+      const bool is_k = head < p.num_heads + p.num_kv_heads;
+      const int kv_head = (head - p.num_heads) % p.num_kv_heads;
+      const int64_t offset = kv_cache_offset(slot / p.block_size, kv_head, slot % p.block_size,
+                                             p.num_kv_heads, p.block_size, p.head_dim);
+      dst = static_cast<T*>(is_k ? p.k_cache : p.v_cache) + offset;
+    }
+    store(dst, a, x);
+    store(dst, b, y);
+  }
+}
+
+template <typename T>
+__global__ void swiglu_kernel(SwigluParams p) {
+  const int64_t n = static_cast<int64_t>(p.num_rows) * p.ffn_size;
+  const T* gate_up = static_cast<const T*>(p.gate_up);
+  T* out = static_cast<T*>(p.out);
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = e / p.ffn_size, c = e % p.ffn_size;
+    const float g = load(gate_up, r * 2 * p.ffn_size + c);
+    const float u = load(gate_up, r * 2 * p.ffn_size + p.ffn_size + c);
+    store(out, e, g / (1.f + expf(-g)) * u);  // exp overflow -> g / inf = -0, silu's limit
+  }
+}
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// Runs f(TypeTag<T>{}) for the element type of `dtype`, then checks the launch.
+template <typename F>
+absl::Status with_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kBf16: f(TypeTag<__nv_bfloat16>{}); break;
+    case DType::kFp16: f(TypeTag<__half>{}); break;
+  }
+  CUDA_CHECK(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+absl::Status invalid(const char* what, int64_t value) {
+  return absl::InvalidArgumentError(absl::StrCat(what, value));
+}
+
+}  // namespace
+}  // namespace device
+
+absl::Status embedding_gather(const EmbeddingParams& p, cudaStream_t stream) {
+  if (p.num_tokens < 0 || p.dim < 1) return device::invalid("embedding_gather: bad dim ", p.dim);
+  if (p.num_tokens == 0) return absl::OkStatus();
+  return device::with_dtype(p.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    device::embedding_kernel<T><<<p.num_tokens, device::kElementwiseThreads, 0, stream>>>(p);
+  });
+}
+
+absl::Status rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
+  if (p.num_rows < 0 || p.dim < 1) return device::invalid("rmsnorm: bad dim ", p.dim);
+  if (p.num_rows == 0) return absl::OkStatus();
+  return device::with_dtype(p.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    device::rmsnorm_kernel<T><<<p.num_rows, device::kNormThreads, 0, stream>>>(p);
+  });
+}
+
+absl::Status rope_qkv_append(const RopeAppendParams& p, cudaStream_t stream) {
+  if (p.head_dim < 2 || p.head_dim % 2 != 0) {
+    return device::invalid("rope_qkv_append: head_dim must be even, got ", p.head_dim);
+  }
+  if (p.num_kv_heads < 1 || p.num_heads < 1 || p.block_size < 1) {
+    return device::invalid("rope_qkv_append: bad head count or block size, num_kv_heads ",
+                           p.num_kv_heads);
+  }
+  if (p.num_tokens == 0) return absl::OkStatus();
+  const int num_pairs = (p.num_heads + 2 * p.num_kv_heads) * p.head_dim / 2;
+  const int threads = std::min(1024, (num_pairs + 31) / 32 * 32);
+  return device::with_dtype(p.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    device::rope_append_kernel<T><<<p.num_tokens, threads, 0, stream>>>(p);
+  });
+}
+
+absl::Status swiglu(const SwigluParams& p, cudaStream_t stream) {
+  if (p.num_rows < 0 || p.ffn_size < 1) return device::invalid("swiglu: bad ffn_size ", p.ffn_size);
+  const int64_t n = static_cast<int64_t>(p.num_rows) * p.ffn_size;
+  if (n == 0) return absl::OkStatus();
+  const int64_t blocks = std::min<int64_t>(
+      (n + device::kElementwiseThreads - 1) / device::kElementwiseThreads,
+      device::kMaxGridStrideBlocks);
+  return device::with_dtype(p.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    device::swiglu_kernel<T>
+        <<<static_cast<unsigned>(blocks), device::kElementwiseThreads, 0, stream>>>(p);
+  });
+}
+
+}  // namespace flashserve::kernels

@@ -1,0 +1,80 @@
+#pragma once
+// The CUDA kernels of a Llama layer other than attention and the GEMMs: embedding gather,
+// RMSNorm, RoPE fused with the KV-cache append, SwiGLU. Plain C++ API: POD params +
+// launchers taking a stream; device code lives in kernels/layers.cu. Each has an fp32 CPU
+// reference in kernels/cpu/ (rmsnorm.h, rope.h + attention_ref.h's kv_append_cpu,
+// swiglu.h) and the same numerics: fp32 arithmetic on 16-bit inputs, one rounding to the
+// 16-bit output type at the end.
+//
+// All pointers are device pointers; launchers are asynchronous on `stream`, never
+// synchronise, and return InvalidArgument naming the value for a shape they do not support.
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/dtype.h"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace flashserve::kernels {
+
+// out[t, :] = float(table[token_ids[t], :]): the residual stream starts in fp32.
+struct EmbeddingParams {
+  DType dtype = DType::kBf16;
+  const void* table = nullptr;         // [vocab, dim]
+  const int32_t* token_ids = nullptr;  // [num_tokens], each in [0, vocab)
+  float* out = nullptr;                // [num_tokens, dim]
+  int num_tokens = 0;
+  int dim = 0;
+};
+absl::Status embedding_gather(const EmbeddingParams& p, cudaStream_t stream);
+
+// out[r, :] = x[row(r), :] * (1 / sqrt(mean(x[row(r), :]^2) + eps)) * weight, with
+// row(r) = rows[r] (a gather: the final norm reads only the last token of each sequence) or
+// r when rows is null. The scale is rounded to float once, as in kernels/cpu/rmsnorm.h.
+struct RmsNormParams {
+  DType dtype = DType::kBf16;
+  const float* x = nullptr;       // [*, dim] fp32 residual stream
+  const int32_t* rows = nullptr;  // [num_rows] or nullptr
+  const float* weight = nullptr;  // [dim]
+  void* out = nullptr;            // [num_rows, dim]
+  int num_rows = 0;
+  int dim = 0;
+  float eps = 0;
+};
+absl::Status rmsnorm(const RmsNormParams& p, cudaStream_t stream);
+
+// The attention input of one layer from the fused QKV projection: rotates Q and K by RoPE
+// (pairs and angles of kernels/cpu/rope.h, from tables built by rope_cos_sin_cpu), writes Q
+// packed for the attention kernels and K, V straight into the paged cache at slot_mapping
+// (kernels/paged_kv.h; a negative slot is padding and skipped).
+struct RopeAppendParams {
+  DType dtype = DType::kBf16;
+  const void* qkv = nullptr;  // [num_tokens, (num_heads + 2 * num_kv_heads) * head_dim]
+  const float* cos = nullptr;            // [num_positions, head_dim / 2]
+  const float* sin = nullptr;            // [num_positions, head_dim / 2]
+  const int32_t* positions = nullptr;    // [num_tokens], each in [0, num_positions)
+  const int32_t* slot_mapping = nullptr; // [num_tokens]
+  void* q_out = nullptr;                 // [num_tokens, num_heads, head_dim]
+  void* k_cache = nullptr;  // [num_blocks, num_kv_heads, block_size, head_dim]
+  void* v_cache = nullptr;  // [num_blocks, num_kv_heads, block_size, head_dim]
+  int num_tokens = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;  // even
+  int block_size = 0;
+  RopeStyle style = RopeStyle::kAdjacentPairs;
+};
+absl::Status rope_qkv_append(const RopeAppendParams& p, cudaStream_t stream);
+
+// out = silu(gate) * up, silu(g) = g / (1 + exp(-g)), from the fused gate/up projection.
+struct SwigluParams {
+  DType dtype = DType::kBf16;
+  const void* gate_up = nullptr;  // [num_rows, 2 * ffn_size]: gate | up
+  void* out = nullptr;            // [num_rows, ffn_size]
+  int num_rows = 0;
+  int ffn_size = 0;
+};
+absl::Status swiglu(const SwigluParams& p, cudaStream_t stream);
+
+}  // namespace flashserve::kernels
