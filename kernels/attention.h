@@ -99,6 +99,21 @@ struct KvAppendParams {
 };
 absl::Status kv_append(const KvAppendParams& p, cudaStream_t stream);
 
+// The work of one attention call over num_seqs packed sequences, for benchmarks and metrics
+// alike (the one formula both use). Sequence s has q_len(s) = cu_seqlens_q[s+1] -
+// cu_seqlens_q[s] queries over seqlens_k[s] keys; with `causal`, query i sees
+// seqlens_k - q_len + i + 1 keys, otherwise all of them.
+//   flops = 4 * head_dim * num_heads * (query, key) pairs attended  (QK^T and PV, 2 each)
+//   bytes = element_bytes * head_dim * (2 * num_heads * queries + 2 * num_kv_heads * keys):
+//           the minimum traffic, Q read and O written once, each K/V row read once.
+struct AttentionCost {
+  double flops = 0;
+  double bytes = 0;
+};
+AttentionCost attention_cost(const int32_t* cu_seqlens_q, const int32_t* seqlens_k,
+                             int num_seqs, int num_heads, int num_kv_heads, int head_dim,
+                             int element_bytes, bool causal);
+
 // Validation shared by the launchers (exposed for tests): InvalidArgument naming the value.
 absl::Status validate_attention_params(const AttentionParams& p);
 

@@ -9,51 +9,58 @@
 #include "kernels/attention_prefill.cuh"
 #include "kernels/attention_prefill_sm90_ws.cuh"
 
-#include <cstdlib>
-#include <cstring>
-#include <string>
+#include <vector>
 
 namespace flashserve::kernels {
 namespace {
 
-absl::StatusOr<bool> current_device_is_hopper() {
-  int device = 0, major = 0, minor = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return major == 9 && minor == 0;
+// Compute capability major*10+minor of every visible device, queried once per process.
+int compute_capability(int device) {
+  static const std::vector<int> capabilities = [] {
+    std::vector<int> cc;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      cudaGetLastError();
+      return cc;
+    }
+    for (int d = 0; d < count; ++d) {
+      int major = 0, minor = 0;
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
+      cc.push_back(major * 10 + minor);
+    }
+    return cc;
+  }();
+  return device >= 0 && device < static_cast<int>(capabilities.size()) ? capabilities[device] : 0;
 }
 
-// kAuto's choice on a Hopper GPU, from the measured grid (bench/attention/RESULTS.md): the
-// wgmma path wins at head_dim 128 (1.02-1.27x FA2 from s = 1k on, the mma.sync path
-// 0.95-1.00x); at head_dim 64, with half the MMA work per softmax element, the mma.sync path
-// (Q kept in registers) is as fast or faster at every length.
-constexpr bool hopper_path_preferred(int head_dim) { return head_dim >= 128; }
+absl::StatusOr<bool> current_device_is_hopper() {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  return compute_capability(device) == 90;
+}
 
-// The Hopper kernel is the warp-specialized one (producer warpgroup, mbarrier rings, ping-pong
-// consumers; kernels/attention_prefill_sm90_ws.cuh), at both head_dims. kAuto takes it at
-// d128 only (hopper_path_preferred); at d64 it runs for kHopper. Measured (bench/attention/
-// NOTES.md): d128 (v7, run 11) 1.19-1.44x the former v5 kernel, all tests pass; d64 (v8, 3
-// consumer warpgroups, run 13) all tests pass, 1.29-1.47x v5 and 1.06-1.46x mma.sync, except
-// causal s <= 1k (0.91-0.98x mma.sync); not kAuto's d64 choice (yet) because it is not faster
-// on the whole grid and has not been under compute-sanitizer (NOTES.md v8). The v5 kernel and
-// the no-ping-pong experiment (ws_nopp) were removed after v7/v8.
-// FLASHSERVE_PREFILL_SM90 may still name the kernel: "ws" (or empty); any other value is an
-// error, so that a script asking for a removed variant fails instead of measuring ws.
-absl::Status check_sm90_kernel_choice() {
-  const char* env = std::getenv("FLASHSERVE_PREFILL_SM90");
-  if (env == nullptr || *env == '\0' || std::strcmp(env, "ws") == 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      std::string("attention_prefill: unknown FLASHSERVE_PREFILL_SM90=") + env +
-      " (the only Hopper kernel is \"ws\"; v5 and ws_nopp were removed)");
+// kAuto's choice on a Hopper GPU, from the measured grid (bench/attention/RESULTS.md and
+// NOTES.md): at head_dim 128 the warp-specialized wgmma kernel is faster at every length;
+// at head_dim 64 it wins from 512 queries without the causal mask and from 2048 with it
+// (below that, the mma.sync kernel with Q in registers is as fast or faster).
+constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q) {
+  return head_dim >= 128 || max_seqlen_q >= (causal ? 2048 : 512);
+}
+
+// Raises a kernel's dynamic shared-memory limit once per process (the attribute is not a
+// stream operation, so doing it at every launch would only add host work to each step).
+template <typename Kernel>
+absl::Status smem_limit_once(Kernel kernel, int bytes) {
+  static const absl::Status status = device::set_smem_limit(kernel, bytes);
+  return status;
 }
 
 template <typename T, int kHeadDim>
 absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
-  if (absl::Status s = check_sm90_kernel_choice(); !s.ok()) return s;
   auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim>;
   const int smem = device::sm90ws_smem_bytes(kHeadDim);
-  if (absl::Status s = device::set_smem_limit(kernel, smem); !s.ok()) return s;
+  if (absl::Status s = smem_limit_once(kernel, smem); !s.ok()) return s;
   constexpr int kBlockM = device::sm90ws_block_m(kHeadDim);
   const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.num_heads, p.num_seqs);
   kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(p);
@@ -65,7 +72,7 @@ template <typename T, int kHeadDim>
 absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
   auto* kernel = device::attention_prefill_kernel<T, kHeadDim>;
   const int smem = device::prefill_smem_bytes(kHeadDim);
-  if (absl::Status s = device::set_smem_limit(kernel, smem); !s.ok()) return s;
+  if (absl::Status s = smem_limit_once(kernel, smem); !s.ok()) return s;
   const dim3 grid((p.max_seqlen_q + device::prefill_block_m() - 1) / device::prefill_block_m(),
                   p.num_heads, p.num_seqs);
   kernel<<<grid, device::prefill_threads(), smem, stream>>>(p);
@@ -95,7 +102,8 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
     using T = typename decltype(type_tag)::type;
     constexpr int kHeadDim = decltype(dim_tag)::value;
     const bool use_hopper =
-        hopper && (p.prefill_impl == PrefillImpl::kHopper || hopper_path_preferred(kHeadDim));
+        hopper && (p.prefill_impl == PrefillImpl::kHopper ||
+                   hopper_path_preferred(kHeadDim, p.causal, p.max_seqlen_q));
     return use_hopper ? launch_hopper<T, kHeadDim>(p, stream)
                       : launch_portable<T, kHeadDim>(p, stream);
   });

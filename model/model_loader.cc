@@ -4,8 +4,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernels/device.h"
 #include "model/cpu/cpu_runner.h"
 #include "model/cpu/llama_forward.h"
+#include "model/cuda/cuda_backend.h"
 
 namespace flashserve::model {
 namespace {
@@ -13,14 +16,10 @@ namespace {
 // Blocks the options ask for, given the model's bytes per block.
 absl::StatusOr<int> kv_blocks_for(const LoadOptions& options, const ModelConfig& config,
                                   int block_size) {
-  if (options.num_kv_blocks < 0 || options.kv_cache_mb < 0 || options.max_num_seqs < 0 ||
-      options.num_threads < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "load options must be >= 0: num_kv_blocks ", options.num_kv_blocks, ", kv_cache_mb ",
-        options.kv_cache_mb, ", max_num_seqs ", options.max_num_seqs, ", num_threads ",
-        options.num_threads));
-  }
   int64_t num_blocks = options.num_kv_blocks;
+  if (num_blocks == 0 && options.kv_cache_tokens > 0) {
+    num_blocks = (options.kv_cache_tokens + block_size - 1) / block_size;
+  }
   if (num_blocks == 0) {
     const int64_t mb = options.kv_cache_mb > 0 ? options.kv_cache_mb : kDefaultKvCacheMb;
     const int64_t per_block = PagedKvCache::bytes_per_block(
@@ -46,9 +45,90 @@ absl::StatusOr<std::optional<ChatTemplate>> chat_template_of(const GgufFile& fil
   return std::optional<ChatTemplate>(std::move(*t));
 }
 
+absl::Status check_options(const LoadOptions& o) {
+  if (o.num_kv_blocks < 0 || o.kv_cache_tokens < 0 || o.kv_cache_mb < 0 ||
+      o.max_num_seqs < 0 || o.max_batch_tokens < 0 || o.num_threads < 0 ||
+      !(o.gpu_memory_fraction > 0 && o.gpu_memory_fraction <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "load options must be >= 0: num_kv_blocks ", o.num_kv_blocks, ", kv_cache_tokens ",
+        o.kv_cache_tokens, ", kv_cache_mb ", o.kv_cache_mb, ", max_num_seqs ", o.max_num_seqs,
+        ", max_batch_tokens ", o.max_batch_tokens, ", num_threads ", o.num_threads,
+        "; gpu_memory_fraction ", o.gpu_memory_fraction, " must be in (0, 1]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status load_cpu_runner(const LoadOptions& options, LoadedModel* m, std::string why) {
+  CpuRunnerOptions runner_options;
+  absl::StatusOr<int> num_blocks = kv_blocks_for(options, m->config, runner_options.block_size);
+  if (!num_blocks.ok()) return num_blocks.status();
+  runner_options.num_kv_blocks = *num_blocks;
+  runner_options.num_threads = options.num_threads;
+  absl::StatusOr<std::unique_ptr<CpuModelRunner>> runner =
+      CpuModelRunner::from_gguf(*m->file, m->config, runner_options);
+  if (!runner.ok()) return runner.status();
+  const int64_t cache_bytes =
+      int64_t{*num_blocks} * PagedKvCache::bytes_per_block(m->config.num_layers,
+                                                           m->config.num_kv_heads,
+                                                           runner_options.block_size,
+                                                           m->config.head_dim);
+  m->backend_summary = absl::StrFormat(
+      "cpu%s: weights %.1f MiB fp32; KV cache %d blocks x %d tokens, %.1f MiB fp32",
+      why.empty() ? "" : " (" + why + ")", (*runner)->weights()->num_parameters() * 4.0 / (1 << 20),
+      *num_blocks, runner_options.block_size, cache_bytes / double(1 << 20));
+  m->runner = std::move(*runner);
+  m->device = "cpu";
+  return absl::OkStatus();
+}
+
+absl::Status load_cuda_runner(const LoadOptions& options, LoadedModel* m) {
+  CudaRunnerOptions o;
+  o.num_kv_blocks = options.num_kv_blocks;
+  o.kv_cache_tokens = options.kv_cache_tokens;
+  if (o.num_kv_blocks == 0 && o.kv_cache_tokens == 0 && options.kv_cache_mb > 0) {
+    o.kv_cache_tokens = (options.kv_cache_mb << 20) /
+                        (PagedKvCache::bytes_per_block(m->config.num_layers,
+                                                       m->config.num_kv_heads, 1,
+                                                       m->config.head_dim) / 2);
+  }
+  o.gpu_memory_fraction = options.gpu_memory_fraction;
+  if (options.max_batch_tokens > 0) o.max_batch_tokens = options.max_batch_tokens;
+  o.max_num_seqs = std::max(options.max_num_seqs, 1);
+  CudaRunnerInfo info;
+  absl::StatusOr<std::unique_ptr<ModelRunner>> runner =
+      create_cuda_runner(*m->file, m->config, o, &info);
+  if (!runner.ok()) return runner.status();
+  m->runner = std::move(*runner);
+  m->device = "cuda";
+  m->backend_summary = info.summary;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
+absl::Status check_device_available(Device device) {
+  if (device != Device::kCuda) return absl::OkStatus();
+  if (!cuda_backend_built()) {
+    return absl::FailedPreconditionError(
+        "--device cuda: this build has no CUDA backend (built without nvcc or with "
+        "-DFLASHSERVE_CUDA=OFF)");
+  }
+  if (kernels::cuda_device_count() == 0) {
+    return absl::FailedPreconditionError("--device cuda: no CUDA device is visible");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Device> parse_device(const std::string& name) {
+  if (name == "auto") return Device::kAuto;
+  if (name == "cpu") return Device::kCpu;
+  if (name == "cuda") return Device::kCuda;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--device: '", name, "' is not one of auto, cpu, cuda"));
+}
+
 absl::StatusOr<LoadedModel> load_model(const std::string& path, const LoadOptions& options) {
+  if (absl::Status st = check_options(options); !st.ok()) return st;
   LoadedModel m;
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::open(path);
   if (!file.ok()) return file.status();
@@ -63,15 +143,28 @@ absl::StatusOr<LoadedModel> load_model(const std::string& path, const LoadOption
   if (!chat_template.ok()) return chat_template.status();
   m.chat_template = std::move(*chat_template);
 
-  CpuRunnerOptions runner_options;
-  absl::StatusOr<int> num_blocks = kv_blocks_for(options, m.config, runner_options.block_size);
-  if (!num_blocks.ok()) return num_blocks.status();
-  runner_options.num_kv_blocks = *num_blocks;
-  runner_options.num_threads = options.num_threads;
-  absl::StatusOr<std::unique_ptr<CpuModelRunner>> runner =
-      CpuModelRunner::from_gguf(*m.file, m.config, runner_options);
-  if (!runner.ok()) return runner.status();
-  m.runner = std::move(*runner);
+  if (options.device == Device::kCpu) {
+    if (absl::Status st = load_cpu_runner(options, &m, ""); !st.ok()) return st;
+    return m;
+  }
+  if (options.device == Device::kCuda) {
+    if (absl::Status st = load_cuda_runner(options, &m); !st.ok()) return st;
+    return m;
+  }
+  // auto: the GPU when it can serve this model, else the CPU with the reason logged. Only
+  // "no usable GPU" falls back; running out of memory on a usable GPU is an error.
+  std::string why;
+  if (!cuda_backend_built()) {
+    why = "this build has no CUDA backend";
+  } else if (kernels::cuda_device_count() == 0) {
+    why = "no CUDA device is visible";
+  } else {
+    absl::Status st = load_cuda_runner(options, &m);
+    if (st.ok()) return m;
+    if (st.code() != absl::StatusCode::kUnimplemented) return st;
+    why = std::string(st.message());
+  }
+  if (absl::Status st = load_cpu_runner(options, &m, why); !st.ok()) return st;
   return m;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // One call that turns a GGUF path into everything the server needs: the parsed file, the
-// config, the tokenizer, the chat template (when the file has one) and a ModelRunner (the
-// CPU backend for now; the CUDA backend will be chosen here by LoadOptions).
+// config, the tokenizer, the chat template (when the file has one) and a ModelRunner on the
+// device LoadOptions asks for (the CPU backend, model/cpu/, or the CUDA backend,
+// model/cuda/). This is the one place that resolves --device.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -16,12 +17,29 @@
 
 namespace flashserve::model {
 
+enum class Device { kAuto, kCpu, kCuda };
+
+// "auto" | "cpu" | "cuda"; InvalidArgument naming the value otherwise.
+absl::StatusOr<Device> parse_device(const std::string& name);
+
+// OK when `device` can be used in this process: FailedPrecondition naming what is missing
+// for kCuda without a CUDA build or a visible GPU (checked before anything is loaded, so
+// that a server can refuse to start at once); kAuto and kCpu are always OK.
+absl::Status check_device_available(Device device);
+
 struct LoadOptions {
-  // KV cache size: num_kv_blocks when > 0, else kv_cache_mb MiB (K and V of all layers),
-  // else kDefaultKvCacheMb.
+  // kAuto: the CUDA backend when this build has it, a GPU is visible and it supports the
+  // model; otherwise the CPU backend (the reason is in LoadedModel::backend_summary).
+  Device device = Device::kAuto;
+  // KV cache size, the first that is set: num_kv_blocks; kv_cache_tokens (rounded up to
+  // whole blocks); kv_cache_mb MiB (K and V of all layers); else the backend's default:
+  // kDefaultKvCacheMb on the CPU, gpu_memory_fraction of the device on the GPU.
   int num_kv_blocks = 0;
+  int64_t kv_cache_tokens = 0;
   int64_t kv_cache_mb = 0;
+  double gpu_memory_fraction = 0.9;  // (0, 1]: device memory the CUDA backend may fill
   int max_num_seqs = 0;  // >= 0; the cache must hold one block per sequence (0 = no check)
+  int max_batch_tokens = 0;  // >= 0; the CUDA backend sizes its step workspace for it
   int num_threads = 0;   // BLAS threads of the CPU backend; 0 = the BLAS default
 };
 
@@ -33,10 +51,13 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
   std::optional<ChatTemplate> chat_template;  // absent when the file has no template
   std::unique_ptr<ModelRunner> runner;
+  std::string device;           // "cpu" or "cuda": where the runner runs
+  std::string backend_summary;  // for the start-up log: device, memory, why
 };
 
-// Opens and validates the file, dequantizes the weights (fp32, CPU backend) and allocates
-// the KV cache. Errors from the GGUF reader, config, tokenizer and weights pass through
+// Opens and validates the file, loads the weights onto the device (fp32 on the CPU, bf16 on
+// the GPU) and allocates the KV cache. --device cuda without a usable GPU fails with
+// FailedPrecondition / Unimplemented naming what is missing (model/cuda/cuda_backend.h). Errors from the GGUF reader, config, tokenizer and weights pass through
 // (their messages name the key or tensor); InvalidArgument naming the option for bad
 // options; ResourceExhausted when the cache budget holds fewer than max(1, max_num_seqs)
 // blocks. A chat template that is present but unsupported is an error, not a silent drop.

@@ -42,9 +42,19 @@ struct AttentionPhaseStats {
   double flops = 0;
   int calls = 0;
 };
+// Device time of one forward pass by part. Backends measure it in some steps only (the CUDA
+// backend every kProfileEvery-th step, to keep the extra timing events off most steps);
+// `measured` says whether this step's fields hold a measurement.
+struct StepBreakdown {
+  bool measured = false;
+  double attention_seconds = 0;
+  double gemm_seconds = 0;
+  double other_seconds = 0;
+};
 struct ForwardStats {
   AttentionPhaseStats prefill;
   AttentionPhaseStats decode;
+  StepBreakdown breakdown;
 };
 
 class ModelRunner {

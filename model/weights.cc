@@ -9,11 +9,10 @@
 #include "model/gguf/gguf.h"
 
 namespace flashserve::model {
-namespace {
 
-// Dequantizes tensor `name`, checking that its ggml dims are exactly `dims`.
-absl::StatusOr<std::vector<float>> load_tensor(const GgufFile& file, const std::string& name,
-                                               const std::vector<int64_t>& dims) {
+absl::StatusOr<std::vector<float>> load_weight_tensor(const GgufFile& file,
+                                                      const std::string& name,
+                                                      const std::vector<int64_t>& dims) {
   const GgufTensorInfo* info = file.find_tensor(name);
   if (info == nullptr) {
     return absl::NotFoundError(absl::StrCat("weights: tensor '", name, "' is missing"));
@@ -25,6 +24,8 @@ absl::StatusOr<std::vector<float>> load_tensor(const GgufFile& file, const std::
   }
   return file.dequantize(*info);
 }
+
+namespace {
 
 absl::Status load_layer(const GgufFile& file, const ModelConfig& c, int layer,
                         LayerWeights* w) {
@@ -55,7 +56,7 @@ absl::Status load_layer(const GgufFile& file, const ModelConfig& c, int layer,
       {"ffn_down.weight", {c.ffn_size, hidden}, &w->w_down},
   };
   for (const Entry& e : entries) {
-    absl::StatusOr<std::vector<float>> t = load_tensor(file, prefix + e.name, e.dims);
+    absl::StatusOr<std::vector<float>> t = load_weight_tensor(file, prefix + e.name, e.dims);
     if (!t.ok()) return t.status();
     *e.dst = std::move(*t);
   }
@@ -74,8 +75,14 @@ int64_t LlamaWeights::num_parameters() const {
   return n;
 }
 
-absl::StatusOr<LlamaWeights> load_llama_weights(const GgufFile& file,
-                                                const ModelConfig& config) {
+absl::StatusOr<LayerWeights> load_llama_layer(const GgufFile& file, const ModelConfig& config,
+                                              int layer) {
+  LayerWeights w;
+  if (absl::Status s = load_layer(file, config, layer, &w); !s.ok()) return s;
+  return w;
+}
+
+absl::Status check_llama_config(const ModelConfig& config) {
   if (config.num_layers <= 0 || config.hidden_size <= 0 || config.head_dim <= 0 ||
       config.num_heads <= 0 || config.num_kv_heads <= 0 || config.vocab_size <= 0 ||
       config.ffn_size <= 0) {
@@ -85,10 +92,16 @@ absl::StatusOr<LlamaWeights> load_llama_weights(const GgufFile& file,
                      config.num_kv_heads, ", head_dim ", config.head_dim, ", ffn ",
                      config.ffn_size, ", vocab ", config.vocab_size, ")"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LlamaWeights> load_llama_weights(const GgufFile& file,
+                                                const ModelConfig& config) {
+  if (absl::Status s = check_llama_config(config); !s.ok()) return s;
   const int64_t hidden = config.hidden_size;
   const int64_t vocab = config.vocab_size;
   LlamaWeights w;
-  absl::StatusOr<std::vector<float>> t = load_tensor(file, "token_embd.weight", {hidden, vocab});
+  absl::StatusOr<std::vector<float>> t = load_weight_tensor(file, "token_embd.weight", {hidden, vocab});
   if (!t.ok()) return t.status();
   w.token_embd = std::move(*t);
   w.layers.resize(config.num_layers);
@@ -96,11 +109,11 @@ absl::StatusOr<LlamaWeights> load_llama_weights(const GgufFile& file,
     absl::Status s = load_layer(file, config, i, &w.layers[i]);
     if (!s.ok()) return s;
   }
-  t = load_tensor(file, "output_norm.weight", {hidden});
+  t = load_weight_tensor(file, "output_norm.weight", {hidden});
   if (!t.ok()) return t.status();
   w.output_norm = std::move(*t);
   if (!config.tied_embeddings) {
-    t = load_tensor(file, "output.weight", {hidden, vocab});
+    t = load_weight_tensor(file, "output.weight", {hidden, vocab});
     if (!t.ok()) return t.status();
     w.output = std::move(*t);
   }

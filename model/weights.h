@@ -8,6 +8,8 @@
 // Q and K rows are kept as GGUF stores them: llama.cpp's converter permutes the rows of
 // each head so that RoPE rotates ADJACENT pairs (x[2i], x[2i+1]) ("normal" mode). The
 // forward pass therefore applies adjacent-pair RoPE; no un-permutation happens here.
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -50,5 +52,18 @@ struct LlamaWeights {
 // silently ignored.
 absl::StatusOr<LlamaWeights> load_llama_weights(const GgufFile& file,
                                                 const ModelConfig& config);
+
+// The pieces of load_llama_weights, for backends that convert the weights one layer at a time
+// (the CUDA backend never holds the whole fp32 model):
+// InvalidArgument naming the sizes when a hyper-parameter the weights need is <= 0.
+absl::Status check_llama_config(const ModelConfig& config);
+// One layer's tensors (`blk.<layer>.*`), dequantized, with the errors above.
+absl::StatusOr<LayerWeights> load_llama_layer(const GgufFile& file, const ModelConfig& config,
+                                              int layer);
+// Tensor `name` dequantized to fp32; NotFound when missing, InvalidArgument when its ggml
+// dims are not exactly `dims`.
+absl::StatusOr<std::vector<float>> load_weight_tensor(const GgufFile& file,
+                                                      const std::string& name,
+                                                      const std::vector<int64_t>& dims);
 
 }  // namespace flashserve::model

@@ -24,10 +24,12 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "model/model_loader.h"
 #include "server/api/server.h"
 
 ABSL_FLAG(std::string, model, "", "Path of the GGUF model file (required)");
-ABSL_FLAG(std::string, device, "auto", "auto | cpu | cuda ('auto' picks cpu without CUDA)");
+ABSL_FLAG(std::string, device, "auto",
+          "auto | cpu | cuda ('auto' = the GPU when one is visible and supports the model)");
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on (gRPC and metrics)");
 ABSL_FLAG(int, port, 50051, "gRPC port (0 = any free port, printed at start-up)");
 ABSL_FLAG(int, metrics_port, 9090,
@@ -39,6 +41,11 @@ ABSL_FLAG(int, max_waiting, 256,
 ABSL_FLAG(int, max_context, 0, "Cap on tokens per sequence (0 = the model's context length)");
 ABSL_FLAG(int, kv_cache_mb, 0,
           "KV cache size in MiB (0 = the model loader's default)");
+ABSL_FLAG(int64_t, kv_cache_tokens, 0,
+          "KV cache size in tokens (overrides --kv_cache_mb; 0 = the backend's default)");
+ABSL_FLAG(double, gpu_memory_fraction, 0.9,
+          "CUDA backend: fraction of the GPU's memory that weights, workspace and KV cache may "
+          "fill (the KV cache takes what is left after the weights)");
 ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = the BLAS default)");
 ABSL_FLAG(double, drain_timeout, 30,
           "Seconds in-flight calls may take to finish after the engine drained on shutdown");
@@ -78,6 +85,8 @@ flashserve::api::ServerOptions options_from_flags() {
   o.engine.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   o.engine.max_context = absl::GetFlag(FLAGS_max_context);
   o.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
+  o.kv_cache_tokens = absl::GetFlag(FLAGS_kv_cache_tokens);
+  o.gpu_memory_fraction = absl::GetFlag(FLAGS_gpu_memory_fraction);
   o.num_threads = absl::GetFlag(FLAGS_threads);
   return o;
 }
@@ -94,6 +103,10 @@ std::string check_options(const flashserve::api::ServerOptions& o) {
   if (o.engine.max_waiting < 0) return "--max_waiting must be >= 0";
   if (o.engine.max_context < 0) return "--max_context must be >= 0";
   if (o.kv_cache_mb < 0) return "--kv_cache_mb must be >= 0";
+  if (o.kv_cache_tokens < 0) return "--kv_cache_tokens must be >= 0";
+  if (!(o.gpu_memory_fraction > 0 && o.gpu_memory_fraction <= 1)) {
+    return absl::StrCat("--gpu_memory_fraction ", o.gpu_memory_fraction, " must be in (0, 1]");
+  }
   if (o.num_threads < 0) return "--threads must be >= 0";
   return "";
 }
@@ -129,8 +142,11 @@ int main(int argc, char** argv) {
     log(problem);
     return 2;
   }
-  if (auto device = flashserve::api::resolve_device(options.device); !device.ok()) {
+  if (auto device = flashserve::model::parse_device(options.device); !device.ok()) {
     log(std::string(device.status().message()));
+    return 2;
+  } else if (absl::Status st = flashserve::model::check_device_available(*device); !st.ok()) {
+    log(std::string(st.message()));
     return 2;
   }
 

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/attention.h"
 #include "kernels/cpu/attention_ref.h"
 #include "kernels/cpu/sampling.h"
 #include "kernels/cpu/rmsnorm.h"
@@ -59,18 +60,6 @@ T* sized(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
-// Attention pairs (query, key) a causal run of sequences [s0, s1) attends to.
-double attended_pairs(const ForwardBatch& b, int s0, int s1) {
-  double pairs = 0;
-  for (int s = s0; s < s1; ++s) {
-    const double q_len = b.cu_seqlens_q[s + 1] - b.cu_seqlens_q[s];
-    const double k_len = b.seqlens_k[s];
-    // Query i sees k_len - q_len + i + 1 keys.
-    pairs += q_len * (k_len - q_len) + q_len * (q_len + 1) / 2;
-  }
-  return pairs;
-}
-
 // Runs attention for sequences [s0, s1) (one phase) and accounts it in `phase`.
 void attention_run(const ModelConfig& c, const ForwardBatch& b, int s0, int s1,
                    const float* k_cache, const float* v_cache, int block_size,
@@ -101,12 +90,12 @@ void attention_run(const ModelConfig& c, const ForwardBatch& b, int s0, int s1,
   kernels::attention_tiled_cpu(p);
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   if (phase == nullptr) return;
-  double num_q = cu[s1 - s0], num_k = 0;
-  for (int s = s0; s < s1; ++s) num_k += b.seqlens_k[s];
-  const double hd = static_cast<double>(c.head_dim);
+  const kernels::AttentionCost cost =
+      kernels::attention_cost(cu, p.seqlens_k, p.num_seqs, c.num_heads, c.num_kv_heads,
+                              c.head_dim, sizeof(float), p.causal);
   phase->seconds += elapsed.count();
-  phase->bytes += sizeof(float) * hd * (2 * num_q * c.num_heads + 2 * num_k * c.num_kv_heads);
-  phase->flops += 4 * attended_pairs(b, s0, s1) * c.num_heads * hd;
+  phase->bytes += cost.bytes;
+  phase->flops += cost.flops;
   phase->calls += 1;
 }
 

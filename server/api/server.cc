@@ -7,25 +7,12 @@
 #include "absl/strings/str_format.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
-#include "kernels/device.h"
 #include "model/model_loader.h"
 #include "server/api/generation_service.h"
 #include "server/api/health.h"
 #include "server/metrics/metrics.h"
 
 namespace flashserve::api {
-
-absl::StatusOr<std::string> resolve_device(const std::string& requested) {
-  if (requested == "cpu") return std::string("cpu");
-  if (requested == "auto") return std::string("cpu");  // no CUDA backend is built yet
-  if (requested == "cuda") {
-    return absl::UnimplementedError(absl::StrCat(
-        "--device cuda: the CUDA backend of the model is not implemented yet (",
-        kernels::cuda_device_count(), " CUDA device(s) visible); use --device cpu"));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--device: '", requested, "' is not one of auto, cpu, cuda"));
-}
 
 namespace {
 
@@ -65,6 +52,7 @@ class Server::Impl {
   std::unique_ptr<engine::Engine> engine_;
   std::atomic<engine::Engine*> ready_engine_{nullptr};
   Backend backend_;
+  std::string backend_summary_;  // the loader's line: device, memory, why
 };
 
 absl::Status Server::Impl::start() {
@@ -100,12 +88,16 @@ bool Server::Impl::is_serving() const {
 }
 
 absl::Status Server::Impl::load_model() {
-  auto device = resolve_device(options_.device);
+  absl::StatusOr<model::Device> device = model::parse_device(options_.device);
   if (!device.ok()) return device.status();
   model::LoadOptions load_options;
+  load_options.device = *device;
   load_options.num_threads = options_.num_threads;
   load_options.kv_cache_mb = options_.kv_cache_mb;
+  load_options.kv_cache_tokens = options_.kv_cache_tokens;
+  load_options.gpu_memory_fraction = options_.gpu_memory_fraction;
   load_options.max_num_seqs = options_.engine.max_num_seqs;
+  load_options.max_batch_tokens = options_.engine.max_batch_tokens;
   auto loaded = model::load_model(options_.model_path, load_options);
   if (!loaded.ok()) return loaded.status();
   model_ = std::move(*loaded);
@@ -128,7 +120,8 @@ absl::Status Server::Impl::load_model() {
   backend_.prompt.chat_template = model_.chat_template ? &*model_.chat_template : nullptr;
   backend_.prompt.limits = limits;
   backend_.engine_options = engine_options;
-  backend_.device = *device;
+  backend_.device = model_.device;
+  backend_summary_ = model_.backend_summary;
   service_->set_backend(&backend_);
   ready_engine_.store(engine_.get());
   return absl::OkStatus();
@@ -179,13 +172,14 @@ std::string Server::model_summary() const {
   const RequestLimits& limits = impl_->backend_.prompt.limits;
   return absl::StrFormat(
       "%s (%s: %d layers, hidden %d, %d/%d heads, vocab %d, context %d) on %s; KV cache %d "
-      "blocks x %d tokens; chat template %s",
+      "blocks x %d tokens; chat template %s; %s",
       c.name, c.architecture, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads,
       c.vocab_size, limits.context_length, impl_->backend_.device,
       snapshot.num_kv_blocks_total, engine->kv_block_size(),
       impl_->backend_.prompt.chat_template
           ? std::string(impl_->backend_.prompt.chat_template->family_name())
-          : std::string("none"));
+          : std::string("none"),
+      impl_->backend_summary_);
 }
 
 }  // namespace flashserve::api

@@ -27,6 +27,8 @@ struct ServerOptions {
   int metrics_port = 9090;      // 0 = any free port; -1 = no metrics HTTP server
   engine::EngineOptions engine;
   int kv_cache_mb = 0;          // KV cache size in MiB; 0 = the loader's default
+  int64_t kv_cache_tokens = 0;  // KV cache size in tokens (overrides kv_cache_mb); 0 = unset
+  double gpu_memory_fraction = 0.9;  // CUDA backend: device memory weights + cache may fill
   int num_threads = 0;          // CPU backend threads; 0 = library default
   RequestLimits limits;         // policy part; context/vocab are filled from the model
   // How often the health watcher re-evaluates SERVING.
@@ -56,10 +58,5 @@ class Server {
   explicit Server(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// The device to run on for a --device value. "auto" -> "cpu" while no CUDA backend is built
-// (and whenever no GPU is usable); "cuda" -> Unimplemented until the CUDA backend exists;
-// anything else -> InvalidArgument.
-absl::StatusOr<std::string> resolve_device(const std::string& requested);
 
 }  // namespace flashserve::api

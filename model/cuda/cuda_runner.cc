@@ -1,0 +1,265 @@
+// The CUDA ModelRunner (model/cuda/cuda_backend.h): owns the stream, the device weights,
+// the KV cache and the step workspace, and runs model/cuda/llama_forward.h once per step
+// with exactly one host synchronisation (after the sampled tokens' copy).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "kernels/attention.h"
+#include "kernels/device.h"
+#include "kernels/paged_kv.h"
+#include "model/batch_validation.h"
+#include "model/cuda/cuda_backend.h"
+#include "model/cuda/cuda_status.h"
+#include "model/cuda/llama_forward.h"
+#include "model/gguf/gguf.h"
+#include "model/sampling.h"
+
+namespace flashserve::model {
+namespace {
+
+using cuda::DeviceKvCache;
+
+// Every kProfileEvery-th step records the full attention / GEMM / other breakdown.
+constexpr uint64_t kProfileEvery = 16;
+// Device memory left free beyond the fraction's reserve, for allocator slack and cuBLASLt.
+constexpr int64_t kMarginBytes = int64_t{256} << 20;
+constexpr double kMiB = 1 << 20;
+
+struct DeviceProps {
+  std::string name;
+  int major = 0, minor = 0, num_sms = 0;
+  size_t free = 0, total = 0;
+};
+
+absl::StatusOr<DeviceProps> query_device() {
+  if (kernels::cuda_device_count() == 0) {
+    return absl::FailedPreconditionError("--device cuda: no CUDA device is visible");
+  }
+  FS_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
+  cudaDeviceProp prop;
+  FS_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, 0));
+  DeviceProps d{prop.name, prop.major, prop.minor, prop.multiProcessorCount};
+  FS_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&d.free, &d.total));
+  return d;
+}
+
+absl::Status check_supported(const ModelConfig& c, const DeviceProps& d,
+                             const CudaRunnerOptions& o) {
+  if (d.major < 8) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "--device cuda: %s has compute capability %d.%d; the kernels need 8.0 or newer", d.name,
+        d.major, d.minor));
+  }
+  if (c.architecture != "llama") {
+    return absl::UnimplementedError(
+        absl::StrCat("cuda runner: architecture '", c.architecture, "' is not supported"));
+  }
+  if (c.head_dim != 64 && c.head_dim != 128) {
+    return absl::UnimplementedError(absl::StrCat("cuda runner: unsupported head_dim ",
+                                                 c.head_dim, " (supported: 64, 128)"));
+  }
+  if (c.num_kv_heads < 1 || c.num_heads % c.num_kv_heads != 0 ||
+      c.num_heads / c.num_kv_heads > 16) {
+    return absl::UnimplementedError(absl::StrCat("cuda runner: num_heads ", c.num_heads,
+                                                 " / num_kv_heads ", c.num_kv_heads,
+                                                 " is not a GQA ratio in 1..16"));
+  }
+  if (!(o.gpu_memory_fraction > 0 && o.gpu_memory_fraction <= 1) || o.num_kv_blocks < 0 ||
+      o.kv_cache_tokens < 0 || o.max_batch_tokens < 1 || o.max_num_seqs < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda runner: gpu_memory_fraction ", o.gpu_memory_fraction, " must be in (0, 1], ",
+        "num_kv_blocks ", o.num_kv_blocks, " and kv_cache_tokens ", o.kv_cache_tokens,
+        " >= 0, max_batch_tokens ", o.max_batch_tokens, " and max_num_seqs ", o.max_num_seqs,
+        " >= 1"));
+  }
+  return absl::OkStatus();
+}
+
+// Device bytes the step workspace takes at max_batch_tokens / max_num_seqs.
+int64_t workspace_bytes(const ModelConfig& c, const CudaRunnerOptions& o) {
+  const int64_t t = o.max_batch_tokens, s = o.max_num_seqs;
+  const int64_t q = int64_t{c.num_heads} * c.head_dim;
+  const int64_t qkv = int64_t{c.num_heads + 2 * c.num_kv_heads} * c.head_dim;
+  const int64_t per_token = c.hidden_size * 6 + qkv * 2 + q * 4 + c.ffn_size * 6;
+  const int64_t per_seq = c.hidden_size * 2 + int64_t{c.vocab_size} * 4 +
+                          int64_t{kernels::kMaxDecodeSplits} * c.num_heads * (c.head_dim + 2) * 4;
+  return t * per_token + s * per_seq + (int64_t{32} << 20);  // + cuBLASLt workspace
+}
+
+absl::StatusOr<int> kv_blocks(const ModelConfig& c, const CudaRunnerOptions& o,
+                              const DeviceProps& d, int block_size) {
+  const int64_t per_block = DeviceKvCache::bytes_per_block(c, block_size);
+  int64_t blocks = o.num_kv_blocks;
+  if (blocks == 0 && o.kv_cache_tokens > 0) blocks = (o.kv_cache_tokens + block_size - 1) / block_size;
+  if (blocks == 0) {
+    size_t free = 0, total = 0;
+    FS_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free, &total));
+    const int64_t reserve = static_cast<int64_t>((1 - o.gpu_memory_fraction) * total);
+    const int64_t budget = static_cast<int64_t>(free) - reserve - kMarginBytes -
+                           workspace_bytes(c, o);
+    blocks = std::max<int64_t>(budget, 0) / per_block;
+  }
+  blocks = std::min<int64_t>(blocks, 1 << 30);
+  if (blocks < o.max_num_seqs) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cuda runner: a KV cache of %d blocks (%.1f MiB, %.1f of %.1f MiB free on %s) cannot "
+        "hold one block for each of %d sequences; lower --max-num-seqs or raise "
+        "--gpu-memory-fraction / --kv-cache-tokens",
+        blocks, blocks * per_block / kMiB, d.free / kMiB, d.total / kMiB, d.name,
+        o.max_num_seqs));
+  }
+  return static_cast<int>(blocks);
+}
+
+class CudaModelRunner final : public ModelRunner {
+ public:
+  CudaModelRunner(const ModelConfig& config, DeviceProps device)
+      : config_(config), device_(std::move(device)) {}
+  ~CudaModelRunner() override {
+    if (stream_ != nullptr) {
+      cudaStreamSynchronize(stream_);
+      cudaStreamDestroy(stream_);
+    }
+  }
+
+  absl::Status init(const GgufFile& file, const CudaRunnerOptions& options,
+                    CudaRunnerInfo* info);
+
+  const ModelConfig& config() const override { return config_; }
+  int num_kv_blocks() const override { return cache_.num_blocks; }
+  int kv_block_size() const override { return cache_.block_size; }
+
+  absl::Status forward(const ForwardBatch& batch, std::vector<SampledToken>* sampled,
+                       ForwardStats* stats) override;
+  absl::Status forward_logits(const ForwardBatch& batch, int num_layers,
+                              std::vector<float>* logits) override;
+
+ private:
+  cuda::ForwardContext context() {
+    return {&config_, &weights_, &cache_, &ws_, gemm_.get(), &timer_, device_.num_sms, stream_};
+  }
+  void fill_stats(const cuda::StepTimes& t, ForwardStats* stats) const;
+
+  ModelConfig config_;
+  DeviceProps device_;
+  cudaStream_t stream_ = nullptr;
+  cuda::DeviceWeights weights_;
+  DeviceKvCache cache_;
+  cuda::DeviceWorkspace ws_;
+  std::unique_ptr<cuda::Gemm> gemm_;
+  cuda::StepTimer timer_;
+  uint64_t num_steps_ = 0;
+};
+
+absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions& o,
+                                   CudaRunnerInfo* info) {
+  FS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  absl::StatusOr<cuda::DeviceWeights> weights = cuda::upload_llama_weights(file, config_);
+  if (!weights.ok()) return weights.status();
+  weights_ = std::move(*weights);
+  absl::StatusOr<std::unique_ptr<cuda::Gemm>> gemm = cuda::Gemm::create();
+  if (!gemm.ok()) return gemm.status();
+  gemm_ = std::move(*gemm);
+  const int block_size = kernels::kKvBlockSize;
+  absl::StatusOr<int> blocks = kv_blocks(config_, o, device_, block_size);
+  if (!blocks.ok()) return blocks.status();
+  cache_.num_blocks = *blocks;
+  cache_.block_size = block_size;
+  cache_.layer_elements = int64_t{*blocks} * config_.num_kv_heads * block_size * config_.head_dim;
+  const size_t cache_bytes = cache_.layer_elements * config_.num_layers * sizeof(uint16_t);
+  FS_RETURN_IF_ERROR(cache_.k.allocate(cache_bytes));
+  FS_RETURN_IF_ERROR(cache_.v.allocate(cache_bytes));
+  if (info != nullptr) {
+    info->summary = absl::StrFormat(
+        "cuda: %s (sm_%d%d, %d SMs, %.1f GiB): weights %.1f MiB bf16; KV cache %d blocks x %d "
+        "tokens = %d tokens, %.1f MiB bf16 (%s)",
+        device_.name, device_.major, device_.minor, device_.num_sms, device_.total / kMiB / 1024,
+        weights_.bytes / kMiB, cache_.num_blocks, block_size, cache_.num_blocks * block_size,
+        2.0 * cache_bytes / kMiB,
+        o.num_kv_blocks > 0       ? "--num-kv-blocks"
+        : o.kv_cache_tokens > 0   ? "--kv-cache-tokens"
+                                  : absl::StrFormat("--gpu-memory-fraction %.2f",
+                                                    o.gpu_memory_fraction).c_str());
+  }
+  return absl::OkStatus();
+}
+
+void CudaModelRunner::fill_stats(const cuda::StepTimes& t, ForwardStats* stats) const {
+  if (stats == nullptr) return;
+  stats->prefill.seconds += t.attention_prefill;
+  stats->decode.seconds += t.attention_decode;
+  stats->breakdown.measured = t.profiled;
+  if (!t.profiled) return;
+  stats->breakdown.attention_seconds = t.attention_prefill + t.attention_decode;
+  stats->breakdown.gemm_seconds = t.gemm;
+  stats->breakdown.other_seconds = t.other;
+}
+
+absl::Status CudaModelRunner::forward(const ForwardBatch& batch,
+                                      std::vector<SampledToken>* sampled, ForwardStats* stats) {
+  if (sampled == nullptr) return absl::InvalidArgumentError("cuda runner: sampled is null");
+  FS_RETURN_IF_ERROR(
+      validate_forward_batch(batch, config_, cache_.num_blocks, cache_.block_size));
+  const cuda::ForwardContext ctx = context();
+  FS_RETURN_IF_ERROR(timer_.begin(stream_, ++num_steps_ % kProfileEvery == 0));
+  absl::StatusOr<cuda::DeviceBatch> b =
+      cuda::upload_batch(ctx, batch, batch.sample_seqs, /*with_sampling=*/true);
+  if (!b.ok()) return b.status();
+  FS_RETURN_IF_ERROR(cuda::llama_forward_cuda(ctx, *b, config_.num_layers, stats));
+  const kernels::SampleResult* results = nullptr;
+  if (b->num_out_rows > 0) FS_RETURN_IF_ERROR(cuda::sample_cuda(ctx, *b, &results));
+  FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the step's one host sync
+  absl::StatusOr<cuda::StepTimes> times = timer_.collect();
+  if (!times.ok()) return times.status();
+  fill_stats(*times, stats);
+  sampled->resize(batch.sample_seqs.size());
+  for (size_t i = 0; i < sampled->size(); ++i) {
+    (*sampled)[i] = to_sampled_token(results[i], batch.sample_specs[i], config_.vocab_size);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaModelRunner::forward_logits(const ForwardBatch& batch, int num_layers,
+                                             std::vector<float>* logits) {
+  if (logits == nullptr) return absl::InvalidArgumentError("cuda runner: logits is null");
+  if (num_layers < 1 || num_layers > config_.num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda runner: num_layers ", num_layers,
+                                                   " outside [1, ", config_.num_layers, "]"));
+  }
+  FS_RETURN_IF_ERROR(
+      validate_forward_batch(batch, config_, cache_.num_blocks, cache_.block_size));
+  const cuda::ForwardContext ctx = context();
+  FS_RETURN_IF_ERROR(timer_.begin(stream_, /*profile=*/false));
+  std::vector<int32_t> all(batch.num_seqs());
+  for (int s = 0; s < batch.num_seqs(); ++s) all[s] = s;
+  absl::StatusOr<cuda::DeviceBatch> b = cuda::upload_batch(ctx, batch, all, false);
+  if (!b.ok()) return b.status();
+  FS_RETURN_IF_ERROR(cuda::llama_forward_cuda(ctx, *b, num_layers, nullptr));
+  logits->resize(static_cast<size_t>(batch.num_seqs()) * config_.vocab_size);
+  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), ws_.logits.get(),
+                                          logits->size() * sizeof(float),
+                                          cudaMemcpyDeviceToHost, stream_));
+  FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool cuda_backend_built() { return true; }
+
+absl::StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const GgufFile& file,
+                                                                const ModelConfig& config,
+                                                                const CudaRunnerOptions& options,
+                                                                CudaRunnerInfo* info) {
+  absl::StatusOr<DeviceProps> device = query_device();
+  if (!device.ok()) return device.status();
+  FS_RETURN_IF_ERROR(check_supported(config, *device, options));
+  auto runner = std::make_unique<CudaModelRunner>(config, *device);
+  FS_RETURN_IF_ERROR(runner->init(file, options, info));
+  return std::unique_ptr<ModelRunner>(std::move(runner));
+}
+
+}  // namespace flashserve::model

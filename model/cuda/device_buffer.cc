@@ -1,0 +1,44 @@
+#include "model/cuda/device_buffer.h"
+
+#include <cuda_runtime_api.h>
+
+namespace flashserve::model::cuda {
+
+absl::Status DeviceBuffer::allocate(size_t bytes) {
+  reset();
+  if (bytes == 0) return absl::OkStatus();
+  const cudaError_t err = cudaMalloc(&ptr_, bytes);
+  if (err != cudaSuccess) {
+    ptr_ = nullptr;
+    cudaGetLastError();  // clear the error so that later calls start clean
+    size_t free = 0, total = 0;
+    cudaMemGetInfo(&free, &total);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cuda: cannot allocate ", bytes, " bytes of device memory (", free, " of ", total,
+        " bytes free): ", cudaGetErrorString(err)));
+  }
+  bytes_ = bytes;
+  return absl::OkStatus();
+}
+
+void DeviceBuffer::reset() {
+  if (ptr_ != nullptr) cudaFree(ptr_);
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+absl::Status PinnedBuffer::reserve(size_t bytes) {
+  if (bytes <= bytes_) return absl::OkStatus();
+  reset();
+  FS_CUDA_RETURN_IF_ERROR(cudaMallocHost(&ptr_, bytes));
+  bytes_ = bytes;
+  return absl::OkStatus();
+}
+
+void PinnedBuffer::reset() {
+  if (ptr_ != nullptr) cudaFreeHost(ptr_);
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+}  // namespace flashserve::model::cuda

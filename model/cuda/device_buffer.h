@@ -1,0 +1,55 @@
+#pragma once
+// Owning handles of device and pinned host memory (move-only; freed on destruction).
+#include <cstddef>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "model/cuda/cuda_status.h"
+
+namespace flashserve::model::cuda {
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(o.bytes_) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      bytes_ = o.bytes_;
+    }
+    return *this;
+  }
+  // Frees what it held and allocates `bytes` (uninitialised). ResourceExhausted naming the
+  // size when the device is out of memory.
+  absl::Status allocate(size_t bytes);
+  // allocate() unless it already holds at least `bytes`.
+  absl::Status reserve(size_t bytes) { return bytes <= bytes_ ? absl::OkStatus() : allocate(bytes); }
+  void reset();
+  template <typename T = void>
+  T* get() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer() { reset(); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  absl::Status reserve(size_t bytes);
+  void reset();
+  template <typename T = void>
+  T* get() const { return static_cast<T*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace flashserve::model::cuda

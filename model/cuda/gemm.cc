@@ -1,0 +1,93 @@
+#include "model/cuda/gemm.h"
+
+#include <cublasLt.h>
+
+#include "absl/strings/str_cat.h"
+#include "model/cuda/cuda_status.h"
+
+namespace flashserve::model::cuda {
+namespace {
+
+// cuBLASLt's scratch: enough for its split-K and stream-K algorithms at our shapes.
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+}  // namespace
+
+struct Gemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;
+  cublasLtMatmulAlgo_t algo;
+  float beta = 0;
+  ~Plan() {
+    if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
+    for (cublasLtMatrixLayout_t l : {w, x, y}) {
+      if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
+    }
+  }
+};
+
+absl::StatusOr<std::unique_ptr<Gemm>> Gemm::create() {
+  std::unique_ptr<Gemm> g(new Gemm());
+  FS_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&g->handle_));
+  FS_RETURN_IF_ERROR(g->workspace_.allocate(kWorkspaceBytes));
+  return g;
+}
+
+Gemm::~Gemm() {
+  plans_.clear();
+  if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+absl::StatusOr<const Gemm::Plan*> Gemm::plan(const Key& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second.get();
+  auto p = std::make_unique<Plan>();
+  const cudaDataType_t y_type = key.out == GemmOut::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
+  p->beta = key.out == GemmOut::kFp32Accumulate ? 1.f : 0.f;
+  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans = CUBLAS_OP_T, no_trans = CUBLAS_OP_N;
+  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
+  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &no_trans, sizeof(no_trans)));
+  // Column-major views: w is [k, n] (ld k), x is [k, m] (ld k), y is [n, m] (ld n).
+  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->w, CUDA_R_16BF, key.k, key.n, key.k));
+  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->x, CUDA_R_16BF, key.k, key.m, key.k));
+  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->y, y_type, key.n, key.m, key.n));
+  cublasLtMatmulPreference_t pref;
+  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t ws = workspace_.bytes();
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  cublasLtMatmulHeuristicResult_t result;
+  int num_results = 0;
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->w, p->x, p->y, p->y, pref, 1,
+                                        &result, &num_results);
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  FS_CUBLAS_RETURN_IF_ERROR(st);
+  if (num_results == 0) {
+    return absl::UnimplementedError(absl::StrCat("cublasLt: no algorithm for m ", key.m, " n ",
+                                                 key.n, " k ", key.k));
+  }
+  p->algo = result.algo;
+  const Plan* raw = p.get();
+  plans_.emplace(key, std::move(p));
+  return raw;
+}
+
+absl::Status Gemm::linear(const void* x, const void* w, void* y, int m, int n, int k,
+                          GemmOut out, cudaStream_t stream) {
+  if (m == 0) return absl::OkStatus();
+  absl::StatusOr<const Plan*> p = plan(Key{m, n, k, out});
+  if (!p.ok()) return p.status();
+  const float alpha = 1.f;
+  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, (*p)->desc, &alpha, w, (*p)->w, x,
+                                           (*p)->x, &(*p)->beta, y, (*p)->y, y, (*p)->y,
+                                           &(*p)->algo, workspace_.get(), workspace_.bytes(),
+                                           stream));
+  return absl::OkStatus();
+}
+
+}  // namespace flashserve::model::cuda

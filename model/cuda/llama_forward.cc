@@ -1,0 +1,376 @@
+#include "model/cuda/llama_forward.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "kernels/attention.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/layers.h"
+#include "model/cuda/cuda_status.h"
+
+namespace flashserve::model::cuda {
+namespace {
+
+constexpr kernels::DType kAct = kernels::DType::kBf16;  // activations, weights and KV cache
+constexpr size_t kBf16Bytes = 2;
+constexpr size_t kAlign = 16;  // every array of the metadata block starts 16-byte aligned
+
+size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+bool is_prefill(const ForwardBatch& b, int s) { return b.cu_seqlens_q[s + 1] - b.cu_seqlens_q[s] > 1; }
+
+// Runs of same-phase sequences (as in the CPU forward's attention_all) with their rebased
+// cu_seqlens_q appended to *run_cu.
+std::vector<AttentionRun> plan_runs(const ModelConfig& c, const ForwardBatch& b,
+                                    std::vector<int32_t>* run_cu) {
+  std::vector<AttentionRun> runs;
+  for (int s0 = 0; s0 < b.num_seqs();) {
+    int s1 = s0 + 1;
+    while (s1 < b.num_seqs() && is_prefill(b, s1) == is_prefill(b, s0)) ++s1;
+    AttentionRun r;
+    r.s0 = s0;
+    r.s1 = s1;
+    r.t0 = b.cu_seqlens_q[s0];
+    r.prefill = is_prefill(b, s0);
+    r.cu_offset = static_cast<int>(run_cu->size());
+    for (int s = s0; s <= s1; ++s) run_cu->push_back(b.cu_seqlens_q[s] - r.t0);
+    for (int s = s0; s < s1; ++s) {
+      r.max_seqlen_q = std::max(r.max_seqlen_q, b.cu_seqlens_q[s + 1] - b.cu_seqlens_q[s]);
+      r.max_seqlen_k = std::max(r.max_seqlen_k, b.seqlens_k[s]);
+    }
+    const kernels::AttentionCost cost = kernels::attention_cost(
+        run_cu->data() + r.cu_offset, b.seqlens_k.data() + s0, s1 - s0, c.num_heads,
+        c.num_kv_heads, c.head_dim, kBf16Bytes, /*causal=*/true);
+    r.flops = cost.flops;
+    r.bytes = cost.bytes;
+    runs.push_back(r);
+    s0 = s1;
+  }
+  return runs;
+}
+
+kernels::AttentionParams attention_params(const ForwardContext& ctx, const DeviceBatch& b,
+                                          const AttentionRun& r, int layer) {
+  const ModelConfig& c = *ctx.config;
+  const int64_t q_row = static_cast<int64_t>(c.num_heads) * c.head_dim;
+  kernels::AttentionParams p;
+  p.dtype = kAct;
+  p.q = ctx.ws->q.get<uint16_t>() + r.t0 * q_row;
+  p.k_cache = ctx.cache->k_layer(layer);
+  p.v_cache = ctx.cache->v_layer(layer);
+  p.out = ctx.ws->attn.get<uint16_t>() + r.t0 * q_row;
+  p.cu_seqlens_q = b.run_cu_seqlens + r.cu_offset;
+  p.seqlens_k = b.seqlens_k + r.s0;
+  p.block_tables = b.block_tables + static_cast<int64_t>(r.s0) * b.max_blocks_per_seq;
+  p.num_seqs = r.s1 - r.s0;
+  p.max_seqlen_q = r.max_seqlen_q;
+  p.max_seqlen_k = r.max_seqlen_k;
+  p.num_heads = c.num_heads;
+  p.num_kv_heads = c.num_kv_heads;
+  p.head_dim = c.head_dim;
+  p.block_size = ctx.cache->block_size;
+  p.max_blocks_per_seq = b.max_blocks_per_seq;
+  p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  p.causal = true;
+  return p;
+}
+
+int decode_splits(const ForwardContext& ctx, const AttentionRun& r) {
+  return kernels::attention_decode_num_splits(r.s1 - r.s0, ctx.config->num_kv_heads,
+                                              r.max_seqlen_k, ctx.num_sms);
+}
+
+// Grows the step's device buffers to what `b` needs.
+absl::Status reserve_workspace(const ForwardContext& ctx, const DeviceBatch& b) {
+  const ModelConfig& c = *ctx.config;
+  DeviceWorkspace& ws = *ctx.ws;
+  const size_t t = b.num_tokens, rows = std::max(b.num_out_rows, 1);
+  const size_t q_dim = static_cast<size_t>(c.num_heads) * c.head_dim;
+  const size_t qkv_dim = static_cast<size_t>(c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  FS_RETURN_IF_ERROR(ws.x.reserve(t * c.hidden_size * sizeof(float)));
+  FS_RETURN_IF_ERROR(ws.xn.reserve(t * c.hidden_size * kBf16Bytes));
+  FS_RETURN_IF_ERROR(ws.qkv.reserve(t * qkv_dim * kBf16Bytes));
+  FS_RETURN_IF_ERROR(ws.q.reserve(t * q_dim * kBf16Bytes));
+  FS_RETURN_IF_ERROR(ws.attn.reserve(t * q_dim * kBf16Bytes));
+  FS_RETURN_IF_ERROR(ws.gate_up.reserve(t * 2 * c.ffn_size * kBf16Bytes));
+  FS_RETURN_IF_ERROR(ws.ffn.reserve(t * c.ffn_size * kBf16Bytes));
+  FS_RETURN_IF_ERROR(ws.last.reserve(rows * c.hidden_size * kBf16Bytes));
+  FS_RETURN_IF_ERROR(ws.logits.reserve(rows * c.vocab_size * sizeof(float)));
+  FS_RETURN_IF_ERROR(ws.results.reserve(rows * sizeof(kernels::SampleResult)));
+  FS_RETURN_IF_ERROR(
+      ws.penalty_scratch.reserve(std::max(b.num_penalties, 1) * sizeof(float)));
+  size_t decode_bytes = 0;
+  for (const AttentionRun& r : b.runs) {
+    if (r.prefill) continue;
+    const kernels::AttentionParams p = attention_params(ctx, b, r, 0);
+    decode_bytes = std::max(decode_bytes,
+                            kernels::attention_decode_workspace_bytes(p, decode_splits(ctx, r)));
+  }
+  return ws.decode_scratch.reserve(std::max<size_t>(decode_bytes, 1));
+}
+
+// The RoPE tables cover positions [0, num_rope_positions); rebuilt larger when a batch
+// reaches past them (values from kernels/cpu/rope.h, identical to the CPU backend's).
+absl::Status reserve_rope_tables(const ForwardContext& ctx, int max_position) {
+  DeviceWorkspace& ws = *ctx.ws;
+  if (max_position < ws.num_rope_positions) return absl::OkStatus();
+  const ModelConfig& c = *ctx.config;
+  const int n = std::max(c.context_length, 2 * (max_position + 1));
+  std::vector<int32_t> positions(n);
+  std::iota(positions.begin(), positions.end(), 0);
+  const size_t half = c.head_dim / 2;
+  std::vector<float> cos(n * half), sin(n * half);
+  kernels::rope_cos_sin_cpu(positions.data(), n, c.head_dim, c.rope_theta, cos.data(), sin.data());
+  FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx.stream));  // old tables may be in use
+  FS_RETURN_IF_ERROR(ws.rope_cos.allocate(cos.size() * sizeof(float)));
+  FS_RETURN_IF_ERROR(ws.rope_sin.allocate(sin.size() * sizeof(float)));
+  FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(ws.rope_cos.get(), cos.data(), cos.size() * sizeof(float),
+                                     cudaMemcpyHostToDevice));
+  FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(ws.rope_sin.get(), sin.data(), sin.size() * sizeof(float),
+                                     cudaMemcpyHostToDevice));
+  ws.num_rope_positions = n;
+  return absl::OkStatus();
+}
+
+// Packs host arrays into one block (each 16-byte aligned) and returns their offsets.
+class MetadataPacker {
+ public:
+  template <typename T>
+  size_t add(const T* data, size_t count) {
+    const size_t offset = bytes_.size();
+    bytes_.resize(offset + aligned(count * sizeof(T)));
+    if (count > 0) std::memcpy(bytes_.data() + offset, data, count * sizeof(T));
+    return offset;
+  }
+  const std::vector<char>& bytes() const { return bytes_; }
+
+ private:
+  std::vector<char> bytes_;
+};
+
+void attention_stats(const AttentionRun& r, ForwardStats* stats) {
+  if (stats == nullptr) return;
+  AttentionPhaseStats& phase = r.prefill ? stats->prefill : stats->decode;
+  phase.flops += r.flops;
+  phase.bytes += r.bytes;
+  phase.calls += 1;
+}
+
+// Attention for one run of same-phase sequences, bracketed by timer marks.
+absl::Status attention_run(const ForwardContext& ctx, const DeviceBatch& b,
+                           const AttentionRun& r, int layer, ForwardStats* stats) {
+  const kernels::AttentionParams p = attention_params(ctx, b, r, layer);
+  if (r.prefill) {
+    FS_RETURN_IF_ERROR(kernels::attention_prefill(p, ctx.stream));
+  } else {
+    FS_RETURN_IF_ERROR(kernels::attention_decode(p, decode_splits(ctx, r),
+                                                 ctx.ws->decode_scratch.get(),
+                                                 ctx.ws->decode_scratch.bytes(), ctx.stream));
+  }
+  attention_stats(r, stats);
+  return ctx.timer->mark(r.prefill ? StepPart::kAttentionPrefill : StepPart::kAttentionDecode);
+}
+
+// Attention over the whole batch, one launch per run.
+absl::Status attention_all(const ForwardContext& ctx, const DeviceBatch& b, int layer,
+                           ForwardStats* stats) {
+  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther, /*always=*/true));
+  for (const AttentionRun& r : b.runs) FS_RETURN_IF_ERROR(attention_run(ctx, b, r, layer, stats));
+  return absl::OkStatus();
+}
+
+absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
+                             const DeviceBatch& b, int layer, ForwardStats* stats) {
+  const ModelConfig& c = *ctx.config;
+  DeviceWorkspace& ws = *ctx.ws;
+  const int t = b.num_tokens;
+  const int q_dim = c.num_heads * c.head_dim;
+  const int qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  kernels::RmsNormParams norm;
+  norm.dtype = kAct;
+  norm.x = ws.x.get<float>();
+  norm.weight = w.attn_norm.get<float>();
+  norm.out = ws.xn.get();
+  norm.num_rows = t;
+  norm.dim = c.hidden_size;
+  norm.eps = c.rms_eps;
+  FS_RETURN_IF_ERROR(kernels::rmsnorm(norm, ctx.stream));
+  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
+  FS_RETURN_IF_ERROR(ctx.gemm->linear(ws.xn.get(), w.wqkv.get(), ws.qkv.get(), t, qkv_dim,
+                                      c.hidden_size, GemmOut::kBf16, ctx.stream));
+  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
+  kernels::RopeAppendParams rope;
+  rope.dtype = kAct;
+  rope.qkv = ws.qkv.get();
+  rope.cos = ws.rope_cos.get<float>();
+  rope.sin = ws.rope_sin.get<float>();
+  rope.positions = b.positions;
+  rope.slot_mapping = b.slot_mapping;
+  rope.q_out = ws.q.get();
+  rope.k_cache = ctx.cache->k_layer(layer);
+  rope.v_cache = ctx.cache->v_layer(layer);
+  rope.num_tokens = t;
+  rope.num_heads = c.num_heads;
+  rope.num_kv_heads = c.num_kv_heads;
+  rope.head_dim = c.head_dim;
+  rope.block_size = ctx.cache->block_size;
+  rope.style = kernels::RopeStyle::kAdjacentPairs;  // GGUF llama rows (model/weights.h)
+  FS_RETURN_IF_ERROR(kernels::rope_qkv_append(rope, ctx.stream));
+  FS_RETURN_IF_ERROR(attention_all(ctx, b, layer, stats));
+  FS_RETURN_IF_ERROR(ctx.gemm->linear(ws.attn.get(), w.wo.get(), ws.x.get(), t, c.hidden_size,
+                                      q_dim, GemmOut::kFp32Accumulate, ctx.stream));  // residual
+  return ctx.timer->mark(StepPart::kGemm);
+}
+
+absl::Status ffn_block(const ForwardContext& ctx, const DeviceLayer& w, int t) {
+  const ModelConfig& c = *ctx.config;
+  DeviceWorkspace& ws = *ctx.ws;
+  kernels::RmsNormParams norm;
+  norm.dtype = kAct;
+  norm.x = ws.x.get<float>();
+  norm.weight = w.ffn_norm.get<float>();
+  norm.out = ws.xn.get();
+  norm.num_rows = t;
+  norm.dim = c.hidden_size;
+  norm.eps = c.rms_eps;
+  FS_RETURN_IF_ERROR(kernels::rmsnorm(norm, ctx.stream));
+  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
+  FS_RETURN_IF_ERROR(ctx.gemm->linear(ws.xn.get(), w.w_gate_up.get(), ws.gate_up.get(), t,
+                                      2 * c.ffn_size, c.hidden_size, GemmOut::kBf16, ctx.stream));
+  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
+  kernels::SwigluParams act;
+  act.dtype = kAct;
+  act.gate_up = ws.gate_up.get();
+  act.out = ws.ffn.get();
+  act.num_rows = t;
+  act.ffn_size = c.ffn_size;
+  FS_RETURN_IF_ERROR(kernels::swiglu(act, ctx.stream));
+  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
+  FS_RETURN_IF_ERROR(ctx.gemm->linear(ws.ffn.get(), w.w_down.get(), ws.x.get(), t,
+                                      c.hidden_size, c.ffn_size, GemmOut::kFp32Accumulate,
+                                      ctx.stream));  // residual
+  return ctx.timer->mark(StepPart::kGemm);
+}
+
+}  // namespace
+
+int64_t DeviceKvCache::bytes_per_block(const ModelConfig& c, int block_size) {
+  return 2 * static_cast<int64_t>(c.num_layers) * c.num_kv_heads * block_size * c.head_dim *
+         static_cast<int64_t>(kBf16Bytes);
+}
+
+absl::StatusOr<DeviceBatch> upload_batch(const ForwardContext& ctx, const ForwardBatch& batch,
+                                         const std::vector<int32_t>& out_seqs,
+                                         bool with_sampling) {
+  DeviceBatch b;
+  b.num_tokens = batch.num_tokens();
+  b.num_seqs = batch.num_seqs();
+  b.max_blocks_per_seq = batch.max_blocks_per_seq;
+  b.num_out_rows = static_cast<int>(out_seqs.size());
+  b.num_penalties = with_sampling ? static_cast<int>(batch.penalty_tokens.size()) : 0;
+  b.max_position = *std::max_element(batch.positions.begin(), batch.positions.end());
+  std::vector<int32_t> run_cu, out_rows;
+  b.runs = plan_runs(*ctx.config, batch, &run_cu);
+  for (int32_t s : out_seqs) out_rows.push_back(batch.cu_seqlens_q[s + 1] - 1);
+
+  MetadataPacker pack;
+  const size_t specs = with_sampling ? pack.add(batch.sample_specs.data(), b.num_out_rows) : 0;
+  const size_t tokens = pack.add(batch.token_ids.data(), b.num_tokens);
+  const size_t positions = pack.add(batch.positions.data(), b.num_tokens);
+  const size_t slots = pack.add(batch.slot_mapping.data(), b.num_tokens);
+  const size_t seqlens = pack.add(batch.seqlens_k.data(), b.num_seqs);
+  const size_t tables = pack.add(batch.block_tables.data(), batch.block_tables.size());
+  const size_t cu = pack.add(run_cu.data(), run_cu.size());
+  const size_t rows = pack.add(out_rows.data(), out_rows.size());
+  const size_t pen_tokens = pack.add(batch.penalty_tokens.data(), b.num_penalties);
+  const size_t pen_counts = pack.add(batch.penalty_counts.data(), b.num_penalties);
+  const size_t bytes = pack.bytes().size();
+  b.results_offset = aligned(bytes);
+
+  DeviceWorkspace& ws = *ctx.ws;
+  FS_RETURN_IF_ERROR(ws.metadata.reserve(bytes));
+  FS_RETURN_IF_ERROR(ws.staging.reserve(
+      b.results_offset + std::max(b.num_out_rows, 1) * sizeof(kernels::SampleResult)));
+  std::memcpy(ws.staging.get(), pack.bytes().data(), bytes);
+  const char* base = ws.metadata.get<char>();
+  auto at = [base](size_t offset) { return reinterpret_cast<const int32_t*>(base + offset); };
+  b.specs = with_sampling ? reinterpret_cast<const kernels::SampleSpec*>(base + specs) : nullptr;
+  b.token_ids = at(tokens);
+  b.positions = at(positions);
+  b.slot_mapping = at(slots);
+  b.seqlens_k = at(seqlens);
+  b.block_tables = at(tables);
+  b.run_cu_seqlens = at(cu);
+  b.out_rows = at(rows);
+  b.penalty_tokens = at(pen_tokens);
+  b.penalty_counts = at(pen_counts);
+  FS_RETURN_IF_ERROR(reserve_workspace(ctx, b));
+  FS_RETURN_IF_ERROR(reserve_rope_tables(ctx, b.max_position));
+  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws.metadata.get(), ws.staging.get(), bytes,
+                                          cudaMemcpyHostToDevice, ctx.stream));
+  return b;
+}
+
+absl::Status llama_forward_cuda(const ForwardContext& ctx, const DeviceBatch& b,
+                                int num_layers, ForwardStats* stats) {
+  const ModelConfig& c = *ctx.config;
+  const DeviceWeights& weights = *ctx.weights;
+  DeviceWorkspace& ws = *ctx.ws;
+  kernels::EmbeddingParams embed;
+  embed.dtype = kAct;
+  embed.table = weights.token_embd.get();
+  embed.token_ids = b.token_ids;
+  embed.out = ws.x.get<float>();
+  embed.num_tokens = b.num_tokens;
+  embed.dim = c.hidden_size;
+  FS_RETURN_IF_ERROR(kernels::embedding_gather(embed, ctx.stream));
+  for (int layer = 0; layer < num_layers; ++layer) {
+    FS_RETURN_IF_ERROR(attention_block(ctx, weights.layers[layer], b, layer, stats));
+    FS_RETURN_IF_ERROR(ffn_block(ctx, weights.layers[layer], b.num_tokens));
+  }
+  if (b.num_out_rows == 0) return absl::OkStatus();
+  kernels::RmsNormParams norm;
+  norm.dtype = kAct;
+  norm.x = ws.x.get<float>();
+  norm.rows = b.out_rows;  // the last token of each sequence read
+  norm.weight = weights.output_norm.get<float>();
+  norm.out = ws.last.get();
+  norm.num_rows = b.num_out_rows;
+  norm.dim = c.hidden_size;
+  norm.eps = c.rms_eps;
+  FS_RETURN_IF_ERROR(kernels::rmsnorm(norm, ctx.stream));
+  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
+  FS_RETURN_IF_ERROR(ctx.gemm->linear(ws.last.get(), weights.lm_head(), ws.logits.get(),
+                                      b.num_out_rows, c.vocab_size, c.hidden_size,
+                                      GemmOut::kFp32, ctx.stream));
+  return ctx.timer->mark(StepPart::kGemm);
+}
+
+absl::Status sample_cuda(const ForwardContext& ctx, const DeviceBatch& b,
+                         const kernels::SampleResult** results) {
+  DeviceWorkspace& ws = *ctx.ws;
+  kernels::SamplingBatch s;
+  s.logits = ws.logits.get<float>();
+  s.specs = b.specs;
+  s.penalty_tokens = b.penalty_tokens;
+  s.penalty_counts = b.penalty_counts;
+  s.penalty_scratch = ws.penalty_scratch.get<float>();
+  s.results = ws.results.get<kernels::SampleResult>();
+  s.num_rows = b.num_out_rows;
+  s.vocab = ctx.config->vocab_size;
+  FS_RETURN_IF_ERROR(kernels::sample_tokens(s, ctx.stream));
+  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
+  // Results land after the metadata in the staging buffer (upload_batch sized it so).
+  char* host = ws.staging.get<char>() + b.results_offset;
+  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, ws.results.get(),
+                                          b.num_out_rows * sizeof(kernels::SampleResult),
+                                          cudaMemcpyDeviceToHost, ctx.stream));
+  *results = reinterpret_cast<const kernels::SampleResult*>(host);
+  return absl::OkStatus();
+}
+
+}  // namespace flashserve::model::cuda

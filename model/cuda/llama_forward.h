@@ -1,0 +1,121 @@
+#pragma once
+// The CUDA forward pass of a Llama-family decoder over one flat (packed) batch. It mirrors
+// the CPU forward (model/cpu/llama_forward.cc) function for function; what differs is
+// storage and fusion:
+//   - the residual stream x is fp32; every GEMM input and output is bf16 except the LM
+//     head's logits (fp32) and the O / down projections, which accumulate into x in fp32
+//     (cuBLASLt beta = 1: the residual add is the GEMM's epilogue);
+//   - Q/K/V is one GEMM over the concatenated weights, and RoPE + the KV append are one
+//     kernel (kernels/layers.h) that writes Q packed and K/V into the bf16 paged cache;
+//   - gate/up is one GEMM, SwiGLU one kernel;
+//   - attention runs per maximal run of same-phase sequences through our kernels
+//     (kernels/attention.h): prefill and chunked prefill through the fused prefill kernel
+//     over the paged cache, single-token decodes through the split-KV decode kernel;
+//   - the final norm and the LM head run only for the rows that are read (sampled
+//     sequences' last tokens), and sampling runs on the device (kernels/sampling.h).
+// Everything is enqueued on one stream; nothing here synchronises with the host.
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kernels/sampling.h"
+#include "model/config.h"
+#include "model/cuda/device_buffer.h"
+#include "model/cuda/device_weights.h"
+#include "model/cuda/gemm.h"
+#include "model/cuda/step_timer.h"
+#include "model/runner.h"
+
+namespace flashserve::model::cuda {
+
+// bf16 paged KV cache, one K and one V tensor per layer, each
+// [num_blocks, num_kv_heads, block_size, head_dim] (kernels/paged_kv.h).
+struct DeviceKvCache {
+  DeviceBuffer k, v;  // [num_layers, num_blocks, num_kv_heads, block_size, head_dim]
+  int num_blocks = 0;
+  int block_size = 0;
+  int64_t layer_elements = 0;
+  void* k_layer(int layer) const { return k.get<uint16_t>() + layer * layer_elements; }
+  void* v_layer(int layer) const { return v.get<uint16_t>() + layer * layer_elements; }
+  // Bytes per block over all layers, K and V (to size a cache from a memory budget).
+  static int64_t bytes_per_block(const ModelConfig& c, int block_size);
+};
+
+// One maximal run of same-phase sequences [s0, s1) whose tokens start at t0.
+struct AttentionRun {
+  int s0 = 0, s1 = 0, t0 = 0;
+  bool prefill = false;
+  int max_seqlen_q = 0, max_seqlen_k = 0;
+  int cu_offset = 0;  // its cu_seqlens_q, rebased to 0, in DeviceBatch::run_cu_seqlens
+  double flops = 0, bytes = 0;  // kernels::attention_cost per layer
+};
+
+// The batch as the kernels read it: device pointers into one uploaded block of metadata.
+struct DeviceBatch {
+  const int32_t* token_ids = nullptr;     // [num_tokens]
+  const int32_t* positions = nullptr;     // [num_tokens]
+  const int32_t* slot_mapping = nullptr;  // [num_tokens]
+  const int32_t* seqlens_k = nullptr;     // [num_seqs]
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  const int32_t* run_cu_seqlens = nullptr;  // the runs' rebased cu_seqlens_q
+  const int32_t* out_rows = nullptr;      // [num_out_rows] tokens whose logits are computed
+  const int32_t* penalty_tokens = nullptr;  // [num_penalties]
+  const int32_t* penalty_counts = nullptr;  // [num_penalties]
+  const kernels::SampleSpec* specs = nullptr;  // [num_out_rows] when sampling
+  int num_tokens = 0, num_seqs = 0, max_blocks_per_seq = 0, num_out_rows = 0;
+  int num_penalties = 0, max_position = 0;
+  size_t results_offset = 0;  // where sample_cuda puts the results in the staging buffer
+  std::vector<AttentionRun> runs;
+};
+
+// Device scratch of one step, grown on demand (reallocation is rare: capacity only grows).
+struct DeviceWorkspace {
+  DeviceBuffer x;          // [num_tokens, hidden] fp32 residual stream
+  DeviceBuffer xn;         // [num_tokens, hidden] bf16 normalized sublayer input
+  DeviceBuffer qkv;        // [num_tokens, (num_heads + 2 * num_kv_heads) * head_dim] bf16
+  DeviceBuffer q;          // [num_tokens, num_heads, head_dim] bf16, rotated
+  DeviceBuffer attn;       // [num_tokens, num_heads, head_dim] bf16
+  DeviceBuffer gate_up;    // [num_tokens, 2 * ffn_size] bf16
+  DeviceBuffer ffn;        // [num_tokens, ffn_size] bf16
+  DeviceBuffer last;       // [num_out_rows, hidden] bf16 final-normed rows
+  DeviceBuffer logits;     // [num_out_rows, vocab] fp32
+  DeviceBuffer decode_scratch;   // kernels::attention_decode's split-KV partials
+  DeviceBuffer metadata;         // DeviceBatch's arrays
+  DeviceBuffer results;          // [num_out_rows] kernels::SampleResult
+  DeviceBuffer penalty_scratch;  // [num_penalties] fp32
+  PinnedBuffer staging;          // host side of metadata uploads and result downloads
+  DeviceBuffer rope_cos, rope_sin;  // [num_rope_positions, head_dim / 2] fp32
+  int num_rope_positions = 0;
+};
+
+// Per-step inputs of the pass that do not change between steps.
+struct ForwardContext {
+  const ModelConfig* config = nullptr;
+  const DeviceWeights* weights = nullptr;
+  DeviceKvCache* cache = nullptr;
+  DeviceWorkspace* ws = nullptr;
+  Gemm* gemm = nullptr;
+  StepTimer* timer = nullptr;
+  int num_sms = 0;
+  cudaStream_t stream = nullptr;
+};
+
+// Sizes the workspace for `batch`, builds the metadata (runs, rebased cu_seqlens, output
+// rows: the last token of every sequence in `out_seqs`) and enqueues its upload.
+// REQUIRES: batch passed validate_forward_batch.
+absl::StatusOr<DeviceBatch> upload_batch(const ForwardContext& ctx, const ForwardBatch& batch,
+                                         const std::vector<int32_t>& out_seqs,
+                                         bool with_sampling);
+
+// Runs the first num_layers layers, the final norm and the LM head: ws->logits holds
+// [num_out_rows, vocab] fp32 when the stream reaches it. `stats` (may be null) gets the
+// attention FLOPs and bytes; times come from the timer after synchronisation.
+absl::Status llama_forward_cuda(const ForwardContext& ctx, const DeviceBatch& b,
+                                int num_layers, ForwardStats* stats);
+
+// Samples every output row (kernels/sampling.h) and enqueues the copy of the results into
+// the staging buffer; *results points at them once the stream synchronised.
+absl::Status sample_cuda(const ForwardContext& ctx, const DeviceBatch& b,
+                         const kernels::SampleResult** results);
+
+}  // namespace flashserve::model::cuda

@@ -1,0 +1,325 @@
+// The layer kernels (kernels/layers.h) and the sampling kernel (kernels/sampling.h) against
+// their fp32 CPU references, on fresh random inputs of odd sizes.
+//
+// Tolerance policy. Inputs are rounded to bf16 on the host, so the CPU reference sees exactly
+// the kernel's inputs; the kernels compute in fp32 and round once to bf16, so each output may
+// differ from the fp32 reference by that one rounding (half a bf16 ulp, 2^-9 relative) plus
+// fp32 reordering (~1e-7 relative): we allow one bf16 ulp, 2^-8 |ref| + 1e-6. Copies (the
+// embedding gather, V into the cache) must be bit-exact. Outputs are poisoned first.
+// Sampling: the same token as the CPU reference for the same spec and uniform on every row
+// (a flip needs a weight sum within ~1e-6 relative of a boundary: never seen, and the test
+// would show it), logprobs within 1e-4.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/attention_ref.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/sampling.h"
+#include "kernels/cpu/swiglu.h"
+#include "kernels/device.h"
+#include "kernels/layers.h"
+#include "kernels/paged_kv.h"
+#include "kernels/sampling.h"
+#include "tests/unit/kernels_cuda/attention_problem.h"
+
+namespace flashserve::kernels {
+namespace {
+
+using testing::bf16_to_float;
+using testing::DeviceBuffer;
+using testing::float_to_bf16;
+
+#define SKIP_WITHOUT_GPU() \
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
+
+std::mt19937 fresh_rng() { return std::mt19937(std::random_device{}()); }
+
+// Random bf16 values (as bits) and their exact float values.
+struct Bf16Data {
+  std::vector<uint16_t> bits;
+  std::vector<float> values;
+};
+Bf16Data random_bf16(size_t n, float scale, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.f, scale);
+  Bf16Data d;
+  for (size_t i = 0; i < n; ++i) {
+    d.bits.push_back(float_to_bf16(dist(rng)));
+    d.values.push_back(bf16_to_float(d.bits.back()));
+  }
+  return d;
+}
+
+std::vector<float> to_floats(const std::vector<uint16_t>& bits) {
+  std::vector<float> f;
+  for (uint16_t b : bits) f.push_back(bf16_to_float(b));
+  return f;
+}
+
+void expect_within_one_ulp(const std::vector<float>& got, const std::vector<float>& ref,
+                           const char* what) {
+  ASSERT_EQ(got.size(), ref.size());
+  int bad = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const float tol = 0x1p-8f * std::fabs(ref[i]) + 1e-6f;
+    if (!(std::fabs(got[i] - ref[i]) <= tol) && ++bad <= 5) {
+      ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", reference " << ref[i];
+    }
+  }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+TEST(LayersCuda, EmbeddingGatherCopiesRowsExactly) {
+  SKIP_WITHOUT_GPU();
+  auto rng = fresh_rng();
+  const int vocab = 97, dim = 576;
+  const Bf16Data table = random_bf16(static_cast<size_t>(vocab) * dim, 1.f, rng);
+  const std::vector<int32_t> ids = {0, 96, 5, 5, 41};
+  DeviceBuffer d_table = DeviceBuffer::from(table.bits), d_ids = DeviceBuffer::from(ids);
+  DeviceBuffer out(ids.size() * dim * sizeof(float));
+  out.poison();
+  EmbeddingParams p;
+  p.table = d_table.get();
+  p.token_ids = d_ids.get<int32_t>();
+  p.out = out.get<float>();
+  p.num_tokens = static_cast<int>(ids.size());
+  p.dim = dim;
+  ASSERT_TRUE(embedding_gather(p, nullptr).ok());
+  const std::vector<float> got = out.to_host<float>();
+  for (size_t t = 0; t < ids.size(); ++t) {
+    for (int i = 0; i < dim; ++i) {
+      ASSERT_EQ(got[t * dim + i], table.values[size_t(ids[t]) * dim + i]) << t << "," << i;
+    }
+  }
+}
+
+TEST(LayersCuda, RmsNormMatchesReferenceWithRowGather) {
+  SKIP_WITHOUT_GPU();
+  auto rng = fresh_rng();
+  for (int dim : {576, 4096, 17}) {
+    const int rows_in = 9;
+    std::normal_distribution<float> dist(0.f, 3.f);
+    std::vector<float> x(static_cast<size_t>(rows_in) * dim), w(dim);
+    for (float& v : x) v = dist(rng);
+    for (float& v : w) v = 1.f + 0.1f * dist(rng);
+    const std::vector<int32_t> rows = {8, 0, 3};
+    DeviceBuffer d_x = DeviceBuffer::from(x), d_w = DeviceBuffer::from(w);
+    DeviceBuffer d_rows = DeviceBuffer::from(rows);
+    DeviceBuffer out(rows.size() * dim * 2);
+    out.poison();
+    RmsNormParams p;
+    p.x = d_x.get<float>();
+    p.rows = d_rows.get<int32_t>();
+    p.weight = d_w.get<float>();
+    p.out = out.get();
+    p.num_rows = static_cast<int>(rows.size());
+    p.dim = dim;
+    p.eps = 1e-5f;
+    ASSERT_TRUE(rmsnorm(p, nullptr).ok());
+    std::vector<float> gathered, ref(rows.size() * dim);
+    for (int32_t r : rows) gathered.insert(gathered.end(), x.begin() + r * dim, x.begin() + (r + 1) * dim);
+    rmsnorm_cpu(gathered.data(), w.data(), static_cast<int64_t>(rows.size()), dim, 1e-5f, ref.data());
+    expect_within_one_ulp(to_floats(out.to_host<uint16_t>()), ref, "rmsnorm");
+  }
+}
+
+TEST(LayersCuda, RopeAppendMatchesRopeThenKvAppend) {
+  SKIP_WITHOUT_GPU();
+  auto rng = fresh_rng();
+  for (int head_dim : {64, 128}) {
+    const int heads = 9, kv_heads = 3, tokens = 17, block_size = 64, num_blocks = 4;
+    const int row = (heads + 2 * kv_heads) * head_dim;
+    const Bf16Data qkv = random_bf16(static_cast<size_t>(tokens) * row, 1.f, rng);
+    std::vector<int32_t> positions(tokens), slots(tokens);
+    for (int t = 0; t < tokens; ++t) {
+      positions[t] = 100 + 7 * t;                 // arbitrary positions
+      slots[t] = t == 5 ? -1 : (3 - t % 3) * block_size + t;  // shuffled blocks, one padding
+    }
+    const int num_pos = 300;
+    std::vector<int32_t> all_pos(num_pos);
+    for (int i = 0; i < num_pos; ++i) all_pos[i] = i;
+    std::vector<float> cos(static_cast<size_t>(num_pos) * head_dim / 2), sin(cos.size());
+    rope_cos_sin_cpu(all_pos.data(), num_pos, head_dim, 10000.f, cos.data(), sin.data());
+    DeviceBuffer d_qkv = DeviceBuffer::from(qkv.bits), d_cos = DeviceBuffer::from(cos);
+    DeviceBuffer d_sin = DeviceBuffer::from(sin), d_pos = DeviceBuffer::from(positions);
+    DeviceBuffer d_slots = DeviceBuffer::from(slots);
+    const size_t cache_elems = static_cast<size_t>(num_blocks) * kv_heads * block_size * head_dim;
+    DeviceBuffer q_out(static_cast<size_t>(tokens) * heads * head_dim * 2), k_cache(cache_elems * 2),
+        v_cache(cache_elems * 2);
+    q_out.poison();
+    k_cache.poison();
+    v_cache.poison();
+    RopeAppendParams p;
+    p.qkv = d_qkv.get();
+    p.cos = d_cos.get<float>();
+    p.sin = d_sin.get<float>();
+    p.positions = d_pos.get<int32_t>();
+    p.slot_mapping = d_slots.get<int32_t>();
+    p.q_out = q_out.get();
+    p.k_cache = k_cache.get();
+    p.v_cache = v_cache.get();
+    p.num_tokens = tokens;
+    p.num_heads = heads;
+    p.num_kv_heads = kv_heads;
+    p.head_dim = head_dim;
+    p.block_size = block_size;
+    ASSERT_TRUE(rope_qkv_append(p, nullptr).ok());
+
+    // Reference: split, rope_cpu, kv_append_cpu into NaN-filled caches.
+    std::vector<float> q, k, v;
+    for (int t = 0; t < tokens; ++t) {
+      const float* r = qkv.values.data() + static_cast<size_t>(t) * row;
+      q.insert(q.end(), r, r + heads * head_dim);
+      k.insert(k.end(), r + heads * head_dim, r + (heads + kv_heads) * head_dim);
+      v.insert(v.end(), r + (heads + kv_heads) * head_dim, r + row);
+    }
+    rope_cpu(q.data(), k.data(), positions.data(), tokens, heads, kv_heads, head_dim, 10000.f);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> kc(cache_elems, nan), vc(cache_elems, nan);
+    kv_append_cpu(k.data(), v.data(), slots.data(), tokens, kv_heads, head_dim, block_size,
+                  kc.data(), vc.data());
+    expect_within_one_ulp(to_floats(q_out.to_host<uint16_t>()), q, "q");
+    const std::vector<float> got_k = to_floats(k_cache.to_host<uint16_t>());
+    const std::vector<float> got_v = to_floats(v_cache.to_host<uint16_t>());
+    std::vector<float> written_k, ref_k;
+    for (size_t i = 0; i < cache_elems; ++i) {
+      if (std::isnan(kc[i])) {  // rows nobody owns stay poisoned
+        ASSERT_TRUE(std::isnan(got_k[i]) && std::isnan(got_v[i])) << "slot element " << i;
+        continue;
+      }
+      written_k.push_back(got_k[i]);
+      ref_k.push_back(kc[i]);
+      ASSERT_EQ(got_v[i], vc[i]) << "V is a copy, element " << i;
+    }
+    expect_within_one_ulp(written_k, ref_k, "k");
+  }
+}
+
+TEST(LayersCuda, SwigluMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  auto rng = fresh_rng();
+  const int rows = 13, ffn = 1536;
+  const Bf16Data gate_up = random_bf16(static_cast<size_t>(rows) * 2 * ffn, 4.f, rng);
+  std::vector<float> gate, up, ref(static_cast<size_t>(rows) * ffn);
+  for (int r = 0; r < rows; ++r) {
+    const float* g = gate_up.values.data() + static_cast<size_t>(r) * 2 * ffn;
+    gate.insert(gate.end(), g, g + ffn);
+    up.insert(up.end(), g + ffn, g + 2 * ffn);
+  }
+  swiglu_cpu(gate.data(), up.data(), rows, ffn, ref.data());
+  DeviceBuffer d_in = DeviceBuffer::from(gate_up.bits), out(ref.size() * 2);
+  out.poison();
+  SwigluParams p;
+  p.gate_up = d_in.get();
+  p.out = out.get();
+  p.num_rows = rows;
+  p.ffn_size = ffn;
+  ASSERT_TRUE(swiglu(p, nullptr).ok());
+  expect_within_one_ulp(to_floats(out.to_host<uint16_t>()), ref, "swiglu");
+}
+
+TEST(LayersCuda, RejectsUnsupportedShapes) {
+  RopeAppendParams p;
+  p.head_dim = 63;
+  p.num_heads = p.num_kv_heads = p.block_size = 1;
+  EXPECT_EQ(rope_qkv_append(p, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  SamplingBatch b;
+  b.vocab = 0;
+  EXPECT_EQ(sample_tokens(b, nullptr).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// ---- sampling ------------------------------------------------------------------------------
+
+SampleSpec spec_of(float temperature, int top_k, float top_p, float min_p, double uniform) {
+  SampleSpec s;
+  s.temperature = temperature;
+  s.top_k = top_k;
+  s.top_p = top_p;
+  s.min_p = min_p;
+  s.uniform = uniform;
+  s.want_logprob = 1;
+  return s;
+}
+
+TEST(SamplingCuda, SameTokensAndLogprobsAsTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  auto rng = fresh_rng();
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  for (int vocab : {49152, 1000, 17}) {
+    std::vector<SampleSpec> specs;
+    std::vector<int32_t> pen_tokens, pen_counts;
+    for (float t : {0.f, 0.7f, 1.f, 1.5f, 1e-38f}) {
+      for (int k : {0, 1, 40}) {
+        for (float p : {1.f, 0.9f, 0.3f}) {
+          for (float m : {0.f, 0.05f}) specs.push_back(spec_of(t, k, p, m, uniform(rng)));
+        }
+      }
+    }
+    for (int i = 0; i < 8; ++i) {  // penalties and top logprobs
+      SampleSpec s = spec_of(i % 2 ? 0.8f : 0.f, 0, 0.95f, 0.f, uniform(rng));
+      s.repetition_penalty = i < 4 ? 1.3f : 1e-45f;
+      s.frequency_penalty = 0.5f;
+      s.presence_penalty = -0.25f;
+      s.num_top_logprobs = std::min(20, vocab);
+      s.penalty_begin = static_cast<int32_t>(pen_tokens.size());
+      for (int j = 0; j < 30; ++j) {
+        pen_tokens.push_back((j * 37 + i) % vocab == j ? -1 : (j * 37 + i) % vocab);
+        pen_counts.push_back(j % 3);
+      }
+      // Distinct tokens per row (the contract): dedupe this row's entries.
+      std::vector<int32_t> seen;
+      for (int e = s.penalty_begin; e < static_cast<int>(pen_tokens.size()); ++e) {
+        if (std::find(seen.begin(), seen.end(), pen_tokens[e]) != seen.end()) pen_tokens[e] = -1;
+        seen.push_back(pen_tokens[e]);
+      }
+      s.penalty_end = static_cast<int32_t>(pen_tokens.size());
+      specs.push_back(s);
+    }
+    const int rows = static_cast<int>(specs.size());
+    std::normal_distribution<float> dist(0.f, 2.f);
+    std::vector<float> logits(static_cast<size_t>(rows) * vocab);
+    for (float& l : logits) l = dist(rng);
+    logits[3] = std::numeric_limits<float>::quiet_NaN();
+    logits[vocab + 2] = -std::numeric_limits<float>::infinity();
+
+    DeviceBuffer d_logits = DeviceBuffer::from(logits), d_specs = DeviceBuffer::from(specs);
+    DeviceBuffer d_pt = DeviceBuffer::from(pen_tokens), d_pc = DeviceBuffer::from(pen_counts);
+    DeviceBuffer scratch(pen_tokens.size() * sizeof(float) + 4);
+    DeviceBuffer results(rows * sizeof(SampleResult));
+    results.poison();
+    SamplingBatch b;
+    b.logits = d_logits.get<float>();
+    b.specs = d_specs.get<SampleSpec>();
+    b.penalty_tokens = d_pt.get<int32_t>();
+    b.penalty_counts = d_pc.get<int32_t>();
+    b.penalty_scratch = scratch.get<float>();
+    b.results = results.get<SampleResult>();
+    b.num_rows = rows;
+    b.vocab = vocab;
+    ASSERT_TRUE(sample_tokens(b, nullptr).ok());
+    const std::vector<SampleResult> got = results.to_host<SampleResult>();
+    for (int r = 0; r < rows; ++r) {
+      std::vector<float> row(logits.begin() + static_cast<size_t>(r) * vocab,
+                             logits.begin() + static_cast<size_t>(r + 1) * vocab);
+      const SampleResult ref =
+          sample_row_cpu(row.data(), vocab, specs[r], pen_tokens.data(), pen_counts.data());
+      const SampleSpec& s = specs[r];
+      const std::string what = "vocab " + std::to_string(vocab) + " row " + std::to_string(r) +
+                               " T " + std::to_string(s.temperature) + " k " +
+                               std::to_string(s.top_k) + " p " + std::to_string(s.top_p) +
+                               " min_p " + std::to_string(s.min_p);
+      EXPECT_EQ(got[r].token, ref.token) << what;
+      EXPECT_NEAR(got[r].logprob, ref.logprob, 1e-4) << what;
+      for (int j = 0; j < s.num_top_logprobs; ++j) {
+        EXPECT_EQ(got[r].top_tokens[j], ref.top_tokens[j]) << what << " top " << j;
+        EXPECT_NEAR(got[r].top_logprobs[j], ref.top_logprobs[j], 1e-4) << what << " top " << j;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashserve::kernels
