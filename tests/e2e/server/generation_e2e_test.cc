@@ -492,7 +492,7 @@ struct CommandResult {
 };
 CommandResult run_cli(const std::string& target, const std::string& args) {
   const std::string command =
-      std::string(FLASHSERVE_CLI_BIN) + " --target " + target + " " + args + " 2>&1";
+      cli_binary() + " --target " + target + " " + args + " 2>&1";
   CommandResult result;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return result;

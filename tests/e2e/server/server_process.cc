@@ -43,6 +43,15 @@ std::string tail(const std::string& text, size_t n = 4000) {
 
 }  // namespace
 
+// A binary of the build, or the one the environment names (a bundle on the GPU machine).
+std::string binary(const char* env_name, const char* built) {
+  const char* env = std::getenv(env_name);
+  return env != nullptr && *env != '\0' ? std::string(env) : std::string(built);
+}
+
+std::string server_binary() { return binary("FLASHSERVE_E2E_SERVER_BIN", FLASHSERVE_SERVER_BIN); }
+std::string cli_binary() { return binary("FLASHSERVE_E2E_CLI_BIN", FLASHSERVE_CLI_BIN); }
+
 std::string default_model_path() {
   const char* env = std::getenv("FLASHSERVE_E2E_MODEL");
   const std::string path = env != nullptr && *env != '\0'
@@ -60,7 +69,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start(
   if (::mkdtemp(dir_template) == nullptr) return absl::InternalError("mkdtemp failed");
   server->log_path_ = std::string(dir_template) + "/server.log";
 
-  std::vector<std::string> args = {FLASHSERVE_SERVER_BIN, "--model", model_path,
+  std::vector<std::string> args = {server_binary(), "--model", model_path,
                                    "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> argv;

@@ -21,6 +21,10 @@ namespace flashserve::e2e {
 
 // The default model, or $FLASHSERVE_E2E_MODEL; empty when the file does not exist.
 std::string default_model_path();
+// The server and CLI binaries: the build's, or FLASHSERVE_E2E_SERVER_BIN /
+// FLASHSERVE_E2E_CLI_BIN when set (the bundled binaries on a GPU machine).
+std::string server_binary();
+std::string cli_binary();
 
 class ServerProcess {
  public:

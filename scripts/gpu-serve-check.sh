@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The GPU check of the served model, for the GPU machine (no build there: bundled binaries).
+#
+#   scripts/gpu-serve-check.sh OUT_DIR [stage...]
+#     stages: info kernels runner e2e serve trace sanitize load   (default: all)
+#
+# Needs BIN_DIR (default .gpu/bin) with flashserve, flashserve-cli, layers_cuda_test,
+# attention_cuda_test, cuda_runner_test and e2e_server_test, their libraries in .gpu/lib
+# (see scripts/gpu-check.sh for the bundling), and MODEL (default
+# models/SmolLM2-135M-Instruct.Q4_1.gguf). Every stage is bounded in time; results go to
+# OUT_DIR/summary.txt plus one log per stage.
+#   kernels   layer, sampling and attention kernel tests against the CPU references
+#   runner    the CUDA runner against the CPU runner (logits layer by layer, greedy, batching)
+#   e2e       the C++ e2e suites against a server that puts the model on the GPU (--device auto)
+#   serve     a server on the GPU: a greedy generation, /metrics' attention and step figures
+#   trace     the kernels one request runs (ncu kernel list)
+#   sanitize  compute-sanitizer memcheck over a short serving run
+#   load      flashserve-cli load at 1, 16, 64, 256 streams (128-token prompts -> 128 tokens)
+set -uo pipefail
+out=${1:?usage: $0 OUT_DIR [stage...]}
+shift
+stages=${*:-info kernels runner e2e serve trace sanitize load}
+bin=${BIN_DIR:-.gpu/bin}
+model=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+export LD_LIBRARY_PATH=.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export FLASHSERVE_TEST_MODEL=$model FLASHSERVE_E2E_MODEL=$model
+export FLASHSERVE_E2E_SERVER_BIN=$bin/flashserve FLASHSERVE_E2E_CLI_BIN=$bin/flashserve-cli
+mkdir -p "$out"
+summary=$out/summary.txt
+note() { echo "$*" | tee -a "$summary"; }
+has() { [[ " $stages " == *" $1 "* ]]; }
+gtest_counts() { grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$1" | sort | uniq -c | tr '\n' ' '; }
+cli() { "$bin/flashserve-cli" --target "127.0.0.1:$port" "$@"; }
+port=50151
+metrics_port=50152
+
+# Starts the server (optionally under a wrapper such as compute-sanitizer) and waits for
+# SERVING; its log goes to $1.
+start_server() {
+  local log=$1; shift
+  "$@" "$bin/flashserve" --model "$model" --device auto --host 127.0.0.1 --port $port \
+    --metrics-port $metrics_port > "$log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 1 ${START_WAIT:-120}); do
+    cli health > /dev/null 2>&1 && return 0
+    kill -0 $server_pid 2>/dev/null || return 1
+    sleep 1
+  done
+  return 1
+}
+stop_server() { kill -TERM $server_pid 2>/dev/null; wait $server_pid 2>/dev/null; }
+
+note "gpu-serve-check $(date -u +%FT%TZ) stages: $stages commit: ${GIT_COMMIT:-unknown} model: $model"
+if has info; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee -a "$summary"
+fi
+if has kernels; then
+  timeout 120 "$bin/layers_cuda_test" > "$out/kernels.log" 2>&1
+  note "layers_cuda_test: rc=$? $(gtest_counts "$out/kernels.log")"
+  timeout 300 "$bin/attention_cuda_test" >> "$out/kernels.log" 2>&1
+  note "attention_cuda_test: rc=$? $(gtest_counts "$out/kernels.log")"
+  grep -E '^\[  FAILED  \]|Failure' "$out/kernels.log" | head -20 | tee -a "$summary"
+fi
+if has runner; then
+  timeout 300 "$bin/cuda_runner_test" > "$out/runner.log" 2>&1
+  note "cuda_runner_test: rc=$? $(gtest_counts "$out/runner.log")"
+  grep -E '^\[cuda runner\]|^\[  FAILED  \]|Failure' "$out/runner.log" | head -60 | tee -a "$summary"
+fi
+if has e2e; then
+  timeout 400 "$bin/e2e_server_test" > "$out/e2e.log" 2>&1
+  note "e2e_server_test: rc=$? $(gtest_counts "$out/e2e.log")"
+  grep -E '^\[  FAILED  \]|Failure' "$out/e2e.log" | head -20 | tee -a "$summary"
+fi
+if has serve; then
+  if start_server "$out/serve.log"; then
+    grep -E 'model loaded|cuda|cpu' "$out/serve.log" | head -5 | tee -a "$summary"
+    cli generate --prompt "The capital of France is" --max-tokens 8 --temperature 0 2>&1 | tee -a "$summary"
+    cli generate --prompt "Write a haiku about the sea." --max-tokens 32 --temperature 0.8 \
+      --top-p 0.95 --seed 7 2>&1 | tee -a "$summary"
+    curl -s "127.0.0.1:$metrics_port/metrics" > "$out/metrics.txt"
+    grep -E '^flashserve_attention|^flashserve_step' "$out/metrics.txt" | head -40 | tee -a "$summary"
+    stop_server
+  else
+    note "serve: server did not start"; tail -20 "$out/serve.log" | tee -a "$summary"
+  fi
+fi
+if has trace; then
+  # ncu lists every kernel launch of one short request (prefill + 3 decode steps).
+  if start_server "$out/trace_server.log" timeout 300 ncu --clock-control none \
+      --target-processes all --metrics gpu__time_duration.sum --csv --log-file "$out/ncu.csv"; then
+    cli generate --prompt "The capital of France is" --max-tokens 4 --temperature 0 > /dev/null 2>&1
+    stop_server
+    awk -F'","' 'NR > 1 {print $5}' "$out/ncu.csv" | sed 's/(.*//' | sort | uniq -c | sort -rn \
+      | head -30 > "$out/kernels_seen.txt"
+    note "kernels launched while serving one request (ncu):"; tee -a "$summary" < "$out/kernels_seen.txt"
+  else
+    note "trace: ncu run did not start"; tail -5 "$out/trace_server.log" | tee -a "$summary"
+  fi
+fi
+if has sanitize; then
+  if START_WAIT=300 start_server "$out/sanitize.log" compute-sanitizer --tool memcheck \
+      --error-exitcode 9; then
+    cli generate --prompt "The capital of France is" --max-tokens 8 --temperature 0 > /dev/null 2>&1
+    cli generate --prompt "Tell me about the sea." --max-tokens 8 --temperature 0.7 --top-k 40 \
+      --top-p 0.9 --repetition-penalty 1.2 --logprobs 3 > /dev/null 2>&1
+    stop_server
+    note "sanitize (memcheck, serving 2 requests): $(grep -E 'ERROR SUMMARY' "$out/sanitize.log" | tail -1)"
+  else
+    note "sanitize: server under compute-sanitizer did not start"; tail -5 "$out/sanitize.log" | tee -a "$summary"
+  fi
+fi
+if has load; then
+  if start_server "$out/load_server.log"; then
+    for c in 1 16 64 256; do
+      n=$(( c < 8 ? 8 : 2 * c ))
+      note "== load: concurrency $c, $n requests, 128-token prompts -> 128 tokens, greedy, ignore EOS"
+      timeout 120 "$bin/flashserve-cli" --target 127.0.0.1:$port load --concurrency $c \
+        --requests $n --prompt-tokens 128 --max-tokens 128 --ignore-eos --temperature 0 2>&1 \
+        | tee -a "$summary"
+    done
+    curl -s "127.0.0.1:$metrics_port/metrics" > "$out/metrics_after_load.txt"
+    stop_server
+  else
+    note "load: server did not start"
+  fi
+fi
+note "done $(date -u +%FT%TZ)"
