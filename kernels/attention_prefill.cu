@@ -48,19 +48,25 @@ constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q
   return head_dim >= 128 || max_seqlen_q >= (causal ? 2048 : 512);
 }
 
-// Raises a kernel's dynamic shared-memory limit once per process (the attribute is not a
-// stream operation, so doing it at every launch would only add host work to each step).
-template <typename Kernel>
+// Raises the dynamic shared-memory limit of kernel<T, kHeadDim> (one instantiation of
+// `Launcher`'s kernel) once per process: the attribute is not a stream operation, so doing
+// it at every launch would only add host work to each step. The function-local static is
+// per template instantiation, hence per kernel.
+template <typename Tag, typename Kernel>
 absl::Status smem_limit_once(Kernel kernel, int bytes) {
   static const absl::Status status = device::set_smem_limit(kernel, bytes);
   return status;
 }
+template <typename T, int kHeadDim, bool kHopper>
+struct KernelTag {};
 
 template <typename T, int kHeadDim>
 absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
   auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim>;
   const int smem = device::sm90ws_smem_bytes(kHeadDim);
-  if (absl::Status s = smem_limit_once(kernel, smem); !s.ok()) return s;
+  if (absl::Status s = smem_limit_once<KernelTag<T, kHeadDim, true>>(kernel, smem); !s.ok()) {
+    return s;
+  }
   constexpr int kBlockM = device::sm90ws_block_m(kHeadDim);
   const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.num_heads, p.num_seqs);
   kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(p);
@@ -72,7 +78,9 @@ template <typename T, int kHeadDim>
 absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
   auto* kernel = device::attention_prefill_kernel<T, kHeadDim>;
   const int smem = device::prefill_smem_bytes(kHeadDim);
-  if (absl::Status s = smem_limit_once(kernel, smem); !s.ok()) return s;
+  if (absl::Status s = smem_limit_once<KernelTag<T, kHeadDim, false>>(kernel, smem); !s.ok()) {
+    return s;
+  }
   const dim3 grid((p.max_seqlen_q + device::prefill_block_m() - 1) / device::prefill_block_m(),
                   p.num_heads, p.num_seqs);
   kernel<<<grid, device::prefill_threads(), smem, stream>>>(p);

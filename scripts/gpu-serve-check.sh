@@ -31,13 +31,14 @@ note() { echo "$*" | tee -a "$summary"; }
 has() { [[ " $stages " == *" $1 "* ]]; }
 gtest_counts() { grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$1" | sort | uniq -c | tr '\n' ' '; }
 cli() { "$bin/flashserve-cli" --target "127.0.0.1:$port" "$@"; }
-port=50151
-metrics_port=50152
+port=50150
+metrics_port=50151
 
-# Starts the server (optionally under a wrapper such as compute-sanitizer) and waits for
-# SERVING; its log goes to $1.
+# Starts the server (optionally under a wrapper such as compute-sanitizer) on fresh ports and
+# waits for SERVING; its log goes to $1.
 start_server() {
   local log=$1; shift
+  port=$((port + 2)); metrics_port=$((metrics_port + 2))
   "$@" "$bin/flashserve" --model "$model" --device auto --host 127.0.0.1 --port $port \
     --metrics-port $metrics_port > "$log" 2>&1 &
   server_pid=$!
@@ -48,7 +49,13 @@ start_server() {
   done
   return 1
 }
-stop_server() { kill -TERM $server_pid 2>/dev/null; wait $server_pid 2>/dev/null; }
+stop_server() { kill -TERM $server_pid 2>/dev/null; wait $server_pid 2>/dev/null; server_pid=; }
+# Engine step time and count from the server's /metrics (the server-side view of a run).
+step_metrics() {
+  curl -s "127.0.0.1:$metrics_port/metrics" | awk '/^flashserve_engine_step_seconds_(sum|count) / {v[$1]=$2}
+    END {if (v["flashserve_engine_step_seconds_count"] > 0) printf "server: %d steps, %.2f ms per step\n",
+      v["flashserve_engine_step_seconds_count"], 1e3 * v["flashserve_engine_step_seconds_sum"] / v["flashserve_engine_step_seconds_count"]}'
+}
 
 note "gpu-serve-check $(date -u +%FT%TZ) stages: $stages commit: ${GIT_COMMIT:-unknown} model: $model"
 if has info; then
@@ -90,8 +97,20 @@ if has trace; then
       --target-processes all --metrics gpu__time_duration.sum --csv --log-file "$out/ncu.csv"; then
     cli generate --prompt "The capital of France is" --max-tokens 4 --temperature 0 > /dev/null 2>&1
     stop_server
-    awk -F'","' 'NR > 1 {print $5}' "$out/ncu.csv" | sed 's/(.*//' | sort | uniq -c | sort -rn \
-      | head -30 > "$out/kernels_seen.txt"
+    python3 - "$out/ncu.csv" > "$out/kernels_seen.txt" <<'PY'
+import csv, sys, collections
+lines = open(sys.argv[1]).read().splitlines()
+start = next(i for i, l in enumerate(lines) if l.startswith('"ID"'))
+rows = list(csv.reader(lines[start:]))
+name, value = rows[0].index("Kernel Name"), rows[0].index("Metric Value")
+count, ns = collections.Counter(), collections.Counter()
+for r in rows[1:]:
+    k = r[name].split("(")[0]
+    count[k] += 1
+    ns[k] += float(r[value].replace(",", ""))
+for k, n in count.most_common():
+    print(f"{n:6d} launches {ns[k] / 1e3:9.1f} us  {k}")
+PY
     note "kernels launched while serving one request (ncu):"; tee -a "$summary" < "$out/kernels_seen.txt"
   else
     note "trace: ncu run did not start"; tail -5 "$out/trace_server.log" | tee -a "$summary"
@@ -117,7 +136,12 @@ if has load; then
       timeout 120 "$bin/flashserve-cli" --target 127.0.0.1:$port load --concurrency $c \
         --requests $n --prompt-tokens 128 --max-tokens 128 --ignore-eos --temperature 0 2>&1 \
         | tee -a "$summary"
+      note "$(step_metrics) (cumulative)"
     done
+    note "== load: concurrency 64, sampled (temperature 0.8, top-p 0.95, top-k 50)"
+    timeout 120 "$bin/flashserve-cli" --target 127.0.0.1:$port load --concurrency 64 \
+      --requests 128 --prompt-tokens 128 --max-tokens 128 --ignore-eos --temperature 0.8 \
+      --top-p 0.95 --top-k 50 2>&1 | tee -a "$summary"
     curl -s "127.0.0.1:$metrics_port/metrics" > "$out/metrics_after_load.txt"
     stop_server
   else
@@ -125,3 +149,5 @@ if has load; then
   fi
 fi
 note "done $(date -u +%FT%TZ)"
+tar czf "$out/logs.tgz" -C "$out" --exclude logs.tgz --exclude summary.txt . 2>/dev/null
+find "$out" -mindepth 1 ! -name logs.tgz ! -name summary.txt -delete

@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/device.h"
 #include "tests/e2e/server/e2e_util.h"
 #include "tests/e2e/server/server_process.h"
 
@@ -73,7 +74,7 @@ TEST_F(GenerationE2E, ModelInfoDescribesTheModel) {
   EXPECT_EQ(info.vocab_size(), 49152);
   EXPECT_EQ(info.context_length(), 8192);
   EXPECT_EQ(info.num_layers(), 30);
-  EXPECT_EQ(info.device(), "cpu");
+  EXPECT_EQ(info.device(), kernels::cuda_device_count() > 0 ? "cuda" : "cpu");  // --device auto
   EXPECT_GT(info.kv_cache().num_blocks(), 0);
   EXPECT_GT(info.kv_cache().block_size(), 0);
   EXPECT_EQ(info.kv_cache().num_tokens(),
