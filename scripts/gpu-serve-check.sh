@@ -39,7 +39,8 @@ metrics_port=50151
 start_server() {
   local log=$1; shift
   port=$((port + 2)); metrics_port=$((metrics_port + 2))
-  "$@" "$bin/flashserve" --model "$model" --device auto --host 127.0.0.1 --port $port \
+  # Its own process group, so that stop_server reaches a wrapper's child too.
+  setsid "$@" "$bin/flashserve" --model "$model" --device auto --host 127.0.0.1 --port $port \
     --metrics-port $metrics_port > "$log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 ${START_WAIT:-120}); do
@@ -49,7 +50,14 @@ start_server() {
   done
   return 1
 }
-stop_server() { kill -TERM $server_pid 2>/dev/null; wait $server_pid 2>/dev/null; server_pid=; }
+# SIGTERM to the server's group, then waits (up to 120 s) until every process of it is gone
+# and has released the GPU.
+stop_server() {
+  kill -TERM -- -$server_pid 2>/dev/null
+  for _ in $(seq 1 240); do kill -0 -- -$server_pid 2>/dev/null || break; sleep 0.5; done
+  kill -KILL -- -$server_pid 2>/dev/null
+  wait $server_pid 2>/dev/null
+}
 # Engine step time and count from the server's /metrics (the server-side view of a run).
 step_metrics() {
   curl -s "127.0.0.1:$metrics_port/metrics" | awk '/^flashserve_engine_step_seconds_(sum|count) / {v[$1]=$2}
@@ -91,6 +99,26 @@ if has serve; then
     note "serve: server did not start"; tail -20 "$out/serve.log" | tee -a "$summary"
   fi
 fi
+if has load; then
+  if start_server "$out/load_server.log"; then
+    for c in 1 16 64 256; do
+      n=$(( c < 8 ? 8 : 2 * c ))
+      note "== load: concurrency $c, $n requests, 128-token prompts -> 128 tokens, greedy, ignore EOS"
+      timeout 120 "$bin/flashserve-cli" --target 127.0.0.1:$port load --concurrency $c \
+        --requests $n --prompt-tokens 128 --max-tokens 128 --ignore-eos --temperature 0 2>&1 \
+        | tee -a "$summary"
+      note "$(step_metrics) (cumulative)"
+    done
+    note "== load: concurrency 64, sampled (temperature 0.8, top-p 0.95, top-k 50)"
+    timeout 120 "$bin/flashserve-cli" --target 127.0.0.1:$port load --concurrency 64 \
+      --requests 128 --prompt-tokens 128 --max-tokens 128 --ignore-eos --temperature 0.8 \
+      --top-p 0.95 --top-k 50 2>&1 | tee -a "$summary"
+    curl -s "127.0.0.1:$metrics_port/metrics" > "$out/metrics_after_load.txt"
+    stop_server
+  else
+    note "load: server did not start"
+  fi
+fi
 if has trace; then
   # ncu lists every kernel launch of one short request (prefill + 3 decode steps).
   if start_server "$out/trace_server.log" timeout 300 ncu --clock-control none \
@@ -126,26 +154,6 @@ if has sanitize; then
     note "sanitize (memcheck, serving 2 requests): $(grep -E 'ERROR SUMMARY' "$out/sanitize.log" | tail -1)"
   else
     note "sanitize: server under compute-sanitizer did not start"; tail -5 "$out/sanitize.log" | tee -a "$summary"
-  fi
-fi
-if has load; then
-  if start_server "$out/load_server.log"; then
-    for c in 1 16 64 256; do
-      n=$(( c < 8 ? 8 : 2 * c ))
-      note "== load: concurrency $c, $n requests, 128-token prompts -> 128 tokens, greedy, ignore EOS"
-      timeout 120 "$bin/flashserve-cli" --target 127.0.0.1:$port load --concurrency $c \
-        --requests $n --prompt-tokens 128 --max-tokens 128 --ignore-eos --temperature 0 2>&1 \
-        | tee -a "$summary"
-      note "$(step_metrics) (cumulative)"
-    done
-    note "== load: concurrency 64, sampled (temperature 0.8, top-p 0.95, top-k 50)"
-    timeout 120 "$bin/flashserve-cli" --target 127.0.0.1:$port load --concurrency 64 \
-      --requests 128 --prompt-tokens 128 --max-tokens 128 --ignore-eos --temperature 0.8 \
-      --top-p 0.95 --top-k 50 2>&1 | tee -a "$summary"
-    curl -s "127.0.0.1:$metrics_port/metrics" > "$out/metrics_after_load.txt"
-    stop_server
-  else
-    note "load: server did not start"
   fi
 fi
 note "done $(date -u +%FT%TZ)"
