@@ -2,7 +2,7 @@
 # The GPU check of the served model, for the GPU machine (no build there: bundled binaries).
 #
 #   scripts/gpu-serve-check.sh OUT_DIR [stage...]
-#     stages: info kernels runner e2e serve trace sanitize load   (default: all)
+#     stages: info kernels runner e2e python serve load trace sanitize   (default: all)
 #
 # Needs BIN_DIR (default .gpu/bin) with flashserve, flashserve-cli, layers_cuda_test,
 # attention_cuda_test, cuda_runner_test and e2e_server_test, their libraries in .gpu/lib
@@ -12,6 +12,8 @@
 #   kernels   layer, sampling and attention kernel tests against the CPU references
 #   runner    the CUDA runner against the CPU runner (logits layer by layer, greedy, batching)
 #   e2e       the C++ e2e suites against a server that puts the model on the GPU (--device auto)
+#   python    the Python client suite against the same (grpcio/grpcio-tools wheels in .whl/,
+#             installed into /tmp/site: the GPU machine has no registry)
 #   serve     a server on the GPU: a greedy generation, /metrics' attention and step figures
 #   trace     the kernels one request runs (ncu kernel list)
 #   sanitize  compute-sanitizer memcheck over a short serving run
@@ -19,7 +21,7 @@
 set -uo pipefail
 out=${1:?usage: $0 OUT_DIR [stage...]}
 shift
-stages=${*:-info kernels runner e2e serve trace sanitize load}
+stages=${*:-info kernels runner e2e python serve load trace sanitize}
 bin=${BIN_DIR:-.gpu/bin}
 model=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 export LD_LIBRARY_PATH=.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -41,7 +43,7 @@ start_server() {
   port=$((port + 2)); metrics_port=$((metrics_port + 2))
   # Its own process group, so that stop_server reaches a wrapper's child too.
   setsid "$@" "$bin/flashserve" --model "$model" --device auto --host 127.0.0.1 --port $port \
-    --metrics-port $metrics_port > "$log" 2>&1 &
+    --metrics-port $metrics_port ${SERVER_ARGS:-} > "$log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 ${START_WAIT:-120}); do
     cli health > /dev/null 2>&1 && return 0
@@ -50,10 +52,11 @@ start_server() {
   done
   return 1
 }
-# SIGTERM to the server's group, then waits (up to 120 s) until every process of it is gone
-# and has released the GPU.
+# SIGTERM to the server (a wrapper such as compute-sanitizer or ncu then finishes its report
+# and exits), then waits up to 120 s until every process of the group is gone and has
+# released the GPU.
 stop_server() {
-  kill -TERM -- -$server_pid 2>/dev/null
+  pkill -TERM -g $server_pid -x flashserve 2>/dev/null || kill -TERM -- -$server_pid 2>/dev/null
   for _ in $(seq 1 240); do kill -0 -- -$server_pid 2>/dev/null || break; sleep 0.5; done
   kill -KILL -- -$server_pid 2>/dev/null
   wait $server_pid 2>/dev/null
@@ -85,6 +88,13 @@ if has e2e; then
   timeout 400 "$bin/e2e_server_test" > "$out/e2e.log" 2>&1
   note "e2e_server_test: rc=$? $(gtest_counts "$out/e2e.log")"
   grep -E '^\[  FAILED  \]|Failure' "$out/e2e.log" | head -20 | tee -a "$summary"
+fi
+if has python; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl > "$out/python.log" 2>&1
+  PYTHONPATH=/tmp/site timeout 300 python3 tests/e2e/python/test_generation.py \
+    --server "$bin/flashserve" >> "$out/python.log" 2>&1
+  note "python e2e: rc=$? $(grep -E '^(Ran|OK|FAILED)' "$out/python.log" | tr '\n' ' ')"
 fi
 if has serve; then
   if start_server "$out/serve.log"; then
