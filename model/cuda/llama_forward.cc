@@ -152,6 +152,22 @@ class MetadataPacker {
   std::vector<char> bytes_;
 };
 
+// out[r] = RMSNorm(x[rows ? rows[r] : r]) * weight in bf16, then a timer mark.
+absl::Status rmsnorm(const ForwardContext& ctx, const DeviceBuffer& weight, const int32_t* rows,
+                     int num_rows, void* out) {
+  kernels::RmsNormParams norm;
+  norm.dtype = kAct;
+  norm.x = ctx.ws->x.get<float>();
+  norm.rows = rows;
+  norm.weight = weight.get<float>();
+  norm.out = out;
+  norm.num_rows = num_rows;
+  norm.dim = ctx.config->hidden_size;
+  norm.eps = ctx.config->rms_eps;
+  FS_RETURN_IF_ERROR(kernels::rmsnorm(norm, ctx.stream));
+  return ctx.timer->mark(StepPart::kOther);
+}
+
 void attention_stats(const AttentionRun& r, ForwardStats* stats) {
   if (stats == nullptr) return;
   AttentionPhaseStats& phase = r.prefill ? stats->prefill : stats->decode;
@@ -190,16 +206,7 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
   const int t = b.num_tokens;
   const int q_dim = c.num_heads * c.head_dim;
   const int qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-  kernels::RmsNormParams norm;
-  norm.dtype = kAct;
-  norm.x = ws.x.get<float>();
-  norm.weight = w.attn_norm.get<float>();
-  norm.out = ws.xn.get();
-  norm.num_rows = t;
-  norm.dim = c.hidden_size;
-  norm.eps = c.rms_eps;
-  FS_RETURN_IF_ERROR(kernels::rmsnorm(norm, ctx.stream));
-  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
+  FS_RETURN_IF_ERROR(rmsnorm(ctx, w.attn_norm, nullptr, t, ws.xn.get()));
   FS_RETURN_IF_ERROR(ctx.gemm->linear(ws.xn.get(), w.wqkv.get(), ws.qkv.get(), t, qkv_dim,
                                       c.hidden_size, GemmOut::kBf16, ctx.stream));
   FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
@@ -229,16 +236,7 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
 absl::Status ffn_block(const ForwardContext& ctx, const DeviceLayer& w, int t) {
   const ModelConfig& c = *ctx.config;
   DeviceWorkspace& ws = *ctx.ws;
-  kernels::RmsNormParams norm;
-  norm.dtype = kAct;
-  norm.x = ws.x.get<float>();
-  norm.weight = w.ffn_norm.get<float>();
-  norm.out = ws.xn.get();
-  norm.num_rows = t;
-  norm.dim = c.hidden_size;
-  norm.eps = c.rms_eps;
-  FS_RETURN_IF_ERROR(kernels::rmsnorm(norm, ctx.stream));
-  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
+  FS_RETURN_IF_ERROR(rmsnorm(ctx, w.ffn_norm, nullptr, t, ws.xn.get()));
   FS_RETURN_IF_ERROR(ctx.gemm->linear(ws.xn.get(), w.w_gate_up.get(), ws.gate_up.get(), t,
                                       2 * c.ffn_size, c.hidden_size, GemmOut::kBf16, ctx.stream));
   FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
@@ -333,17 +331,8 @@ absl::Status llama_forward_cuda(const ForwardContext& ctx, const DeviceBatch& b,
     FS_RETURN_IF_ERROR(ffn_block(ctx, weights.layers[layer], b.num_tokens));
   }
   if (b.num_out_rows == 0) return absl::OkStatus();
-  kernels::RmsNormParams norm;
-  norm.dtype = kAct;
-  norm.x = ws.x.get<float>();
-  norm.rows = b.out_rows;  // the last token of each sequence read
-  norm.weight = weights.output_norm.get<float>();
-  norm.out = ws.last.get();
-  norm.num_rows = b.num_out_rows;
-  norm.dim = c.hidden_size;
-  norm.eps = c.rms_eps;
-  FS_RETURN_IF_ERROR(kernels::rmsnorm(norm, ctx.stream));
-  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
+  // The last token of each sequence read, gathered by the norm.
+  FS_RETURN_IF_ERROR(rmsnorm(ctx, weights.output_norm, b.out_rows, b.num_out_rows, ws.last.get()));
   FS_RETURN_IF_ERROR(ctx.gemm->linear(ws.last.get(), weights.lm_head(), ws.logits.get(),
                                       b.num_out_rows, c.vocab_size, c.hidden_size,
                                       GemmOut::kFp32, ctx.stream));
