@@ -38,6 +38,11 @@ namespace flashserve::kernels {
 // InvalidArgument. Tests and benchmarks pin each path to compare them.
 enum class PrefillImpl { kAuto, kPortable, kHopper };
 
+// Keys per K/V tile in every attention kernel; the cache block_size must be a multiple.
+inline constexpr int kAttentionKvTile = 64;
+// Grid y and z dimensions (heads, sequences) are limited to this by CUDA.
+inline constexpr int kMaxGridYZ = 65535;
+
 struct AttentionParams {
   DType dtype = DType::kBf16;
   const void* q = nullptr;        // [num_tokens, num_heads, head_dim], packed by sequence

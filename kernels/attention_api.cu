@@ -21,17 +21,22 @@ absl::Status validate_attention_params(const AttentionParams& p) {
   if (p.dtype != DType::kBf16 && p.dtype != DType::kFp16) {
     return invalid("unsupported dtype", static_cast<int>(p.dtype));
   }
-  if (p.num_seqs < 0 || p.num_seqs > 65535) return invalid("num_seqs out of [0, 65535]:", p.num_seqs);
-  if (p.num_heads <= 0 || p.num_heads > 65535) return invalid("bad num_heads", p.num_heads);
+  if (p.num_seqs < 0 || p.num_seqs > kMaxGridYZ) {
+    return invalid("num_seqs must be in [0, 65535] (a grid dimension), got", p.num_seqs);
+  }
+  if (p.num_heads <= 0 || p.num_heads > kMaxGridYZ) {
+    return invalid("num_heads must be in [1, 65535] (a grid dimension), got", p.num_heads);
+  }
   if (p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0) {
     return invalid("num_heads must be a positive multiple of num_kv_heads, got num_kv_heads",
                    p.num_kv_heads);
   }
-  if (p.block_size <= 0 || p.block_size % 64 != 0) {
+  if (p.block_size <= 0 || p.block_size % kAttentionKvTile != 0) {
     return invalid("block_size must be a positive multiple of 64 (the K/V tile), got",
                    p.block_size);
   }
-  if (p.max_seqlen_q < 0 || p.max_seqlen_k < 0) return invalid("negative max_seqlen", -1);
+  if (p.max_seqlen_q < 0) return invalid("max_seqlen_q must be >= 0, got", p.max_seqlen_q);
+  if (p.max_seqlen_k < 0) return invalid("max_seqlen_k must be >= 0, got", p.max_seqlen_k);
   if (p.max_blocks_per_seq * int64_t{p.block_size} < p.max_seqlen_k) {
     return invalid("max_blocks_per_seq * block_size < max_seqlen_k, max_blocks_per_seq",
                    p.max_blocks_per_seq);
@@ -56,7 +61,7 @@ int attention_decode_num_splits(int num_seqs, int num_kv_heads, int max_seqlen_k
   constexpr int kTargetCtasPerSm = 4;
   constexpr int kMinTilesPerSplit = 4;
   const int64_t ctas = std::max<int64_t>(1, int64_t{num_seqs} * num_kv_heads);
-  const int tiles = (max_seqlen_k + 63) / 64;
+  const int tiles = (max_seqlen_k + kAttentionKvTile - 1) / kAttentionKvTile;
   const int64_t want = (int64_t{kTargetCtasPerSm} * std::max(num_sms, 1) + ctas - 1) / ctas;
   const int64_t cap = std::max(1, tiles / kMinTilesPerSplit);
   return static_cast<int>(std::clamp<int64_t>(want, 1, std::min<int64_t>(cap, kMaxDecodeSplits)));
@@ -69,7 +74,8 @@ size_t attention_decode_workspace_bytes(const AttentionParams& p, int num_splits
 }
 
 size_t attention_naive_workspace_bytes(const AttentionParams& p) {
-  return size_t(p.num_seqs) * p.num_heads * p.max_seqlen_q * p.max_seqlen_k * 2;
+  return size_t(p.num_seqs) * p.num_heads * p.max_seqlen_q * p.max_seqlen_k *
+         dtype_bytes(p.dtype);
 }
 
 namespace device {

@@ -1,14 +1,13 @@
 #pragma once
-// Fused FlashAttention forward for prefill, Hopper path, warp-specialized (v7 at head_dim 128,
-// v8 at head_dim 64).
+// Fused FlashAttention forward for prefill, Hopper path, warp-specialized (a producer
+// warpgroup feeding 2 consumer warpgroups at head_dim 128, 3 at head_dim 64). Its history and
+// measurements are in bench/attention/NOTES.md (v7, v8).
 //
 // Same algorithm and numerics as the portable kernel (kernels/attention_prefill.cuh), on
 // Hopper's wgmma: 128 query rows per CTA at d128 (2 consumer warpgroups x 64 rows), 128-key
 // K/V tiles in wgmma's 128-byte-swizzled layout (kernels/sm90_wgmma.cuh), S = Q K^T from
-// shared memory and O += P V with P from registers. It replaced the v5 kernel (one warpgroup
-// type, a per-tile __syncthreads keeping the warpgroups in lock-step, removed after v7/v8;
-// bench/attention/NOTES.md) by changing how the tiles arrive and how the warpgroups are
-// scheduled:
+// shared memory and O += P V with P from registers. How the tiles arrive and how the
+// warpgroups are scheduled:
 //
 //   * Threads 0-255 = 2 consumer warpgroups; threads 256-383 = 1 producer warpgroup that issues
 //     every copy (Q once, then K_0, K_1, V_0, K_2, V_1, ... in the consumers' order) into a
@@ -35,7 +34,7 @@
 //     GEMMs occupy the tensor cores. Warpgroup 1 pre-arrives once and skips its last arrive,
 //     so both barriers end balanced.
 //   * setmaxnreg: the CTA starts at 168 registers per thread (384 threads); the producer drops
-//     to 40 and the consumers rise to 232 (the removed v5 kernel used 205). A lone producer warp
+//     to 40 and the consumers rise to 232. A lone producer warp
 //     (288 threads) does not help: 9 warps over 4 SM sub-partitions cap registers at 168 too.
 //   * head_dim 64 (FA3's hdim-64 shape): 3 consumer warpgroups = 192 query rows x 128 keys,
 //     512 threads. Each K/V tile then serves 192 rows, and two warpgroups' softmax can run

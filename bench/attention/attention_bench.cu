@@ -6,9 +6,10 @@
 // kernel's on the same inputs (relative L2 <= 8 bf16 units of roundoff, all finite; the
 // naive kernel itself is checked against the fp32 CPU reference in the unit tests).
 // Timing: CUDA events around each launch, warm-up, median of >= 5 launches (more for short
-// ones). FLOPs = 4 * b * h * s_q * s_k * d (half for causal prefill); bytes = Q, K, V read
-// once + O written once (DESIGN.md). Also measures device-to-device copy bandwidth (bytes
-// read + written), the ceiling for decode.
+// ones). FLOPs and bytes from kernels::attention_cost, the formula the served metrics use:
+// 4 * d * h * (query, key) pairs attended (exactly s(s+1)/2 per head for causal prefill);
+// bytes = Q, K, V read once + O written once. Also measures device-to-device copy bandwidth
+// (bytes read + written), the ceiling for decode.
 //
 //   attention_bench [--prefill] [--decode] [--csv FILE] [--quick] [--profile]
 // --profile: one untimed launch of each prefill kernel (s8k; d128, d64), for ncu.
@@ -97,6 +98,14 @@ void fill(const Buffer& b, uint32_t seed) {
 }
 
 // Median milliseconds of `launch` over enough repetitions (>= 5, ~200 ms in total).
+// attention_cost of `batch` sequences of q_len queries over k_len keys each, bf16.
+AttentionCost uniform_cost(int batch, int q_len, int k_len, int heads, int kv_heads, int head_dim,
+                           bool causal) {
+  std::vector<int32_t> cu(batch + 1), seqlens(batch, k_len);
+  for (int b = 0; b <= batch; ++b) cu[b] = b * q_len;
+  return attention_cost(cu.data(), seqlens.data(), batch, heads, kv_heads, head_dim, 2, causal);
+}
+
 double time_ms(const std::function<void()>& launch) {
   cudaEvent_t start, stop;
   BENCH_CUDA(cudaEventCreate(&start));
@@ -223,8 +232,8 @@ bool bench_prefill(bool quick, bool hopper) {
         const std::string config = "b" + std::to_string(batch) + " s" + std::to_string(s) +
                                    " h" + std::to_string(heads) + " d" + std::to_string(head_dim) +
                                    (causal ? " causal" : " full");
-        const double flops = 4.0 * batch * heads * double(s) * s * head_dim * (causal ? 0.5 : 1.0);
-        const double bytes = 4.0 * batch * s * heads * head_dim * 2;
+        const AttentionCost cost = uniform_cost(batch, s, s, heads, heads, head_dim, causal);
+        const double flops = cost.flops, bytes = cost.bytes;
         Buffer ws(attention_naive_workspace_bytes(pr.p));
         AttentionParams naive = pr.p;
         naive.out = pr.ref->ptr;
@@ -267,9 +276,9 @@ bool bench_decode(bool quick, int num_sms) {
         const std::string config = "b" + std::to_string(batch) + " ctx" + std::to_string(ctx) +
                                    " h" + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
                                    " d" + std::to_string(sh.head_dim) + " sp" + std::to_string(splits);
-        const double flops = 4.0 * batch * sh.heads * double(ctx) * sh.head_dim;
-        const double bytes = 2.0 * (2.0 * batch * ctx * sh.kv_heads * sh.head_dim +
-                                    2.0 * batch * sh.heads * sh.head_dim);
+        const AttentionCost cost =
+            uniform_cost(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, /*causal=*/true);
+        const double flops = cost.flops, bytes = cost.bytes;
         Buffer ws(attention_decode_workspace_bytes(pr.p, splits));
         Buffer naive_ws(attention_naive_workspace_bytes(pr.p));
         AttentionParams naive = pr.p;

@@ -68,7 +68,8 @@ def prefill(rows, quick):
                 b, h = 16384 // s, 2048 // d
                 q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
                 config = f"b{b} s{s} h{h} d{d} " + ("causal" if causal else "full")
-                flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+                # kernels::attention_cost: exactly s(s+1)/2 (query, key) pairs per head when causal.
+                flops = 4.0 * b * h * d * (s * (s + 1) / 2 if causal else s * s)
                 nbytes = 4.0 * b * s * h * d * 2
                 run_backends("prefill", config, q, k, v, causal, flops, nbytes, rows, False)
                 del q, k, v
