@@ -181,7 +181,7 @@ TEST(GgufReaderTest, OpenMapsAFileFromDisk) {
   GgufWriter w;
   w.add("general.name", gguf_string("tiny")).add_tensor_f32("w", {2}, {4, 5});
   const std::string path = ::testing::TempDir() + "/gguf_reader_test_open.gguf";
-  ASSERT_TRUE(w.write_file(path));
+  ASSERT_TRUE(w.write_file(path).ok());
   auto file = GgufFile::open(path);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->get_string("general.name").value_or(""), "tiny");
