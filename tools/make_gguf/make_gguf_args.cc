@@ -1,0 +1,168 @@
+// parse_make_gguf_args: flags -> RandomLlamaOptions (see tools/make_gguf/make_gguf_args.h).
+#include "tools/make_gguf/make_gguf_args.h"
+
+#include <map>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace flashserve::tools {
+namespace {
+
+using model::GgmlType;
+
+const std::pair<const char*, GgmlType> kTypes[] = {
+    {"q4_1", GgmlType::kQ4_1}, {"q4_0", GgmlType::kQ4_0}, {"q8_0", GgmlType::kQ8_0},
+    {"f16", GgmlType::kF16},   {"bf16", GgmlType::kBF16}, {"f32", GgmlType::kF32},
+};
+
+// Flags that take a value, in the order the usage lists them.
+const char* const kValueFlags[] = {"--tokenizer-from", "--out",  "--preset",     "--type",
+                                   "--seed",           "--threads", "--layers",  "--hidden",
+                                   "--heads",          "--kv-heads", "--ffn",    "--context",
+                                   "--rope-theta",     "--rms-eps", "--tied-embeddings", "--name"};
+
+absl::Status bad_value(const std::string& flag, const std::string& value, const std::string& expected) {
+  return absl::InvalidArgumentError(absl::StrCat("bad value '", value, "' for ", flag, ": expected ", expected));
+}
+
+absl::StatusOr<GgmlType> parse_type(const std::string& value) {
+  std::vector<std::string> names;
+  for (const auto& [name, type] : kTypes) {
+    if (value == name) return type;
+    names.push_back(name);
+  }
+  return bad_value("--type", value, absl::StrJoin(names, ", "));
+}
+
+absl::Status parse_int(const std::string& flag, const std::string& value, int* out) {
+  if (!absl::SimpleAtoi(value, out) || *out <= 0) return bad_value(flag, value, "a positive integer");
+  return absl::OkStatus();
+}
+
+absl::Status parse_float(const std::string& flag, const std::string& value, float* out) {
+  if (!absl::SimpleAtof(value, out) || !(*out > 0) || *out > 1e30f) return bad_value(flag, value, "a positive number");
+  return absl::OkStatus();
+}
+
+// Applies one shape override or option (every flag but --preset).
+absl::Status apply_flag(const std::string& flag, const std::string& value, RandomLlamaOptions* o) {
+  LlamaShape& s = o->shape;
+  if (flag == "--tokenizer-from") o->tokenizer_from = value;
+  else if (flag == "--out") o->out = value;
+  else if (flag == "--name") o->name = value;
+  else if (flag == "--layers") return parse_int(flag, value, &s.num_layers);
+  else if (flag == "--hidden") return parse_int(flag, value, &s.hidden_size);
+  else if (flag == "--heads") return parse_int(flag, value, &s.num_heads);
+  else if (flag == "--kv-heads") return parse_int(flag, value, &s.num_kv_heads);
+  else if (flag == "--ffn") return parse_int(flag, value, &s.ffn_size);
+  else if (flag == "--context") return parse_int(flag, value, &s.context_length);
+  else if (flag == "--rope-theta") return parse_float(flag, value, &s.rope_theta);
+  else if (flag == "--rms-eps") return parse_float(flag, value, &s.rms_eps);
+  else if (flag == "--seed") {
+    if (!absl::SimpleAtoi(value, &o->seed)) return bad_value(flag, value, "an unsigned 64-bit integer");
+  } else if (flag == "--threads") {
+    if (!absl::SimpleAtoi(value, &o->num_threads) || o->num_threads < 0 || o->num_threads > 1024) {
+      return bad_value(flag, value, "0 (every hardware thread) to 1024");
+    }
+  } else if (flag == "--tied-embeddings") {
+    if (value != "true" && value != "false") return bad_value(flag, value, "true or false");
+    s.tied_embeddings = value == "true";
+  } else if (flag == "--type") {
+    absl::StatusOr<GgmlType> type = parse_type(value);
+    if (!type.ok()) return type.status();
+    o->weight_type = *type;
+  }
+  return absl::OkStatus();
+}
+
+// argv -> flag/value pairs in order (no value semantics yet); --vocab-only and --help have
+// no value.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> split_flags(const std::vector<std::string>& args,
+                                                                             MakeGgufArgs* out) {
+  std::vector<std::pair<std::string, std::string>> flags;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    if (flag == "--help" || flag == "-h") {
+      out->help = true;
+      continue;
+    }
+    if (flag == "--vocab-only") {
+      out->options.vocab_only = true;
+      continue;
+    }
+    bool known = false;
+    for (const char* f : kValueFlags) known = known || flag == f;
+    if (!known) return absl::InvalidArgumentError(absl::StrCat("unknown flag '", flag, "' (see --help)"));
+    if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat("missing value after ", flag));
+    flags.emplace_back(flag, args[++i]);
+  }
+  return flags;
+}
+
+}  // namespace
+
+std::string make_gguf_usage() {
+  return absl::StrCat(
+      "usage: flashserve-make-gguf --tokenizer-from GGUF --out PATH [--preset NAME] [--type TYPE]\n"
+      "                            [--seed N] [--threads N] [--layers N] [--hidden N] [--heads N]\n"
+      "                            [--kv-heads N] [--ffn N] [--context N] [--rope-theta F] [--rms-eps F]\n"
+      "                            [--tied-embeddings true|false] [--name TEXT] [--vocab-only]\n"
+      "\n"
+      "Writes a Llama-architecture GGUF with random weights (not a trained model) and the tokenizer\n"
+      "of another GGUF: every tokenizer.* key (vocabulary, merges, special ids, chat template) is\n"
+      "copied, and the vocabulary size is its token count. The file is streamed tensor by tensor\n"
+      "(memory: one tensor) and each tensor is generated and quantized on all threads; the bytes\n"
+      "depend on --seed and the shape only. Weights ~ N(0, 0.02^2), RMSNorm weights 1 + N(0, 0.02^2):\n"
+      "activations stay finite through many layers, like a real model's.\n"
+      "\n"
+      "  --tokenizer-from GGUF  the file whose tokenizer.* keys are copied (a --vocab-only file works)\n"
+      "  --out PATH             the file written (via PATH.part, renamed when complete)\n"
+      "  --preset NAME          the shape to start from (default smollm2-135m):\n"
+      "                           smollm2-135m  30 layers, hidden 576, 9/3 heads, ffn 1536, tied,\n"
+      "                                         rope_theta 1e5, context 8192\n"
+      "                           llama-3.2-1b  16 layers, hidden 2048, 32/8 heads, ffn 8192, tied,\n"
+      "                                         rope_theta 5e5, context 131072\n"
+      "                           llama-3.1-8b  32 layers, hidden 4096, 32/8 heads (head_dim 128),\n"
+      "                                         ffn 14336, untied, rope_theta 5e5, context 131072\n"
+      "  --type TYPE            2-D weights: q4_1 (default), q4_0, q8_0, f16, bf16, f32; norms stay f32\n"
+      "  --seed N               random seed (default 0)\n"
+      "  --threads N            threads generating/quantizing (default 0: every hardware thread)\n"
+      "  --layers --hidden --heads --kv-heads --ffn --context --rope-theta --rms-eps\n"
+      "  --tied-embeddings      override the preset's shape (head_dim = hidden / heads)\n"
+      "  --name TEXT            general.name (default: flashserve-random-<preset>-<type>)\n"
+      "  --vocab-only           write only the general.* and tokenizer.* keys (a small file to carry)\n"
+      "\n"
+      "Time (RelWithDebInfo, q4_1, file on local disk): the smollm2-135m shape (135M parameters,\n"
+      "~98 MB) takes ~0.7 s on 2 cores here.\n");
+}
+
+absl::StatusOr<MakeGgufArgs> parse_make_gguf_args(const std::vector<std::string>& args) {
+  MakeGgufArgs out;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> flags = split_flags(args, &out);
+  if (!flags.ok()) return flags.status();
+  if (out.help) return out;
+  std::string preset = "smollm2-135m";
+  for (const auto& [flag, value] : *flags) {
+    if (flag == "--preset") preset = value;
+  }
+  absl::StatusOr<LlamaShape> shape = llama_preset(preset);
+  if (!shape.ok()) return shape.status();
+  RandomLlamaOptions& o = out.options;
+  o.shape = *shape;
+  for (const auto& [flag, value] : *flags) {
+    if (absl::Status s = apply_flag(flag, value, &o); !s.ok()) return s;
+  }
+  if (o.tokenizer_from.empty()) return absl::InvalidArgumentError("--tokenizer-from GGUF is required");
+  if (o.out.empty()) return absl::InvalidArgumentError("--out PATH is required");
+  if (o.name.empty()) o.name = absl::StrCat("flashserve-random-", preset, "-", model::ggml_type_name(o.weight_type));
+  if (!o.vocab_only) {
+    if (absl::Status s = validate_shape(o.shape, o.weight_type); !s.ok()) return s;
+  }
+  return out;
+}
+
+}  // namespace flashserve::tools
