@@ -115,9 +115,9 @@ std::string make_gguf_usage() {
       "Writes a Llama-architecture GGUF with random weights (not a trained model) and the tokenizer\n"
       "of another GGUF: every tokenizer.* key (vocabulary, merges, special ids, chat template) is\n"
       "copied, and the vocabulary size is its token count. The file is streamed tensor by tensor\n"
-      "(memory: one tensor) and each tensor is generated and quantized on all threads; the bytes\n"
-      "depend on --seed and the shape only. Weights ~ N(0, 0.02^2), RMSNorm weights 1 + N(0, 0.02^2):\n"
-      "activations stay finite through many layers, like a real model's.\n"
+      "(memory: two tensors; the next is generated and quantized on all threads while one is\n"
+      "written); the bytes depend on --seed and the shape only. Weights ~ N(0, 0.02^2), RMSNorm\n"
+      "weights 1 + N(0, 0.02^2): activations stay finite through many layers, like a real model's.\n"
       "\n"
       "  --tokenizer-from GGUF  the file whose tokenizer.* keys are copied (a --vocab-only file works)\n"
       "  --out PATH             the file written (via PATH.part, renamed when complete)\n"
@@ -136,8 +136,9 @@ std::string make_gguf_usage() {
       "  --name TEXT            general.name (default: flashserve-random-<preset>-<type>)\n"
       "  --vocab-only           write only the general.* and tokenizer.* keys (a small file to carry)\n"
       "\n"
-      "Time (RelWithDebInfo, q4_1, file on local disk): the smollm2-135m shape (135M parameters,\n"
-      "~98 MB) takes ~0.7 s on 2 cores here.\n");
+      "Time, measured on the 2-core build machine (shared, load ~8; RelWithDebInfo): the smollm2-135m\n"
+      "shape in q4_1 (134.5M parameters, 86 MB) takes 1.2-1.6 s (0.6 s of CPU); the llama-3.1-8b shape\n"
+      "(7.4G parameters, 4.6 GB) ~35 s of CPU, spread over every core, plus the disk's write time.\n");
 }
 
 absl::StatusOr<MakeGgufArgs> parse_make_gguf_args(const std::vector<std::string>& args) {

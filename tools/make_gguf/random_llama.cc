@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -257,8 +258,23 @@ absl::StatusOr<RandomLlamaSummary> write_random_llama(const RandomLlamaOptions& 
   }
   const int num_threads =
       o.num_threads > 0 ? o.num_threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // Tensor i + 1 is generated (on all threads) while tensor i is written: two tensors in
+  // memory at most. `pending` is declared after `next_data` so that it is destroyed (waited
+  // for) first when the write stops early.
+  std::string next_data;
+  std::future<absl::Status> pending;
+  size_t pending_index = plan.size();
+  auto launch = [&](size_t i) {
+    pending_index = i;
+    pending = std::async(std::launch::async,
+                         [&, i] { return fill_tensor(plan[i], i, o.seed, num_threads, &next_data); });
+  };
   absl::Status status = w.write_file(o.out, [&](size_t i, std::string* data) {
-    return fill_tensor(plan[i], i, o.seed, num_threads, data);
+    if (pending_index != i) launch(i);
+    absl::Status filled = pending.get();
+    data->swap(next_data);
+    if (filled.ok() && i + 1 < plan.size()) launch(i + 1);
+    return filled;
   });
   if (!status.ok()) return status;
   summary.num_tensors = static_cast<int>(plan.size());

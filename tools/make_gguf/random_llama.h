@@ -2,9 +2,10 @@
 // A Llama-architecture GGUF with random weights of any shape and tensor type, carrying the
 // tokenizer (every `tokenizer.*` key, chat template included) of another GGUF: benchmark
 // models made where they run (the GPU machine takes at most 64 MiB per call; an 8B-shaped
-// Q4_1 file is ~4.5 GB). The file is streamed tensor by tensor; each tensor's values are
-// generated and quantized by all threads in fixed chunks of rows, each chunk seeded from
-// (seed, tensor, chunk), so the bytes depend on the seed only, never on the thread count.
+// Q4_1 file is ~4.5 GB). The file is streamed tensor by tensor (the next tensor is made while
+// one is written: two in memory at most); each tensor's values are generated and quantized
+// by all threads in fixed chunks of rows, each chunk seeded from (seed, tensor, chunk), so
+// the bytes depend on the seed and shape only, never on the thread count.
 //
 // Values: projections and embeddings ~ N(0, 0.02^2) (the initializer range of Llama's
 // training configs), RMSNorm weights 1 + N(0, 0.02^2). With these, activations behave like
