@@ -15,6 +15,8 @@
 #   REQUESTS_PER_STREAM=4 DEVICE=auto PORT=50151 METRICS_PORT=50152 HEALTH_TIMEOUT=900
 #   SERVER_ARGS="--max-num-seqs 256 --max-waiting 1024" (appended to the server's flags)
 #   LABEL (the table's title; default: the model's file name)
+#   HF_PEER=1: then run peer_hf.py (HF transformers) on the same model, batch sizes
+#   HF_BATCH_SIZES (default 1,256), into hf_peer.md / hf_peer.txt (needs torch, transformers, gguf)
 # Exit status: 0 when every load run succeeded with every token, 1 otherwise, 2 bad usage.
 set -euo pipefail
 
@@ -42,6 +44,7 @@ METRICS_PORT=${METRICS_PORT:-50152}
 HEALTH_TIMEOUT=${HEALTH_TIMEOUT:-900}
 SERVER_ARGS=${SERVER_ARGS:-"--max-num-seqs 256 --max-waiting 1024"}
 LABEL=${LABEL:-$(basename "$model")}
+HF_BATCH_SIZES=${HF_BATCH_SIZES:-1,256}
 target=127.0.0.1:$PORT
 export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
@@ -96,14 +99,26 @@ echo "warm-up"
 load 1 2 "$out/warmup.txt" || { echo "$0: the warm-up failed:" >&2; cat "$out/warmup.txt" >&2; exit 1; }
 
 status=0
+outputs=()
 for c in $CONCURRENCY; do
   n=$((c * REQUESTS_PER_STREAM))
   echo "concurrency $c: $n requests"
+  outputs+=("$out/load_c$c.txt")
   load "$c" "$n" "$out/load_c$c.txt" || status=1
   scrape "$out/metrics_c$c.prom"
 done
 
+if [[ ${HF_PEER:-0} == 1 ]]; then  # after the server has given the GPU back
+  stop_server
+  trap - EXIT
+  echo "HF transformers peer (batch sizes $HF_BATCH_SIZES)"
+  python3 "$(dirname "$0")/peer_hf.py" --model "$model" --batch-sizes "$HF_BATCH_SIZES" \
+    --prompt-tokens "$PROMPT_TOKENS" --new-tokens "$NEW_TOKENS" --out "$out/hf_peer.md" \
+    > "$out/hf_peer.txt" 2>&1 || { status=1; tail -n 20 "$out/hf_peer.txt" >&2; }
+fi
+
 python3 "$(dirname "$0")/summarize.py" --label "$LABEL" --new-tokens "$NEW_TOKENS" --env "$out/env.txt" \
-  --out "$out/results.md" $(for c in $CONCURRENCY; do echo "$out/load_c$c.txt"; done) || status=1
+  --out "$out/results.md" "${outputs[@]}" || status=1
+[[ -f $out/hf_peer.md ]] && cat "$out/hf_peer.md" >> "$out/results.md"
 cat "$out/results.md"
 exit "$status"
