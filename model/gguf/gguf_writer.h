@@ -98,7 +98,8 @@ class GgufWriter {
   size_t num_tensors() const { return tensors_.size(); }
 
   // The file image: header, metadata, tensor table, padding, data (each tensor aligned).
-  // Declared tensors are written as zeros here.
+  // Declared tensors are written as zeros here; the image is empty when a declared tensor
+  // has no valid size (write_file reports that as an error).
   std::string bytes() const;
 
   // Streams the image to `path`: written to `path + ".part"` and renamed on success, so a
