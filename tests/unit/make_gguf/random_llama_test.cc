@@ -37,6 +37,7 @@ RandomLlamaOptions tiny_options(const std::string& source, const std::string& ou
 
 model::LoadedModel load(const std::string& path) {
   model::LoadOptions options;
+  options.device = model::Device::kCpu;  // the reference backend, on every machine
   options.num_kv_blocks = 8;
   options.num_threads = 1;
   absl::StatusOr<model::LoadedModel> loaded = model::load_model(path, options);
