@@ -47,11 +47,16 @@ int min_gemm_rows(const ModelConfig& c) {
 }
 
 // y[m, n] = x[m, k] * w[n, k]^T + beta * y. `w` is a GGUF weight: row-major [out][in].
+// Adds its wall time to ws->gemm_seconds.
 // REQUIRES: x and y have gemm_rows(m, n, k) rows, those past m finite (they are computed
 // and ignored).
-void linear(const float* x, const float* w, float* y, int m, int n, int k, float beta) {
+void linear(const float* x, const float* w, float* y, int m, int n, int k, float beta,
+            ForwardWorkspace* ws) {
+  const auto start = std::chrono::steady_clock::now();
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, gemm_rows(m, n, k), n, k, 1.0f, x, k,
               w, k, beta, y, n);
+  ws->gemm_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 template <typename T>
@@ -123,9 +128,9 @@ void attention_block(const ModelConfig& c, const LayerWeights& w, const ForwardB
   const int q_dim = c.num_heads * c.head_dim;
   const int kv_dim = c.num_kv_heads * c.head_dim;
   kernels::rmsnorm_cpu(ws->x.data(), w.attn_norm.data(), t, hidden, c.rms_eps, ws->xn.data());
-  linear(ws->xn.data(), w.wq.data(), ws->q.data(), t, q_dim, hidden, 0.0f);
-  linear(ws->xn.data(), w.wk.data(), ws->k.data(), t, kv_dim, hidden, 0.0f);
-  linear(ws->xn.data(), w.wv.data(), ws->v.data(), t, kv_dim, hidden, 0.0f);
+  linear(ws->xn.data(), w.wq.data(), ws->q.data(), t, q_dim, hidden, 0.0f, ws);
+  linear(ws->xn.data(), w.wk.data(), ws->k.data(), t, kv_dim, hidden, 0.0f, ws);
+  linear(ws->xn.data(), w.wv.data(), ws->v.data(), t, kv_dim, hidden, 0.0f, ws);
   const auto style = kernels::RopeStyle::kAdjacentPairs;  // GGUF llama rows (weights.h)
   kernels::rope_apply_cpu(ws->q.data(), t, c.num_heads, c.head_dim, ws->rope_cos.data(),
                           ws->rope_sin.data(), style);
@@ -135,17 +140,17 @@ void attention_block(const ModelConfig& c, const LayerWeights& w, const ForwardB
                          c.num_kv_heads, c.head_dim, cache->block_size(), cache->k(layer),
                          cache->v(layer));
   attention_all(c, b, cache, layer, ws, stats);
-  linear(ws->attn.data(), w.wo.data(), ws->x.data(), t, hidden, q_dim, 1.0f);  // residual
+  linear(ws->attn.data(), w.wo.data(), ws->x.data(), t, hidden, q_dim, 1.0f, ws);  // residual
 }
 
 void ffn_block(const ModelConfig& c, const LayerWeights& w, int t, ForwardWorkspace* ws) {
   const int hidden = c.hidden_size;
   const int ffn = c.ffn_size;
   kernels::rmsnorm_cpu(ws->x.data(), w.ffn_norm.data(), t, hidden, c.rms_eps, ws->xn.data());
-  linear(ws->xn.data(), w.w_gate.data(), ws->gate.data(), t, ffn, hidden, 0.0f);
-  linear(ws->xn.data(), w.w_up.data(), ws->up.data(), t, ffn, hidden, 0.0f);
+  linear(ws->xn.data(), w.w_gate.data(), ws->gate.data(), t, ffn, hidden, 0.0f, ws);
+  linear(ws->xn.data(), w.w_up.data(), ws->up.data(), t, ffn, hidden, 0.0f, ws);
   kernels::swiglu_cpu(ws->gate.data(), ws->up.data(), t, ffn, ws->gate.data());
-  linear(ws->gate.data(), w.w_down.data(), ws->x.data(), t, hidden, ffn, 1.0f);  // residual
+  linear(ws->gate.data(), w.w_down.data(), ws->x.data(), t, hidden, ffn, 1.0f, ws);  // residual
 }
 
 // Sizes the buffers for the step and zeroes the GEMM padding rows of every GEMM input
@@ -193,10 +198,14 @@ int64_t PagedKvCache::bytes_per_block(int num_layers, int num_kv_heads, int bloc
 void llama_forward_cpu(const ModelConfig& c, const LlamaWeights& weights,
                        const ForwardBatch& b, int num_layers, PagedKvCache* cache,
                        ForwardWorkspace* ws, std::vector<float>* logits, ForwardStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
   const int t = b.num_tokens();
   const int num_seqs = b.num_seqs();
   const size_t hidden = c.hidden_size;
   prepare_workspace(c, t, num_seqs, ws);
+  ws->gemm_seconds = 0;
+  const double attention_before =
+      stats != nullptr ? stats->prefill.seconds + stats->decode.seconds : 0.0;
   kernels::rope_cos_sin_cpu(b.positions.data(), t, c.head_dim, c.rope_theta,
                             ws->rope_cos.data(), ws->rope_sin.data());
   for (int i = 0; i < t; ++i) {
@@ -215,9 +224,19 @@ void llama_forward_cpu(const ModelConfig& c, const LlamaWeights& weights,
   kernels::rmsnorm_cpu(ws->last.data(), weights.output_norm.data(), num_seqs, c.hidden_size,
                        c.rms_eps, ws->last.data());
   linear(ws->last.data(), weights.lm_head(), ws->logits.data(), num_seqs, c.vocab_size,
-         c.hidden_size, 0.0f);
+         c.hidden_size, 0.0f, ws);
   logits->assign(ws->logits.begin(),
                  ws->logits.begin() + static_cast<size_t>(num_seqs) * c.vocab_size);
+  if (stats != nullptr) {
+    // other = the whole pass less GEMMs and attention (this pass's share of stats).
+    const double total =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double attention = stats->prefill.seconds + stats->decode.seconds - attention_before;
+    stats->breakdown.measured = true;
+    stats->breakdown.attention_seconds += attention;
+    stats->breakdown.gemm_seconds += ws->gemm_seconds;
+    stats->breakdown.other_seconds += std::max(0.0, total - ws->gemm_seconds - attention);
+  }
 }
 
 void sample_cpu(const ModelConfig& c, const ForwardBatch& b, std::vector<float>* logits,

@@ -61,6 +61,7 @@ struct ForwardWorkspace {
   std::vector<float> last;    // [num_seqs, hidden_size] last token of each sequence
   std::vector<float> logits;  // [num_seqs, vocab_size]
   std::vector<int32_t> run_cu_seqlens;  // cu_seqlens_q of one attention run, rebased to 0
+  double gemm_seconds = 0;  // time in GEMMs during the current forward pass
 };
 
 // Runs the first `num_layers` layers of the model over `batch` (all of them normally; fewer
@@ -68,7 +69,8 @@ struct ForwardWorkspace {
 // head, writing logits [num_seqs, vocab_size] (resized).
 // REQUIRES: `batch` passed validate_forward_batch (model/batch_validation.h) for this
 // config and cache; 1 <= num_layers <= config.num_layers.
-// `stats` may be null; when set, the attention time, bytes and FLOPs are added to it.
+// `stats` may be null; when set, the attention time, bytes and FLOPs, the GEMM time and the
+// rest of the forward pass's time are added to it.
 void llama_forward_cpu(const ModelConfig& config, const LlamaWeights& weights,
                        const ForwardBatch& batch, int num_layers, PagedKvCache* cache,
                        ForwardWorkspace* ws, std::vector<float>* logits,

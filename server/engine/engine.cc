@@ -47,9 +47,9 @@ metrics::RequestStatus metrics_status(FinishReason r) {
     case FinishReason::kStopSequence: return metrics::RequestStatus::kStopSequence;
     case FinishReason::kCancelled: return metrics::RequestStatus::kCancelled;
     case FinishReason::kDeadlineExceeded: return metrics::RequestStatus::kDeadlineExceeded;
-    case FinishReason::kError: return metrics::RequestStatus::kError;
+    case FinishReason::kError: return metrics::RequestStatus::kInternal;
   }
-  return metrics::RequestStatus::kError;
+  return metrics::RequestStatus::kInternal;
 }
 
 FinishReason finish_reason_of(StopReason r) {
@@ -171,7 +171,10 @@ Engine::Impl::Impl(std::unique_ptr<model::ModelRunner> runner,
       scheduler_({options.max_num_seqs, options.max_batch_tokens}, &blocks_),
       last_progress_(Clock::now()) {
   published_.num_kv_blocks_total = blocks_.num_total_blocks();
-  if (metrics_ != nullptr) metrics_->set_kv_blocks(0, blocks_.num_total_blocks());
+  if (metrics_ != nullptr) {
+    metrics_->set_kv_blocks(0, blocks_.num_total_blocks());
+    metrics_->set_waiting_capacity(options_.max_waiting);
+  }
 }
 
 Engine::Impl::~Impl() {
@@ -275,7 +278,7 @@ absl::StatusOr<RequestId> Engine::Impl::submit(GenerationRequest request, EventS
     }
   }
   if (!status.ok()) {
-    if (metrics_ != nullptr) metrics_->record_request(metrics::RequestStatus::kRejected);
+    if (metrics_ != nullptr) metrics_->record_request(metrics::rejected_status(status));
     return status;
   }
   return id;
@@ -320,9 +323,14 @@ bool Engine::Impl::take_input() {
     scheduler_.add(&r->seq);
   }
   const Clock::time_point now = Clock::now();
+  // A cancellation that arrives once the deadline has passed is the deadline's doing: gRPC
+  // cancels a call whose deadline expired, usually before abort_expired() sees it.
   for (RequestId id : cancelled) {
     auto it = requests_.find(id);
-    if (it != requests_.end()) finish(it->second.get(), FinishReason::kCancelled, {}, now);
+    if (it == requests_.end()) continue;
+    Request* req = it->second.get();
+    const bool expired = req->deadline && now >= *req->deadline;
+    finish(req, expired ? FinishReason::kDeadlineExceeded : FinishReason::kCancelled, {}, now);
   }
   return true;
 }
@@ -531,6 +539,10 @@ void Engine::Impl::record_step_metrics(const SchedulerOutput& out,
   };
   record(metrics::AttentionPhase::kPrefill, stats.prefill);
   record(metrics::AttentionPhase::kDecode, stats.decode);
+  if (stats.breakdown.measured) {
+    metrics_->record_step_breakdown(stats.breakdown.attention_seconds,
+                                    stats.breakdown.gemm_seconds, stats.breakdown.other_seconds);
+  }
 }
 
 // ---- Engine --------------------------------------------------------------------------------

@@ -23,10 +23,12 @@ using prometheus::BuildHistogram;
 using Buckets = prometheus::Histogram::BucketBoundaries;
 
 // Request latencies: fine below 100 ms (time to first token and inter-token latency live
-// there on a GPU), coarse up to a minute (long generations on the CPU).
+// there on a GPU), coarse up to ten minutes (long generations on the CPU, queueing under
+// overload), so that percentiles of slow requests stay finite.
 const Buckets& latency_buckets() {
-  static const Buckets kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
-                                   0.25,  0.5,    1,     2.5,  5,     10,   30,   60};
+  static const Buckets kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075,
+                                   0.1,   0.25,   0.5,   1,    2.5,   5,    10,
+                                   30,    60,     120,   300,  600};
   return kBuckets;
 }
 
@@ -59,8 +61,30 @@ std::string_view request_status_label(RequestStatus status) {
     case RequestStatus::kStopSequence: return "stop_sequence";
     case RequestStatus::kCancelled: return "cancelled";
     case RequestStatus::kDeadlineExceeded: return "deadline_exceeded";
-    case RequestStatus::kError: return "error";
-    case RequestStatus::kRejected: return "rejected";
+    case RequestStatus::kInternal: return "internal";
+    case RequestStatus::kInvalidArgument: return "invalid_argument";
+    case RequestStatus::kCapacity: return "capacity";
+    case RequestStatus::kUnavailable: return "unavailable";
+  }
+  return "unknown";
+}
+
+RequestStatus rejected_status(const absl::Status& refusal) {
+  switch (refusal.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kFailedPrecondition: return RequestStatus::kInvalidArgument;
+    case absl::StatusCode::kResourceExhausted: return RequestStatus::kCapacity;
+    case absl::StatusCode::kUnavailable: return RequestStatus::kUnavailable;
+    default: return RequestStatus::kInternal;
+  }
+}
+
+std::string_view forward_part_label(ForwardPart part) {
+  switch (part) {
+    case ForwardPart::kAttention: return "attention";
+    case ForwardPart::kGemm: return "gemm";
+    case ForwardPart::kOther: return "other";
   }
   return "unknown";
 }
@@ -88,135 +112,161 @@ double BandwidthWindow::bytes_per_second() const {
   return sum_seconds_ > 0 ? sum_bytes_ / sum_seconds_ : 0.0;
 }
 
-Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
-  auto& r = *registry_;
+namespace {
 
-  auto& requests = BuildCounter()
-                       .Name("flashserve_requests_total")
-                       .Help("Requests by final status: stop (end-of-generation or stop "
-                             "token), length (max_new_tokens or context), stop_sequence, "
-                             "cancelled, deadline_exceeded, error, rejected (never admitted).")
-                       .Register(r);
+// One unlabelled metric of a table: where its pointer goes, its name and help text.
+template <typename Metric>
+struct Row {
+  Metric** slot;
+  const char* name;
+  const char* help;
+  const Buckets* buckets = nullptr;  // histograms only
+};
+
+template <typename Builder>
+auto& family(Builder builder, prometheus::Registry& r, const char* name, const char* help,
+             const prometheus::Labels& constant) {
+  return builder.Name(name).Help(help).Labels(constant).Register(r);
+}
+
+}  // namespace
+
+Metrics::Metrics(const BuildInfo& info)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      constant_labels_(info.model.empty() ? prometheus::Labels{}
+                                          : prometheus::Labels{{"model", info.model}}) {
+  family(BuildGauge(), *registry_, "flashserve_build_info",
+         "Always 1; the labels say which build serves on which device.", constant_labels_)
+      .Add({{"version", info.version.empty() ? "unknown" : info.version},
+            {"commit", info.commit.empty() ? "unknown" : info.commit},
+            {"device", info.device.empty() ? "unknown" : info.device}})
+      .Set(1);
+  register_requests();
+  register_engine();
+  register_attention();
+}
+
+void Metrics::register_requests() {
+  auto& r = *registry_;
+  auto& requests = family(BuildCounter(), r, "flashserve_requests_total",
+                          "Requests by final status: stop (end-of-generation or stop token), "
+                          "length (max_new_tokens or context), stop_sequence, cancelled, "
+                          "deadline_exceeded, internal (the model failed); never admitted: "
+                          "invalid_argument, capacity (queue or KV cache full), unavailable (loading "
+                          "or draining).",
+                          constant_labels_);
   for (int i = 0; i < kNumRequestStatuses; ++i) {
     auto status = static_cast<RequestStatus>(i);
     requests_[i] = &requests.Add({{"status", std::string(request_status_label(status))}});
   }
+  const Row<prometheus::Histogram> histograms[] = {
+      {&queue_seconds_, "flashserve_request_queue_seconds",
+       "Time from submission to the first engine step that scheduled the request.",
+       &latency_buckets()},
+      {&time_to_first_token_, "flashserve_time_to_first_token_seconds",
+       "Time from submission to the first generated token.", &latency_buckets()},
+      {&inter_token_latency_, "flashserve_inter_token_latency_seconds",
+       "Time between consecutive generated tokens of a request.", &latency_buckets()},
+      {&request_duration_, "flashserve_request_duration_seconds",
+       "End-to-end time from submission to the final event, for every admitted request "
+       "whatever its final status.",
+       &latency_buckets()},
+  };
+  for (const auto& row : histograms) {
+    *row.slot = &family(BuildHistogram(), r, row.name, row.help, constant_labels_)
+                     .Add({}, *row.buckets);
+  }
+  const Row<prometheus::Counter> counters[] = {
+      {&prompt_tokens_, "flashserve_prompt_tokens_total",
+       "Prompt tokens of admitted requests, counted at their final event."},
+      {&generated_tokens_, "flashserve_generated_tokens_total",
+       "Tokens generated (sampled), counted as they are sampled."},
+  };
+  for (const auto& row : counters) {
+    *row.slot = &family(BuildCounter(), r, row.name, row.help, constant_labels_).Add({});
+  }
+}
 
-  queue_seconds_ = &BuildHistogram()
-                        .Name("flashserve_request_queue_seconds")
-                        .Help("Time from submission to the first engine step that scheduled "
-                              "the request.")
-                        .Register(r)
-                        .Add({}, latency_buckets());
-  time_to_first_token_ = &BuildHistogram()
-                              .Name("flashserve_time_to_first_token_seconds")
-                              .Help("Time from submission to the first generated token.")
-                              .Register(r)
-                              .Add({}, latency_buckets());
-  inter_token_latency_ = &BuildHistogram()
-                              .Name("flashserve_inter_token_latency_seconds")
-                              .Help("Time between consecutive generated tokens of a request.")
-                              .Register(r)
-                              .Add({}, latency_buckets());
-  request_duration_ = &BuildHistogram()
-                           .Name("flashserve_request_duration_seconds")
-                           .Help("End-to-end time from submission to the final event, for "
-                                 "every admitted request whatever its final status.")
-                           .Register(r)
-                           .Add({}, latency_buckets());
-  prompt_tokens_ = &BuildCounter()
-                        .Name("flashserve_prompt_tokens_total")
-                        .Help("Prompt tokens of admitted requests, counted at their final "
-                              "event.")
-                        .Register(r)
-                        .Add({});
-  generated_tokens_ = &BuildCounter()
-                           .Name("flashserve_generated_tokens_total")
-                           .Help("Tokens generated (sampled), counted as they are sampled.")
-                           .Register(r)
-                           .Add({});
+void Metrics::register_engine() {
+  auto& r = *registry_;
+  const Row<prometheus::Gauge> gauges[] = {
+      {&num_running_, "flashserve_requests_running",
+       "Requests holding KV blocks and being computed (prefill or decode)."},
+      {&num_waiting_, "flashserve_requests_waiting",
+       "Requests admitted but waiting to be scheduled (including preempted ones)."},
+      {&waiting_capacity_, "flashserve_requests_waiting_capacity",
+       "Requests that may wait for admission; beyond it new ones are refused (capacity)."},
+      {&kv_blocks_used_, "flashserve_kv_cache_blocks_used",
+       "KV cache blocks currently allocated to sequences."},
+      {&kv_blocks_capacity_, "flashserve_kv_cache_blocks_capacity",
+       "KV cache blocks in total (the cache's capacity)."},
+  };
+  for (const auto& row : gauges) {
+    *row.slot = &family(BuildGauge(), r, row.name, row.help, constant_labels_).Add({});
+  }
+  const Row<prometheus::Counter> counters[] = {
+      {&steps_, "flashserve_engine_steps_total", "Engine steps whose forward pass completed."},
+      {&preemptions_, "flashserve_engine_preemptions_total",
+       "Running sequences preempted (KV blocks freed, recomputed later) because the KV cache "
+       "ran out of blocks."},
+  };
+  for (const auto& row : counters) {
+    *row.slot = &family(BuildCounter(), r, row.name, row.help, constant_labels_).Add({});
+  }
+  static const Buckets kSequenceBuckets = power_of_two_buckets(1024);
+  static const Buckets kTokenBuckets = power_of_two_buckets(65536);
+  const Row<prometheus::Histogram> histograms[] = {
+      {&step_seconds_, "flashserve_engine_step_seconds",
+       "Wall time of one engine step (schedule, forward pass, sampling, events).",
+       &latency_buckets()},
+      {&batch_sequences_, "flashserve_batch_sequences",
+       "Sequences in one engine step's batch (decodes plus prefill chunks).",
+       &kSequenceBuckets},
+      {&batch_tokens_, "flashserve_batch_tokens",
+       "Tokens in one engine step's batch (decode tokens plus prefill chunk tokens).",
+       &kTokenBuckets},
+  };
+  for (const auto& row : histograms) {
+    *row.slot = &family(BuildHistogram(), r, row.name, row.help, constant_labels_)
+                     .Add({}, *row.buckets);
+  }
+  auto& forward = family(BuildCounter(), r, "flashserve_forward_seconds_total",
+                         "Forward-pass time by part: attention kernels, gemm (matrix "
+                         "multiplications), other (norms, RoPE, activations, copies).",
+                         constant_labels_);
+  for (int i = 0; i < kNumForwardParts; ++i) {
+    forward_seconds_[i] = &forward.Add(
+        {{"part", std::string(forward_part_label(static_cast<ForwardPart>(i)))}});
+  }
+}
 
-  num_running_ = &BuildGauge()
-                      .Name("flashserve_requests_running")
-                      .Help("Requests holding KV blocks and being computed (prefill or "
-                            "decode).")
-                      .Register(r)
-                      .Add({});
-  num_waiting_ = &BuildGauge()
-                      .Name("flashserve_requests_waiting")
-                      .Help("Requests admitted but waiting to be scheduled (including "
-                            "preempted ones).")
-                      .Register(r)
-                      .Add({});
-  kv_blocks_used_ = &BuildGauge()
-                         .Name("flashserve_kv_cache_blocks_used")
-                         .Help("KV cache blocks currently allocated to sequences.")
-                         .Register(r)
-                         .Add({});
-  kv_blocks_capacity_ = &BuildGauge()
-                             .Name("flashserve_kv_cache_blocks_capacity")
-                             .Help("KV cache blocks in total (the cache's capacity).")
-                             .Register(r)
-                             .Add({});
-  steps_ = &BuildCounter()
-                .Name("flashserve_engine_steps_total")
-                .Help("Engine steps whose forward pass completed.")
-                .Register(r)
-                .Add({});
-  step_seconds_ = &BuildHistogram()
-                       .Name("flashserve_engine_step_seconds")
-                       .Help("Wall time of one engine step (schedule, forward pass, "
-                             "sampling, events).")
-                       .Register(r)
-                       .Add({}, latency_buckets());
-  batch_sequences_ = &BuildHistogram()
-                          .Name("flashserve_batch_sequences")
-                          .Help("Sequences in one engine step's batch (decodes plus prefill "
-                                "chunks).")
-                          .Register(r)
-                          .Add({}, power_of_two_buckets(1024));
-  batch_tokens_ = &BuildHistogram()
-                       .Name("flashserve_batch_tokens")
-                       .Help("Tokens in one engine step's batch (decode tokens plus prefill "
-                             "chunk tokens).")
-                       .Register(r)
-                       .Add({}, power_of_two_buckets(65536));
-  preemptions_ = &BuildCounter()
-                      .Name("flashserve_engine_preemptions_total")
-                      .Help("Running sequences preempted (KV blocks freed, recomputed later) "
-                            "because the KV cache ran out of blocks.")
-                      .Register(r)
-                      .Add({});
-
-  auto& attention_seconds =
-      BuildHistogram()
-          .Name("flashserve_attention_kernel_seconds")
-          .Help("Latency of one attention kernel launch (one layer) by phase. Within an "
-                "engine step every launch of a phase is recorded at the step's mean.")
-          .Register(r);
-  auto& attention_bytes = BuildCounter()
-                              .Name("flashserve_attention_kernel_bytes_total")
-                              .Help("Minimum memory traffic of the attention kernels by phase: "
-                                    "Q, K, V read once plus O written once.")
-                              .Register(r);
-  auto& attention_flops = BuildCounter()
-                              .Name("flashserve_attention_kernel_flops_total")
-                              .Help("Floating-point operations of the attention kernels by "
-                                    "phase: 4 * query * key pairs attended * heads * head_dim.")
-                              .Register(r);
-  auto& attention_bandwidth =
-      BuildGauge()
-          .Name("flashserve_attention_kernel_bandwidth_bytes_per_second")
-          .Help("Achieved attention kernel bandwidth by phase over the last second of steps "
-                "that ran the phase (bytes / kernel seconds).")
-          .Register(r);
+void Metrics::register_attention() {
+  auto& r = *registry_;
+  auto& seconds = family(BuildHistogram(), r, "flashserve_attention_kernel_seconds",
+                         "Latency of one attention kernel launch (one layer) by phase. Within "
+                         "an engine step every launch of a phase is recorded at the step's "
+                         "mean.",
+                         constant_labels_);
+  auto& bytes = family(BuildCounter(), r, "flashserve_attention_kernel_bytes_total",
+                       "Minimum memory traffic of the attention kernels by phase: Q, K, V "
+                       "read once plus O written once.",
+                       constant_labels_);
+  auto& flops = family(BuildCounter(), r, "flashserve_attention_kernel_flops_total",
+                       "Floating-point operations of the attention kernels by phase: 4 * "
+                       "query * key pairs attended * heads * head_dim.",
+                       constant_labels_);
+  auto& bandwidth = family(BuildGauge(), r,
+                           "flashserve_attention_kernel_bandwidth_bytes_per_second",
+                           "Achieved attention kernel bandwidth by phase over the last second "
+                           "of steps that ran the phase (bytes / kernel seconds).",
+                           constant_labels_);
   for (int i = 0; i < kNumAttentionPhases; ++i) {
-    prometheus::Labels labels = {
+    const prometheus::Labels labels = {
         {"phase", std::string(attention_phase_label(static_cast<AttentionPhase>(i)))}};
-    attention_seconds_[i] = &attention_seconds.Add(labels, kernel_buckets());
-    attention_bytes_[i] = &attention_bytes.Add(labels);
-    attention_flops_[i] = &attention_flops.Add(labels);
-    attention_bandwidth_[i] = &attention_bandwidth.Add(labels);
+    attention_seconds_[i] = &seconds.Add(labels, kernel_buckets());
+    attention_bytes_[i] = &bytes.Add(labels);
+    attention_flops_[i] = &flops.Add(labels);
+    attention_bandwidth_[i] = &bandwidth.Add(labels);
   }
 }
 
@@ -263,6 +313,7 @@ void Metrics::add_generated_tokens(int64_t num_tokens) {
 
 void Metrics::set_num_running(int num_running) { num_running_->Set(num_running); }
 void Metrics::set_num_waiting(int num_waiting) { num_waiting_->Set(num_waiting); }
+void Metrics::set_waiting_capacity(int max_waiting) { waiting_capacity_->Set(max_waiting); }
 void Metrics::set_kv_blocks(int num_used, int num_total) {
   kv_blocks_used_->Set(num_used);
   kv_blocks_capacity_->Set(num_total);
@@ -277,6 +328,14 @@ void Metrics::record_step(int num_seqs, int num_tokens, double seconds) {
 
 void Metrics::add_preemptions(int num_preempted) {
   if (num_preempted > 0) preemptions_->Increment(num_preempted);
+}
+
+void Metrics::record_step_breakdown(double attention_seconds, double gemm_seconds,
+                                    double other_seconds) {
+  const double parts[kNumForwardParts] = {attention_seconds, gemm_seconds, other_seconds};
+  for (int i = 0; i < kNumForwardParts; ++i) {
+    if (parts[i] > 0) forward_seconds_[i]->Increment(parts[i]);
+  }
 }
 
 void Metrics::record_attention(AttentionPhase phase, int num_calls, double seconds,

@@ -2,7 +2,7 @@
 // Every Prometheus metric flashserve exports, defined in one place (metrics.cc) with its help
 // text. docs/metrics.md is the reference: names, types, labels, meaning, example PromQL.
 //
-// Typical use: main.cc builds one Metrics, calls serve("0.0.0.0:9090") and hands a pointer to
+// Typical use: the server builds one Metrics, calls serve("0.0.0.0:9464") and hands a pointer to
 // the engine and the API layer, which call the record_*/observe_*/set_* methods below. Tests
 // build one without serve() and read serialize().
 //
@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,19 +32,41 @@ namespace flashserve::metrics {
 class HttpEndpoint;
 
 // The final status of a request, the `status` label of flashserve_requests_total.
-// kRejected: submit() refused it (invalid argument, queue full, draining); the others mirror
-// engine::FinishReason.
+// The first six mirror engine::FinishReason (kInternal: the model failed during a step);
+// the last three are requests never admitted, told apart so that alerts can separate client
+// errors (kInvalidArgument) from overload (kCapacity) and a server that is loading the
+// model or draining (kUnavailable).
 enum class RequestStatus {
   kStop,
   kLength,
   kStopSequence,
   kCancelled,
   kDeadlineExceeded,
-  kError,
-  kRejected,
+  kInternal,
+  kInvalidArgument,
+  kCapacity,
+  kUnavailable,
 };
-inline constexpr int kNumRequestStatuses = 7;
+inline constexpr int kNumRequestStatuses = 9;
 std::string_view request_status_label(RequestStatus status);
+// The status of a request refused with `refusal` (not OK): InvalidArgument / OutOfRange /
+// FailedPrecondition -> kInvalidArgument, ResourceExhausted -> kCapacity, Unavailable ->
+// kUnavailable, anything else -> kInternal.
+RequestStatus rejected_status(const absl::Status& refusal);
+
+// The `part` label of flashserve_forward_seconds_total.
+enum class ForwardPart { kAttention, kGemm, kOther };
+inline constexpr int kNumForwardParts = 3;
+std::string_view forward_part_label(ForwardPart part);
+
+// What flashserve_build_info reports. `model` (when not empty) also becomes a constant
+// `model` label on every metric, so dashboards can select by model.
+struct BuildInfo {
+  std::string version;
+  std::string commit;
+  std::string device;
+  std::string model;
+};
 
 // The `phase` label of the attention kernel metrics.
 enum class AttentionPhase { kPrefill, kDecode };
@@ -77,12 +100,12 @@ class BandwidthWindow {
 class Metrics {
  public:
   // Registers every metric; starts no HTTP server.
-  Metrics();
+  explicit Metrics(const BuildInfo& info = {});
   ~Metrics();
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  // Starts an HTTP server on `bind_address` ("0.0.0.0:9090", port 0 = any free port)
+  // Starts an HTTP server on `bind_address` ("0.0.0.0:9464", port 0 = any free port)
   // serving the registry at /metrics. InvalidArgument if the address cannot be bound;
   // FailedPrecondition if already serving.
   absl::Status serve(const std::string& bind_address);
@@ -106,10 +129,16 @@ class Metrics {
   // ---- engine ----
   void set_num_running(int num_running);
   void set_num_waiting(int num_waiting);
+  // The bound on waiting requests (EngineOptions::max_waiting), set once by the engine.
+  void set_waiting_capacity(int max_waiting);
   void set_kv_blocks(int num_used, int num_total);
   // One completed engine step that ran a batch of `num_seqs` sequences / `num_tokens` tokens.
   void record_step(int num_seqs, int num_tokens, double seconds);
   void add_preemptions(int num_preempted);
+  // Where one forward pass spent its time: attention kernels, matrix multiplications, and
+  // everything else (norms, RoPE, activations, sampling, copies). Negative values count as 0.
+  void record_step_breakdown(double attention_seconds, double gemm_seconds,
+                             double other_seconds);
 
   // ---- attention kernels ----
   // The attention work of one forward pass in `phase`: `num_calls` kernel launches that took
@@ -123,7 +152,13 @@ class Metrics {
   static constexpr std::chrono::seconds kBandwidthWindow{1};
 
  private:
+  // The constructor's parts: each registers one table of metrics.
+  void register_requests();
+  void register_engine();
+  void register_attention();
+
   std::shared_ptr<prometheus::Registry> registry_;
+  const std::map<std::string, std::string> constant_labels_;  // {model} or nothing
   // Declared after registry_, so it stops (joining its thread) before the registry goes.
   std::unique_ptr<HttpEndpoint> endpoint_;  // null until serve()
 
@@ -137,6 +172,7 @@ class Metrics {
 
   prometheus::Gauge* num_running_ = nullptr;
   prometheus::Gauge* num_waiting_ = nullptr;
+  prometheus::Gauge* waiting_capacity_ = nullptr;
   prometheus::Gauge* kv_blocks_used_ = nullptr;
   prometheus::Gauge* kv_blocks_capacity_ = nullptr;
   prometheus::Counter* steps_ = nullptr;
@@ -144,6 +180,7 @@ class Metrics {
   prometheus::Histogram* batch_sequences_ = nullptr;
   prometheus::Histogram* batch_tokens_ = nullptr;
   prometheus::Counter* preemptions_ = nullptr;
+  prometheus::Counter* forward_seconds_[kNumForwardParts] = {};
 
   prometheus::Histogram* attention_seconds_[kNumAttentionPhases] = {};
   prometheus::Counter* attention_bytes_[kNumAttentionPhases] = {};

@@ -426,12 +426,12 @@ TEST_F(GenerationE2E, EveryInvalidArgumentNamesTheField) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), StartsWith("input:"));
 
-  // Every rejected generation is counted once as "rejected".
+  // Every rejected generation is counted once as "invalid_argument".
   const double rejected_before =
-      metric_value(before, "flashserve_requests_total", "status=\"rejected\"").value_or(-1);
+      metric_value(before, "flashserve_requests_total", "status=\"invalid_argument\"").value_or(-1);
   const double rejected_after = metric_value(server_->scrape_metrics().value_or(""),
                                              "flashserve_requests_total",
-                                             "status=\"rejected\"")
+                                             "status=\"invalid_argument\"")
                                     .value_or(-1);
   EXPECT_EQ(rejected_after, rejected_before + 2 * static_cast<double>(cases.size()));
 }
@@ -474,7 +474,7 @@ TEST_F(GenerationE2E, MetricsMatchWhatTheTestDid) {
   };
   EXPECT_EQ(delta("flashserve_requests_total", "status=\"length\""), kNumRequests);
   EXPECT_EQ(delta("flashserve_requests_total", "status=\"stop\""), 0);
-  EXPECT_EQ(delta("flashserve_requests_total", "status=\"rejected\""), 0);
+  EXPECT_EQ(delta("flashserve_requests_total", "status=\"invalid_argument\""), 0);
   EXPECT_EQ(delta("flashserve_generated_tokens_total"), kNumRequests * kNewTokens);
   EXPECT_EQ(delta("flashserve_prompt_tokens_total"), prompt_tokens);
   EXPECT_EQ(delta("flashserve_time_to_first_token_seconds_count"), kNumRequests);

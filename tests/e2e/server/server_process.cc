@@ -10,13 +10,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 extern char** environ;
 
@@ -204,13 +207,28 @@ absl::StatusOr<std::string> ServerProcess::scrape_metrics() const {
 
 absl::StatusOr<double> metric_value(const std::string& exposition, const std::string& name,
                                     const std::string& labels) {
-  const std::string key = labels.empty() ? name + " " : name + "{" + labels + "} ";
+  const std::vector<std::string> wanted =
+      labels.empty() ? std::vector<std::string>{} : absl::StrSplit(labels, ',');
   std::istringstream in(exposition);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind(key, 0) == 0) return std::stod(line.substr(key.size()));
+    if (line.rfind(name, 0) != 0 || line.size() <= name.size()) continue;
+    size_t value_at = name.size() + 1;
+    std::vector<std::string> have;
+    if (line[name.size()] == '{') {
+      const size_t close = line.find("} ", name.size());
+      if (close == std::string::npos) continue;
+      have = absl::StrSplit(line.substr(name.size() + 1, close - name.size() - 1), ',');
+      value_at = close + 2;
+    } else if (line[name.size()] != ' ') {
+      continue;
+    }
+    const bool all = std::all_of(wanted.begin(), wanted.end(), [&](const std::string& w) {
+      return std::find(have.begin(), have.end(), w) != have.end();
+    });
+    if (all) return std::stod(line.substr(value_at));
   }
-  return absl::NotFoundError(absl::StrCat("no sample ", key, "in /metrics"));
+  return absl::NotFoundError(absl::StrCat("no sample ", name, "{", labels, "} in /metrics"));
 }
 
 std::unique_ptr<grpc::ClientContext> context_with_timeout(std::chrono::milliseconds timeout) {

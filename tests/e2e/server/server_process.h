@@ -67,8 +67,9 @@ class ServerProcess {
   std::shared_ptr<grpc::Channel> channel_;
 };
 
-// Value of the sample `name{labels}` (labels exactly as exposed, e.g. `status="length"`;
-// empty for none) in a Prometheus text exposition; NotFound if absent.
+// Value of the first sample of `name` whose labels include each of `labels` (comma-separated
+// pairs exactly as exposed, e.g. `status="length"`; other labels such as the constant `model`
+// label are ignored; empty matches any) in a Prometheus text exposition; NotFound if absent.
 absl::StatusOr<double> metric_value(const std::string& exposition, const std::string& name,
                                     const std::string& labels = "");
 

@@ -289,6 +289,31 @@ TEST(EngineTest, DeadlineAlreadyPassedAbortsAtTheNextStep) {
   EXPECT_EQ(e.state->calls(), 0);
 }
 
+// gRPC cancels a call whose deadline expired; that cancellation usually reaches the engine
+// before the engine's own deadline check. It is a deadline expiry, not a cancellation, in the
+// final event and in flashserve_requests_total.
+TEST(EngineTest, CancelAfterTheDeadlineCountsAsDeadlineExceeded) {
+  TestEngine e;
+  GenerationRequest r = greedy_request(make_prompt(1, 5), 4);
+  r.deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  RequestId id = 0;
+  auto s = e.submit(r, &id);
+  e->cancel(id);  // taken with the submission, before the first step's deadline check
+  auto plain = e.submit(greedy_request(make_prompt(2, 5), 4), &id);
+  e->cancel(id);  // no deadline: a cancellation
+  e->start();
+  ASSERT_TRUE(s->wait_final());
+  ASSERT_TRUE(plain->wait_final());
+  EXPECT_EQ(s->final_event().finish_reason, FinishReason::kDeadlineExceeded);
+  EXPECT_EQ(plain->final_event().finish_reason, FinishReason::kCancelled);
+  const std::string t = e.metrics.serialize();
+  EXPECT_NE(t.find("flashserve_requests_total{status=\"deadline_exceeded\"} 1\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("flashserve_requests_total{status=\"cancelled\"} 1\n"), std::string::npos)
+      << t;
+}
+
 TEST(EngineTest, DeadlineDuringGeneration) {
   TestEngine e;
   e.state->on_forward = [](const model::ForwardBatch&) {

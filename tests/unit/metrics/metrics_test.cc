@@ -42,8 +42,9 @@ double value_of(const std::string& text, const std::string& series) {
 TEST(MetricsTest, EveryRequestStatusIsExportedFromTheStart) {
   Metrics m;
   const std::string text = m.serialize();
-  for (const char* status : {"stop", "length", "stop_sequence", "cancelled",
-                             "deadline_exceeded", "error", "rejected"}) {
+  for (const char* status :
+       {"stop", "length", "stop_sequence", "cancelled", "deadline_exceeded", "internal",
+        "invalid_argument", "capacity", "unavailable"}) {
     EXPECT_EQ(value_of(text, std::string("flashserve_requests_total{status=\"") + status +
                                  "\"}"),
               0);
@@ -56,18 +57,18 @@ TEST(MetricsTest, RequestCountersAndHistograms) {
   Metrics m;
   m.record_request(RequestStatus::kStop);
   m.record_request(RequestStatus::kStop);
-  m.record_request(RequestStatus::kRejected);
+  m.record_request(RequestStatus::kCapacity);
   m.observe_time_to_first_token(0.004);   // bucket le=0.005
   m.observe_time_to_first_token(0.2);     // bucket le=0.25
   m.observe_inter_token_latency(0.0009);  // le=0.001
   m.observe_queue_seconds(45.0);          // le=60
-  m.observe_request_duration(120.0);      // only +Inf
+  m.observe_request_duration(900.0);      // only +Inf
   m.add_prompt_tokens(17);
   m.add_generated_tokens(5);
   m.add_generated_tokens(3);
   const std::string t = m.serialize();
   EXPECT_EQ(value_of(t, "flashserve_requests_total{status=\"stop\"}"), 2);
-  EXPECT_EQ(value_of(t, "flashserve_requests_total{status=\"rejected\"}"), 1);
+  EXPECT_EQ(value_of(t, "flashserve_requests_total{status=\"capacity\"}"), 1);
   EXPECT_EQ(value_of(t, "flashserve_requests_total{status=\"length\"}"), 0);
   EXPECT_EQ(value_of(t, "flashserve_time_to_first_token_seconds_count"), 2);
   EXPECT_DOUBLE_EQ(value_of(t, "flashserve_time_to_first_token_seconds_sum"), 0.204);
@@ -78,10 +79,66 @@ TEST(MetricsTest, RequestCountersAndHistograms) {
   EXPECT_EQ(value_of(t, "flashserve_inter_token_latency_seconds_bucket{le=\"0.001\"}"), 1);
   EXPECT_EQ(value_of(t, "flashserve_request_queue_seconds_bucket{le=\"30\"}"), 0);
   EXPECT_EQ(value_of(t, "flashserve_request_queue_seconds_bucket{le=\"60\"}"), 1);
-  EXPECT_EQ(value_of(t, "flashserve_request_duration_seconds_bucket{le=\"60\"}"), 0);
+  EXPECT_EQ(value_of(t, "flashserve_request_duration_seconds_bucket{le=\"600\"}"), 0);
   EXPECT_EQ(value_of(t, "flashserve_request_duration_seconds_bucket{le=\"+Inf\"}"), 1);
   EXPECT_EQ(value_of(t, "flashserve_prompt_tokens_total"), 17);
   EXPECT_EQ(value_of(t, "flashserve_generated_tokens_total"), 8);
+}
+
+// Refusals are told apart by their status code: client errors, overload, unavailability.
+TEST(MetricsTest, RejectedStatusSplitsClientErrorsFromOverload) {
+  EXPECT_EQ(rejected_status(absl::InvalidArgumentError("x")), RequestStatus::kInvalidArgument);
+  EXPECT_EQ(rejected_status(absl::OutOfRangeError("x")), RequestStatus::kInvalidArgument);
+  EXPECT_EQ(rejected_status(absl::ResourceExhaustedError("x")), RequestStatus::kCapacity);
+  EXPECT_EQ(rejected_status(absl::UnavailableError("x")), RequestStatus::kUnavailable);
+  EXPECT_EQ(rejected_status(absl::InternalError("x")), RequestStatus::kInternal);
+  for (int i = 0; i < kNumRequestStatuses; ++i) {
+    EXPECT_NE(request_status_label(static_cast<RequestStatus>(i)), "unknown");
+  }
+}
+
+// Latency buckets reach ten minutes, so slow CPU generations still have a finite p99.
+TEST(MetricsTest, LatencyBucketsReachTenMinutes) {
+  Metrics m;
+  m.observe_request_duration(599.0);
+  const std::string t = m.serialize();
+  EXPECT_EQ(value_of(t, "flashserve_request_duration_seconds_bucket{le=\"300\"}"), 0);
+  EXPECT_EQ(value_of(t, "flashserve_request_duration_seconds_bucket{le=\"600\"}"), 1);
+}
+
+TEST(MetricsTest, BuildInfoAndTheModelLabelOnEveryMetric) {
+  Metrics m({.version = "1.2.3", .commit = "abc123", .device = "cpu", .model = "tiny"});
+  const std::string t = m.serialize();
+  // Constant labels (model) come first in the exposition.
+  EXPECT_EQ(value_of(t, "flashserve_build_info{model=\"tiny\",commit=\"abc123\",device=\"cpu\","
+                        "version=\"1.2.3\"}"),
+            1);
+  EXPECT_EQ(value_of(t, "flashserve_requests_total{model=\"tiny\",status=\"stop\"}"), 0);
+  // Every sample line carries the model label.
+  std::istringstream in(t);
+  std::string line;
+  int num_samples = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    ++num_samples;
+    EXPECT_NE(line.find("model=\"tiny\""), std::string::npos) << line;
+  }
+  EXPECT_GT(num_samples, 50);
+  // Without a model name there is no model label, and build_info says "unknown".
+  const std::string plain = Metrics().serialize();
+  EXPECT_EQ(value_of(plain, "flashserve_build_info{commit=\"unknown\",device=\"unknown\","
+                            "version=\"unknown\"}"),
+            1);
+}
+
+TEST(MetricsTest, ForwardTimeBreakdownByPart) {
+  Metrics m;
+  m.record_step_breakdown(0.5, 1.25, 0.25);
+  m.record_step_breakdown(0.5, 0.75, -1);  // negative: ignored
+  const std::string t = m.serialize();
+  EXPECT_DOUBLE_EQ(value_of(t, "flashserve_forward_seconds_total{part=\"attention\"}"), 1.0);
+  EXPECT_DOUBLE_EQ(value_of(t, "flashserve_forward_seconds_total{part=\"gemm\"}"), 2.0);
+  EXPECT_DOUBLE_EQ(value_of(t, "flashserve_forward_seconds_total{part=\"other\"}"), 0.25);
 }
 
 TEST(MetricsTest, EngineGaugesAndStepHistograms) {
@@ -89,6 +146,7 @@ TEST(MetricsTest, EngineGaugesAndStepHistograms) {
   m.set_num_running(3);
   m.set_num_waiting(7);
   m.set_kv_blocks(12, 100);
+  m.set_waiting_capacity(256);
   m.record_step(/*num_seqs=*/3, /*num_tokens=*/130, /*seconds=*/0.02);
   m.record_step(/*num_seqs=*/1, /*num_tokens=*/1, /*seconds=*/0.01);
   m.add_preemptions(2);
@@ -97,6 +155,7 @@ TEST(MetricsTest, EngineGaugesAndStepHistograms) {
   const std::string t = m.serialize();
   EXPECT_EQ(value_of(t, "flashserve_requests_running"), 2);
   EXPECT_EQ(value_of(t, "flashserve_requests_waiting"), 7);
+  EXPECT_EQ(value_of(t, "flashserve_requests_waiting_capacity"), 256);
   EXPECT_EQ(value_of(t, "flashserve_kv_cache_blocks_used"), 12);
   EXPECT_EQ(value_of(t, "flashserve_kv_cache_blocks_capacity"), 100);
   EXPECT_EQ(value_of(t, "flashserve_engine_steps_total"), 2);
@@ -181,7 +240,7 @@ TEST(MetricsTest, NamesFollowConventions) {
     const bool ends_total = name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
     EXPECT_EQ(ends_total, type == "counter") << name << " is a " << type;
   }
-  EXPECT_EQ(num_families, 20);
+  EXPECT_EQ(num_families, 23);
 }
 
 // The text passes `promtool check metrics` (skipped where promtool is not installed).
