@@ -1,12 +1,14 @@
-// flashserve: the gRPC LLM server (contract in DESIGN.md).
+// flashserve: the gRPC LLM server (contract in docs/design.md).
 //
 //   flashserve --model PATH [--device auto|cpu|cuda] [--host 0.0.0.0] [--port 50051]
-//              [--metrics-port 9090] [limits...]
+//              [--metrics-port 9464] [--model-name NAME] [limits...]
+//   flashserve --version
 //
 // Start-up: the gRPC and metrics ports are bound first (health NOT_SERVING, Generation
 // UNAVAILABLE), then the model loads on a separate thread; health turns SERVING once the
 // engine runs. SIGINT/SIGTERM: NOT_SERVING, drain the engine (admitted requests finish), shut
-// the server down (a second signal exits at once). Logs go to stderr.
+// the server down (a second signal exits at once). Logs go to stderr, as text or JSON
+// (--log-format), with one access line per generation call.
 #include <signal.h>
 #include <unistd.h>
 
@@ -24,6 +26,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "flashserve/version.h"
 #include "model/model_loader.h"
 #include "server/api/server.h"
 
@@ -32,8 +35,12 @@ ABSL_FLAG(std::string, device, "auto",
           "auto | cpu | cuda ('auto' = the GPU when one is visible and supports the model)");
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on (gRPC and metrics)");
 ABSL_FLAG(int, port, 50051, "gRPC port (0 = any free port, printed at start-up)");
-ABSL_FLAG(int, metrics_port, 9090,
+ABSL_FLAG(int, metrics_port, 9464,
           "Prometheus /metrics HTTP port (0 = any free port, -1 = disabled)");
+ABSL_FLAG(std::string, log_format, "text",
+          "text | json: the format of the log lines on stderr (json: one object per line)");
+ABSL_FLAG(std::string, model_name, "",
+          "The model label of every metric (default: the model file name without .gguf)");
 ABSL_FLAG(int, max_num_seqs, 64, "Sequences batched together per engine step");
 ABSL_FLAG(int, max_batch_tokens, 2048, "Tokens (prefill chunks + decodes) per engine step");
 ABSL_FLAG(int, max_waiting, 256,
@@ -65,17 +72,17 @@ extern "C" void on_signal(int signal) {
   }
 }
 
-void log(const std::string& line) {
-  char stamp[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  std::fprintf(stderr, "%s flashserve: %s\n", stamp, line.c_str());
-  std::fflush(stderr);
-}
+// The process's log: text until the flags are parsed, then as --log-format says.
+const flashserve::api::Logger g_text_logger;
+const flashserve::api::Logger* g_logger = &g_text_logger;
+
+void log(const std::string& line) { g_logger->info(line); }
+void log_error(const std::string& line) { g_logger->error(line); }
 
 flashserve::api::ServerOptions options_from_flags() {
   flashserve::api::ServerOptions o;
   o.model_path = absl::GetFlag(FLAGS_model);
+  o.model_name = absl::GetFlag(FLAGS_model_name);
   o.device = absl::GetFlag(FLAGS_device);
   o.host = absl::GetFlag(FLAGS_host);
   o.port = absl::GetFlag(FLAGS_port);
@@ -116,15 +123,19 @@ std::string check_options(const flashserve::api::ServerOptions& o) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "flashserve --model PATH [--device auto|cpu|cuda] [--host 0.0.0.0] [--port 50051] "
-      "[--metrics-port 9090] [--max-num-seqs N] [--max-batch-tokens N] [--max-waiting N] "
+      "[--metrics-port 9464] [--model-name NAME] [--log-format text|json] [--max-num-seqs N] [--max-batch-tokens N] [--max-waiting N] "
       "[--kv-cache-mb MB] [--threads N]");
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = [](absl::string_view file) {
     return absl::EndsWith(file, "server/main.cc");
   };
   usage.contains_helpshort_flags = usage.contains_help_flags;
+  usage.version_string = [] {
+    return absl::StrCat("flashserve ", flashserve::kVersion, " (commit ",
+                        flashserve::kGitCommit, ")\n");
+  };
   absl::SetFlagsUsageConfig(usage);
-  // DESIGN.md spells flags with dashes (--metrics-port); absl flags use underscores.
+  // docs/api.md spells flags with dashes (--metrics-port); absl flags use underscores.
   std::vector<std::string> args(argv, argv + argc);
   std::vector<char*> fixed;
   for (std::string& a : args) {
@@ -137,16 +148,24 @@ int main(int argc, char** argv) {
     fixed.push_back(a.data());
   }
   absl::ParseCommandLine(static_cast<int>(fixed.size()), fixed.data());
-  const flashserve::api::ServerOptions options = options_from_flags();
+  const auto log_format = flashserve::api::parse_log_format(absl::GetFlag(FLAGS_log_format));
+  if (!log_format.ok()) {
+    log_error(std::string(log_format.status().message()));
+    return 2;
+  }
+  static const flashserve::api::Logger logger(*log_format);
+  g_logger = &logger;
+  flashserve::api::ServerOptions options = options_from_flags();
+  options.logger = g_logger;
   if (std::string problem = check_options(options); !problem.empty()) {
-    log(problem);
+    log_error(problem);
     return 2;
   }
   if (auto device = flashserve::model::parse_device(options.device); !device.ok()) {
-    log(std::string(device.status().message()));
+    log_error(std::string(device.status().message()));
     return 2;
   } else if (absl::Status st = flashserve::model::check_device_available(*device); !st.ok()) {
-    log(std::string(st.message()));
+    log_error(std::string(st.message()));
     return 2;
   }
 
@@ -160,7 +179,7 @@ int main(int argc, char** argv) {
 
   auto server = flashserve::api::Server::start(options);
   if (!server.ok()) {
-    log(absl::StrCat("cannot start: ", server.status().ToString()));
+    log_error(absl::StrCat("cannot start: ", server.status().ToString()));
     return 1;
   }
   log(absl::StrCat("listening on ", options.host, ":", (*server)->grpc_port(), " (gRPC)"));
@@ -178,7 +197,7 @@ int main(int argc, char** argv) {
       log("serving");
       load_state.store(1);
     } else {
-      log(absl::StrCat("cannot load the model: ", status.ToString()));
+      log_error(absl::StrCat("cannot load the model: ", status.ToString()));
       load_state.store(-1);
     }
   });

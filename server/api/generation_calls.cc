@@ -14,10 +14,13 @@ namespace flashserve::api {
 // changed `writing`/`finished` under it, so the reactor is touched by one thread at a time
 // and never after `finished`.
 struct CallState {
-  explicit CallState(engine::Engine* e) : engine(e) {}
+  CallState(engine::Engine* e, const Logger* l, std::string_view m)
+      : engine(e), logger(l), method(m) {}
 
   std::mutex mu;
   engine::Engine* const engine;
+  const Logger* const logger;  // may be null
+  const std::string_view method;
   // Exactly one of these is set; valid until `finished`.
   GenerateCall* unary = nullptr;
   v1::GenerateResponse* response = nullptr;  // unary: gRPC's response message
@@ -29,12 +32,19 @@ struct CallState {
   bool client_gone = false;  // OnCancel, or a write failed
   bool submitted = false;
   engine::RequestId id = 0;
+  // From the final event, for the access line; stable once `finished`.
+  bool have_final = false;
+  engine::FinishReason finish_reason = engine::FinishReason::kStop;
+  engine::Usage usage;
+  engine::Timings timings;
 
   void on_event(engine::GenerationEvent event);
   // Streaming: writes what is pending, if no write is in flight. Consumes the lock.
   void pump(std::unique_lock<std::mutex> lock);
   // Finishes the call at once (rejected before or by submit()). Consumes the lock.
   void finish(std::unique_lock<std::mutex> lock, const grpc::Status& status);
+  // The access line. REQUIRES: `finished` (so the fields it reads no longer change).
+  void log_access(const grpc::Status& status) const;
 };
 
 namespace {
@@ -160,6 +170,7 @@ void CallState::finish(std::unique_lock<std::mutex> lock, const grpc::Status& st
   if (finished) return;
   finished = true;
   lock.unlock();
+  log_access(status);
   if (unary != nullptr) {
     unary->Finish(status);
   } else {
@@ -167,9 +178,35 @@ void CallState::finish(std::unique_lock<std::mutex> lock, const grpc::Status& st
   }
 }
 
+void CallState::log_access(const grpc::Status& status) const {
+  if (logger == nullptr) return;
+  const std::string code =
+      absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
+  const LogLevel level = status.error_code() == grpc::StatusCode::INTERNAL ? LogLevel::kError
+                                                                           : LogLevel::kInfo;
+  logger->log(level, "access",
+              {{"method", method},
+               {"request_id", static_cast<int64_t>(id)},
+               {"status", std::string_view(code)},
+               {"finish_reason",
+                have_final ? engine::finish_reason_name(finish_reason) : "rejected"},
+               {"prompt_tokens", static_cast<int64_t>(usage.prompt_tokens)},
+               {"completion_tokens", static_cast<int64_t>(usage.completion_tokens)},
+               {"queue_seconds", timings.queue_seconds},
+               {"ttft_seconds", timings.time_to_first_token},
+               {"total_seconds", timings.total_seconds},
+               {"error", std::string_view(status.error_message())}});
+}
+
 void CallState::on_event(engine::GenerationEvent event) {
   std::unique_lock<std::mutex> lock(mu);
   if (finished) return;  // cannot happen (final event once, after submit); kept defensive
+  if (event.finished) {
+    have_final = true;
+    finish_reason = event.finish_reason;
+    usage = event.usage;
+    timings = event.timings;
+  }
   if (stream != nullptr) {
     pending.push_back(std::move(event));
     pump(std::move(lock));
@@ -215,6 +252,7 @@ void CallState::pump(std::unique_lock<std::mutex> lock) {
     fill_usage(*final_event, f->mutable_usage(), f->mutable_timings());
     finished = true;
     lock.unlock();
+    log_access(grpc::Status::OK);
     stream->StartWriteAndFinish(&out, grpc::WriteOptions(), grpc::Status::OK);
     return;
   }
@@ -226,8 +264,9 @@ void CallState::pump(std::unique_lock<std::mutex> lock) {
 
 // ---- GenerateCall ---------------------------------------------------------------------------
 
-GenerateCall::GenerateCall(engine::Engine* engine, v1::GenerateResponse* response)
-    : state_(std::make_shared<CallState>(engine)) {
+GenerateCall::GenerateCall(engine::Engine* engine, v1::GenerateResponse* response,
+                           const Logger* logger)
+    : state_(std::make_shared<CallState>(engine, logger, "Generate")) {
   state_->unary = this;
   state_->response = response;
 }
@@ -246,8 +285,8 @@ void GenerateCall::OnDone() { delete this; }
 
 // ---- GenerateStreamCall ---------------------------------------------------------------------
 
-GenerateStreamCall::GenerateStreamCall(engine::Engine* engine)
-    : state_(std::make_shared<CallState>(engine)) {
+GenerateStreamCall::GenerateStreamCall(engine::Engine* engine, const Logger* logger)
+    : state_(std::make_shared<CallState>(engine, logger, "GenerateStream")) {
   state_->stream = this;
 }
 

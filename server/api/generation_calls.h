@@ -15,9 +15,13 @@
 //
 // Client cancellation (OnCancel, or a failed write) -> engine.cancel(id); the engine then
 // sends the final event (kCancelled) at its next step and the call finishes with CANCELLED.
+//
+// With a logger, every call writes one access line when it finishes: method, request id,
+// gRPC status, finish reason, tokens in and out, queue / first-token / total seconds.
 #include <memory>
 
 #include "flashserve/v1/generation.grpc.pb.h"
+#include "server/api/log.h"
 #include "server/engine/engine.h"
 
 namespace flashserve::api {
@@ -26,8 +30,9 @@ struct CallState;
 
 class GenerateCall final : public grpc::ServerUnaryReactor {
  public:
-  // `response` is gRPC's, valid until OnDone.
-  GenerateCall(engine::Engine* engine, v1::GenerateResponse* response);
+  // `response` is gRPC's, valid until OnDone. `logger` (may be null) must outlive the call.
+  GenerateCall(engine::Engine* engine, v1::GenerateResponse* response,
+               const Logger* logger = nullptr);
   // Exactly one of submit()/reject() is called, right after construction.
   void submit(engine::GenerationRequest request);
   void reject(const grpc::Status& status);
@@ -41,7 +46,7 @@ class GenerateCall final : public grpc::ServerUnaryReactor {
 
 class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse> {
  public:
-  explicit GenerateStreamCall(engine::Engine* engine);
+  explicit GenerateStreamCall(engine::Engine* engine, const Logger* logger = nullptr);
   void submit(engine::GenerationRequest request);
   void reject(const grpc::Status& status);
 

@@ -34,8 +34,8 @@ std::optional<std::chrono::steady_clock::time_point> steady_deadline(
          std::chrono::duration_cast<std::chrono::steady_clock::duration>(deadline - system_now);
 }
 
-void GenerationService::record_rejected() {
-  if (metrics_ != nullptr) metrics_->record_request(metrics::RequestStatus::kRejected);
+void GenerationService::record_rejected(const absl::Status& refusal) {
+  if (metrics_ != nullptr) metrics_->record_request(metrics::rejected_status(refusal));
 }
 
 absl::StatusOr<engine::GenerationRequest> GenerationService::prepare(
@@ -43,12 +43,12 @@ absl::StatusOr<engine::GenerationRequest> GenerationService::prepare(
     const Backend& backend) {
   if (absl::Status status = validate_generate_request(request, backend.prompt.limits);
       !status.ok()) {
-    record_rejected();
+    record_rejected(status);
     return status;
   }
   auto out =
       build_generation_request(request, backend.prompt, steady_deadline(context.deadline()));
-  if (!out.ok()) record_rejected();
+  if (!out.ok()) record_rejected(out.status());
   return out;
 }
 
@@ -57,10 +57,10 @@ grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContex
                                                       v1::GenerateResponse* response) {
   const Backend* backend = backend_.load(std::memory_order_acquire);
   if (backend == nullptr) {
-    record_rejected();
+    record_rejected(absl::UnavailableError("model is loading"));
     return finish_unary(context, loading_status());
   }
-  auto* call = new GenerateCall(backend->engine, response);
+  auto* call = new GenerateCall(backend->engine, response, logger_);
   auto prepared = prepare(*context, *request, *backend);
   if (!prepared.ok()) {
     call->reject(to_grpc_status(prepared.status()));
@@ -74,12 +74,12 @@ grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerationService::Generat
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   const Backend* backend = backend_.load(std::memory_order_acquire);
   if (backend == nullptr) {
-    record_rejected();
-    auto* call = new GenerateStreamCall(nullptr);
+    record_rejected(absl::UnavailableError("model is loading"));
+    auto* call = new GenerateStreamCall(nullptr, logger_);
     call->reject(loading_status());
     return call;
   }
-  auto* call = new GenerateStreamCall(backend->engine);
+  auto* call = new GenerateStreamCall(backend->engine, logger_);
   auto prepared = prepare(*context, *request, *backend);
   if (!prepared.ok()) {
     call->reject(to_grpc_status(prepared.status()));
@@ -162,6 +162,8 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
   info->set_head_dim(config.head_dim);
   info->set_hidden_size(config.hidden_size);
   info->set_device(backend->device);
+  info->set_server_version(backend->version);
+  info->set_server_commit(backend->commit);
   v1::KvCacheInfo* kv = info->mutable_kv_cache();
   kv->set_num_blocks(snapshot.num_kv_blocks_total);
   kv->set_block_size(engine.kv_block_size());

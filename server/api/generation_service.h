@@ -9,6 +9,7 @@
 #include "flashserve/v1/generation.grpc.pb.h"
 #include "model/text/chat_template.h"
 #include "model/text/tokenizer.h"
+#include "server/api/log.h"
 #include "server/api/prompt.h"
 #include "server/engine/engine.h"
 
@@ -25,12 +26,16 @@ struct Backend {
   PromptContext prompt;            // tokenizer, chat template, limits
   engine::EngineOptions engine_options;
   std::string device;              // "cpu", "cuda:0"
+  std::string version;             // of this server build
+  std::string commit;              // git commit it was built from
 };
 
 class GenerationService final : public v1::Generation::CallbackService {
  public:
-  // `metrics` may be null; it receives kRejected for requests refused before the engine.
-  explicit GenerationService(metrics::Metrics* metrics) : metrics_(metrics) {}
+  // `metrics` may be null; it counts the requests refused before the engine.
+  // `logger` (may be null) receives one access line per generation call.
+  explicit GenerationService(metrics::Metrics* metrics, const Logger* logger = nullptr)
+      : metrics_(metrics), logger_(logger) {}
 
   // Publishes the loaded model. Called once; `backend` must outlive the service.
   void set_backend(const Backend* backend) { backend_.store(backend, std::memory_order_release); }
@@ -52,14 +57,16 @@ class GenerationService final : public v1::Generation::CallbackService {
                                          v1::ModelInfo* response) override;
 
  private:
-  // Validation + prompt building for both generation calls; records kRejected on error.
+  // Validation + prompt building for both generation calls; records the refusal's status
+  // (metrics::rejected_status) on error.
   absl::StatusOr<engine::GenerationRequest> prepare(const grpc::CallbackServerContext& context,
                                                     const v1::GenerateRequest& request,
                                                     const Backend& backend);
-  void record_rejected();
+  void record_rejected(const absl::Status& refusal);
 
   std::atomic<const Backend*> backend_{nullptr};
   metrics::Metrics* metrics_;
+  const Logger* logger_;
 };
 
 // The call's deadline on the steady clock; unset when the client gave none.

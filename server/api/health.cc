@@ -20,6 +20,7 @@ struct HealthWatch {
   std::mutex mu;
   HealthWatchCall* call = nullptr;  // valid until `finished`
   bool known = false;               // a service the server knows; else SERVICE_UNKNOWN
+  bool liveness = false;            // the liveness name: changes only at shutdown
   HealthService::ServingStatus latest = HealthCheckResponse::UNKNOWN;  // to be sent
   HealthService::ServingStatus sent = HealthCheckResponse::UNKNOWN;
   bool have_sent = false;
@@ -93,13 +94,18 @@ HealthService::HealthService(std::vector<std::string> services) : services_(std:
 HealthService::~HealthService() = default;
 
 bool HealthService::known(const std::string& service) const {
-  return service.empty() ||
+  return service.empty() || service == kLivenessService ||
          std::find(services_.begin(), services_.end(), service) != services_.end();
+}
+
+HealthService::ServingStatus HealthService::status_locked(const std::string& service) const {
+  const bool up = service == kLivenessService ? !shut_down_ : serving_;
+  return up ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
 }
 
 HealthService::ServingStatus HealthService::status() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return serving_ ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
+  return status_locked("");
 }
 
 void HealthService::set_serving(bool serving) {
@@ -109,7 +115,7 @@ void HealthService::set_serving(bool serving) {
     if (shut_down_ || serving_ == serving) return;
     serving_ = serving;
     for (const std::shared_ptr<HealthWatch>& watch : watches_) {
-      if (!watch->known) continue;
+      if (!watch->known || watch->liveness) continue;
       std::lock_guard<std::mutex> watch_lock(watch->mu);
       watch->latest = serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
       to_pump.push_back(watch);
@@ -154,10 +160,14 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* cont
     reactor->Finish(grpc::Status(
         grpc::StatusCode::NOT_FOUND,
         absl::StrCat("grpc.health.v1.Health: unknown service '", request->service(),
-                     "' (known: '', '", absl::StrJoin(services_, "', '"), "')")));
+                     "' (known: '', '", kLivenessService, "', '",
+                     absl::StrJoin(services_, "', '"), "')")));
     return reactor;
   }
-  response->set_status(status());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    response->set_status(status_locked(request->service()));
+  }
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -167,12 +177,12 @@ grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
   auto watch = std::make_shared<HealthWatch>();
   auto* call = new HealthWatchCall(this, watch);
   watch->known = known(request->service());
+  watch->liveness = request->service() == kLivenessService;
   {
     // Registered and given the current status under mu_: no change is missed.
     std::lock_guard<std::mutex> lock(mu_);
     watch->latest = !watch->known ? HealthCheckResponse::SERVICE_UNKNOWN
-                    : serving_    ? HealthCheckResponse::SERVING
-                                  : HealthCheckResponse::NOT_SERVING;
+                                  : status_locked(request->service());
     watch->closing = shut_down_;
     watches_.push_back(watch);
   }

@@ -5,7 +5,9 @@
 // HealthService
 //   Knows the whole server ("") and the service names given at construction; one status for
 //   all of them, NOT_SERVING from construction (so before the server listens) until
-//   set_serving(true).
+//   set_serving(true). The liveness name (kLivenessService) is the exception: SERVING from
+//   construction until shutdown(), whatever set_serving() says, so that a liveness probe does
+//   not restart a server that is loading its model or draining.
 //   Check  known name -> OK with the status; unknown name -> NOT_FOUND (gRPC spec).
 //   Watch  sends the current status at once and then every change (never the same value
 //          twice in a row; a client that reads slowly gets the latest value, intermediate
@@ -47,13 +49,17 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
  public:
   using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
 
-  // `services`: the names besides "" that Check/Watch know (e.g. "flashserve.v1.Generation").
+  // The name a liveness probe asks for.
+  static constexpr char kLivenessService[] = "liveness";
+
+  // `services`: the names besides "" and kLivenessService that Check/Watch know (e.g.
+  // "flashserve.v1.Generation").
   explicit HealthService(std::vector<std::string> services);
   ~HealthService() override;
 
   void set_serving(bool serving);
   void shutdown();  // idempotent
-  ServingStatus status() const;  // SERVING or NOT_SERVING
+  ServingStatus status() const;  // SERVING or NOT_SERVING (of "" and the named services)
 
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
                                   const grpc::health::v1::HealthCheckRequest* request,
@@ -65,6 +71,7 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
  private:
   friend class HealthWatchCall;
   bool known(const std::string& service) const;
+  ServingStatus status_locked(const std::string& service) const;  // REQUIRES: mu_ held
   void forget(const HealthWatch* watch);  // the call is done
 
   const std::vector<std::string> services_;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "flashserve/version.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "model/model_loader.h"
@@ -13,6 +14,16 @@
 #include "server/metrics/metrics.h"
 
 namespace flashserve::api {
+
+std::string default_model_name(const std::string& model_path) {
+  const size_t slash = model_path.find_last_of('/');
+  std::string name = slash == std::string::npos ? model_path : model_path.substr(slash + 1);
+  constexpr std::string_view kSuffix = ".gguf";
+  if (name.size() > kSuffix.size() && name.ends_with(kSuffix)) {
+    name.resize(name.size() - kSuffix.size());
+  }
+  return name;
+}
 
 namespace {
 
@@ -57,12 +68,18 @@ class Server::Impl {
 
 absl::Status Server::Impl::start() {
   if (options_.metrics_port >= 0) {
-    metrics_ = std::make_unique<metrics::Metrics>();
+    metrics::BuildInfo info;
+    info.version = kVersion;
+    info.commit = kGitCommit;
+    info.device = options_.device;  // what was asked for, until load_model() resolves it
+    info.model = options_.model_name.empty() ? default_model_name(options_.model_path)
+                                             : options_.model_name;
+    metrics_ = std::make_unique<metrics::Metrics>(info);
     if (auto st = metrics_->serve(host_port(options_.host, options_.metrics_port)); !st.ok()) {
       return st;
     }
   }
-  service_ = std::make_unique<GenerationService>(metrics_.get());
+  service_ = std::make_unique<GenerationService>(metrics_.get(), options_.logger);
   health_service_ = std::make_unique<HealthService>(
       std::vector<std::string>{v1::Generation::service_full_name()});
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -122,6 +139,9 @@ absl::Status Server::Impl::load_model() {
   backend_.engine_options = engine_options;
   backend_.device = model_.device;
   backend_summary_ = model_.backend_summary;
+  backend_.version = kVersion;
+  backend_.commit = kGitCommit;
+  if (metrics_ != nullptr) metrics_->set_device(model_.device);
   service_->set_backend(&backend_);
   ready_engine_.store(engine_.get());
   return absl::OkStatus();

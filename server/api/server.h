@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/api/log.h"
 #include "server/api/validation.h"
 #include "server/engine/engine.h"
 
@@ -21,16 +22,20 @@ namespace flashserve::api {
 
 struct ServerOptions {
   std::string model_path;
+  // The `model` label of every metric; empty = the model file's name without ".gguf".
+  std::string model_name;
   std::string device = "auto";  // auto | cpu | cuda
   std::string host = "0.0.0.0";
   int port = 50051;             // 0 = any free port (see grpc_port())
-  int metrics_port = 9090;      // 0 = any free port; -1 = no metrics HTTP server
+  int metrics_port = 9464;      // 0 = any free port; -1 = no metrics HTTP server
   engine::EngineOptions engine;
   int kv_cache_mb = 0;          // KV cache size in MiB; 0 = the loader's default
   int64_t kv_cache_tokens = 0;  // KV cache size in tokens (overrides kv_cache_mb); 0 = unset
   double gpu_memory_fraction = 0.9;  // CUDA backend: device memory weights + cache may fill
   int num_threads = 0;          // CPU backend threads; 0 = library default
   RequestLimits limits;         // policy part; context/vocab are filled from the model
+  // Receives the access lines (one per generation call); null = none. Must outlive the server.
+  const Logger* logger = nullptr;
   // How often the health watcher re-evaluates SERVING.
   std::chrono::milliseconds health_period{100};
 };
@@ -58,5 +63,9 @@ class Server {
   explicit Server(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// The default model name of a model path: its file name without a ".gguf" suffix
+// ("models/SmolLM2-135M-Instruct.Q4_1.gguf" -> "SmolLM2-135M-Instruct.Q4_1").
+std::string default_model_name(const std::string& model_path);
 
 }  // namespace flashserve::api

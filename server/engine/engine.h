@@ -1,6 +1,6 @@
 #pragma once
 // The engine: one thread that owns the model runner and loops step() = schedule -> run ->
-// postprocess (DESIGN.md "The path of one request"). Pure C++: no gRPC, no CUDA.
+// postprocess (docs/design.md "The path of one request"). Pure C++: no gRPC, no CUDA.
 //
 // Thread-safety: submit(), cancel(), snapshot() may be called from any thread. Event sinks are
 // invoked on the engine thread, in order, and must not block (copy/queue and return); the

@@ -135,12 +135,14 @@ Metrics::Metrics(const BuildInfo& info)
     : registry_(std::make_shared<prometheus::Registry>()),
       constant_labels_(info.model.empty() ? prometheus::Labels{}
                                           : prometheus::Labels{{"model", info.model}}) {
-  family(BuildGauge(), *registry_, "flashserve_build_info",
-         "Always 1; the labels say which build serves on which device.", constant_labels_)
-      .Add({{"version", info.version.empty() ? "unknown" : info.version},
-            {"commit", info.commit.empty() ? "unknown" : info.commit},
-            {"device", info.device.empty() ? "unknown" : info.device}})
-      .Set(1);
+  build_info_family_ = &family(BuildGauge(), *registry_, "flashserve_build_info",
+                               "Always 1; the labels say which build serves on which device.",
+                               constant_labels_);
+  {
+    absl::MutexLock lock(&build_info_mu_);
+    build_info_ = info;
+  }
+  set_device(info.device);
   register_requests();
   register_engine();
   register_attention();
@@ -271,6 +273,17 @@ void Metrics::register_attention() {
 }
 
 Metrics::~Metrics() = default;
+
+void Metrics::set_device(const std::string& device) {
+  auto or_unknown = [](const std::string& s) { return s.empty() ? std::string("unknown") : s; };
+  absl::MutexLock lock(&build_info_mu_);
+  if (build_info_gauge_ != nullptr) build_info_family_->Remove(build_info_gauge_);
+  build_info_.device = device;
+  build_info_gauge_ = &build_info_family_->Add({{"version", or_unknown(build_info_.version)},
+                                                {"commit", or_unknown(build_info_.commit)},
+                                                {"device", or_unknown(device)}});
+  build_info_gauge_->Set(1);
+}
 
 absl::Status Metrics::serve(const std::string& bind_address) {
   if (endpoint_ != nullptr) {

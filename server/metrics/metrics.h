@@ -21,6 +21,8 @@
 #include "absl/synchronization/mutex.h"
 
 namespace prometheus {
+template <typename T>
+class Family;
 class Counter;
 class Gauge;
 class Histogram;
@@ -101,6 +103,9 @@ class Metrics {
  public:
   // Registers every metric; starts no HTTP server.
   explicit Metrics(const BuildInfo& info = {});
+
+  // The device label of flashserve_build_info, once the model loader has resolved it.
+  void set_device(const std::string& device);
   ~Metrics();
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
@@ -158,6 +163,10 @@ class Metrics {
   void register_attention();
 
   std::shared_ptr<prometheus::Registry> registry_;
+  mutable absl::Mutex build_info_mu_;
+  BuildInfo build_info_ ABSL_GUARDED_BY(build_info_mu_);
+  prometheus::Family<prometheus::Gauge>* build_info_family_ = nullptr;
+  prometheus::Gauge* build_info_gauge_ ABSL_GUARDED_BY(build_info_mu_) = nullptr;
   const std::map<std::string, std::string> constant_labels_;  // {model} or nothing
   // Declared after registry_, so it stops (joining its thread) before the registry goes.
   std::unique_ptr<HttpEndpoint> endpoint_;  // null until serve()

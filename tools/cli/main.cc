@@ -1,6 +1,6 @@
-// flashserve-cli: command-line client of the flashserve gRPC API (contract in DESIGN.md).
+// flashserve-cli: command-line client of the flashserve gRPC API (contract in docs/design.md).
 //
-//   flashserve-cli [--target HOST:PORT] COMMAND [flags]
+//   flashserve-cli [--target HOST:PORT] [--lb pick_first|round_robin] COMMAND [flags]
 //
 // Commands: generate, chat, tokenize, detokenize, info, health, load. `flashserve-cli help`
 // lists their flags.
@@ -13,9 +13,12 @@
 
 namespace {
 
-constexpr char kUsage[] = R"(usage: flashserve-cli [--target HOST:PORT] COMMAND [flags]
+constexpr char kUsage[] = R"(usage: flashserve-cli [--target HOST:PORT] [--lb POLICY] COMMAND [flags]
 
-  --target HOST:PORT   server address (default 127.0.0.1:50051)
+  --target HOST:PORT   server address (default 127.0.0.1:50051); any gRPC target, e.g.
+                       dns:///flashserve-headless.default.svc.cluster.local:50051
+  --lb POLICY          load balancing over the target's addresses: pick_first (default) or
+                       round_robin (one request per address in turn; for a headless Service)
 
 commands:
   generate --prompt TEXT [--stream] [generation flags]
@@ -40,6 +43,7 @@ int main(int argc, char** argv) {
   using namespace flashserve::cli;
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string target = "127.0.0.1:50051";
+  std::string lb_policy = "pick_first";
   size_t i = 0;
   // Global flags come before the command.
   while (i < args.size() && args[i].rfind("--", 0) == 0) {
@@ -51,6 +55,10 @@ int main(int argc, char** argv) {
       target = args[i].substr(9);
     } else if (args[i] == "--target" && i + 1 < args.size()) {
       target = args[++i];
+    } else if (args[i].rfind("--lb=", 0) == 0) {
+      lb_policy = args[i].substr(5);
+    } else if (args[i] == "--lb" && i + 1 < args.size()) {
+      lb_policy = args[++i];
     } else {
       std::cerr << "flashserve-cli: unknown or incomplete flag " << args[i] << "\n" << kUsage;
       return kExitUsage;
@@ -67,7 +75,15 @@ int main(int argc, char** argv) {
     std::cout << kUsage;
     return kExitOk;
   }
-  CliContext ctx{target, grpc::CreateChannel(target, grpc::InsecureChannelCredentials())};
+  if (lb_policy != "pick_first" && lb_policy != "round_robin") {
+    std::cerr << "flashserve-cli: --lb '" << lb_policy
+              << "' is not one of pick_first, round_robin\n";
+    return kExitUsage;
+  }
+  grpc::ChannelArguments channel_args;
+  channel_args.SetLoadBalancingPolicyName(lb_policy);
+  CliContext ctx{target, grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
+                                                   channel_args)};
   if (command == "generate") return run_generate(ctx, rest);
   if (command == "chat") return run_chat(ctx, rest);
   if (command == "tokenize") return run_tokenize(ctx, rest);

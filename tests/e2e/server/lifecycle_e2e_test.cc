@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <sstream>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -215,6 +217,17 @@ TEST_F(LifecycleE2E, SigtermDrainsThenExits) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(saw_not_serving);
+  // Liveness stays SERVING while draining: a liveness probe must not kill a draining server.
+  {
+    auto health = grpc::health::v1::Health::NewStub(server_->channel());
+    grpc::health::v1::HealthCheckRequest live;
+    live.set_service("liveness");
+    Health response;
+    grpc::ClientContext live_context;
+    live_context.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
+    ASSERT_TRUE(health->Check(&live_context, live, &response).ok());
+    EXPECT_EQ(response.status(), Health::SERVING);
+  }
   // New work is refused while draining.
   const UnaryResult refused =
       generate(server_->stub().get(), greedy_request("Hi", 2), std::chrono::seconds(30));
@@ -285,11 +298,68 @@ TEST_F(LifecycleE2E, FullQueueIsResourceExhaustedAtOnce) {
 
   const auto metrics = server_->scrape_metrics();
   ASSERT_TRUE(metrics.ok()) << metrics.status();
-  EXPECT_EQ(metric_value(*metrics, "flashserve_requests_total", "status=\"rejected\"").value_or(-1),
+  EXPECT_EQ(metric_value(*metrics, "flashserve_requests_total", "status=\"capacity\"").value_or(-1),
             2);
   EXPECT_EQ(
       metric_value(*metrics, "flashserve_requests_total", "status=\"cancelled\"").value_or(-1), 2);
   EXPECT_EQ(server_->stop(SIGTERM), 0);
+}
+
+// --log-format json: every line is one JSON object, and each generation call writes one access
+// line. The build (version, commit) is the same in --version, GetModelInfo and
+// flashserve_build_info, whose model label is --model-name.
+TEST_F(LifecycleE2E, JsonLogsAccessLinesAndTheBuildEverywhere) {
+  ASSERT_NO_FATAL_FAILURE(
+      start({"--device", "cpu", "--log-format", "json", "--model-name", "smol"}));
+  ASSERT_TRUE(server_->wait_serving().ok());
+  auto stub = server_->stub();
+  const UnaryResult ok = generate(stub.get(), greedy_request("Hi", 3), kRpcTimeout);
+  ASSERT_TRUE(ok.status.ok()) << ok.status.error_message();
+  v1::GenerateRequest invalid = greedy_request("Hi", 3);
+  invalid.mutable_sampling()->set_top_p(7);
+  EXPECT_EQ(generate(stub.get(), invalid, kRpcTimeout).status.error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  const v1::ModelInfo info = model_info(stub.get());
+  EXPECT_FALSE(info.server_version().empty());
+  EXPECT_FALSE(info.server_commit().empty());
+
+  std::FILE* pipe = popen(FLASHSERVE_SERVER_BIN " --version", "r");
+  ASSERT_NE(pipe, nullptr);
+  char line[256] = {};
+  const bool read = std::fgets(line, sizeof(line), pipe) != nullptr;
+  EXPECT_EQ(pclose(pipe), 0);
+  ASSERT_TRUE(read);
+  EXPECT_EQ(std::string(line), "flashserve " + info.server_version() + " (commit " +
+                                   info.server_commit() + ")\n");
+
+  const auto metrics = server_->scrape_metrics();
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(metric_value(*metrics, "flashserve_build_info",
+                         "commit=\"" + info.server_commit() + "\",device=\"cpu\","
+                         "model=\"smol\",version=\"" + info.server_version() + "\"")
+                .value_or(-1),
+            1);
+  EXPECT_EQ(server_->stop(SIGTERM), 0);
+  std::istringstream log(server_->log());
+  std::string entry;
+  int num_lines = 0, num_ok = 0, num_invalid = 0;
+  while (std::getline(log, entry)) {
+    ++num_lines;
+    EXPECT_THAT(entry, ::testing::MatchesRegex("\\{\"time\":\"[^\"]+\",\"level\":\"(info|warning|error)\",\"msg\":.*\\}"));
+    if (entry.find("\"msg\":\"access\"") == std::string::npos) continue;
+    if (entry.find("\"status\":\"OK\"") != std::string::npos) {
+      ++num_ok;
+      EXPECT_THAT(entry, ::testing::HasSubstr("\"method\":\"Generate\""));
+      EXPECT_THAT(entry, ::testing::HasSubstr("\"finish_reason\":\"length\""));
+      EXPECT_THAT(entry, ::testing::HasSubstr("\"completion_tokens\":3"));
+    } else if (entry.find("\"status\":\"INVALID_ARGUMENT\"") != std::string::npos) {
+      ++num_invalid;
+      EXPECT_THAT(entry, ::testing::HasSubstr("\"finish_reason\":\"rejected\""));
+    }
+  }
+  EXPECT_GT(num_lines, 5);
+  EXPECT_EQ(num_ok, 1);
+  EXPECT_EQ(num_invalid, 1);
 }
 
 // --device cuda serves from the GPU where one is visible, and fails at start with a message

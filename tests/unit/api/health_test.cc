@@ -93,6 +93,22 @@ TEST_F(HealthServiceTest, CheckIsNotServingFromTheFirstAnswerUntilSetServing) {
   EXPECT_EQ(status_of(kGeneration), HealthCheckResponse::NOT_SERVING);
 }
 
+// Liveness stays SERVING while readiness goes up and down (loading, draining) and falls only
+// at shutdown; a Watch of it sees no readiness change.
+TEST_F(HealthServiceTest, LivenessIsServingUntilShutdownWhateverReadinessSays) {
+  const std::string live = HealthService::kLivenessService;
+  EXPECT_EQ(status_of(live), HealthCheckResponse::SERVING);
+  Watch watch_live = watch(live);
+  EXPECT_EQ(watch_live.next(), HealthCheckResponse::SERVING);
+  health_.set_serving(true);
+  health_.set_serving(false);
+  EXPECT_EQ(status_of(live), HealthCheckResponse::SERVING);
+  EXPECT_EQ(status_of(kGeneration), HealthCheckResponse::NOT_SERVING);
+  health_.shutdown();
+  EXPECT_EQ(watch_live.next(), HealthCheckResponse::NOT_SERVING);  // the first change
+  EXPECT_EQ(watch_live.reader->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
 TEST_F(HealthServiceTest, CheckOfAnUnknownServiceIsNotFound) {
   health_.set_serving(true);
   HealthCheckResponse response;

@@ -124,6 +124,13 @@ TEST(MetricsTest, BuildInfoAndTheModelLabelOnEveryMetric) {
     EXPECT_NE(line.find("model=\"tiny\""), std::string::npos) << line;
   }
   EXPECT_GT(num_samples, 50);
+  // The device label follows the loader's answer; the old series goes.
+  m.set_device("cuda");
+  const std::string after = m.serialize();
+  EXPECT_EQ(value_of(after, "flashserve_build_info{model=\"tiny\",commit=\"abc123\","
+                            "device=\"cuda\",version=\"1.2.3\"}"),
+            1);
+  EXPECT_EQ(after.find("device=\"cpu\""), std::string::npos);
   // Without a model name there is no model label, and build_info says "unknown".
   const std::string plain = Metrics().serialize();
   EXPECT_EQ(value_of(plain, "flashserve_build_info{commit=\"unknown\",device=\"unknown\","
