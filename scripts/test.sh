@@ -8,7 +8,7 @@ cd "$root"
 build="${FLASHSERVE_BUILD_DIR:-build}"
 jobs="${FLASHSERVE_JOBS:-$(nproc)}"
 
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --test
 bash scripts/fetch-model.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA="${FLASHSERVE_CUDA:-AUTO}"
 cmake --build "$build" -j "$jobs"
