@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The whole GPU check of the CUDA kernels in one go, for the GPU machine (see DESIGN.md,
-# "Running on the GPU machine"): unit tests, compute-sanitizer memcheck + racecheck on small
+# The whole GPU check of the CUDA kernels in one go, for the GPU machine (see docs/design.md,
+# "Running on a GPU machine"): unit tests, compute-sanitizer memcheck + racecheck on small
 # sizes, the attention benchmark and the PyTorch SDPA peers, with results under OUT_DIR.
 #
 #   scripts/gpu-check.sh OUT_DIR [stage...]     stages: info sass tests sanitize bench peers ncu
 #                                               (default: all but ncu)
 # GIT_COMMIT names the commit in the summary (the GPU machine has no .git).
 # Binaries come from BIN_DIR (default .gpu/bin, made here with
-#   ../shared/tools/gpu-bundle .gpu build-cuda/bin/attention_cuda_test build-cuda/bin/attention_bench)
+#   scripts/gpu-bundle.sh .gpu build-cuda/bin/attention_cuda_test build-cuda/bin/attention_bench)
 # and run with LD_LIBRARY_PATH=.gpu/lib:/usr/local/cuda/lib64. BENCH_ARGS (e.g. --quick)
 # goes to both benchmark programs; NCU_KERNEL / NCU_COUNT narrow the ncu stage (default: every
 # prefill kernel, 4 launches). TESTS_TIMEOUT / BENCH_TIMEOUT (s, default 240 / 300) bound the

@@ -1,6 +1,6 @@
 // The CUDA attention kernels against the fp32 CPU reference (kernels/cpu/attention_ref.h).
 //
-// Tolerance policy (DESIGN.md): on fresh random inputs, the max abs error of a fused kernel
+// Tolerance policy (docs/design.md): on fresh random inputs, the max abs error of a fused kernel
 // against fp32 must be at most 2x the max abs error of the naive unfused GPU kernel in the
 // same precision on the same inputs (plus 1e-6, far below one bf16/fp16 ulp of the outputs,
 // so that a naive error of exactly 0 does not demand bit-exactness). The naive kernel itself
