@@ -2,6 +2,7 @@
 // engine relies on it (a request's output does not depend on its neighbours in a step).
 // These tests reuse the fixture of forward_test.cc through model_forward_fixture.h.
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -129,7 +130,10 @@ TEST_F(ModelForwardTest, StatsCountAttentionWorkPerPhase) {
   finish_batch(seqs, &batch);
   ForwardStats stats;
   std::vector<SampledToken> sampled;  // no sample_seqs: the pass runs, nothing is sampled
+  const auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(runner_->forward(batch, &sampled, &stats).ok());
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_TRUE(sampled.empty());
 
   const double layers = config_.num_layers, h = config_.num_heads, d = config_.head_dim;
@@ -144,6 +148,12 @@ TEST_F(ModelForwardTest, StatsCountAttentionWorkPerPhase) {
   EXPECT_DOUBLE_EQ(stats.prefill.bytes, layers * 4 * (2 * 10 * h * d + 2 * 10 * kv * d));
   EXPECT_GT(stats.decode.seconds, 0);
   EXPECT_GT(stats.prefill.seconds, 0);
+  // The time breakdown: GEMMs and the rest are timed too, as disjoint parts of the pass.
+  EXPECT_GT(stats.gemm_seconds, 0);
+  EXPECT_GT(stats.other_seconds, 0);
+  EXPECT_LE(stats.prefill.seconds + stats.decode.seconds + stats.gemm_seconds +
+                stats.other_seconds,
+            wall);
 }
 
 TEST_F(ModelForwardTest, RejectsMalformedBatches) {
