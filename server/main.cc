@@ -13,10 +13,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <string>
 #include <thread>
 
@@ -79,6 +77,18 @@ const flashserve::api::Logger* g_logger = &g_text_logger;
 void log(const std::string& line) { g_logger->info(line); }
 void log_error(const std::string& line) { g_logger->error(line); }
 
+// Points g_logger at a logger of the --log-format format; false (logged) on a bad value.
+bool configure_logger() {
+  const auto format = flashserve::api::parse_log_format(absl::GetFlag(FLAGS_log_format));
+  if (!format.ok()) {
+    log_error(std::string(format.status().message()));
+    return false;
+  }
+  static const flashserve::api::Logger logger(*format);
+  g_logger = &logger;
+  return true;
+}
+
 flashserve::api::ServerOptions options_from_flags() {
   flashserve::api::ServerOptions o;
   o.model_path = absl::GetFlag(FLAGS_model);
@@ -123,8 +133,8 @@ std::string check_options(const flashserve::api::ServerOptions& o) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "flashserve --model PATH [--device auto|cpu|cuda] [--host 0.0.0.0] [--port 50051] "
-      "[--metrics-port 9464] [--model-name NAME] [--log-format text|json] [--max-num-seqs N] [--max-batch-tokens N] [--max-waiting N] "
-      "[--kv-cache-mb MB] [--threads N]");
+      "[--metrics-port 9464] [--model-name NAME] [--log-format text|json] [--max-num-seqs N] "
+      "[--max-batch-tokens N] [--max-waiting N] [--kv-cache-mb MB] [--threads N]");
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = [](absl::string_view file) {
     return absl::EndsWith(file, "server/main.cc");
@@ -148,13 +158,7 @@ int main(int argc, char** argv) {
     fixed.push_back(a.data());
   }
   absl::ParseCommandLine(static_cast<int>(fixed.size()), fixed.data());
-  const auto log_format = flashserve::api::parse_log_format(absl::GetFlag(FLAGS_log_format));
-  if (!log_format.ok()) {
-    log_error(std::string(log_format.status().message()));
-    return 2;
-  }
-  static const flashserve::api::Logger logger(*log_format);
-  g_logger = &logger;
+  if (!configure_logger()) return 2;
   flashserve::api::ServerOptions options = options_from_flags();
   options.logger = g_logger;
   if (std::string problem = check_options(options); !problem.empty()) {

@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <chrono>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -68,7 +69,12 @@ absl::Status CpuModelRunner::forward(const ForwardBatch& batch,
   if (!valid.ok()) return valid;
   llama_forward_cpu(config_, *weights_, batch, config_.num_layers, &cache_, &workspace_,
                     &logits_, stats);
+  const auto sampling_start = std::chrono::steady_clock::now();
   sample_cpu(config_, batch, &logits_, sampled);
+  if (stats != nullptr) {  // sampling is part of "other" in the time breakdown
+    stats->breakdown.other_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - sampling_start).count();
+  }
   return absl::OkStatus();
 }
 
