@@ -3,8 +3,8 @@
 a real flashserve (CPU backend, the default model) while a bounded load runs, loads
 deploy/prometheus/rules.yml, and then every dashboard query and every rule expression is
 evaluated through Prometheus' HTTP API. Fails if any query errors or returns no series, if a
-rule group reports an error, or if the deadline expiries of the load are not counted as
-status="deadline_exceeded".
+rule group reports an error, if the deadline expiries of the load are not counted as
+status="deadline_exceeded", or if flashserve_build_info lacks the default model label.
 
     prometheus_live_test.py --server build/bin/flashserve --cli build/bin/flashserve-cli
 
@@ -129,6 +129,10 @@ def check_everything(prom):
     error, result = query(prom, 'sum(flashserve_requests_total{status="deadline_exceeded"})')
     if error or not result or float(result[0]["value"][1]) < 1:
         failures.append(f"deadline expiries not counted as deadline_exceeded: {error or result}")
+    # The default model label is the file name without .gguf; the device is the CPU.
+    error, result = query(prom, f'flashserve_build_info{{model="{MODEL.stem}", device="cpu"}}')
+    if error or len(result) != 1:
+        failures.append(f"flashserve_build_info with model={MODEL.stem}: {error or result}")
     return len(queries), failures
 
 
