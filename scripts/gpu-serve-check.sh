@@ -6,7 +6,7 @@
 #
 # Needs BIN_DIR (default .gpu/bin) with flashserve, flashserve-cli, layers_cuda_test,
 # attention_cuda_test, cuda_runner_test and e2e_server_test, their libraries in .gpu/lib
-# (see scripts/gpu-check.sh for the bundling), and MODEL (default
+# (made by scripts/gpu-bundle.sh), and MODEL (default
 # models/SmolLM2-135M-Instruct.Q4_1.gguf). Every stage is bounded in time; results go to
 # OUT_DIR/summary.txt plus one log per stage.
 #   kernels   layer, sampling and attention kernel tests against the CPU references

@@ -73,7 +73,8 @@ def query(prom, expr):
 def start_server(args, tmp, grpc_port, metrics_port):
     log = open(tmp / "flashserve.log", "w")
     return subprocess.Popen(
-        [args.server, "--model", str(MODEL), "--host", "127.0.0.1", "--port", str(grpc_port),
+        [args.server, "--model", str(MODEL), "--device", "cpu", "--host", "127.0.0.1",
+         "--port", str(grpc_port),
          "--metrics-port", str(metrics_port), "--max-waiting", "64", "--threads", "1"],
         stdout=log, stderr=subprocess.STDOUT)
 

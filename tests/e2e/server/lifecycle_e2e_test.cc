@@ -323,7 +323,7 @@ TEST_F(LifecycleE2E, JsonLogsAccessLinesAndTheBuildEverywhere) {
   EXPECT_FALSE(info.server_version().empty());
   EXPECT_FALSE(info.server_commit().empty());
 
-  std::FILE* pipe = popen(FLASHSERVE_SERVER_BIN " --version", "r");
+  std::FILE* pipe = popen((server_binary() + " --version").c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   char line[256] = {};
   const bool read = std::fgets(line, sizeof(line), pipe) != nullptr;
