@@ -28,6 +28,7 @@ CRD_SCHEMAS = {
     ("monitoring.coreos.com/v1", "PrometheusRule"): "monitoring.coreos.com_prometheusrule_v1.json",
     ("gateway.networking.k8s.io/v1", "GRPCRoute"): "gateway.networking.k8s.io_grpcroute_v1.json",
 }
+EXPECTED_DEVICE = {"cpu": "cpu", "gpu": "cuda"}
 HEADER = ("# Generated from deploy/prometheus/rules.yml by tests/deploy/k8s_check.py --write;\n"
           "# tests/deploy checks that the two agree. Edit rules.yml, not this file.\n")
 
@@ -81,6 +82,10 @@ def check_deployment(where, docs):
         if probes[probe].get("service") != service or probes[probe].get("port") != 50051:
             failures.append(f"{where}: {probe} asks {probes[probe]}, expected {service} on 50051")
     args = container["args"]
+    devices = [a for a in args if a.startswith("--device=")]
+    if devices != [f"--device={EXPECTED_DEVICE[where]}"]:
+        failures.append(f"{where}: device flags {devices}, expected --device="
+                        f"{EXPECTED_DEVICE[where]} once")
     drain = next(float(a.split("=")[1]) for a in args if a.startswith("--drain-timeout="))
     grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
     pre_stop = container["lifecycle"]["preStop"]["sleep"]["seconds"]
