@@ -62,8 +62,9 @@ stop_server() {
   wait $server_pid 2>/dev/null
 }
 # Engine step time and count from the server's /metrics (the server-side view of a run).
+# Samples carry labels (at least the constant model label): key them by the bare name.
 step_metrics() {
-  curl -s "127.0.0.1:$metrics_port/metrics" | awk '/^flashserve_engine_step_seconds_(sum|count) / {v[$1]=$2}
+  curl -s "127.0.0.1:$metrics_port/metrics" | awk '/^flashserve_engine_step_seconds_(sum|count)[{ ]/ {n=$1; sub(/\{.*/, "", n); v[n]=$NF}
     END {if (v["flashserve_engine_step_seconds_count"] > 0) printf "server: %d steps, %.2f ms per step\n",
       v["flashserve_engine_step_seconds_count"], 1e3 * v["flashserve_engine_step_seconds_sum"] / v["flashserve_engine_step_seconds_count"]}'
 }
@@ -103,7 +104,7 @@ if has serve; then
     cli generate --prompt "Write a haiku about the sea." --max-tokens 32 --temperature 0.8 \
       --top-p 0.95 --seed 7 2>&1 | tee -a "$summary"
     curl -s "127.0.0.1:$metrics_port/metrics" > "$out/metrics.txt"
-    grep -E '^flashserve_attention|^flashserve_step' "$out/metrics.txt" | head -40 | tee -a "$summary"
+    grep -E '^flashserve_(attention|forward|engine_step|build_info)' "$out/metrics.txt" | head -40 | tee -a "$summary"
     stop_server
   else
     note "serve: server did not start"; tail -20 "$out/serve.log" | tee -a "$summary"
