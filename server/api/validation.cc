@@ -1,5 +1,6 @@
 #include "server/api/validation.h"
 
+#include <charconv>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -12,13 +13,22 @@ absl::Status invalid(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
 }
 
+// The shortest text that reads back as exactly `value` ("100.00001", not "100"), so a value
+// just past a bound never prints as the bound itself.
+std::string exact(float value) {
+  if (std::isnan(value)) return "nan";
+  char buf[64];
+  const auto result = std::to_chars(buf, buf + sizeof(buf), value);
+  return std::string(buf, result.ptr);
+}
+
 // `value` must be finite and in [lo, hi] (or (lo, hi] when lo_open).
 absl::Status check_range(absl::string_view field, float value, float lo, float hi,
                          bool lo_open = false) {
   const bool below = lo_open ? !(value > lo) : !(value >= lo);
   if (!std::isfinite(value) || below || value > hi) {
-    return invalid(field, absl::StrFormat("%g is out of range %c%g, %g]", value,
-                                          lo_open ? '(' : '[', lo, hi));
+    return invalid(field, absl::StrCat(exact(value), " is out of range ", lo_open ? "(" : "[",
+                                       exact(lo), ", ", exact(hi), "]"));
   }
   return absl::OkStatus();
 }

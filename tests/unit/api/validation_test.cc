@@ -164,6 +164,27 @@ TEST(ValidationTest, SamplingOutOfRange) {
   }
 }
 
+// Issue 10 defect 5: a value just past a bound used to print as the bound ("100 is out of
+// range [0, 100]"). The message shows the value exactly as received.
+TEST(ValidationTest, RangeErrorsPrintTheExactValue) {
+  v1::GenerateRequest request = valid_request();
+  request.mutable_sampling()->set_temperature(100.00001f);
+  absl::Status status = validate_generate_request(request, test_limits());
+  EXPECT_EQ(status.message(), "sampling.temperature: 100.00001 is out of range [0, 100]");
+  request = valid_request();
+  request.mutable_sampling()->set_top_p(1.0000001f);
+  status = validate_generate_request(request, test_limits());
+  EXPECT_EQ(status.message(), "sampling.top_p: 1.0000001 is out of range (0, 1]");
+  request = valid_request();
+  request.mutable_sampling()->set_presence_penalty(-2.0000002f);
+  status = validate_generate_request(request, test_limits());
+  EXPECT_EQ(status.message(), "sampling.presence_penalty: -2.0000002 is out of range [-2, 2]");
+  request = valid_request();
+  request.mutable_sampling()->set_min_p(std::nanf(""));
+  status = validate_generate_request(request, test_limits());
+  EXPECT_EQ(status.message(), "sampling.min_p: nan is out of range [0, 1]");
+}
+
 TEST(ValidationTest, StoppingLimits) {
   v1::GenerateRequest request = valid_request();
   request.mutable_stopping()->set_max_new_tokens(0);
