@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "model/text/tokenizer_utf8.h"
 #include "server/engine/block_manager.h"
 #include "server/engine/output_processor.h"
@@ -93,7 +94,7 @@ class Engine::Impl {
   ~Impl();
 
   void start();
-  void drain();
+  bool drain(std::chrono::milliseconds limit);
   absl::StatusOr<RequestId> submit(GenerationRequest request, EventSink sink);
   void cancel(RequestId id);
   EngineSnapshot snapshot() const;
@@ -106,6 +107,7 @@ class Engine::Impl {
   bool has_input() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stop_ || draining_ || !inbox_.empty() || !cancelled_.empty();
   }
+  bool loop_exited() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return loop_exited_; }
 
   // ---- engine thread ----
   void loop();
@@ -123,7 +125,7 @@ class Engine::Impl {
   // a final event also sees its blocks freed in snapshot() and the metrics.
   void deliver();
   void finish(Request* req, FinishReason reason, absl::Status status, Clock::time_point now);
-  void finish_all(FinishReason reason);
+  void finish_all(FinishReason reason, const absl::Status& status = absl::OkStatus());
   void publish(Clock::time_point now, bool made_progress);
   void record_step_metrics(const SchedulerOutput& out, const model::ForwardStats& stats,
                            Clock::time_point begin, Clock::time_point end);
@@ -151,6 +153,9 @@ class Engine::Impl {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Set when a drain's limit passed: the loop fails what remains with this status and exits.
+  absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
+  bool loop_exited_ ABSL_GUARDED_BY(mu_) = false;
   EngineSnapshot published_ ABSL_GUARDED_BY(mu_);  // as of the last step
   Clock::time_point last_progress_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
@@ -195,18 +200,28 @@ void Engine::Impl::start() {
   thread_ = std::thread([this] { loop(); });
 }
 
-void Engine::Impl::drain() {
+bool Engine::Impl::drain(std::chrono::milliseconds limit) {
   bool joinable;
+  bool finished_in_time = true;
   {
     absl::MutexLock lock(&mu_);
     draining_ = true;
     joinable = thread_.joinable();
+    if (joinable && !mu_.AwaitWithTimeout(absl::Condition(this, &Impl::loop_exited),
+                                          absl::FromChrono(limit))) {
+      finished_in_time = false;
+      abort_status_ = absl::UnavailableError(absl::StrCat(
+          "the server is shutting down and its drain limit of ",
+          absl::FormatDuration(absl::FromChrono(limit)),
+          " passed before this request finished; retry elsewhere"));
+    }
   }
   if (joinable) {
-    thread_.join();
+    thread_.join();  // after the step in progress, if any
   } else {
     finish_all(FinishReason::kCancelled);
   }
+  return finished_in_time;
 }
 
 absl::Status Engine::Impl::validate(const GenerationRequest& r) const {
@@ -303,7 +318,18 @@ EngineSnapshot Engine::Impl::snapshot() const {
 
 void Engine::Impl::loop() {
   while (take_input()) step();
-  finish_all(FinishReason::kCancelled);  // stopped by the destructor with work left
+  absl::Status abort_status;
+  {
+    absl::MutexLock lock(&mu_);
+    abort_status = abort_status_;
+  }
+  if (abort_status.ok()) {
+    finish_all(FinishReason::kCancelled);  // stopped by the destructor with work left
+  } else {
+    finish_all(FinishReason::kError, abort_status);  // a drain's limit passed
+  }
+  absl::MutexLock lock(&mu_);
+  loop_exited_ = true;
 }
 
 bool Engine::Impl::take_input() {
@@ -312,7 +338,7 @@ bool Engine::Impl::take_input() {
   {
     absl::MutexLock lock(&mu_);
     if (!scheduler_.has_work()) mu_.Await(absl::Condition(this, &Impl::has_input));
-    if (stop_) return false;
+    if (stop_ || !abort_status_.ok()) return false;
     if (draining_ && inbox_.empty() && !scheduler_.has_work()) return false;
     arrived.swap(inbox_);
     cancelled.swap(cancelled_);
@@ -491,7 +517,7 @@ void Engine::Impl::finish(Request* req, FinishReason reason, absl::Status status
   requests_.erase(seq.id());  // `req` is gone from here on
 }
 
-void Engine::Impl::finish_all(FinishReason reason) {
+void Engine::Impl::finish_all(FinishReason reason, const absl::Status& status) {
   {
     absl::MutexLock lock(&mu_);
     for (auto& req : inbox_) {
@@ -505,7 +531,7 @@ void Engine::Impl::finish_all(FinishReason reason) {
   for (const auto& [id, req] : requests_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
   const Clock::time_point now = Clock::now();
-  for (RequestId id : ids) finish(requests_.at(id).get(), reason, {}, now);
+  for (RequestId id : ids) finish(requests_.at(id).get(), reason, status, now);
   publish(now, /*made_progress=*/false);
   deliver();
 }
@@ -552,7 +578,7 @@ Engine::Engine(std::unique_ptr<model::ModelRunner> runner, const model::Tokenize
     : impl_(std::make_unique<Impl>(std::move(runner), tokenizer, options, metrics)) {}
 Engine::~Engine() = default;
 void Engine::start() { impl_->start(); }
-void Engine::drain() { impl_->drain(); }
+bool Engine::drain(std::chrono::milliseconds limit) { return impl_->drain(limit); }
 absl::StatusOr<RequestId> Engine::submit(GenerationRequest request, EventSink sink) {
   return impl_->submit(std::move(request), std::move(sink));
 }

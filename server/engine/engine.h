@@ -113,8 +113,11 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   void start();
-  // Stops admitting (submit -> Unavailable), lets running and waiting requests finish, joins.
-  void drain();
+  // Stops admitting (submit -> Unavailable), lets running and waiting requests finish within
+  // `limit`, joins. When the limit passes first, what remains (running or waiting) finishes
+  // with kError and an Unavailable status saying so, after the step in progress; returns
+  // false then. A runner that never returns from a step blocks this (main.cc bounds it).
+  bool drain(std::chrono::milliseconds limit = std::chrono::milliseconds::max());
 
   // InvalidArgument: empty prompt, prompt + max_new_tokens over the context, unknown token
   // ids, invalid sampling. ResourceExhausted: waiting queue full, or the request could never

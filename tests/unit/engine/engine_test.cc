@@ -420,6 +420,42 @@ TEST(EngineTest, DrainFinishesTheWorkThenRefusesNewRequests) {
   EXPECT_EQ(late.status().code(), absl::StatusCode::kUnavailable);
 }
 
+// Issue 10 defect 6: drain has a hard limit. Work still running or waiting when it passes
+// finishes with an Unavailable status that says why, and drain() returns.
+TEST(EngineTest, DrainLimitFailsWhatRemainsWithUnavailable) {
+  TestEngine e({.engine = {.max_num_seqs = 1}});
+  // Every step takes 20 ms: 3 requests x 50 tokens would take ~3 s without the limit.
+  e.state->on_forward = [](const model::ForwardBatch&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  std::vector<std::shared_ptr<Stream>> streams;
+  for (int i = 0; i < 3; ++i) streams.push_back(e.submit(greedy_request(make_prompt(i, 5), 50)));
+  e->start();
+  const auto begin = std::chrono::steady_clock::now();
+  EXPECT_FALSE(e->drain(std::chrono::milliseconds(200)));
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(2));
+  for (auto& s : streams) {
+    expect_one_final(*s);
+    const GenerationEvent last = s->final_event();
+    EXPECT_EQ(last.finish_reason, FinishReason::kError);
+    EXPECT_EQ(last.status.code(), absl::StatusCode::kUnavailable) << last.status;
+    EXPECT_NE(last.status.message().find("drain limit of 200ms"), std::string::npos)
+        << last.status;
+  }
+  const EngineSnapshot snapshot = e->snapshot();
+  EXPECT_EQ(snapshot.num_running + snapshot.num_waiting, 0);
+  EXPECT_EQ(snapshot.num_kv_blocks_used, 0);
+}
+
+TEST(EngineTest, DrainWithinItsLimitReportsSuccess) {
+  TestEngine e;
+  auto s = e.submit(greedy_request(make_prompt(1, 5), 3));
+  e->start();
+  EXPECT_TRUE(e->drain(std::chrono::seconds(60)));
+  expect_one_final(*s);
+  EXPECT_EQ(s->final_event().finish_reason, FinishReason::kLength);
+}
+
 TEST(EngineTest, StallIsReportedWhileAStepHangs) {
   TestEngine e({.engine = {.stall_threshold = std::chrono::milliseconds(20)}});
   absl::Notification release;
