@@ -32,6 +32,7 @@ test_tools=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   prometheus
   python3 python3-pip python3-venv
+  openssl clang
 )
 case "$distro" in
   ubuntu-24.04)

@@ -1,22 +1,30 @@
-// flashserve: the gRPC LLM server (contract in docs/design.md).
+// flashserve: the gRPC LLM server (contract in docs/design.md and docs/api.md).
 //
 //   flashserve --model PATH [--device auto|cpu|cuda] [--host 0.0.0.0] [--port 50051]
 //              [--metrics-port 9464] [--model-name NAME] [limits...]
+//              [--tls-cert C --tls-key K [--tls-client-ca CA]] [--auth-token-file F]
 //   flashserve --version
 //
-// Start-up: the gRPC and metrics ports are bound first (health NOT_SERVING, Generation
-// UNAVAILABLE), then the model loads on a separate thread; health turns SERVING once the
-// engine runs. SIGINT/SIGTERM: NOT_SERVING, drain the engine (admitted requests finish), shut
-// the server down (a second signal exits at once). Logs go to stderr, as text or JSON
+// Start-up: the flags are checked (a configuration that cannot serve is refused with exit
+// code 2), the gRPC and metrics ports are bound (health NOT_SERVING, Generation UNAVAILABLE),
+// then the model loads on a separate thread; health turns SERVING once the engine runs.
+// SIGINT/SIGTERM: NOT_SERVING, drain for at most --drain-timeout (then what remains fails with
+// UNAVAILABLE), exit; a second signal exits at once, and so does a drain stuck past its limit
+// plus kShutdownSlack. SIGHUP re-reads --auth-token-file. Logs go to stderr, as text or JSON
 // (--log-format), with one access line per generation call.
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -24,6 +32,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "flashserve/version.h"
 #include "model/model_loader.h"
 #include "server/api/server.h"
@@ -53,22 +62,31 @@ ABSL_FLAG(double, gpu_memory_fraction, 0.9,
           "fill (the KV cache takes what is left after the weights)");
 ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = the BLAS default)");
 ABSL_FLAG(double, drain_timeout, 30,
-          "Seconds in-flight calls may take to finish after the engine drained on shutdown");
+          "Shutdown: seconds admitted requests may take to finish; then what remains fails "
+          "with UNAVAILABLE and the process exits");
+ABSL_FLAG(double, stall_timeout, 30,
+          "Seconds without a finished engine step (with work pending) before health turns "
+          "NOT_SERVING");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for gRPC TLS (with --tls-key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle; when set, clients must present a certificate it signed (mTLS)");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File with accepted bearer tokens, one per line ('#' comments); re-read on SIGHUP");
+ABSL_FLAG(std::string, fault_stall_file, "",
+          "Test hook: while this file exists every engine step blocks (stalled-engine tests)");
+ABSL_FLAG(bool, auth_open_health, true, "With token auth: health answers without a token");
+ABSL_FLAG(bool, auth_open_reflection, false,
+          "With token auth: server reflection answers without a token");
 
 namespace {
 
-// The first SIGINT/SIGTERM asks main() to drain; a second one exits at once.
-std::atomic<int> g_signal{0};
-static_assert(std::atomic<int>::is_always_lock_free);
+using flashserve::api::Server;
+using flashserve::api::ServerOptions;
 
-extern "C" void on_signal(int signal) {
-  int expected = 0;
-  if (!g_signal.compare_exchange_strong(expected, signal)) {
-    constexpr char kMessage[] = "flashserve: second signal, exiting without draining\n";
-    (void)!write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
-    _exit(128 + signal);
-  }
-}
+// How long past --drain-timeout a shutdown may take (a step in progress, writing out the final
+// statuses) before the process exits without waiting any longer.
+constexpr std::chrono::seconds kShutdownSlack{10};
 
 // The process's log: text until the flags are parsed, then as --log-format says.
 const flashserve::api::Logger g_text_logger;
@@ -89,8 +107,120 @@ bool configure_logger() {
   return true;
 }
 
-flashserve::api::ServerOptions options_from_flags() {
-  flashserve::api::ServerOptions o;
+// ---- signals: the handler only writes the signal number to a pipe --------------------------
+
+int g_signal_pipe[2] = {-1, -1};
+std::atomic<int> g_num_stop_signals{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+extern "C" void on_signal(int signal) {
+  if (signal != SIGHUP && g_num_stop_signals.fetch_add(1) > 0) {
+    constexpr char kMessage[] = "flashserve: second signal, exiting without draining\n";
+    (void)!write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+    _exit(128 + signal);
+  }
+  const char byte = static_cast<char>(signal);
+  (void)!write(g_signal_pipe[1], &byte, 1);
+}
+
+// Signal handlers, not sigwait: threads that exist before main() (the BLAS thread pool) do
+// not block signals, so a blocked-signal scheme would let SIGTERM kill the process.
+bool install_signal_handlers() {
+  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) return false;
+  struct sigaction action = {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int signal : {SIGINT, SIGTERM, SIGHUP}) sigaction(signal, &action, nullptr);
+  return true;
+}
+
+// The first reason to stop wins: a signal or a failed model load.
+class StopRequest {
+ public:
+  void request(const std::string& why, int exit_code) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_.HasBeenNotified()) return;
+    if (exit_code == 0) {
+      log(why);
+    } else {
+      log_error(why);
+    }
+    exit_code_ = exit_code;
+    done_.Notify();
+  }
+  int wait() {
+    done_.WaitForNotification();
+    std::lock_guard<std::mutex> lock(mu_);
+    return exit_code_;
+  }
+
+ private:
+  std::mutex mu_;
+  absl::Notification done_;
+  int exit_code_ = 0;
+};
+
+// Reads the signal pipe until it is closed: SIGHUP reloads the tokens, SIGINT/SIGTERM stop.
+std::thread start_signal_thread(Server* server, StopRequest* stop) {
+  return std::thread([server, stop] {
+    char byte;
+    for (;;) {
+      const ssize_t n = read(g_signal_pipe[0], &byte, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0 || byte == 0) return;
+      if (byte == SIGHUP) {
+        const absl::Status status = server->reload_auth_tokens();
+        log(status.ok() ? "SIGHUP: auth tokens reloaded"
+                        : absl::StrCat("SIGHUP: auth tokens NOT reloaded (the old ones stay): ",
+                                       status.ToString()));
+        continue;
+      }
+      stop->request(absl::StrCat("received ", strsignal(byte), ": draining"), 0);
+    }
+  });
+}
+
+// ---- flags -----------------------------------------------------------------------------------
+
+// docs/api.md spells flags with dashes (--metrics-port); absl flags use underscores.
+std::vector<std::string> dashes_to_underscores(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::string& a : args) {
+    if (a.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(a.find('='), a.size());
+    for (size_t i = 2; i < end; ++i) {
+      if (a[i] == '-') a[i] = '_';
+    }
+  }
+  return args;
+}
+
+void parse_flags(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "flashserve --model PATH [--device auto|cpu|cuda] [--host 0.0.0.0] [--port 50051] "
+      "[--metrics-port 9464] [--model-name NAME] [--log-format text|json] [--max-num-seqs N] "
+      "[--max-batch-tokens N] [--max-waiting N] [--kv-cache-mb MB] [--threads N] "
+      "[--drain-timeout S] [--tls-cert C --tls-key K [--tls-client-ca CA]] "
+      "[--auth-token-file F]");
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "server/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  usage.version_string = [] {
+    return absl::StrCat("flashserve ", flashserve::kVersion, " (commit ",
+                        flashserve::kGitCommit, ")\n");
+  };
+  absl::SetFlagsUsageConfig(usage);
+  std::vector<std::string> args = dashes_to_underscores(argc, argv);
+  std::vector<char*> pointers;
+  for (std::string& a : args) pointers.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(pointers.size()), pointers.data());
+}
+
+absl::StatusOr<ServerOptions> options_from_flags() {
+  ServerOptions o;
   o.model_path = absl::GetFlag(FLAGS_model);
   o.model_name = absl::GetFlag(FLAGS_model_name);
   o.device = absl::GetFlag(FLAGS_device);
@@ -105,123 +235,102 @@ flashserve::api::ServerOptions options_from_flags() {
   o.kv_cache_tokens = absl::GetFlag(FLAGS_kv_cache_tokens);
   o.gpu_memory_fraction = absl::GetFlag(FLAGS_gpu_memory_fraction);
   o.num_threads = absl::GetFlag(FLAGS_threads);
+  o.fault_stall_file = absl::GetFlag(FLAGS_fault_stall_file);
+  o.tls = {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+           absl::GetFlag(FLAGS_tls_client_ca)};
+  o.auth = {absl::GetFlag(FLAGS_auth_token_file), absl::GetFlag(FLAGS_auth_open_health),
+            absl::GetFlag(FLAGS_auth_open_reflection)};
+  auto drain = flashserve::api::seconds_flag("drain-timeout", absl::GetFlag(FLAGS_drain_timeout));
+  if (!drain.ok()) return drain.status();
+  o.drain_timeout = *drain;
+  auto stall = flashserve::api::seconds_flag("stall-timeout", absl::GetFlag(FLAGS_stall_timeout));
+  if (!stall.ok()) return stall.status();
+  o.engine.stall_threshold = *stall;
+  if (auto st = flashserve::api::validate_server_options(o); !st.ok()) return st;
+  auto device = flashserve::model::parse_device(o.device);
+  if (!device.ok()) return device.status();
+  if (absl::Status st = flashserve::model::check_device_available(*device); !st.ok()) return st;
   return o;
 }
 
-// Flag values that can be rejected before anything starts. Empty when fine.
-std::string check_options(const flashserve::api::ServerOptions& o) {
-  if (o.model_path.empty()) return "--model is required";
-  if (o.port < 0 || o.port > 65535) return absl::StrCat("--port ", o.port, " is not a port");
-  if (o.metrics_port < -1 || o.metrics_port > 65535) {
-    return absl::StrCat("--metrics_port ", o.metrics_port, " is not a port (or -1)");
+// ---- life cycle ------------------------------------------------------------------------------
+
+std::unique_ptr<Server> start_server(const ServerOptions& options) {
+  auto server = Server::start(options);
+  if (!server.ok()) {
+    log_error(absl::StrCat("cannot start: ", server.status().ToString()));
+    return nullptr;
   }
-  if (o.engine.max_num_seqs < 1) return "--max_num_seqs must be >= 1";
-  if (o.engine.max_batch_tokens < 1) return "--max_batch_tokens must be >= 1";
-  if (o.engine.max_waiting < 0) return "--max_waiting must be >= 0";
-  if (o.engine.max_context < 0) return "--max_context must be >= 0";
-  if (o.kv_cache_mb < 0) return "--kv_cache_mb must be >= 0";
-  if (o.kv_cache_tokens < 0) return "--kv_cache_tokens must be >= 0";
-  if (!(o.gpu_memory_fraction > 0 && o.gpu_memory_fraction <= 1)) {
-    return absl::StrCat("--gpu_memory_fraction ", o.gpu_memory_fraction, " must be in (0, 1]");
+  // Tests and tools parse this line: keep "listening on HOST:PORT (gRPC)".
+  log(absl::StrCat("listening on ", options.host, ":", (*server)->grpc_port(), " (gRPC)"));
+  log(absl::StrCat("gRPC security: ",
+                   options.tls.cert_path.empty() ? "plaintext" : "TLS",
+                   options.tls.client_ca_path.empty() ? "" : " + client certificates (mTLS)",
+                   options.auth.token_file.empty() ? ", no token auth" : ", bearer tokens"));
+  if ((*server)->metrics_port() > 0) {
+    log(absl::StrCat("metrics on http://", options.host, ":", (*server)->metrics_port(),
+                     "/metrics"));
   }
-  if (o.num_threads < 0) return "--threads must be >= 0";
-  return "";
+  return std::move(*server);
+}
+
+std::thread start_loader(Server* server, const ServerOptions& options, StopRequest* stop) {
+  log(absl::StrCat("loading ", options.model_path, " ..."));
+  return std::thread([server, stop] {
+    const absl::Status status = server->load_model();
+    if (!status.ok()) {
+      stop->request(absl::StrCat("cannot load the model: ", status.ToString()), 1);
+      return;
+    }
+    log(absl::StrCat("model loaded: ", server->model_summary()));
+    log("serving");
+  });
+}
+
+// Exits the process if the shutdown outlives the drain limit plus kShutdownSlack (a runner
+// stuck in a step, a load that does not end).
+std::thread start_watchdog(std::chrono::milliseconds drain_timeout, absl::Notification* done) {
+  return std::thread([drain_timeout, done] {
+    if (done->WaitForNotificationWithTimeout(absl::FromChrono(drain_timeout + kShutdownSlack))) {
+      return;
+    }
+    log(absl::StrCat("shutdown did not finish within --drain-timeout + ", kShutdownSlack.count(),
+                     " s; exiting without waiting"));
+    _exit(1);
+  });
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "flashserve --model PATH [--device auto|cpu|cuda] [--host 0.0.0.0] [--port 50051] "
-      "[--metrics-port 9464] [--model-name NAME] [--log-format text|json] [--max-num-seqs N] "
-      "[--max-batch-tokens N] [--max-waiting N] [--kv-cache-mb MB] [--threads N]");
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "server/main.cc");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  usage.version_string = [] {
-    return absl::StrCat("flashserve ", flashserve::kVersion, " (commit ",
-                        flashserve::kGitCommit, ")\n");
-  };
-  absl::SetFlagsUsageConfig(usage);
-  // docs/api.md spells flags with dashes (--metrics-port); absl flags use underscores.
-  std::vector<std::string> args(argv, argv + argc);
-  std::vector<char*> fixed;
-  for (std::string& a : args) {
-    if (a.rfind("--", 0) == 0) {
-      const size_t end = std::min(a.find('='), a.size());
-      for (size_t i = 2; i < end; ++i) {
-        if (a[i] == '-') a[i] = '_';
-      }
-    }
-    fixed.push_back(a.data());
-  }
-  absl::ParseCommandLine(static_cast<int>(fixed.size()), fixed.data());
+  parse_flags(argc, argv);
   if (!configure_logger()) return 2;
-  flashserve::api::ServerOptions options = options_from_flags();
-  options.logger = g_logger;
-  if (std::string problem = check_options(options); !problem.empty()) {
-    log_error(problem);
+  absl::StatusOr<ServerOptions> options = options_from_flags();
+  if (!options.ok()) {
+    log_error(std::string(options.status().message()));
     return 2;
   }
-  if (auto device = flashserve::model::parse_device(options.device); !device.ok()) {
-    log_error(std::string(device.status().message()));
-    return 2;
-  } else if (absl::Status st = flashserve::model::check_device_available(*device); !st.ok()) {
-    log_error(std::string(st.message()));
-    return 2;
-  }
-
-  // Signal handlers, not sigwait: threads that exist before main() (the BLAS thread pool)
-  // do not block signals, so a blocked-signal scheme would let SIGTERM kill the process.
-  struct sigaction action = {};
-  action.sa_handler = on_signal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-
-  auto server = flashserve::api::Server::start(options);
-  if (!server.ok()) {
-    log_error(absl::StrCat("cannot start: ", server.status().ToString()));
+  options->logger = g_logger;
+  if (!install_signal_handlers()) {
+    log_error(absl::StrCat("cannot create the signal pipe: ", std::strerror(errno)));
     return 1;
   }
-  log(absl::StrCat("listening on ", options.host, ":", (*server)->grpc_port(), " (gRPC)"));
-  if ((*server)->metrics_port() > 0) {
-    log(absl::StrCat("metrics on http://", options.host, ":", (*server)->metrics_port(),
-                     "/metrics"));
-  }
-  log(absl::StrCat("loading ", options.model_path, " ..."));
+  std::unique_ptr<Server> server = start_server(*options);
+  if (server == nullptr) return 1;
+  StopRequest stop;
+  std::thread signals = start_signal_thread(server.get(), &stop);
+  std::thread loader = start_loader(server.get(), *options, &stop);
 
-  std::atomic<int> load_state{0};  // 0 loading, 1 loaded, -1 failed
-  std::thread loader([&] {
-    absl::Status status = (*server)->load_model();
-    if (status.ok()) {
-      log(absl::StrCat("model loaded: ", (*server)->model_summary()));
-      log("serving");
-      load_state.store(1);
-    } else {
-      log_error(absl::StrCat("cannot load the model: ", status.ToString()));
-      load_state.store(-1);
-    }
-  });
-
-  int exit_code = 0;
-  while (true) {
-    if (const int signal = g_signal.load(); signal != 0) {
-      log(absl::StrCat("received ", strsignal(signal), ": draining"));
-      break;
-    }
-    if (load_state.load() < 0) {
-      exit_code = 1;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const int exit_code = stop.wait();
+  absl::Notification stopped;
+  std::thread watchdog = start_watchdog(options->drain_timeout, &stopped);
   loader.join();  // a load in progress completes before the engine can drain
-  const auto grace = std::chrono::milliseconds(
-      static_cast<int64_t>(absl::GetFlag(FLAGS_drain_timeout) * 1000));
-  (*server)->shutdown(grace);
+  server->shutdown();
+  stopped.Notify();
+  watchdog.join();
+  const char end = 0;  // ends the signal thread
+  (void)!write(g_signal_pipe[1], &end, 1);
+  signals.join();
   log("stopped");
   return exit_code;
 }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "server/api/grpc_status.h"
+#include "server/api/raw_messages.h"
 #include "server/api/utf8.h"
 
 namespace flashserve::api {
@@ -23,10 +24,12 @@ struct CallState {
   const std::string_view method;
   // Exactly one of these is set; valid until `finished`.
   GenerateCall* unary = nullptr;
-  v1::GenerateResponse* response = nullptr;  // unary: gRPC's response message
+  v1::GenerateResponse response;              // unary: gathered events
+  grpc::ByteBuffer* response_bytes = nullptr;  // unary: gRPC's, serialized before Finish
   GenerateStreamCall* stream = nullptr;
   std::deque<engine::GenerationEvent> pending;  // stream: events not yet written
   v1::GenerateStreamResponse out;               // stream: the message being written
+  grpc::ByteBuffer out_bytes;                   // stream: `out` serialized
   bool writing = false;      // stream: a StartWrite is in flight
   bool finished = false;     // Finish (or StartWriteAndFinish) has been issued
   bool client_gone = false;  // OnCancel, or a write failed
@@ -212,12 +215,13 @@ void CallState::on_event(engine::GenerationEvent event) {
     pump(std::move(lock));
     return;
   }
-  append_event(event, response);
+  append_event(event, &response);
   if (!event.finished) return;
   const grpc::Status status = final_status(event, client_gone);
   if (status.ok()) {
-    response->set_finish_reason(to_proto(event.finish_reason));
-    fill_usage(event, response->mutable_usage(), response->mutable_timings());
+    response.set_finish_reason(to_proto(event.finish_reason));
+    fill_usage(event, response.mutable_usage(), response.mutable_timings());
+    *response_bytes = to_byte_buffer(response);
   }
   finish(std::move(lock), status);
 }
@@ -251,24 +255,26 @@ void CallState::pump(std::unique_lock<std::mutex> lock) {
     f->set_finish_reason(to_proto(final_event->finish_reason));
     fill_usage(*final_event, f->mutable_usage(), f->mutable_timings());
     finished = true;
+    out_bytes = to_byte_buffer(out);
     lock.unlock();
     log_access(grpc::Status::OK);
-    stream->StartWriteAndFinish(&out, grpc::WriteOptions(), grpc::Status::OK);
+    stream->StartWriteAndFinish(&out_bytes, grpc::WriteOptions(), grpc::Status::OK);
     return;
   }
   if (out.text().empty() && out.token_ids().empty()) return;  // nothing visible to send
   writing = true;
+  out_bytes = to_byte_buffer(out);
   lock.unlock();
-  stream->StartWrite(&out);
+  stream->StartWrite(&out_bytes);
 }
 
 // ---- GenerateCall ---------------------------------------------------------------------------
 
-GenerateCall::GenerateCall(engine::Engine* engine, v1::GenerateResponse* response,
+GenerateCall::GenerateCall(engine::Engine* engine, grpc::ByteBuffer* response,
                            const Logger* logger)
     : state_(std::make_shared<CallState>(engine, logger, "Generate")) {
   state_->unary = this;
-  state_->response = response;
+  state_->response_bytes = response;
 }
 
 void GenerateCall::submit(engine::GenerationRequest request) {

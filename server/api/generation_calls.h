@@ -30,8 +30,9 @@ struct CallState;
 
 class GenerateCall final : public grpc::ServerUnaryReactor {
  public:
-  // `response` is gRPC's, valid until OnDone. `logger` (may be null) must outlive the call.
-  GenerateCall(engine::Engine* engine, v1::GenerateResponse* response,
+  // `response` is gRPC's (the serialized GenerateResponse), valid until OnDone. `logger`
+  // (may be null) must outlive the call.
+  GenerateCall(engine::Engine* engine, grpc::ByteBuffer* response,
                const Logger* logger = nullptr);
   // Exactly one of submit()/reject() is called, right after construction.
   void submit(engine::GenerationRequest request);
@@ -44,7 +45,8 @@ class GenerateCall final : public grpc::ServerUnaryReactor {
   std::shared_ptr<CallState> state_;
 };
 
-class GenerateStreamCall final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse> {
+// Writes serialized GenerateStreamResponse messages (the service uses raw methods).
+class GenerateStreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit GenerateStreamCall(engine::Engine* engine, const Logger* logger = nullptr);
   void submit(engine::GenerationRequest request);

@@ -35,6 +35,13 @@ struct HealthWatch {
   void pump(std::unique_lock<std::mutex> lock);
 };
 
+// A Watch refused before it starts (no valid token): finishes at once.
+class RejectedWatch final : public grpc::ServerWriteReactor<HealthCheckResponse> {
+ public:
+  explicit RejectedWatch(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
 class HealthWatchCall final : public grpc::ServerWriteReactor<HealthCheckResponse> {
  public:
   HealthWatchCall(HealthService* service, std::shared_ptr<HealthWatch> watch)
@@ -89,7 +96,8 @@ void HealthWatch::pump(std::unique_lock<std::mutex> lock) {
 
 // ---- HealthService --------------------------------------------------------------------------
 
-HealthService::HealthService(std::vector<std::string> services) : services_(std::move(services)) {}
+HealthService::HealthService(std::vector<std::string> services, const TokenAuth* auth)
+    : services_(std::move(services)), auth_(auth) {}
 
 HealthService::~HealthService() = default;
 
@@ -156,6 +164,12 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* cont
                                                const HealthCheckRequest* request,
                                                HealthCheckResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (auth_ != nullptr) {
+    if (grpc::Status denied = auth_->check(*context); !denied.ok()) {
+      reactor->Finish(denied);
+      return reactor;
+    }
+  }
   if (!known(request->service())) {
     reactor->Finish(grpc::Status(
         grpc::StatusCode::NOT_FOUND,
@@ -173,7 +187,12 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* cont
 }
 
 grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
-    grpc::CallbackServerContext* /*context*/, const HealthCheckRequest* request) {
+    grpc::CallbackServerContext* context, const HealthCheckRequest* request) {
+  if (auth_ != nullptr) {
+    if (grpc::Status denied = auth_->check(*context); !denied.ok()) {
+      return new RejectedWatch(denied);
+    }
+  }
   auto watch = std::make_shared<HealthWatch>();
   auto* call = new HealthWatchCall(this, watch);
   watch->known = known(request->service());

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "server/api/auth.h"
 #include "server/engine/engine.h"
 
 namespace flashserve::api {
@@ -54,7 +55,8 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
 
   // `services`: the names besides "" and kLivenessService that Check/Watch know (e.g.
   // "flashserve.v1.Generation").
-  explicit HealthService(std::vector<std::string> services);
+  // `auth`: null = open to all; otherwise Check/Watch need a token (UNAUTHENTICATED).
+  explicit HealthService(std::vector<std::string> services, const TokenAuth* auth = nullptr);
   ~HealthService() override;
 
   void set_serving(bool serving);
@@ -75,6 +77,7 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   void forget(const HealthWatch* watch);  // the call is done
 
   const std::vector<std::string> services_;
+  const TokenAuth* const auth_;
   mutable std::mutex mu_;  // taken before any HealthWatch::mu, never after
   bool serving_ = false;        // guarded by mu_
   bool shut_down_ = false;      // guarded by mu_

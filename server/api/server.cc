@@ -1,6 +1,9 @@
 #include "server/api/server.h"
 
 #include <atomic>
+#include <fstream>
+#include <sstream>
+#include <cstdio>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +14,8 @@
 #include "model/model_loader.h"
 #include "server/api/generation_service.h"
 #include "server/api/health.h"
+#include "server/api/raw_messages.h"
+#include "server/api/stall_hook.h"
 #include "server/metrics/metrics.h"
 
 namespace flashserve::api {
@@ -35,6 +40,47 @@ std::string host_port(const std::string& host, int port) {
   return absl::StrCat(host, ":", port);
 }
 
+absl::StatusOr<std::string> read_pem(absl::string_view flag, const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream text;
+  text << file.rdbuf();
+  if (!file || text.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": '", path, "' is not a readable PEM file"));
+  }
+  return text.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_credentials(
+    const TlsOptions& tls) {
+  if (tls.cert_path.empty()) return grpc::InsecureServerCredentials();
+  auto cert = read_pem("tls-cert", tls.cert_path);
+  if (!cert.ok()) return cert.status();
+  auto key = read_pem("tls-key", tls.key_path);
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!tls.client_ca_path.empty()) {
+    auto ca = read_pem("tls-client-ca", tls.client_ca_path);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+void apply_transport_limits(const TransportLimits& limits, grpc::ServerBuilder* builder) {
+  builder->SetMaxReceiveMessageSize(limits.max_receive_message_bytes);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, limits.max_concurrent_streams);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                              static_cast<int>(limits.keepalive_time.count()));
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                              static_cast<int>(limits.keepalive_timeout.count()));
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                              static_cast<int>(limits.min_client_ping_interval.count()));
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+}
+
 }  // namespace
 
 class Server::Impl {
@@ -43,11 +89,12 @@ class Server::Impl {
 
   absl::Status start();
   absl::Status load_model();
-  void shutdown(std::chrono::milliseconds grace);
+  void shutdown();
   bool is_serving() const;
 
   ServerOptions options_;
   std::unique_ptr<metrics::Metrics> metrics_;
+  std::unique_ptr<TokenAuth> auth_;  // null without --auth-token-file
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<HealthService> health_service_;  // NOT_SERVING until the watcher says so
   std::unique_ptr<grpc::Server> grpc_;
@@ -67,6 +114,7 @@ class Server::Impl {
 };
 
 absl::Status Server::Impl::start() {
+  install_protobuf_log_handler();  // malformed requests must not flood the log
   if (options_.metrics_port >= 0) {
     metrics::BuildInfo info;
     info.version = kVersion;
@@ -79,13 +127,25 @@ absl::Status Server::Impl::start() {
       return st;
     }
   }
-  service_ = std::make_unique<GenerationService>(metrics_.get(), options_.logger);
+  if (!options_.auth.token_file.empty()) {
+    auto auth = TokenAuth::load(options_.auth.token_file);
+    if (!auth.ok()) return auth.status();
+    auth_ = std::move(*auth);
+  }
+  auto credentials = server_credentials(options_.tls);
+  if (!credentials.ok()) return credentials.status();
+  service_ = std::make_unique<GenerationService>(metrics_.get(), auth_.get(), options_.logger);
   health_service_ = std::make_unique<HealthService>(
-      std::vector<std::string>{v1::Generation::service_full_name()});
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+      std::vector<std::string>{v1::Generation::service_full_name()},
+      options_.auth.open_health ? nullptr : auth_.get());
+  // Reflection cannot check tokens (it is gRPC's own service): with token auth it is served
+  // only when declared open.
+  const bool reflection = auth_ == nullptr || options_.auth.open_reflection;
+  if (reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = host_port(options_.host, options_.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &grpc_port_);
+  builder.AddListeningPort(address, *credentials, &grpc_port_);
+  apply_transport_limits(options_.transport, &builder);
   builder.RegisterService(service_.get());
   builder.RegisterService(health_service_.get());
   grpc_ = builder.BuildAndStart();
@@ -118,6 +178,9 @@ absl::Status Server::Impl::load_model() {
   auto loaded = model::load_model(options_.model_path, load_options);
   if (!loaded.ok()) return loaded.status();
   model_ = std::move(*loaded);
+  if (!options_.fault_stall_file.empty()) {
+    model_.runner = with_stall_hook(std::move(model_.runner), options_.fault_stall_file);
+  }
 
   RequestLimits limits = options_.limits;
   limits.context_length = options_.engine.max_context > 0
@@ -147,15 +210,22 @@ absl::Status Server::Impl::load_model() {
   return absl::OkStatus();
 }
 
-void Server::Impl::shutdown(std::chrono::milliseconds grace) {
+void Server::Impl::shutdown() {
+  // After the engine's drain every generation call has its final status; this is how long
+  // gRPC may take to write those out before it cancels what is still open.
+  constexpr std::chrono::milliseconds kDeliveryGrace{1000};
   std::lock_guard<std::mutex> lock(shutdown_mu_);
   if (shut_down_.exchange(true)) return;
   draining_.store(true);
   if (health_) health_->stop();          // NOT_SERVING from here on
-  if (engine_) engine_->drain();         // new requests UNAVAILABLE; admitted ones finish
+  // New requests UNAVAILABLE; admitted ones finish until the drain limit, then fail.
+  if (engine_ && !engine_->drain(options_.drain_timeout)) {
+    std::fprintf(stderr, "flashserve: drain limit of %lld ms passed; unfinished requests "
+                 "failed with UNAVAILABLE\n", static_cast<long long>(options_.drain_timeout.count()));
+  }
   if (health_service_) health_service_->shutdown();  // ends open Watch streams
   if (grpc_) {
-    grpc_->Shutdown(std::chrono::system_clock::now() + grace);
+    grpc_->Shutdown(std::chrono::system_clock::now() + kDeliveryGrace);
     grpc_->Wait();
   }
 }
@@ -165,7 +235,7 @@ void Server::Impl::shutdown(std::chrono::milliseconds grace) {
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() {
-  if (impl_) impl_->shutdown(std::chrono::seconds(5));
+  if (impl_) impl_->shutdown();
 }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
@@ -176,7 +246,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::start(const ServerOptions& optio
 
 absl::Status Server::load_model() { return impl_->load_model(); }
 
-void Server::shutdown(std::chrono::milliseconds grace) { impl_->shutdown(grace); }
+absl::Status Server::reload_auth_tokens() {
+  if (impl_->auth_ == nullptr) {
+    return absl::FailedPreconditionError("no --auth-token-file: nothing to reload");
+  }
+  return impl_->auth_->reload();
+}
+
+void Server::shutdown() { impl_->shutdown(); }
 
 int Server::grpc_port() const { return impl_->grpc_port_; }
 

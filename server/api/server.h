@@ -14,31 +14,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/api/log.h"
-#include "server/api/validation.h"
-#include "server/engine/engine.h"
+#include "server/api/server_options.h"
 
 namespace flashserve::api {
-
-struct ServerOptions {
-  std::string model_path;
-  // The `model` label of every metric; empty = the model file's name without ".gguf".
-  std::string model_name;
-  std::string device = "auto";  // auto | cpu | cuda
-  std::string host = "0.0.0.0";
-  int port = 50051;             // 0 = any free port (see grpc_port())
-  int metrics_port = 9464;      // 0 = any free port; -1 = no metrics HTTP server
-  engine::EngineOptions engine;
-  int kv_cache_mb = 0;          // KV cache size in MiB; 0 = the loader's default
-  int64_t kv_cache_tokens = 0;  // KV cache size in tokens (overrides kv_cache_mb); 0 = unset
-  double gpu_memory_fraction = 0.9;  // CUDA backend: device memory weights + cache may fill
-  int num_threads = 0;          // CPU backend threads; 0 = library default
-  RequestLimits limits;         // policy part; context/vocab are filled from the model
-  // Receives the access lines (one per generation call); null = none. Must outlive the server.
-  const Logger* logger = nullptr;
-  // How often the health watcher re-evaluates SERVING.
-  std::chrono::milliseconds health_period{100};
-};
 
 class Server {
  public:
@@ -50,8 +28,14 @@ class Server {
   // Blocking. InvalidArgument/NotFound/Unimplemented etc. from the loader, or for a bad
   // --device. Call once.
   absl::Status load_model();
-  // Graceful stop; `grace` bounds how long in-flight calls may take after the engine drained.
-  void shutdown(std::chrono::milliseconds grace);
+  // Graceful stop, bounded by options.drain_timeout: NOT_SERVING, admitted work may finish
+  // until then, what remains then fails with UNAVAILABLE ("drain limit ... passed"), and the
+  // gRPC server gets a short moment to deliver those statuses. Idempotent.
+  void shutdown();
+
+  // Re-reads --auth-token-file (SIGHUP). On error the tokens in use stay. FailedPrecondition
+  // without token auth.
+  absl::Status reload_auth_tokens();
 
   int grpc_port() const;
   int metrics_port() const;  // 0 when metrics are off

@@ -10,8 +10,10 @@
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/impl/client_unary_call.h"
 #include "gtest/gtest.h"
 #include "server/api/health.h"
+#include "server/api/raw_messages.h"
 #include "server/metrics/metrics.h"
 #include "tests/unit/engine/fakes.h"
 
@@ -368,15 +370,99 @@ TEST_F(ServiceTest, HealthFollowsTheEngine) {
   grpc::ClientContext context;
   auto reader = stub_->GenerateStream(&context, request("stall", 3));
   EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::NOT_SERVING));
+  // While stalled, new requests fail at once with UNAVAILABLE instead of queueing.
+  v1::GenerateResponse refused_response;
+  const grpc::Status refused =
+      stub_->Generate(context_with(kTimeout).get(), request("late", 2), &refused_response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(refused.error_message(), HasSubstr("stalled"));
   gate_closed_ = false;
   EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::SERVING));
   v1::GenerateStreamResponse message;
   while (reader->Read(&message)) {
   }
   EXPECT_TRUE(reader->Finish().ok());
+  // Recovered: served again.
+  v1::GenerateResponse served;
+  EXPECT_TRUE(stub_->Generate(context_with(kTimeout).get(), request("again", 2), &served).ok());
   engine_->drain();
   EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::NOT_SERVING));
   watcher.stop();
+}
+
+// ---- malformed requests (issue 10 defect 4) ---------------------------------------------
+
+grpc::Status raw_unary(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                       const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer response;
+  auto context = context_with(std::chrono::seconds(10));
+  return grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+      channel.get(), grpc::internal::RpcMethod(method.c_str(), grpc::internal::RpcMethod::NORMAL_RPC),
+      context.get(), request, &response);
+}
+
+grpc::Status raw_stream(const std::shared_ptr<grpc::Channel>& channel, const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1);
+  auto context = context_with(std::chrono::seconds(10));
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+          channel.get(),
+          grpc::internal::RpcMethod("/flashserve.v1.Generation/GenerateStream",
+                                    grpc::internal::RpcMethod::SERVER_STREAMING),
+          context.get(), request));
+  grpc::ByteBuffer message;
+  while (reader->Read(&message)) {
+  }
+  return reader->Finish();
+}
+
+// Field 1 (prompt), length 3, bytes that are not UTF-8.
+const std::string kBadUtf8Prompt = std::string("\x0a\x03\xff\xfe", 4) + "a";
+const std::string kTruncated = std::string("\x0a\x10ab", 4);     // says 16 bytes, has 2
+const std::string kGarbage = std::string("\xff\xff\xff\xff\xff", 5);  // no valid tag
+
+TEST_F(ServiceTest, MalformedProtobufIsInvalidArgumentWithAReason) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  const std::string generate = "/flashserve.v1.Generation/Generate";
+  grpc::Status status = raw_unary(channel_, generate, kBadUtf8Prompt);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("not a valid flashserve.v1.GenerateRequest"));
+  EXPECT_THAT(status.error_message(), HasSubstr("UTF-8"));
+  for (const std::string& bytes : {kTruncated, kGarbage}) {
+    status = raw_unary(channel_, generate, bytes);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("not a valid flashserve.v1.GenerateRequest"));
+    status = raw_stream(channel_, bytes);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("not a valid flashserve.v1.GenerateRequest"));
+  }
+  status = raw_unary(channel_, "/flashserve.v1.Generation/Tokenize", kBadUtf8Prompt);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("not a valid flashserve.v1.TokenizeRequest"));
+  status = raw_unary(channel_, "/flashserve.v1.Generation/Detokenize", kGarbage);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // Well-formed requests still work through the raw methods, and nothing leaked.
+  v1::GenerateResponse response;
+  auto context = context_with(kTimeout);
+  ASSERT_TRUE(stub_->Generate(context.get(), request("abc", 3), &response).ok());
+  EXPECT_EQ(response.token_ids_size(), 3);
+  EXPECT_TRUE(idle());
+}
+
+TEST_F(ServiceTest, MalformedRequestLogsAreRateLimited) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  install_protobuf_log_handler();
+  const ProtobufLogCounts before = protobuf_log_counts();
+  for (int i = 0; i < 30; ++i) {
+    raw_unary(channel_, "/flashserve.v1.Generation/Generate", kBadUtf8Prompt);
+  }
+  const ProtobufLogCounts after = protobuf_log_counts();
+  // One line per kLogInterval (10 s): this loop takes far less, so at most one is printed.
+  EXPECT_LE(after.printed - before.printed, 1);
+  EXPECT_GE(after.suppressed - before.suppressed, 29);
 }
 
 }  // namespace

@@ -1,0 +1,43 @@
+#pragma once
+// Requests arrive as raw bytes (the services register gRPC's raw callback methods) so that a
+// request that is not a valid protobuf message gets INVALID_ARGUMENT with a reason, instead of
+// gRPC's UNIMPLEMENTED with an empty message (its callback handlers drop the parse status).
+//
+//   parse_request()   bytes -> message; InvalidArgument("request: not a valid
+//                     flashserve.v1.GenerateRequest: <protobuf's reason>") when they are not.
+//   to_byte_buffer()  message -> bytes for a response.
+//
+// Protobuf reports why a parse failed only through its log (e.g. "String field ... contains
+// invalid UTF-8 data"). install_protobuf_log_handler() routes that log through a handler
+// that, during parse_request(), captures the reason for the status instead of printing it,
+// and otherwise prints at most one line per kLogInterval (with the number suppressed), so a
+// client cannot flood the server's log.
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "google/protobuf/message.h"
+#include "grpcpp/support/byte_buffer.h"
+
+namespace flashserve::api {
+
+inline constexpr std::chrono::seconds kLogInterval{10};
+
+absl::Status parse_request(const grpc::ByteBuffer& bytes, google::protobuf::Message* message);
+grpc::ByteBuffer to_byte_buffer(const google::protobuf::Message& message);
+
+// Prints `line` to stderr unless a line was printed less than kLogInterval ago (then counts
+// it; the next printed line says how many were suppressed). Shared by all callers.
+void log_rate_limited(const std::string& line);
+
+// Idempotent; call before serving. The rate-limited lines go to stderr.
+void install_protobuf_log_handler();
+// Lines printed and suppressed by the handler so far (for tests).
+struct ProtobufLogCounts {
+  int64_t printed = 0;
+  int64_t suppressed = 0;
+};
+ProtobufLogCounts protobuf_log_counts();
+
+}  // namespace flashserve::api
