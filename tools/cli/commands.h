@@ -12,7 +12,7 @@ namespace flashserve::cli {
 
 struct CliContext {
   std::string target;                      // HOST:PORT
-  std::shared_ptr<grpc::Channel> channel;  // insecure channel to target
+  std::shared_ptr<grpc::Channel> channel;  // to target (plaintext or TLS, see channel.h)
 };
 
 inline constexpr int kExitOk = 0;
