@@ -544,6 +544,15 @@ TEST_F(GenerationE2E, CliCommandsWork) {
   EXPECT_THAT(r.out, HasSubstr("INVALID_ARGUMENT: sampling.top_p"));
   r = run_cli(target, "generate --prompt hi --no-such-flag");
   EXPECT_EQ(r.exit_code, 2) << r.out;
+  // Every sub-command has --help (issue 11): its own usage, exit 0, nothing sent.
+  for (const std::string command :
+       {"generate", "chat", "tokenize", "detokenize", "info", "health", "load"}) {
+    r = run_cli(target, command + " --help");
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr("usage: flashserve-cli [global flags] " + command)) << r.out;
+  }
+  r = run_cli(target, "generate --help");
+  EXPECT_THAT(r.out, HasSubstr("--temperature"));
 }
 
 }  // namespace

@@ -135,6 +135,10 @@ bool ServerProcess::running() {
   return false;
 }
 
+void ServerProcess::send_signal(int signal) {
+  if (running()) ::kill(pid_, signal);
+}
+
 int ServerProcess::stop(int signal, std::chrono::seconds timeout) {
   if (!running()) return exit_status_.value_or(-1);
   ::kill(pid_, signal);

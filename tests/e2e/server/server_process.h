@@ -44,6 +44,10 @@ class ServerProcess {
   // 128+N when killed by signal N).
   int stop(int signal, std::chrono::seconds timeout = std::chrono::seconds(60));
   bool running();
+  // Sends `signal` without waiting (e.g. SIGHUP).
+  void send_signal(int signal);
+  // Replaces the plaintext channel used by channel(), stub(), health() (e.g. with a TLS one).
+  void set_channel(std::shared_ptr<grpc::Channel> channel) { channel_ = std::move(channel); }
 
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
