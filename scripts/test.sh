@@ -13,3 +13,8 @@ bash scripts/fetch-model.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA="${FLASHSERVE_CUDA:-AUTO}"
 cmake --build "$build" -j "$jobs"
 ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600
+# A short fuzz run of every parser (tests/fuzz; clang + ASan + UBSan). 0 skips it.
+fuzz_seconds="${FLASHSERVE_FUZZ_SECONDS:-15}"
+if [ "$fuzz_seconds" -gt 0 ]; then
+  FLASHSERVE_FUZZ_JOBS="$jobs" bash scripts/fuzz.sh "$fuzz_seconds"
+fi
