@@ -135,6 +135,15 @@ bool ServerProcess::running() {
   return false;
 }
 
+int64_t ServerProcess::rss_kib() const {
+  std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
 void ServerProcess::send_signal(int signal) {
   if (running()) ::kill(pid_, signal);
 }

@@ -49,6 +49,9 @@ class ServerProcess {
   // Replaces the plaintext channel used by channel(), stub(), health() (e.g. with a TLS one).
   void set_channel(std::shared_ptr<grpc::Channel> channel) { channel_ = std::move(channel); }
 
+  pid_t pid() const { return pid_; }
+  // Resident set size of the server process (VmRSS), in KiB; -1 if it cannot be read.
+  int64_t rss_kib() const;
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
   std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
