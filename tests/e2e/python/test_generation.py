@@ -6,7 +6,8 @@ test calls every RPC of flashserve.v1.Generation plus the standard health servic
 
     .venv/bin/python tests/e2e/python/test_generation.py --server build/bin/flashserve
 
-Exit code 77 (ctest: skipped) when the default model or grpcio-tools is missing.
+Health and reflection go through the PyPI clients grpcio-health-checking and grpcio-reflection.
+Exit code 77 (ctest: skipped) when the default model or those packages are missing.
 """
 
 import argparse
@@ -23,7 +24,6 @@ SKIP = 77
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DEFAULT_MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 PROTO_FILES = ["flashserve/v1/generation.proto"]
-SERVING = 1  # grpc.health.v1.HealthCheckResponse.ServingStatus
 
 
 def generate_stubs(out_dir):
@@ -37,44 +37,6 @@ def generate_stubs(out_dir):
         if rc != 0:
             raise RuntimeError(f"protoc failed on {proto}")
     sys.path.insert(0, out_dir)
-
-
-def parse_fields(buf):
-    """Top-level fields of a serialized protobuf message: {number: [value, ...]}, where a
-    value is an int (varint) or bytes (length-delimited). Enough to read reflection replies
-    without generated stubs."""
-    fields, i = {}, 0
-
-    def varint():
-        nonlocal i
-        shift = value = 0
-        while True:
-            b = buf[i]
-            i += 1
-            value |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                return value
-
-    while i < len(buf):
-        key = varint()
-        number, wire_type = key >> 3, key & 7
-        if wire_type == 0:
-            value = varint()
-        elif wire_type == 2:
-            length = varint()
-            value = buf[i:i + length]
-            i += length
-        else:
-            raise ValueError(f"unexpected wire type {wire_type}")
-        fields.setdefault(number, []).append(value)
-    return fields
-
-
-def length_delimited(number, payload):
-    """One length-delimited field (payload < 128 bytes)."""
-    assert len(payload) < 128
-    return bytes([(number << 3) | 2, len(payload)]) + payload
 
 
 class Server:
@@ -123,16 +85,13 @@ class GenerationFromPython(unittest.TestCase):
         cls.server = Server(ARGS.server, ARGS.model, os.path.join(cls.tmp.name, "server.log"))
         cls.channel = grpc.insecure_channel(cls.server.target)
         cls.stub = generation_pb2_grpc.GenerationStub(cls.channel)
-        # grpc.health.v1.Health/Check without generated stubs (the name `grpc` is taken by
-        # grpcio): an empty HealthCheckRequest is b"", the response is field 1 as a varint.
-        check = cls.channel.unary_unary("/grpc.health.v1.Health/Check",
-                                        request_serializer=lambda b: b,
-                                        response_deserializer=lambda b: b)
+        # The standard health client (PyPI grpcio-health-checking).
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+        health = health_pb2_grpc.HealthStub(cls.channel)
         deadline = time.monotonic() + 120
         while True:
-            answer = check(b"", timeout=5)
-            status = answer[1] if len(answer) >= 2 and answer[0] == 0x08 else 0
-            if status == SERVING:
+            answer = health.Check(health_pb2.HealthCheckRequest(), timeout=5)
+            if answer.status == health_pb2.HealthCheckResponse.SERVING:
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError("flashserve not SERVING in time")
@@ -188,27 +147,33 @@ class GenerationFromPython(unittest.TestCase):
         self.assertEqual(back.text, text)
 
     def test_reflection_describes_the_services(self):
-        # grpc.reflection.v1alpha by hand (no stubs): what grpcurl and Postman rely on.
-        from google.protobuf import descriptor_pb2
-        call = self.channel.stream_stream(
-            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
-            request_serializer=lambda b: b, response_deserializer=lambda b: b)
-        list_services = length_delimited(7, b"")
-        by_symbol = [length_delimited(4, name.encode())
-                     for name in ("flashserve.v1.Generation", "grpc.health.v1.Health")]
-        replies = [parse_fields(r) for r in call(iter([list_services] + by_symbol), timeout=30)]
-        self.assertEqual(len(replies), 3)
-        services = {parse_fields(svc)[1][0].decode()
-                    for svc in parse_fields(replies[0][6][0]).get(1, [])}
+        # The reflection client of PyPI grpcio-reflection: what grpcurl and Postman rely on.
+        from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+            ProtoReflectionDescriptorDatabase)
+        from google.protobuf.descriptor_pool import DescriptorPool
+        database = ProtoReflectionDescriptorDatabase(self.channel)
+        services = set(database.get_services())
         self.assertLessEqual({"flashserve.v1.Generation", "grpc.health.v1.Health",
                               "grpc.reflection.v1alpha.ServerReflection"}, services)
-        for reply, (package, service) in zip(replies[1:], [("flashserve.v1", "Generation"),
-                                                            ("grpc.health.v1", "Health")]):
-            self.assertNotIn(7, reply, f"reflection error for {package}.{service}")
-            files = [descriptor_pb2.FileDescriptorProto.FromString(f)
-                     for f in parse_fields(reply[4][0])[1]]
-            self.assertTrue(any(f.package == package and service in [s.name for s in f.service]
-                                for f in files))
+        pool = DescriptorPool(database)
+        generation = pool.FindServiceByName("flashserve.v1.Generation")
+        self.assertLessEqual({"Generate", "GenerateStream", "Tokenize", "Detokenize",
+                              "GetModelInfo"}, {m.name for m in generation.methods})
+        self.assertEqual(generation.methods_by_name["Generate"].input_type.full_name,
+                         "flashserve.v1.GenerateRequest")
+        health = pool.FindServiceByName("grpc.health.v1.Health")
+        self.assertLessEqual({"Check", "Watch"}, {m.name for m in health.methods})
+
+    def test_health_check_names_unknown_services(self):
+        import grpc
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+        health = health_pb2_grpc.HealthStub(self.channel)
+        answer = health.Check(health_pb2.HealthCheckRequest(service="flashserve.v1.Generation"),
+                              timeout=10)
+        self.assertEqual(answer.status, health_pb2.HealthCheckResponse.SERVING)
+        with self.assertRaises(grpc.RpcError) as caught:
+            health.Check(health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=10)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.NOT_FOUND)
 
     def test_invalid_argument_names_the_field(self):
         import grpc
@@ -233,8 +198,11 @@ def main():
         return SKIP
     try:
         import grpc_tools  # noqa: F401
+        import grpc_health  # noqa: F401
+        import grpc_reflection  # noqa: F401
     except ImportError:
-        print("SKIPPED: grpcio-tools not installed (scripts/install-deps.sh creates .venv)")
+        print("SKIPPED: grpcio-tools/-health-checking/-reflection not installed "
+              "(scripts/install-deps.sh creates .venv)")
         return SKIP
     with tempfile.TemporaryDirectory(prefix="flashserve-py-stubs-") as stubs:
         generate_stubs(stubs)
