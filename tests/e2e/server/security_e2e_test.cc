@@ -70,7 +70,9 @@ class SecurityE2E : public ::testing::Test {
     ASSERT_TRUE(server_->wait_serving().ok()) << server_->log();
   }
   void TearDown() override {
-    if (server_) EXPECT_EQ(server_->stop(SIGTERM), 0);
+    if (server_) {
+      EXPECT_EQ(server_->stop(SIGTERM), 0);
+    }
     if (!dir_.empty()) std::system(("rm -rf " + dir_).c_str());
   }
 

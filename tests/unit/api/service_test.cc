@@ -421,7 +421,7 @@ grpc::Status raw_stream(const std::shared_ptr<grpc::Channel>& channel, const std
 
 // Field 1 (prompt), length 3, bytes that are not UTF-8.
 const std::string kBadUtf8Prompt = std::string("\x0a\x03\xff\xfe", 4) + "a";
-const std::string kTruncated = std::string("\x0a\x10ab", 4);     // says 16 bytes, has 2
+const std::string kTruncated = std::string("\x0a\x10" "ab", 4);     // says 16 bytes, has 2
 const std::string kGarbage = std::string("\xff\xff\xff\xff\xff", 5);  // no valid tag
 
 TEST_F(ServiceTest, MalformedProtobufIsInvalidArgumentWithAReason) {
