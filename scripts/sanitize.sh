@@ -5,7 +5,9 @@
 #   scripts/sanitize.sh tsan   TSan, the engine and api tests (threads: engine loop, gRPC
 #                              reactors, health watcher, HTTP endpoint)      -> build-tsan
 # Suppressions: scripts/sanitizers/tsan.supp, only for uninstrumented system libraries (gRPC,
-# Abseil, protobuf from Debian), each with its reason. FLASHSERVE_JOBS sets build/test jobs.
+# Abseil, protobuf from Debian), each with its reason; it also states the known limit (Debian's
+# Abseil Mutex is invisible to TSan, so engine/api reports there are not trustworthy).
+# FLASHSERVE_JOBS sets build/test jobs.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -25,11 +27,14 @@ case "$mode" in
     build=build-tsan
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA=OFF \
       -DFLASHSERVE_SANITIZE=thread >/dev/null
-    nice cmake --build "$build" -j "$jobs" --target engine_test engine_scheduler_test \
-      api_service_test api_validation_test metrics_test
+    tests=(engine_test engine_scheduler_test api_service_test api_validation_test metrics_test)
+    nice cmake --build "$build" -j "$jobs" --target "${tests[@]}"
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/sanitizers/tsan.supp"
-    ctest --test-dir "$build" --output-on-failure -j "$jobs" -L "engine|api|metrics" \
-      -LE "model|e2e" --timeout 900
+    # The test binaries directly (a partial build leaves ctest's discovery of the others empty).
+    for t in "${tests[@]}"; do
+      echo "== $t"
+      "$build/bin/$t" --gtest_brief=1
+    done
     ;;
   *)
     echo "usage: scripts/sanitize.sh asan|tsan" >&2
