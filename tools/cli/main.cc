@@ -108,7 +108,8 @@ int main(int argc, char** argv) {
     std::cout << full_usage();
     return kExitOk;
   }
-  ChannelOptions channel_options{.target = "127.0.0.1:50051"};
+  ChannelOptions channel_options;
+  channel_options.target = "127.0.0.1:50051";
   const int at = parse_global(args, &channel_options);
   if (at < 0 || at >= static_cast<int>(args.size())) {
     std::cerr << "flashserve-cli: " << (at < 0 ? "unknown or incomplete global flag\n" : "")
