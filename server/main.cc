@@ -12,6 +12,7 @@
 // UNAVAILABLE), exit; a second signal exits at once, and so does a drain stuck past its limit
 // plus kShutdownSlack. SIGHUP re-reads --auth-token-file. Logs go to stderr, as text or JSON
 // (--log-format), with one access line per generation call.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
