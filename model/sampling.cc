@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "kernels/cpu/sampling.h"
 
@@ -10,9 +11,10 @@
 namespace flashserve::model {
 namespace {
 
-absl::Status invalid(const char* field, const char* range, double value) {
+// %.9g: the value as received, not rounded to 6 digits ("100.00001", not "100").
+absl::Status invalid(const char* field, const std::string& range, double value) {
   return absl::InvalidArgumentError(
-      absl::StrFormat("sampling: %s must be %s, got %g", field, range, value));
+      absl::StrFormat("sampling: %s must be %s, got %.9g", field, range, value));
 }
 
 bool in_vocab(int32_t token, size_t vocab) {
@@ -23,23 +25,25 @@ bool in_vocab(int32_t token, size_t vocab) {
 
 absl::Status validate(const SamplingParams& p) {
   // Comparisons are written so that NaN fails them.
-  if (!(p.temperature >= 0 && std::isfinite(p.temperature))) {
-    return invalid("temperature", "a finite number >= 0", p.temperature);
+  if (!(p.temperature >= 0 && p.temperature <= kMaxTemperature)) {
+    return invalid("temperature", absl::StrFormat("in [0, %g]", kMaxTemperature), p.temperature);
   }
   if (p.top_k < 0) return invalid("top_k", ">= 0 (0 = off)", p.top_k);
   if (!(p.top_p > 0 && p.top_p <= 1)) return invalid("top_p", "in (0, 1]", p.top_p);
   if (!(p.min_p >= 0 && p.min_p <= 1)) return invalid("min_p", "in [0, 1]", p.min_p);
-  if (!(p.repetition_penalty > 0 && std::isfinite(p.repetition_penalty))) {
-    return invalid("repetition_penalty", "a finite number > 0", p.repetition_penalty);
+  if (!(p.repetition_penalty > 0 && p.repetition_penalty <= kMaxRepetitionPenalty)) {
+    return invalid("repetition_penalty", absl::StrFormat("in (0, %g]", kMaxRepetitionPenalty),
+                   p.repetition_penalty);
   }
-  if (!(p.presence_penalty >= -2 && p.presence_penalty <= 2)) {
-    return invalid("presence_penalty", "in [-2, 2]", p.presence_penalty);
+  const std::string penalty_range = absl::StrFormat("in [%g, %g]", -kMaxAbsPenalty, kMaxAbsPenalty);
+  if (!(p.presence_penalty >= -kMaxAbsPenalty && p.presence_penalty <= kMaxAbsPenalty)) {
+    return invalid("presence_penalty", penalty_range, p.presence_penalty);
   }
-  if (!(p.frequency_penalty >= -2 && p.frequency_penalty <= 2)) {
-    return invalid("frequency_penalty", "in [-2, 2]", p.frequency_penalty);
+  if (!(p.frequency_penalty >= -kMaxAbsPenalty && p.frequency_penalty <= kMaxAbsPenalty)) {
+    return invalid("frequency_penalty", penalty_range, p.frequency_penalty);
   }
   if (p.num_logprobs < 0 || p.num_logprobs > kMaxLogprobs) {
-    return invalid("num_logprobs", "in [0, 20]", p.num_logprobs);
+    return invalid("num_logprobs", absl::StrFormat("in [0, %d]", kMaxLogprobs), p.num_logprobs);
   }
   return absl::OkStatus();
 }

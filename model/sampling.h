@@ -24,16 +24,22 @@
 
 namespace flashserve::model {
 
+// The accepted ranges, in one place: validate() below enforces them for every caller of the
+// engine, and the gRPC layer (server/api/validation.h) checks the same constants to name the
+// request field in its errors.
 inline constexpr int kMaxLogprobs = kernels::kMaxTopLogprobs;
+inline constexpr float kMaxTemperature = 100.f;
+inline constexpr float kMaxRepetitionPenalty = 10.f;
+inline constexpr float kMaxAbsPenalty = 2.f;  // presence_penalty and frequency_penalty
 
 struct SamplingParams {
-  float temperature = 0;  // 0 = greedy; >= 0
-  int top_k = 0;          // 0 = off; >= 0
+  float temperature = 0;  // 0 = greedy; [0, kMaxTemperature]
+  int top_k = 0;          // 0 = off; >= 0 (<= vocab: the engine checks, it knows the vocab)
   float top_p = 1;        // (0, 1]
   float min_p = 0;        // [0, 1]
-  float repetition_penalty = 1;  // > 0; 1 = off
-  float presence_penalty = 0;    // [-2, 2]
-  float frequency_penalty = 0;   // [-2, 2]
+  float repetition_penalty = 1;  // (0, kMaxRepetitionPenalty]; 1 = off
+  float presence_penalty = 0;    // [-kMaxAbsPenalty, kMaxAbsPenalty]
+  float frequency_penalty = 0;   // [-kMaxAbsPenalty, kMaxAbsPenalty]
   uint64_t seed = 0;
   bool has_seed = false;
   int num_logprobs = 0;  // top logprobs to report, [0, kMaxLogprobs]

@@ -103,12 +103,12 @@ absl::Status validate_sampling(const v1::SamplingParams& s, const RequestLimits&
     }
   }
   if (auto st = check_range("sampling.presence_penalty", s.presence_penalty(),
-                            -kMaxAbsPresencePenalty, kMaxAbsPresencePenalty);
+                            -kMaxAbsPenalty, kMaxAbsPenalty);
       !st.ok()) {
     return st;
   }
   return check_range("sampling.frequency_penalty", s.frequency_penalty(),
-                     -kMaxAbsPresencePenalty, kMaxAbsPresencePenalty);
+                     -kMaxAbsPenalty, kMaxAbsPenalty);
 }
 
 absl::Status validate_stopping(const v1::StoppingCriteria& stopping,

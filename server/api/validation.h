@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "flashserve/v1/generation.pb.h"
+#include "model/sampling.h"
 
 namespace flashserve::api {
 
@@ -32,10 +33,11 @@ struct RequestLimits {
   int max_input_bytes = 1 << 20;     // prompt text / all chat contents together
 };
 
-// Ranges accepted for sampling parameters (documented in generation.proto).
-inline constexpr float kMaxTemperature = 100.f;
-inline constexpr float kMaxRepetitionPenalty = 10.f;
-inline constexpr float kMaxAbsPresencePenalty = 2.f;  // also frequency_penalty
+// Ranges accepted for sampling parameters (documented in generation.proto): the model's,
+// checked here once more only to name the request field in the error.
+using model::kMaxAbsPenalty;
+using model::kMaxRepetitionPenalty;
+using model::kMaxTemperature;
 
 // Stage 1. OK or InvalidArgument naming the field.
 absl::Status validate_generate_request(const v1::GenerateRequest& request,

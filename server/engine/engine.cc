@@ -250,6 +250,10 @@ absl::Status Engine::Impl::validate(const GenerationRequest& r) const {
           absl::StrCat("stop_strings[", i, "] is ", s.empty() ? "empty" : "not valid UTF-8"));
     }
   }
+  if (r.sampling.top_k > vocab_size_) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling: top_k must be in [0, ", vocab_size_,
+                                                   "] (the vocabulary), got ", r.sampling.top_k));
+  }
   return model::validate(r.sampling);
 }
 
