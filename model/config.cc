@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "model/gguf/gguf.h"
 
 namespace flashserve::model {
@@ -18,12 +19,11 @@ bool is_llama_family(const std::string& arch) {
 
 // A required positive integer key that fits in int.
 absl::StatusOr<int> positive_int(const GgufFile& file, const std::string& key) {
-  absl::StatusOr<int64_t> value = file.get_int(key);
-  if (!value.ok()) return value.status();
-  if (*value <= 0 || *value > std::numeric_limits<int>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat("config: ", key, " = ", *value, " must be a positive int"));
+  ASSIGN_OR_RETURN(const int64_t value, file.get_int(key));
+  if (value <= 0 || value > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("config: ", key, " = ", value, " must be a positive int"));
   }
-  return static_cast<int>(*value);
+  return static_cast<int>(value);
 }
 
 // An optional positive integer key: `fallback` if absent.
@@ -35,41 +35,32 @@ absl::StatusOr<int> optional_positive_int(const GgufFile& file, const std::strin
 // An optional positive float key: `fallback` if absent.
 absl::StatusOr<float> optional_positive_float(const GgufFile& file, const std::string& key, float fallback) {
   if (file.find(key) == nullptr) return fallback;
-  absl::StatusOr<double> value = file.get_float(key);
-  if (!value.ok()) return value.status();
-  if (!(*value > 0) || *value > std::numeric_limits<float>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat("config: ", key, " = ", *value, " must be positive"));
+  ASSIGN_OR_RETURN(const double value, file.get_float(key));
+  if (!(value > 0) || value > std::numeric_limits<float>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("config: ", key, " = ", value, " must be positive"));
   }
-  return static_cast<float>(*value);
+  return static_cast<float>(value);
 }
-
-#define CONFIG_ASSIGN_OR_RETURN(lhs, expr)  \
-  {                                         \
-    auto value_or_ = (expr);                \
-    if (!value_or_.ok()) return value_or_.status(); \
-    lhs = *value_or_;                       \
-  }
 
 absl::Status read_hyper_parameters(const GgufFile& file, ModelConfig* c) {
   const std::string p = c->architecture + ".";
-  CONFIG_ASSIGN_OR_RETURN(c->num_layers, positive_int(file, p + "block_count"));
-  CONFIG_ASSIGN_OR_RETURN(c->hidden_size, positive_int(file, p + "embedding_length"));
-  CONFIG_ASSIGN_OR_RETURN(c->num_heads, positive_int(file, p + "attention.head_count"));
-  CONFIG_ASSIGN_OR_RETURN(c->num_kv_heads, optional_positive_int(file, p + "attention.head_count_kv", c->num_heads));
-  CONFIG_ASSIGN_OR_RETURN(c->ffn_size, positive_int(file, p + "feed_forward_length"));
-  CONFIG_ASSIGN_OR_RETURN(c->context_length, positive_int(file, p + "context_length"));
-  CONFIG_ASSIGN_OR_RETURN(c->rope_theta, optional_positive_float(file, p + "rope.freq_base", 10000.f));
-  CONFIG_ASSIGN_OR_RETURN(c->rms_eps, optional_positive_float(file, p + "attention.layer_norm_rms_epsilon", 1e-5f));
+  ASSIGN_OR_RETURN(c->num_layers, positive_int(file, p + "block_count"));
+  ASSIGN_OR_RETURN(c->hidden_size, positive_int(file, p + "embedding_length"));
+  ASSIGN_OR_RETURN(c->num_heads, positive_int(file, p + "attention.head_count"));
+  ASSIGN_OR_RETURN(c->num_kv_heads, optional_positive_int(file, p + "attention.head_count_kv", c->num_heads));
+  ASSIGN_OR_RETURN(c->ffn_size, positive_int(file, p + "feed_forward_length"));
+  ASSIGN_OR_RETURN(c->context_length, positive_int(file, p + "context_length"));
+  ASSIGN_OR_RETURN(c->rope_theta, optional_positive_float(file, p + "rope.freq_base", 10000.f));
+  ASSIGN_OR_RETURN(c->rms_eps, optional_positive_float(file, p + "attention.layer_norm_rms_epsilon", 1e-5f));
   if (c->num_heads % c->num_kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat("config: ", p, "attention.head_count (", c->num_heads,
                                                    ") is not a multiple of ", p, "attention.head_count_kv (",
                                                    c->num_kv_heads, ")"));
   }
   if (file.find(p + "attention.key_length") != nullptr) {
-    CONFIG_ASSIGN_OR_RETURN(c->head_dim, positive_int(file, p + "attention.key_length"));
-    int value_length = 0;
-    CONFIG_ASSIGN_OR_RETURN(value_length,
-                            optional_positive_int(file, p + "attention.value_length", c->head_dim));
+    ASSIGN_OR_RETURN(c->head_dim, positive_int(file, p + "attention.key_length"));
+    ASSIGN_OR_RETURN(const int value_length,
+                     optional_positive_int(file, p + "attention.value_length", c->head_dim));
     if (value_length != c->head_dim) {
       return absl::UnimplementedError(absl::StrCat("config: ", p, "attention.value_length (", value_length,
                                                    ") differs from key_length (", c->head_dim, ")"));
@@ -107,16 +98,16 @@ absl::Status read_embeddings(const GgufFile& file, ModelConfig* c) {
 
 absl::StatusOr<ModelConfig> config_from_gguf(const GgufFile& file) {
   ModelConfig c;
-  CONFIG_ASSIGN_OR_RETURN(c.architecture, file.get_string("general.architecture"));
+  ASSIGN_OR_RETURN(c.architecture, file.get_string("general.architecture"));
   if (!is_llama_family(c.architecture)) {
     return absl::UnimplementedError(absl::StrCat("config: general.architecture '", c.architecture,
                                                  "' is not supported (supported: llama, qwen2, mistral)"));
   }
   if (file.find("general.name") != nullptr) {
-    CONFIG_ASSIGN_OR_RETURN(c.name, file.get_string("general.name"));
+    ASSIGN_OR_RETURN(c.name, file.get_string("general.name"));
   }
-  if (absl::Status s = read_hyper_parameters(file, &c); !s.ok()) return s;
-  if (absl::Status s = read_embeddings(file, &c); !s.ok()) return s;
+  RETURN_IF_ERROR(read_hyper_parameters(file, &c));
+  RETURN_IF_ERROR(read_embeddings(file, &c));
   return c;
 }
 

@@ -30,6 +30,7 @@ build=(
 )
 test_tools=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
+  nlohmann-json3-dev  # the JSON golden files (tests/support/json.h)
   prometheus
   python3 python3-pip python3-venv
   openssl clang

@@ -61,6 +61,8 @@ ABSL_FLAG(int64_t, kv_cache_tokens, 0,
 ABSL_FLAG(double, gpu_memory_fraction, 0.9,
           "CUDA backend: fraction of the GPU's memory that weights, workspace and KV cache may "
           "fill (the KV cache takes what is left after the weights)");
+ABSL_FLAG(bool, prefix_caching, true,
+          "Reuse the KV cache blocks of prompt prefixes seen before (--noprefix_caching: off)");
 ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = the BLAS default)");
 ABSL_FLAG(double, drain_timeout, 30,
           "Shutdown: seconds admitted requests may take to finish; then what remains fails "
@@ -230,6 +232,7 @@ absl::StatusOr<ServerOptions> options_from_flags() {
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.engine.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   o.engine.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  o.engine.prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
   o.engine.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   o.engine.max_context = absl::GetFlag(FLAGS_max_context);
   o.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);

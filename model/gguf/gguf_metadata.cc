@@ -4,6 +4,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 #include "model/gguf/dequant.h"
 #include "model/gguf/gguf.h"
 
@@ -86,37 +87,32 @@ absl::StatusOr<const GgufValue*> GgufFile::find_or_error(std::string_view key) c
 }
 
 absl::StatusOr<std::string> GgufFile::get_string(std::string_view key) const {
-  absl::StatusOr<const GgufValue*> value = find_or_error(key);
-  if (!value.ok()) return value.status();
-  if ((*value)->type != GgufValueType::kString) return wrong_type(absl_view(key), **value, "string");
-  return (*value)->string_value;
+  ASSIGN_OR_RETURN(const GgufValue* const value, find_or_error(key));
+  if (value->type != GgufValueType::kString) return wrong_type(absl_view(key), *value, "string");
+  return value->string_value;
 }
 
 absl::StatusOr<int64_t> GgufFile::get_int(std::string_view key) const {
-  absl::StatusOr<const GgufValue*> value = find_or_error(key);
-  if (!value.ok()) return value.status();
-  if (!(*value)->is_integer()) return wrong_type(absl_view(key), **value, "an integer");
-  return to_int(absl_view(key), **value);
+  ASSIGN_OR_RETURN(const GgufValue* const value, find_or_error(key));
+  if (!value->is_integer()) return wrong_type(absl_view(key), *value, "an integer");
+  return to_int(absl_view(key), *value);
 }
 
 absl::StatusOr<double> GgufFile::get_float(std::string_view key) const {
-  absl::StatusOr<const GgufValue*> value = find_or_error(key);
-  if (!value.ok()) return value.status();
-  if (!(*value)->is_float() && !(*value)->is_integer()) return wrong_type(absl_view(key), **value, "a number");
-  return to_double(**value);
+  ASSIGN_OR_RETURN(const GgufValue* const value, find_or_error(key));
+  if (!value->is_float() && !value->is_integer()) return wrong_type(absl_view(key), *value, "a number");
+  return to_double(*value);
 }
 
 absl::StatusOr<bool> GgufFile::get_bool(std::string_view key) const {
-  absl::StatusOr<const GgufValue*> value = find_or_error(key);
-  if (!value.ok()) return value.status();
-  if ((*value)->type != GgufValueType::kBool) return wrong_type(absl_view(key), **value, "bool");
-  return (*value)->bool_value;
+  ASSIGN_OR_RETURN(const GgufValue* const value, find_or_error(key));
+  if (value->type != GgufValueType::kBool) return wrong_type(absl_view(key), *value, "bool");
+  return value->bool_value;
 }
 
 absl::StatusOr<std::vector<std::string>> GgufFile::get_string_array(std::string_view key) const {
-  absl::StatusOr<const GgufValue*> value = find_or_error(key);
-  if (!value.ok()) return value.status();
-  const GgufValue& v = **value;
+  ASSIGN_OR_RETURN(const GgufValue* const found, find_or_error(key));
+  const GgufValue& v = *found;
   if (v.type != GgufValueType::kArray || v.element_type != GgufValueType::kString) {
     return wrong_type(absl_view(key), v, "array of string");
   }
@@ -127,26 +123,23 @@ absl::StatusOr<std::vector<std::string>> GgufFile::get_string_array(std::string_
 }
 
 absl::StatusOr<std::vector<int64_t>> GgufFile::get_int_array(std::string_view key) const {
-  absl::StatusOr<const GgufValue*> value = find_or_error(key);
-  if (!value.ok()) return value.status();
-  const GgufValue& v = **value;
+  ASSIGN_OR_RETURN(const GgufValue* const found, find_or_error(key));
+  const GgufValue& v = *found;
   GgufValue probe;
   probe.type = v.element_type;
   if (v.type != GgufValueType::kArray || !probe.is_integer()) return wrong_type(absl_view(key), v, "array of integers");
   std::vector<int64_t> out;
   out.reserve(v.elements.size());
   for (const GgufValue& e : v.elements) {
-    absl::StatusOr<int64_t> i = to_int(absl_view(key), e);
-    if (!i.ok()) return i.status();
-    out.push_back(*i);
+    ASSIGN_OR_RETURN(const int64_t i, to_int(absl_view(key), e));
+    out.push_back(i);
   }
   return out;
 }
 
 absl::StatusOr<std::vector<float>> GgufFile::get_float_array(std::string_view key) const {
-  absl::StatusOr<const GgufValue*> value = find_or_error(key);
-  if (!value.ok()) return value.status();
-  const GgufValue& v = **value;
+  ASSIGN_OR_RETURN(const GgufValue* const found, find_or_error(key));
+  const GgufValue& v = *found;
   GgufValue probe;
   probe.type = v.element_type;
   if (v.type != GgufValueType::kArray || !(probe.is_float() || probe.is_integer())) {
@@ -175,7 +168,7 @@ absl::StatusOr<std::vector<float>> GgufFile::dequantize(const GgufTensorInfo& t)
     return absl::InvalidArgumentError(absl::StrCat("gguf: tensor '", t.name, "' has no data in this file"));
   }
   std::vector<float> out(static_cast<size_t>(t.num_elements));
-  if (absl::Status s = dequantize_row(t.type, t.data, t.num_elements, out.data()); !s.ok()) return s;
+  RETURN_IF_ERROR(dequantize_row(t.type, t.data, t.num_elements, out.data()));
   return out;
 }
 

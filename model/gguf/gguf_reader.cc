@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 #include "model/gguf/gguf.h"
 
 namespace flashserve::model {
@@ -82,22 +83,21 @@ class Cursor {
   }
 
   absl::StatusOr<uint64_t> read_uint(int num_bytes, absl::string_view what) {
-    if (absl::Status s = need(num_bytes, what); !s.ok()) return s;
+    RETURN_IF_ERROR(need(num_bytes, what));
     uint64_t v = load_le(base_ + pos_, num_bytes);
     pos_ += num_bytes;
     return v;
   }
 
   absl::Status read_string(absl::string_view what, std::string* out) {
-    absl::StatusOr<uint64_t> length = read_uint(8, what);
-    if (!length.ok()) return length.status();
-    if (*length > remaining()) {
-      return absl::DataLossError(absl::StrCat("gguf: ", what, " length ", *length, " at offset ",
+    ASSIGN_OR_RETURN(const uint64_t length, read_uint(8, what));
+    if (length > remaining()) {
+      return absl::DataLossError(absl::StrCat("gguf: ", what, " length ", length, " at offset ",
                                               pos_ - 8, " runs past the end of the file (",
                                               remaining(), " bytes remain)"));
     }
-    out->assign(reinterpret_cast<const char*>(base_ + pos_), *length);
-    pos_ += *length;
+    out->assign(reinterpret_cast<const char*>(base_ + pos_), length);
+    pos_ += length;
     return absl::OkStatus();
   }
 
@@ -106,16 +106,6 @@ class Cursor {
   uint64_t size_;
   uint64_t pos_ = 0;
 };
-
-#define GGUF_ASSIGN_OR_RETURN(lhs, expr)         \
-  auto lhs##_or = (expr);                        \
-  if (!lhs##_or.ok()) return lhs##_or.status();  \
-  auto lhs = *lhs##_or
-
-#define GGUF_RETURN_IF_ERROR(expr)                 \
-  do {                                             \
-    if (absl::Status s_ = (expr); !s_.ok()) return s_; \
-  } while (0)
 
 class MetadataParser {
  public:
@@ -133,7 +123,7 @@ class MetadataParser {
  private:
   absl::Status parse_scalar(GgufValueType type, absl::string_view key, GgufValue* out) {
     const int num_bytes = static_cast<int>(scalar_size(type));
-    GGUF_ASSIGN_OR_RETURN(bits, cursor_->read_uint(num_bytes, absl::StrCat("value of '", key, "'")));
+    ASSIGN_OR_RETURN(uint64_t bits, cursor_->read_uint(num_bytes, absl::StrCat("value of '", key, "'")));
     const int num_bits = 8 * num_bytes;
     switch (type) {
       case GgufValueType::kUint8:
@@ -167,12 +157,12 @@ class MetadataParser {
       return absl::InvalidArgumentError(absl::StrCat("gguf: array value of '", key, "' is nested deeper than ",
                                                      kMaxArrayDepth, " levels"));
     }
-    GGUF_ASSIGN_OR_RETURN(raw_type, cursor_->read_uint(4, absl::StrCat("array element type of '", key, "'")));
+    ASSIGN_OR_RETURN(uint64_t raw_type, cursor_->read_uint(4, absl::StrCat("array element type of '", key, "'")));
     if (!is_known_value_type(static_cast<uint32_t>(raw_type))) {
       return absl::DataLossError(absl::StrCat("gguf: array '", key, "' has unknown element type ", raw_type));
     }
     out->element_type = static_cast<GgufValueType>(raw_type);
-    GGUF_ASSIGN_OR_RETURN(count, cursor_->read_uint(8, absl::StrCat("array length of '", key, "'")));
+    ASSIGN_OR_RETURN(uint64_t count, cursor_->read_uint(8, absl::StrCat("array length of '", key, "'")));
     // Check the count against the bytes that remain before reserving anything.
     const uint64_t element_size = min_element_size(out->element_type);
     if (count > cursor_->remaining() / element_size) {
@@ -188,7 +178,7 @@ class MetadataParser {
     }
     out->elements.resize(count);
     for (GgufValue& element : out->elements) {
-      GGUF_RETURN_IF_ERROR(parse_value(out->element_type, depth + 1, key, &element));
+      RETURN_IF_ERROR(parse_value(out->element_type, depth + 1, key, &element));
     }
     return absl::OkStatus();
   }
@@ -212,7 +202,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::from_bytes(std::string bytes
   file->owned_bytes_ = std::move(bytes);
   file->base_ = reinterpret_cast<const uint8_t*>(file->owned_bytes_.data());
   file->size_ = file->owned_bytes_.size();
-  GGUF_RETURN_IF_ERROR(file->parse());
+  RETURN_IF_ERROR(file->parse());
   return file;
 }
 
@@ -258,12 +248,12 @@ absl::Status parse_header(Cursor* cursor, uint32_t* version, uint64_t* num_tenso
     return absl::DataLossError(absl::StrCat("gguf: file is ", cursor->remaining(),
                                             " bytes, too small for the 'GGUF' magic"));
   }
-  GGUF_ASSIGN_OR_RETURN(magic, cursor->read_uint(4, "magic"));
+  ASSIGN_OR_RETURN(uint64_t magic, cursor->read_uint(4, "magic"));
   if (magic != kGgufMagic) {
     return absl::InvalidArgumentError(absl::StrCat("gguf: bad magic 0x", absl::Hex(magic, absl::kZeroPad8),
                                                    " (expected 'GGUF'): not a GGUF file"));
   }
-  GGUF_ASSIGN_OR_RETURN(raw_version, cursor->read_uint(4, "version"));
+  ASSIGN_OR_RETURN(uint64_t raw_version, cursor->read_uint(4, "version"));
   if (raw_version == 1) {
     return absl::UnimplementedError("gguf: version 1 files are not supported (convert to version 2 or 3)");
   }
@@ -276,8 +266,8 @@ absl::Status parse_header(Cursor* cursor, uint32_t* version, uint64_t* num_tenso
                                                  " (supported: 2, 3)"));
   }
   *version = static_cast<uint32_t>(raw_version);
-  GGUF_ASSIGN_OR_RETURN(tensors, cursor->read_uint(8, "tensor count"));
-  GGUF_ASSIGN_OR_RETURN(kvs, cursor->read_uint(8, "metadata count"));
+  ASSIGN_OR_RETURN(uint64_t tensors, cursor->read_uint(8, "tensor count"));
+  ASSIGN_OR_RETURN(uint64_t kvs, cursor->read_uint(8, "metadata count"));
   if (kvs > cursor->remaining() / kMinKeyValueBytes) {
     return absl::DataLossError(absl::StrCat("gguf: header claims ", kvs, " metadata entries but only ",
                                             cursor->remaining(), " bytes remain"));
@@ -293,14 +283,14 @@ absl::Status parse_header(Cursor* cursor, uint32_t* version, uint64_t* num_tenso
 
 // Reads n_dims, dims and type of one tensor-table entry and derives its sizes.
 absl::Status parse_tensor_shape(Cursor* cursor, GgufTensorInfo* t) {
-  GGUF_ASSIGN_OR_RETURN(num_dims, cursor->read_uint(4, absl::StrCat("n_dims of tensor '", t->name, "'")));
+  ASSIGN_OR_RETURN(uint64_t num_dims, cursor->read_uint(4, absl::StrCat("n_dims of tensor '", t->name, "'")));
   if (num_dims > kMaxDims) {
     return absl::InvalidArgumentError(absl::StrCat("gguf: tensor '", t->name, "' has ", num_dims,
                                                    " dimensions (at most ", kMaxDims, " supported)"));
   }
   int64_t num_elements = 1;
   for (uint64_t i = 0; i < num_dims; ++i) {
-    GGUF_ASSIGN_OR_RETURN(dim, cursor->read_uint(8, absl::StrCat("dims of tensor '", t->name, "'")));
+    ASSIGN_OR_RETURN(uint64_t dim, cursor->read_uint(8, absl::StrCat("dims of tensor '", t->name, "'")));
     if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
         (num_elements != 0 && static_cast<int64_t>(dim) > std::numeric_limits<int64_t>::max() / num_elements)) {
       return absl::InvalidArgumentError(absl::StrCat("gguf: tensor '", t->name, "' dimension ", i, " (", dim,
@@ -310,7 +300,7 @@ absl::Status parse_tensor_shape(Cursor* cursor, GgufTensorInfo* t) {
     num_elements *= static_cast<int64_t>(dim);
   }
   t->num_elements = num_elements;
-  GGUF_ASSIGN_OR_RETURN(raw_type, cursor->read_uint(4, absl::StrCat("type of tensor '", t->name, "'")));
+  ASSIGN_OR_RETURN(uint64_t raw_type, cursor->read_uint(4, absl::StrCat("type of tensor '", t->name, "'")));
   t->type = static_cast<GgmlType>(raw_type);
   const GgmlTypeTraits traits = ggml_type_traits(t->type);
   if (traits.block_size == 0) {
@@ -335,19 +325,19 @@ absl::Status parse_tensor_shape(Cursor* cursor, GgufTensorInfo* t) {
 absl::Status GgufFile::parse() {
   Cursor cursor(base_, size_);
   uint64_t num_tensors = 0, num_kv = 0;
-  GGUF_RETURN_IF_ERROR(parse_header(&cursor, &version_, &num_tensors, &num_kv));
+  RETURN_IF_ERROR(parse_header(&cursor, &version_, &num_tensors, &num_kv));
 
   MetadataParser values(&cursor);
   std::unordered_set<std::string_view> keys;
   metadata_.reserve(num_kv);
   for (uint64_t i = 0; i < num_kv; ++i) {
     std::pair<std::string, GgufValue>& kv = metadata_.emplace_back();
-    GGUF_RETURN_IF_ERROR(cursor.read_string(absl::StrCat("key of metadata entry ", i), &kv.first));
-    GGUF_ASSIGN_OR_RETURN(raw_type, cursor.read_uint(4, absl::StrCat("value type of '", kv.first, "'")));
+    RETURN_IF_ERROR(cursor.read_string(absl::StrCat("key of metadata entry ", i), &kv.first));
+    ASSIGN_OR_RETURN(uint64_t raw_type, cursor.read_uint(4, absl::StrCat("value type of '", kv.first, "'")));
     if (!is_known_value_type(static_cast<uint32_t>(raw_type))) {
       return absl::DataLossError(absl::StrCat("gguf: metadata '", kv.first, "' has unknown value type ", raw_type));
     }
-    GGUF_RETURN_IF_ERROR(values.parse_value(static_cast<GgufValueType>(raw_type), 0, kv.first, &kv.second));
+    RETURN_IF_ERROR(values.parse_value(static_cast<GgufValueType>(raw_type), 0, kv.first, &kv.second));
   }
   // Keys are checked after parsing: metadata_ no longer reallocates, so views stay valid.
   for (const auto& [key, value] : metadata_) {
@@ -376,12 +366,12 @@ absl::Status GgufFile::parse() {
   std::unordered_set<std::string> names;
   for (uint64_t i = 0; i < num_tensors; ++i) {
     GgufTensorInfo& t = tensors_.emplace_back();
-    GGUF_RETURN_IF_ERROR(cursor.read_string(absl::StrCat("name of tensor ", i), &t.name));
+    RETURN_IF_ERROR(cursor.read_string(absl::StrCat("name of tensor ", i), &t.name));
     if (!names.insert(t.name).second) {
       return absl::InvalidArgumentError(absl::StrCat("gguf: duplicate tensor name '", t.name, "'"));
     }
-    GGUF_RETURN_IF_ERROR(parse_tensor_shape(&cursor, &t));
-    GGUF_ASSIGN_OR_RETURN(offset, cursor.read_uint(8, absl::StrCat("offset of tensor '", t.name, "'")));
+    RETURN_IF_ERROR(parse_tensor_shape(&cursor, &t));
+    ASSIGN_OR_RETURN(uint64_t offset, cursor.read_uint(8, absl::StrCat("offset of tensor '", t.name, "'")));
     if (offset % alignment_ != 0) {
       return absl::InvalidArgumentError(absl::StrCat("gguf: tensor '", t.name, "' offset ", offset,
                                                      " is not a multiple of the alignment ", alignment_));

@@ -4,7 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "model/text/tokenizer_utf8.h"
+#include "base/status_macros.h"
+#include "model/text/utf8.h"
 
 namespace flashserve::model {
 namespace {
@@ -76,12 +77,11 @@ bool unicode_to_bytes(std::string_view mapped, std::string& bytes) {
 }
 
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::create(TokenizerVocab vocab) {
-  absl::StatusOr<Pretokenizer> pre = Pretokenizer::create(vocab.pre);
-  if (!pre.ok()) return pre.status();
-  const bool default_add_bos = pre->default_add_bos();
-  std::unique_ptr<BpeTokenizer> t(new BpeTokenizer(*std::move(pre)));
-  if (absl::Status s = t->init_base(std::move(vocab), default_add_bos); !s.ok()) return s;
-  if (absl::Status s = t->build_tables(); !s.ok()) return s;
+  ASSIGN_OR_RETURN(Pretokenizer pre, Pretokenizer::create(vocab.pre));
+  const bool default_add_bos = pre.default_add_bos();
+  std::unique_ptr<BpeTokenizer> t(new BpeTokenizer(std::move(pre)));
+  RETURN_IF_ERROR(t->init_base(std::move(vocab), default_add_bos));
+  RETURN_IF_ERROR(t->build_tables());
   return t;
 }
 

@@ -5,8 +5,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "model/gguf/gguf.h"
-#include "model/text/tokenizer_utf8.h"
+#include "model/text/utf8.h"
 
 namespace flashserve::model {
 namespace {
@@ -154,9 +155,8 @@ absl::StatusOr<ChatTemplate> ChatTemplate::from_template_text(std::string_view j
 }
 
 absl::StatusOr<ChatTemplate> ChatTemplate::from_gguf(const GgufFile& file) {
-  absl::StatusOr<std::string> text = file.get_string("tokenizer.chat_template");
-  if (!text.ok()) return text.status();
-  return from_template_text(*text);
+  ASSIGN_OR_RETURN(const std::string text, file.get_string("tokenizer.chat_template"));
+  return from_template_text(text);
 }
 
 std::string_view ChatTemplate::family_name() const {

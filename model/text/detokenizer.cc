@@ -2,7 +2,7 @@
 
 #include <span>
 
-#include "model/text/tokenizer_utf8.h"
+#include "model/text/utf8.h"
 
 namespace flashserve::model {
 

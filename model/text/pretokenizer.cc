@@ -6,7 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "model/text/tokenizer_utf8.h"
+#include "base/status_macros.h"
+#include "model/text/utf8.h"
 
 namespace flashserve::model {
 
@@ -121,9 +122,9 @@ absl::StatusOr<Pretokenizer> Pretokenizer::create(std::string_view pre_name) {
       p.ignore_merges_ = spec.ignore_merges;
       p.default_add_bos_ = spec.default_add_bos;
       for (std::string_view pattern : spec.regexes) {
-        absl::StatusOr<std::shared_ptr<const CompiledRegex>> re = CompiledRegex::compile(pattern);
-        if (!re.ok()) return re.status();
-        p.regexes_.push_back(*std::move(re));
+        ASSIGN_OR_RETURN(std::shared_ptr<const CompiledRegex> re,
+                         CompiledRegex::compile(pattern));
+        p.regexes_.push_back(std::move(re));
       }
       return p;
     }

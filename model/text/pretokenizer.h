@@ -16,7 +16,7 @@
 //
 // Input that is not valid UTF-8 is first made valid the way llama.cpp does: each byte that
 // does not start a well-formed sequence becomes U+FFFD (sanitize_utf8() in
-// model/tokenizer_utf8.h).
+// model/text/utf8.h).
 //
 // Thread-safety: immutable after create(); split() may be called concurrently.
 #include <memory>

@@ -6,7 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
-#include "model/text/tokenizer_utf8.h"
+#include "base/status_macros.h"
+#include "model/text/utf8.h"
 
 namespace flashserve::model {
 namespace {
@@ -51,8 +52,8 @@ int parse_byte_token(std::string_view text) {
 absl::StatusOr<std::unique_ptr<SpmTokenizer>> SpmTokenizer::create(TokenizerVocab vocab) {
   std::unique_ptr<SpmTokenizer> t(new SpmTokenizer());
   t->add_space_prefix_ = vocab.add_space_prefix.value_or(true);
-  if (absl::Status s = t->init_base(std::move(vocab), /*default_add_bos=*/true); !s.ok()) return s;
-  if (absl::Status s = t->build_tables(); !s.ok()) return s;
+  RETURN_IF_ERROR(t->init_base(std::move(vocab), /*default_add_bos=*/true));
+  RETURN_IF_ERROR(t->build_tables());
   return t;
 }
 

@@ -4,11 +4,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "model/text/bpe_tokenizer.h"
 #include "model/gguf/gguf.h"
 #include "model/text/spm_tokenizer.h"
 #include "model/text/tokenizer_base.h"
-#include "model/text/tokenizer_utf8.h"
+#include "model/text/utf8.h"
 
 namespace flashserve::model {
 namespace {
@@ -44,7 +45,7 @@ absl::Status TokenizerBase::init_base(TokenizerVocab vocab, bool default_add_bos
                           {"eos_token_id", vocab.eos_id},
                           {"eot_token_id", vocab.eot_id},
                           {"unknown_token_id", vocab.unk_id}}) {
-    if (absl::Status s = check_id(name, id, num_tokens); !s.ok()) return s;
+    RETURN_IF_ERROR(check_id(name, id, num_tokens));
   }
   text_to_id_.reserve(num_tokens);
   for (size_t i = 0; i < num_tokens; ++i) {
@@ -174,47 +175,37 @@ namespace {
 
 absl::StatusOr<int32_t> optional_id(const GgufFile& file, std::string_view key) {
   if (file.find(key) == nullptr) return -1;
-  absl::StatusOr<int64_t> v = file.get_int(key);
-  if (!v.ok()) return v.status();
-  if (*v < 0 || *v > INT32_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat("tokenizer: ", to_absl(key), " = ", *v,
+  ASSIGN_OR_RETURN(const int64_t v, file.get_int(key));
+  if (v < 0 || v > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer: ", to_absl(key), " = ", v,
                                                    " is not a valid token id"));
   }
-  return static_cast<int32_t>(*v);
+  return static_cast<int32_t>(v);
 }
 
 absl::StatusOr<std::optional<bool>> optional_bool(const GgufFile& file, std::string_view key) {
   if (file.find(key) == nullptr) return std::optional<bool>();
-  absl::StatusOr<bool> v = file.get_bool(key);
-  if (!v.ok()) return v.status();
-  return std::optional<bool>(*v);
+  ASSIGN_OR_RETURN(const bool v, file.get_bool(key));
+  return std::optional<bool>(v);
 }
 
 }  // namespace
 
 absl::StatusOr<TokenizerVocab> tokenizer_vocab_from_gguf(const GgufFile& file) {
   TokenizerVocab v;
-  absl::StatusOr<std::string> model = file.get_string("tokenizer.ggml.model");
-  if (!model.ok()) return model.status();
-  v.model = *std::move(model);
+  ASSIGN_OR_RETURN(v.model, file.get_string("tokenizer.ggml.model"));
   if (file.find("tokenizer.ggml.pre") != nullptr) {
-    absl::StatusOr<std::string> pre = file.get_string("tokenizer.ggml.pre");
-    if (!pre.ok()) return pre.status();
-    v.pre = *std::move(pre);
+    ASSIGN_OR_RETURN(v.pre, file.get_string("tokenizer.ggml.pre"));
   }
-  absl::StatusOr<std::vector<std::string>> tokens = file.get_string_array("tokenizer.ggml.tokens");
-  if (!tokens.ok()) return tokens.status();
-  v.tokens = *std::move(tokens);
+  ASSIGN_OR_RETURN(v.tokens, file.get_string_array("tokenizer.ggml.tokens"));
   if (file.find("tokenizer.ggml.scores") != nullptr) {
-    absl::StatusOr<std::vector<float>> scores = file.get_float_array("tokenizer.ggml.scores");
-    if (!scores.ok()) return scores.status();
-    v.scores = *std::move(scores);
+    ASSIGN_OR_RETURN(v.scores, file.get_float_array("tokenizer.ggml.scores"));
   }
   if (file.find("tokenizer.ggml.token_type") != nullptr) {
-    absl::StatusOr<std::vector<int64_t>> types = file.get_int_array("tokenizer.ggml.token_type");
-    if (!types.ok()) return types.status();
-    v.token_types.reserve(types->size());
-    for (int64_t t : *types) {
+    ASSIGN_OR_RETURN(const std::vector<int64_t> types,
+                     file.get_int_array("tokenizer.ggml.token_type"));
+    v.token_types.reserve(types.size());
+    for (int64_t t : types) {
       if (t < 0 || t > static_cast<int64_t>(TokenType::kByte)) {
         return absl::InvalidArgumentError(
             absl::StrCat("tokenizer: tokenizer.ggml.token_type has unknown type ", t));
@@ -223,34 +214,27 @@ absl::StatusOr<TokenizerVocab> tokenizer_vocab_from_gguf(const GgufFile& file) {
     }
   }
   if (file.find("tokenizer.ggml.merges") != nullptr) {
-    absl::StatusOr<std::vector<std::string>> merges = file.get_string_array("tokenizer.ggml.merges");
-    if (!merges.ok()) return merges.status();
-    v.merges = *std::move(merges);
+    ASSIGN_OR_RETURN(v.merges, file.get_string_array("tokenizer.ggml.merges"));
   }
   struct IdKey { int32_t* field; std::string_view key; };
   for (IdKey k : {IdKey{&v.bos_id, "tokenizer.ggml.bos_token_id"},
                   IdKey{&v.eos_id, "tokenizer.ggml.eos_token_id"},
                   IdKey{&v.eot_id, "tokenizer.ggml.eot_token_id"},
                   IdKey{&v.unk_id, "tokenizer.ggml.unknown_token_id"}}) {
-    absl::StatusOr<int32_t> id = optional_id(file, k.key);
-    if (!id.ok()) return id.status();
-    *k.field = *id;
+    ASSIGN_OR_RETURN(*k.field, optional_id(file, k.key));
   }
   struct BoolKey { std::optional<bool>* field; std::string_view key; };
   for (BoolKey k : {BoolKey{&v.add_bos, "tokenizer.ggml.add_bos_token"},
                     BoolKey{&v.add_eos, "tokenizer.ggml.add_eos_token"},
                     BoolKey{&v.add_space_prefix, "tokenizer.ggml.add_space_prefix"}}) {
-    absl::StatusOr<std::optional<bool>> b = optional_bool(file, k.key);
-    if (!b.ok()) return b.status();
-    *k.field = *b;
+    ASSIGN_OR_RETURN(*k.field, optional_bool(file, k.key));
   }
   return v;
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer_from_gguf(const GgufFile& file) {
-  absl::StatusOr<TokenizerVocab> vocab = tokenizer_vocab_from_gguf(file);
-  if (!vocab.ok()) return vocab.status();
-  return tokenizer_from_vocab(*std::move(vocab));
+  ASSIGN_OR_RETURN(TokenizerVocab vocab, tokenizer_vocab_from_gguf(file));
+  return tokenizer_from_vocab(std::move(vocab));
 }
 
 }  // namespace flashserve::model

@@ -4,9 +4,9 @@
 #include <mutex>
 
 #include "absl/strings/str_format.h"
+#include "model/text/utf8.h"
 #include "server/api/grpc_status.h"
 #include "server/api/raw_messages.h"
-#include "server/api/utf8.h"
 
 namespace flashserve::api {
 
@@ -75,10 +75,10 @@ void append_logprobs(const std::vector<engine::TokenLogprob>& logprobs,
 template <typename Response>
 void append_event_impl(const engine::GenerationEvent& event, Response* response) {
   // The engine emits only complete UTF-8; checking is cheap insurance for the proto field.
-  if (is_valid_utf8(event.text)) {
+  if (model::is_valid_utf8(event.text)) {
     response->mutable_text()->append(event.text);
   } else {
-    response->mutable_text()->append(replace_invalid_utf8(event.text));
+    response->mutable_text()->append(model::sanitize_utf8(event.text));
   }
   response->mutable_token_ids()->Add(event.token_ids.begin(), event.token_ids.end());
   append_logprobs(event.logprobs, response->mutable_logprobs());

@@ -3,10 +3,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "model/text/utf8.h"
 #include "server/api/generation_calls.h"
 #include "server/api/grpc_status.h"
 #include "server/api/raw_messages.h"
-#include "server/api/utf8.h"
 #include "server/api/validation.h"
 #include "server/metrics/metrics.h"
 
@@ -207,7 +207,7 @@ grpc::Status GenerationService::tokenize(const Backend& backend,
   }
   for (int32_t id : ids) {
     response->add_token_ids(id);
-    response->add_pieces(escape_invalid_utf8(ctx.tokenizer->token_bytes(id)));
+    response->add_pieces(model::escape_invalid_utf8(ctx.tokenizer->token_bytes(id)));
   }
   return grpc::Status::OK;
 }
@@ -221,7 +221,7 @@ grpc::Status GenerationService::detokenize(const Backend& backend,
     return to_grpc_status(st);
   }
   const std::vector<int32_t> ids(request.token_ids().begin(), request.token_ids().end());
-  response->set_text(replace_invalid_utf8(tokenizer.decode(ids, request.skip_special_tokens())));
+  response->set_text(model::sanitize_utf8(tokenizer.decode(ids, request.skip_special_tokens())));
   return grpc::Status::OK;
 }
 
@@ -230,8 +230,8 @@ void GenerationService::get_model_info(const Backend& backend, v1::ModelInfo* in
   const model::ModelConfig& config = engine.model_config();
   const RequestLimits& limits = backend.prompt.limits;
   const engine::EngineSnapshot snapshot = engine.snapshot();
-  info->set_architecture(replace_invalid_utf8(config.architecture));
-  info->set_name(replace_invalid_utf8(config.name));
+  info->set_architecture(model::sanitize_utf8(config.architecture));
+  info->set_name(model::sanitize_utf8(config.name));
   info->set_context_length(limits.context_length);
   info->set_vocab_size(config.vocab_size);
   info->set_num_layers(config.num_layers);
@@ -247,6 +247,8 @@ void GenerationService::get_model_info(const Backend& backend, v1::ModelInfo* in
   kv->set_block_size(engine.kv_block_size());
   kv->set_num_tokens(static_cast<int64_t>(snapshot.num_kv_blocks_total) * engine.kv_block_size());
   kv->set_num_blocks_used(snapshot.num_kv_blocks_used);
+  kv->set_prefix_caching(snapshot.prefix_caching);
+  kv->set_num_blocks_cached(snapshot.num_kv_blocks_cached);
   v1::Limits* l = info->mutable_limits();
   l->set_max_new_tokens(limits.max_new_tokens);
   l->set_max_stop_strings(limits.max_stop_strings);

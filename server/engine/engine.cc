@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "model/text/tokenizer_utf8.h"
+#include "model/text/utf8.h"
 #include "server/engine/block_manager.h"
 #include "server/engine/output_processor.h"
 #include "server/engine/scheduler.h"
@@ -35,9 +35,9 @@ std::string_view finish_reason_name(FinishReason r) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using TimePoint = Clock::TimePoint;
 
-double seconds_between(Clock::time_point from, Clock::time_point to) {
+double seconds_between(TimePoint from, TimePoint to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
@@ -65,7 +65,7 @@ FinishReason finish_reason_of(StopReason r) {
 // events.
 struct Request {
   Request(RequestId id, GenerationRequest req, EventSink event_sink,
-          const model::Tokenizer& tokenizer, uint64_t fallback_seed, Clock::time_point now)
+          const model::Tokenizer& tokenizer, uint64_t fallback_seed, TimePoint now)
       : seq(id, std::move(req.prompt_tokens), now),
         sampler(req.sampling, fallback_seed, req.logprobs),
         output(tokenizer, StopConditions{req.max_new_tokens, std::move(req.stop_strings),
@@ -78,12 +78,25 @@ struct Request {
   model::Sampler sampler;
   OutputProcessor output;
   std::shared_ptr<EventSink> sink;
-  std::optional<Clock::time_point> deadline;
+  std::optional<TimePoint> deadline;
   bool want_logprobs;
   GenerationEvent pending;  // tokens and text since the last event
-  std::optional<Clock::time_point> first_token_time;
-  Clock::time_point last_token_time;
+  std::optional<TimePoint> first_token_time;
+  TimePoint last_token_time;
 };
+
+// What makes two runners' K/V differ, for the root of the prefix-cache hash chains.
+std::string model_identity(const model::ModelConfig& c, int block_size) {
+  return absl::StrCat(c.architecture, "|", c.name, "|", c.num_layers, "|", c.hidden_size, "|",
+                      c.num_heads, "|", c.num_kv_heads, "|", c.head_dim, "|", c.ffn_size, "|",
+                      c.vocab_size, "|", c.rope_theta, "|", c.rms_eps, "|", block_size);
+}
+
+std::optional<BlockHash> prefix_seed(const EngineOptions& options,
+                                     const model::ModelRunner& runner) {
+  if (!options.prefix_caching) return std::nullopt;
+  return block_hash_seed(model_identity(runner.config(), runner.kv_block_size()));
+}
 
 }  // namespace
 
@@ -115,25 +128,25 @@ class Engine::Impl {
   // when the loop should exit.
   bool take_input();
   void step();
-  void abort_expired(Clock::time_point now);
+  void abort_expired(TimePoint now);
   model::ForwardBatch build_batch(const SchedulerOutput& out);
-  void postprocess(const SchedulerOutput& out, const model::ForwardBatch& batch,
-                   Clock::time_point now);
-  void take_token(Request* req, const model::SampledToken& t, Clock::time_point now);
+  void postprocess(const SchedulerOutput& out, const model::ForwardBatch& batch, TimePoint now);
+  void take_token(Request* req, const model::SampledToken& t, TimePoint now);
   void emit(Request* req);
   // Hands the events of this iteration to their sinks, after publish(): a client that sees
   // a final event also sees its blocks freed in snapshot() and the metrics.
   void deliver();
-  void finish(Request* req, FinishReason reason, absl::Status status, Clock::time_point now);
+  void finish(Request* req, FinishReason reason, absl::Status status, TimePoint now);
   void finish_all(FinishReason reason, const absl::Status& status = absl::OkStatus());
-  void publish(Clock::time_point now, bool made_progress);
+  void publish(TimePoint now, bool made_progress);
   void record_step_metrics(const SchedulerOutput& out, const model::ForwardStats& stats,
-                           Clock::time_point begin, Clock::time_point end);
+                           TimePoint begin, TimePoint end);
 
   std::unique_ptr<model::ModelRunner> runner_;
   const model::Tokenizer& tokenizer_;
   const EngineOptions options_;
   metrics::Metrics* const metrics_;
+  const Clock& clock_;
   const int max_context_;
   const int vocab_size_;       // valid token ids: [0, vocab_size_)
   const uint64_t seed_base_;   // fallback seeds of requests without one
@@ -145,6 +158,7 @@ class Engine::Impl {
   std::vector<model::SampledToken> sampled_;  // [num_samples] of the current step
   std::vector<std::pair<std::shared_ptr<EventSink>, GenerationEvent>> outbox_;
   uint64_t num_steps_ = 0;
+  PrefixCacheStats published_prefix_;  // as last added to the metrics
 
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Request>> inbox_ ABSL_GUARDED_BY(mu_);
@@ -157,7 +171,7 @@ class Engine::Impl {
   absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
   bool loop_exited_ ABSL_GUARDED_BY(mu_) = false;
   EngineSnapshot published_ ABSL_GUARDED_BY(mu_);  // as of the last step
-  Clock::time_point last_progress_ ABSL_GUARDED_BY(mu_);
+  TimePoint last_progress_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 
@@ -168,14 +182,16 @@ Engine::Impl::Impl(std::unique_ptr<model::ModelRunner> runner,
       tokenizer_(tokenizer),
       options_(options),
       metrics_(metrics),
+      clock_(options.clock != nullptr ? *options.clock : Clock::steady()),
       max_context_(options.max_context > 0 ? options.max_context
                                            : runner_->config().context_length),
       vocab_size_(std::min(runner_->config().vocab_size, tokenizer.vocab_size())),
       seed_base_(std::random_device{}()),
-      blocks_(runner_->num_kv_blocks(), runner_->kv_block_size()),
+      blocks_(runner_->num_kv_blocks(), runner_->kv_block_size(), prefix_seed(options, *runner_)),
       scheduler_({options.max_num_seqs, options.max_batch_tokens}, &blocks_),
-      last_progress_(Clock::now()) {
+      last_progress_(clock_.now()) {
   published_.num_kv_blocks_total = blocks_.num_total_blocks();
+  published_.prefix_caching = blocks_.prefix_caching();
   if (metrics_ != nullptr) {
     metrics_->set_kv_blocks(0, blocks_.num_total_blocks());
     metrics_->set_waiting_capacity(options_.max_waiting);
@@ -245,7 +261,7 @@ absl::Status Engine::Impl::validate(const GenerationRequest& r) const {
   }
   for (size_t i = 0; i < r.stop_strings.size(); ++i) {
     const std::string& s = r.stop_strings[i];
-    if (s.empty() || model::sanitize_utf8(s) != s) {
+    if (s.empty() || !model::is_valid_utf8(s)) {
       return absl::InvalidArgumentError(
           absl::StrCat("stop_strings[", i, "] is ", s.empty() ? "empty" : "not valid UTF-8"));
     }
@@ -287,7 +303,7 @@ absl::StatusOr<RequestId> Engine::Impl::submit(GenerationRequest request, EventS
     }
     if (status.ok()) {
       id = next_id_++;
-      const Clock::time_point now = Clock::now();
+      const TimePoint now = clock_.now();
       if (published_.num_running + published_.num_waiting == 0 && inbox_.empty()) {
         last_progress_ = now;  // idle until now: the stall clock starts with this request
       }
@@ -313,7 +329,7 @@ EngineSnapshot Engine::Impl::snapshot() const {
   EngineSnapshot s = published_;
   s.num_waiting += static_cast<int>(inbox_.size());
   const bool pending = s.num_running + s.num_waiting > 0;
-  s.stalled = pending && Clock::now() - last_progress_ > options_.stall_threshold;
+  s.stalled = pending && clock_.now() - last_progress_ > options_.stall_threshold;
   s.running = started_ && !draining_ && !stop_;
   return s;
 }
@@ -352,7 +368,7 @@ bool Engine::Impl::take_input() {
     requests_.emplace(r->seq.id(), std::move(req));
     scheduler_.add(&r->seq);
   }
-  const Clock::time_point now = Clock::now();
+  const TimePoint now = clock_.now();
   // A cancellation that arrives once the deadline has passed is the deadline's doing: gRPC
   // cancels a call whose deadline expired, usually before abort_expired() sees it.
   for (RequestId id : cancelled) {
@@ -366,7 +382,7 @@ bool Engine::Impl::take_input() {
 }
 
 void Engine::Impl::step() {
-  const Clock::time_point begin = Clock::now();
+  const TimePoint begin = clock_.now();
   abort_expired(begin);
   const SchedulerOutput out = scheduler_.schedule();
   if (metrics_ != nullptr) metrics_->add_preemptions(static_cast<int>(out.preempted.size()));
@@ -389,7 +405,7 @@ void Engine::Impl::step() {
                                               " tokens for ", batch.sample_seqs.size(),
                                               " sampled sequences"));
   }
-  const Clock::time_point end = Clock::now();
+  const TimePoint end = clock_.now();
   if (!status.ok()) {
     for (const ScheduledSequence& s : out.scheduled) {
       finish(requests_.at(s.seq->id()).get(), FinishReason::kError, status, end);
@@ -401,12 +417,12 @@ void Engine::Impl::step() {
   scheduler_.complete(out);
   postprocess(out, batch, end);
   ++num_steps_;
-  record_step_metrics(out, stats, begin, Clock::now());
-  publish(Clock::now(), /*made_progress=*/true);
+  record_step_metrics(out, stats, begin, clock_.now());
+  publish(clock_.now(), /*made_progress=*/true);
   deliver();
 }
 
-void Engine::Impl::abort_expired(Clock::time_point now) {
+void Engine::Impl::abort_expired(TimePoint now) {
   std::vector<Request*> expired;
   for (auto& [id, req] : requests_) {
     if (req->deadline && now >= *req->deadline) expired.push_back(req.get());
@@ -449,15 +465,14 @@ model::ForwardBatch Engine::Impl::build_batch(const SchedulerOutput& out) {
 }
 
 void Engine::Impl::postprocess(const SchedulerOutput& out, const model::ForwardBatch& batch,
-                               Clock::time_point now) {
+                               TimePoint now) {
   for (size_t i = 0; i < batch.sample_seqs.size(); ++i) {
     const ScheduledSequence& s = out.scheduled[batch.sample_seqs[i]];
     take_token(requests_.at(s.seq->id()).get(), sampled_[i], now);
   }
 }
 
-void Engine::Impl::take_token(Request* req, const model::SampledToken& r,
-                              Clock::time_point now) {
+void Engine::Impl::take_token(Request* req, const model::SampledToken& r, TimePoint now) {
   Sequence& seq = req->seq;
   seq.append_token(r.token);
   if (metrics_ != nullptr) {
@@ -495,7 +510,7 @@ void Engine::Impl::deliver() {
 }
 
 void Engine::Impl::finish(Request* req, FinishReason reason, absl::Status status,
-                          Clock::time_point now) {
+                          TimePoint now) {
   Sequence& seq = req->seq;
   GenerationEvent event = std::move(req->pending);
   if (reason == FinishReason::kCancelled || reason == FinishReason::kDeadlineExceeded ||
@@ -534,13 +549,13 @@ void Engine::Impl::finish_all(FinishReason reason, const absl::Status& status) {
   std::vector<RequestId> ids;
   for (const auto& [id, req] : requests_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
-  const Clock::time_point now = Clock::now();
+  const TimePoint now = clock_.now();
   for (RequestId id : ids) finish(requests_.at(id).get(), reason, status, now);
   publish(now, /*made_progress=*/false);
   deliver();
 }
 
-void Engine::Impl::publish(Clock::time_point now, bool made_progress) {
+void Engine::Impl::publish(TimePoint now, bool made_progress) {
   const int num_running = scheduler_.num_running();
   const int num_waiting = scheduler_.num_waiting();
   {
@@ -548,6 +563,7 @@ void Engine::Impl::publish(Clock::time_point now, bool made_progress) {
     published_.num_running = num_running;
     published_.num_waiting = num_waiting;
     published_.num_kv_blocks_used = blocks_.num_used_blocks();
+    published_.num_kv_blocks_cached = blocks_.num_cached_blocks();
     published_.num_steps = num_steps_;
     if (made_progress || !scheduler_.has_work()) last_progress_ = now;
   }
@@ -555,12 +571,18 @@ void Engine::Impl::publish(Clock::time_point now, bool made_progress) {
     metrics_->set_num_running(num_running);
     metrics_->set_num_waiting(num_waiting);
     metrics_->set_kv_blocks(blocks_.num_used_blocks(), blocks_.num_total_blocks());
+    const PrefixCacheStats& p = blocks_.prefix_stats();
+    metrics_->record_prefix_cache(p.num_queried_tokens - published_prefix_.num_queried_tokens,
+                                  p.num_hit_tokens - published_prefix_.num_hit_tokens,
+                                  p.num_evictions - published_prefix_.num_evictions,
+                                  blocks_.num_cached_blocks());
+    published_prefix_ = p;
   }
 }
 
 void Engine::Impl::record_step_metrics(const SchedulerOutput& out,
                                        const model::ForwardStats& stats,
-                                       Clock::time_point begin, Clock::time_point end) {
+                                       TimePoint begin, TimePoint end) {
   if (metrics_ == nullptr) return;
   metrics_->record_step(static_cast<int>(out.scheduled.size()), out.num_tokens,
                         seconds_between(begin, end));

@@ -22,6 +22,7 @@
 #include "model/runner.h"
 #include "model/sampling.h"
 #include "model/text/tokenizer.h"
+#include "server/engine/clock.h"
 
 namespace flashserve::metrics {
 class Metrics;
@@ -87,16 +88,23 @@ struct EngineOptions {
   int max_batch_tokens = 2048;    // tokens (prefill chunks + decodes) per step
   int max_waiting = 256;          // queue bound: submit() beyond it -> ResourceExhausted
   int max_context = 0;            // 0 = the model's context length
+  // Reuse the KV blocks of prompt prefixes seen before (block_manager.h).
+  bool prefix_caching = true;
   // snapshot().stalled: work pending and no step completed for this long.
   std::chrono::milliseconds stall_threshold{30000};
+  // Time source for deadlines, stall detection and timings; null = Clock::steady(). Must
+  // outlive the engine. GenerationRequest::deadline is on this clock.
+  const Clock* clock = nullptr;
 };
 
 // What health checks and GetModelInfo need, consistent at one instant.
 struct EngineSnapshot {
   int num_running = 0;
   int num_waiting = 0;
-  int num_kv_blocks_used = 0;
+  int num_kv_blocks_used = 0;     // referenced by a sequence
   int num_kv_blocks_total = 0;
+  int num_kv_blocks_cached = 0;   // in the prefix cache (referenced or not)
+  bool prefix_caching = false;
   uint64_t num_steps = 0;
   // True when work is pending and no step has completed for the stall threshold.
   bool stalled = false;

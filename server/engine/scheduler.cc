@@ -49,10 +49,14 @@ void Scheduler::admit_waiting(int* token_budget, SchedulerOutput* out) {
   while (!waiting_.empty() && *token_budget > 0 &&
          num_running() < options_.max_num_seqs) {
     Sequence* seq = waiting_.front();
-    const int n = std::min(seq->num_uncomputed_tokens(), *token_budget);
-    const int num_tokens_after = seq->num_computed_tokens() + n;
-    if (!blocks_->can_allocate(seq->block_table(), num_tokens_after)) break;  // FIFO
-    blocks_->allocate(seq->mutable_block_table(), num_tokens_after);
+    assert(seq->num_computed_tokens() == 0 && seq->block_table().empty());
+    const PrefixMatch match = blocks_->find_prefix(seq->tokens(), seq->mutable_block_hashes());
+    const int num_cached = match.num_tokens(blocks_->block_size());
+    const int n = std::min(seq->num_tokens() - num_cached, *token_budget);
+    if (!blocks_->can_allocate(match, num_cached + n)) break;  // FIFO
+    blocks_->share(match, seq->num_tokens(), seq->mutable_block_table());
+    seq->advance_computed(num_cached);
+    blocks_->allocate(seq->mutable_block_table(), num_cached + n);
     waiting_.pop_front();
     seq->set_status(SequenceStatus::kRunning);
     running_.push_back(seq);
@@ -78,7 +82,12 @@ void Scheduler::push_scheduled(Sequence* seq, int num_new_tokens, int* token_bud
 }
 
 void Scheduler::complete(const SchedulerOutput& output) {
-  for (const ScheduledSequence& s : output.scheduled) s.seq->advance_computed(s.num_new_tokens);
+  for (const ScheduledSequence& s : output.scheduled) {
+    Sequence* seq = s.seq;
+    seq->advance_computed(s.num_new_tokens);
+    blocks_->register_full_blocks(seq->tokens(), seq->num_computed_tokens(), seq->block_table(),
+                                  seq->mutable_block_hashes());
+  }
 }
 
 void Scheduler::finish(Sequence* seq) {

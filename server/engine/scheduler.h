@@ -7,7 +7,10 @@
 //  2. if no sequence had to be preempted, waiting sequences are admitted strictly FIFO (a
 //     head that does not fit blocks the ones behind it), each with as much of its prompt as
 //     the remaining token budget allows.
-// KV blocks are allocated on demand for exactly the tokens scheduled. When the cache runs
+// An admitted sequence first shares the KV blocks of its longest prefix already in the prefix
+// cache (block_manager.h) and computes only the rest; full blocks are registered in the cache
+// as soon as their tokens are computed. KV blocks are allocated on demand for exactly the
+// tokens scheduled. When the cache runs
 // out, the youngest running sequence is preempted by recompute: its blocks are freed and it
 // returns to the front of the waiting queue, to be prefilled again (prompt + generated).
 //
@@ -55,7 +58,8 @@ class Scheduler {
   // Picks this step's batch and allocates its KV blocks (see the file comment).
   SchedulerOutput schedule();
 
-  // Records that the forward pass of `output` ran: the scheduled tokens are now cached.
+  // Records that the forward pass of `output` ran: the scheduled tokens are now cached, and
+  // blocks they filled are registered in the prefix cache.
   void complete(const SchedulerOutput& output);
 
   // Removes `seq` (waiting or running), frees its blocks and marks it finished. No-op for a

@@ -6,6 +6,9 @@
 //      ^                     |
 //      +------preempt--------+   (blocks freed, num_computed_tokens = 0: recomputed later)
 //
+// At admission a sequence starts with num_computed_tokens = the length of its prefix found in
+// the prefix cache (block_manager.h); those blocks are shared, the rest is computed.
+//
 // Sampling, detokenization and stop strings live with the request in the engine
 // (output_processor.h), so that the scheduler is pure bookkeeping over token counts.
 //
@@ -57,6 +60,9 @@ class Sequence {
 
   const BlockTable& block_table() const { return block_table_; }
   BlockTable* mutable_block_table() { return &block_table_; }
+  // The prefix-cache hash chain of the full blocks of tokens() hashed so far (the block
+  // manager extends it; tokens are only appended, so it stays valid).
+  std::vector<BlockHash>* mutable_block_hashes() { return &block_hashes_; }
 
   int num_preemptions() const { return num_preemptions_; }
 
@@ -73,6 +79,7 @@ class Sequence {
   int num_prompt_tokens_;
   int num_computed_tokens_ = 0;
   BlockTable block_table_;
+  std::vector<BlockHash> block_hashes_;
   int num_preemptions_ = 0;
   Clock::time_point arrival_time_;
   std::optional<Clock::time_point> first_scheduled_time_;

@@ -202,6 +202,8 @@ void Metrics::register_engine() {
        "KV cache blocks currently allocated to sequences."},
       {&kv_blocks_capacity_, "flashserve_kv_cache_blocks_capacity",
        "KV cache blocks in total (the cache's capacity)."},
+      {&prefix_cached_blocks_, "flashserve_prefix_cache_blocks",
+       "KV cache blocks registered in the prefix cache (referenced or not)."},
   };
   for (const auto& row : gauges) {
     *row.slot = &family(BuildGauge(), r, row.name, row.help, constant_labels_).Add({});
@@ -211,6 +213,13 @@ void Metrics::register_engine() {
       {&preemptions_, "flashserve_engine_preemptions_total",
        "Running sequences preempted (KV blocks freed, recomputed later) because the KV cache "
        "ran out of blocks."},
+      {&prefix_queried_tokens_, "flashserve_prefix_cache_queried_tokens_total",
+       "Tokens of admitted sequences looked up in the prefix cache."},
+      {&prefix_hit_tokens_, "flashserve_prefix_cache_hit_tokens_total",
+       "Tokens of admitted sequences found in the prefix cache (their K/V reused, not "
+       "recomputed)."},
+      {&prefix_evictions_, "flashserve_prefix_cache_evictions_total",
+       "Cached KV blocks nobody referenced, reclaimed for new K/V."},
   };
   for (const auto& row : counters) {
     *row.slot = &family(BuildCounter(), r, row.name, row.help, constant_labels_).Add({});
@@ -349,6 +358,14 @@ void Metrics::record_step_breakdown(double attention_seconds, double gemm_second
   for (int i = 0; i < kNumForwardParts; ++i) {
     if (parts[i] > 0) forward_seconds_[i]->Increment(parts[i]);
   }
+}
+
+void Metrics::record_prefix_cache(int64_t num_queried_tokens, int64_t num_hit_tokens,
+                                  int64_t num_evictions, int num_cached_blocks) {
+  if (num_queried_tokens > 0) prefix_queried_tokens_->Increment(num_queried_tokens);
+  if (num_hit_tokens > 0) prefix_hit_tokens_->Increment(num_hit_tokens);
+  if (num_evictions > 0) prefix_evictions_->Increment(num_evictions);
+  prefix_cached_blocks_->Set(num_cached_blocks);
 }
 
 void Metrics::record_attention(AttentionPhase phase, int num_calls, double seconds,

@@ -144,6 +144,10 @@ class Metrics {
   // everything else (norms, RoPE, activations, sampling, copies). Negative values count as 0.
   void record_step_breakdown(double attention_seconds, double gemm_seconds,
                              double other_seconds);
+  // Prefix cache: tokens looked up / found since the last call, cached blocks evicted since
+  // the last call, and blocks cached now.
+  void record_prefix_cache(int64_t num_queried_tokens, int64_t num_hit_tokens,
+                           int64_t num_evictions, int num_cached_blocks);
 
   // ---- attention kernels ----
   // The attention work of one forward pass in `phase`: `num_calls` kernel launches that took
@@ -190,6 +194,10 @@ class Metrics {
   prometheus::Histogram* batch_tokens_ = nullptr;
   prometheus::Counter* preemptions_ = nullptr;
   prometheus::Counter* forward_seconds_[kNumForwardParts] = {};
+  prometheus::Counter* prefix_queried_tokens_ = nullptr;
+  prometheus::Counter* prefix_hit_tokens_ = nullptr;
+  prometheus::Counter* prefix_evictions_ = nullptr;
+  prometheus::Gauge* prefix_cached_blocks_ = nullptr;
 
   prometheus::Histogram* attention_seconds_[kNumAttentionPhases] = {};
   prometheus::Counter* attention_bytes_[kNumAttentionPhases] = {};

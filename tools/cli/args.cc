@@ -2,6 +2,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace flashserve::cli {
 
@@ -68,15 +69,13 @@ absl::StatusOr<std::optional<double>> Args::get_optional_double(const std::strin
 }
 
 absl::StatusOr<int> Args::get_int(const std::string& name, int fallback) const {
-  auto value = get_optional_int(name);
-  if (!value.ok()) return value.status();
-  return value->value_or(fallback);
+  ASSIGN_OR_RETURN(const std::optional<int> value, get_optional_int(name));
+  return value.value_or(fallback);
 }
 
 absl::StatusOr<double> Args::get_double(const std::string& name, double fallback) const {
-  auto value = get_optional_double(name);
-  if (!value.ok()) return value.status();
-  return value->value_or(fallback);
+  ASSIGN_OR_RETURN(const std::optional<double> value, get_optional_double(name));
+  return value.value_or(fallback);
 }
 
 }  // namespace flashserve::cli

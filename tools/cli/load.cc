@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "flashserve/v1/generation.grpc.pb.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
@@ -96,16 +97,16 @@ void print_percentiles(const char* name, std::vector<double> values) {
 // the server and repeated); else --prompt TEXT (or a default prompt).
 absl::Status build_prompt(const CliContext& ctx, const Args& args,
                           v1::GenerateRequest* request) {
-  auto num_prompt_tokens = args.get_optional_int("prompt-tokens");
-  if (!num_prompt_tokens.ok()) return num_prompt_tokens.status();
-  if (!*num_prompt_tokens) {
+  ASSIGN_OR_RETURN(const std::optional<int> num_prompt_tokens,
+                   args.get_optional_int("prompt-tokens"));
+  if (!num_prompt_tokens) {
     request->set_prompt(args.get("prompt", kDefaultPrompt));
     return absl::OkStatus();
   }
   if (args.has("prompt")) {
     return absl::InvalidArgumentError("give --prompt or --prompt-tokens, not both");
   }
-  if (**num_prompt_tokens < 1) return absl::InvalidArgumentError("--prompt-tokens must be >= 1");
+  if (*num_prompt_tokens < 1) return absl::InvalidArgumentError("--prompt-tokens must be >= 1");
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::TokenizeRequest tokenize;
@@ -119,7 +120,7 @@ absl::Status build_prompt(const CliContext& ctx, const Args& args,
   }
   if (filler.token_ids().empty()) return absl::InternalError("the filler prompt has no tokens");
   auto* ids = request->mutable_token_ids()->mutable_ids();
-  for (int i = 0; i < **num_prompt_tokens; ++i) ids->Add(filler.token_ids(i % filler.token_ids_size()));
+  for (int i = 0; i < *num_prompt_tokens; ++i) ids->Add(filler.token_ids(i % filler.token_ids_size()));
   return absl::OkStatus();
 }
 

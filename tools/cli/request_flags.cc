@@ -2,6 +2,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace flashserve::cli {
 
@@ -31,13 +32,11 @@ absl::Status apply_generation_flags(const Args& args, v1::GenerateRequest* reque
                                        &v1::SamplingParams::set_presence_penalty},
                              FloatFlag{"frequency-penalty",
                                        &v1::SamplingParams::set_frequency_penalty}}) {
-    auto value = args.get_optional_double(f.name);
-    if (!value.ok()) return value.status();
-    if (*value) (sampling->*f.set)(static_cast<float>(**value));
+    ASSIGN_OR_RETURN(const std::optional<double> value, args.get_optional_double(f.name));
+    if (value) (sampling->*f.set)(static_cast<float>(*value));
   }
-  auto top_k = args.get_optional_int("top-k");
-  if (!top_k.ok()) return top_k.status();
-  if (*top_k) sampling->set_top_k(**top_k);
+  ASSIGN_OR_RETURN(const std::optional<int> top_k, args.get_optional_int("top-k"));
+  if (top_k) sampling->set_top_k(*top_k);
   if (args.has("seed")) {
     uint64_t seed = 0;
     if (!absl::SimpleAtoi(args.get("seed"), &seed)) {
@@ -46,9 +45,8 @@ absl::Status apply_generation_flags(const Args& args, v1::GenerateRequest* reque
     }
     sampling->set_seed(seed);
   }
-  auto max_tokens = args.get_optional_int("max-tokens");
-  if (!max_tokens.ok()) return max_tokens.status();
-  if (*max_tokens) stopping->set_max_new_tokens(**max_tokens);
+  ASSIGN_OR_RETURN(const std::optional<int> max_tokens, args.get_optional_int("max-tokens"));
+  if (max_tokens) stopping->set_max_new_tokens(*max_tokens);
   for (const std::string& stop : args.get_all("stop")) stopping->add_stop(stop);
   for (const std::string& text : args.get_all("stop-token-id")) {
     int id = 0;
@@ -59,21 +57,19 @@ absl::Status apply_generation_flags(const Args& args, v1::GenerateRequest* reque
     stopping->add_stop_token_ids(id);
   }
   stopping->set_ignore_eos(args.has("ignore-eos"));
-  auto logprobs = args.get_optional_int("logprobs");
-  if (!logprobs.ok()) return logprobs.status();
-  if (*logprobs) {
+  ASSIGN_OR_RETURN(const std::optional<int> logprobs, args.get_optional_int("logprobs"));
+  if (logprobs) {
     request->set_logprobs(true);
-    request->set_top_logprobs(**logprobs);
+    request->set_top_logprobs(*logprobs);
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<std::chrono::milliseconds>> timeout_flag(const Args& args) {
-  auto seconds = args.get_optional_double("timeout");
-  if (!seconds.ok()) return seconds.status();
-  if (!*seconds || **seconds <= 0) return std::optional<std::chrono::milliseconds>();
+  ASSIGN_OR_RETURN(const std::optional<double> seconds, args.get_optional_double("timeout"));
+  if (!seconds || *seconds <= 0) return std::optional<std::chrono::milliseconds>();
   return std::optional<std::chrono::milliseconds>(
-      std::chrono::milliseconds(static_cast<int64_t>(**seconds * 1000)));
+      std::chrono::milliseconds(static_cast<int64_t>(*seconds * 1000)));
 }
 
 }  // namespace flashserve::cli

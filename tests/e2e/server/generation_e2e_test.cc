@@ -79,6 +79,8 @@ TEST_F(GenerationE2E, ModelInfoDescribesTheModel) {
   EXPECT_GT(info.kv_cache().block_size(), 0);
   EXPECT_EQ(info.kv_cache().num_tokens(),
             int64_t{info.kv_cache().num_blocks()} * info.kv_cache().block_size());
+  EXPECT_TRUE(info.kv_cache().prefix_caching());  // on by default
+  EXPECT_LE(info.kv_cache().num_blocks_cached(), info.kv_cache().num_blocks());
   EXPECT_EQ(info.limits().max_num_seqs(), 32);
   EXPECT_EQ(info.limits().max_waiting(), 64);
   EXPECT_GT(info.limits().max_new_tokens(), 0);

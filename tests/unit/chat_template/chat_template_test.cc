@@ -8,31 +8,31 @@
 
 #include "gtest/gtest.h"
 #include "model/gguf/gguf.h"
-#include "tests/unit/tokenizer/test_json.h"
+#include "tests/support/json.h"
 
 namespace flashserve::model {
 namespace {
 
 std::vector<ChatMessage> messages_of(const testing::Json& list) {
   std::vector<ChatMessage> out;
-  for (const testing::Json& m : list.array) out.push_back({m["role"].string, m["content"].string});
+  for (const testing::Json& m : list) out.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
   return out;
 }
 
 TEST(ChatTemplate, SmolLm2MatchesJinja2) {
   const testing::Json root =
       testing::read_json_file("tests/data/tokenizer_chat_template_smollm2.json");
-  auto tmpl = ChatTemplate::from_template_text(root["template"].string);
+  auto tmpl = ChatTemplate::from_template_text(root.at("template").get<std::string>());
   ASSERT_TRUE(tmpl.ok()) << tmpl.status();
   EXPECT_EQ(tmpl->family_name(), "chatml");
   EXPECT_EQ(tmpl->default_system_prompt(),
             "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
-  ASSERT_GE(root["cases"].array.size(), 8u);
-  for (const testing::Json& c : root["cases"].array) {
-    const std::vector<ChatMessage> messages = messages_of(c["messages"]);
-    auto rendered = tmpl->render(messages, c["add_generation_prompt"].boolean);
+  ASSERT_GE(root.at("cases").size(), 8u);
+  for (const testing::Json& c : root.at("cases")) {
+    const std::vector<ChatMessage> messages = messages_of(c.at("messages"));
+    auto rendered = tmpl->render(messages, c.at("add_generation_prompt").get<bool>());
     ASSERT_TRUE(rendered.ok()) << rendered.status();
-    EXPECT_EQ(*rendered, c["rendered"].string);
+    EXPECT_EQ(*rendered, c.at("rendered").get<std::string>());
   }
 }
 
@@ -134,15 +134,15 @@ namespace {
 TEST(ChatTemplate, FamiliesMatchLlamaCpp) {
   const testing::Json root =
       testing::read_json_file("tests/data/tokenizer_chat_template_llamacpp.json");
-  ASSERT_GE(root["cases"].array.size(), 80u);
-  for (const testing::Json& c : root["cases"].array) {
-    auto tmpl = ChatTemplate::from_template_text(c["family"].string);
+  ASSERT_GE(root.at("cases").size(), 80u);
+  for (const testing::Json& c : root.at("cases")) {
+    auto tmpl = ChatTemplate::from_template_text(c.at("family").get<std::string>());
     ASSERT_TRUE(tmpl.ok()) << tmpl.status();
-    const std::vector<ChatMessage> messages = messages_of(c["messages"]);
-    auto rendered = tmpl->render(messages, c["add_generation_prompt"].boolean);
+    const std::vector<ChatMessage> messages = messages_of(c.at("messages"));
+    auto rendered = tmpl->render(messages, c.at("add_generation_prompt").get<bool>());
     ASSERT_TRUE(rendered.ok()) << rendered.status();
-    EXPECT_EQ(*rendered, c["rendered"].string)
-        << c["family"].string << " add_generation_prompt=" << c["add_generation_prompt"].boolean;
+    EXPECT_EQ(*rendered, c.at("rendered").get<std::string>())
+        << c.at("family").get<std::string>() << " add_generation_prompt=" << c.at("add_generation_prompt").get<bool>();
   }
 }
 

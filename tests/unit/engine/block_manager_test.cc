@@ -39,10 +39,11 @@ TEST(BlockManagerTest, AllocatesOnDemandAndFreesEverything) {
   EXPECT_TRUE(a.empty());
   EXPECT_EQ(bm.num_free_blocks(), 2);
   EXPECT_EQ(bm.num_refs(0), 0);
-  // Freed blocks are reused last (FIFO), after the blocks free before them.
+  // Freed blocks are reused last (FIFO), after the blocks free before them; a table's
+  // blocks are released last block first.
   BlockTable c;
   bm.allocate(&c, 4);
-  EXPECT_EQ(c, (BlockTable{0}));
+  EXPECT_EQ(c, (BlockTable{1}));
   bm.free(&b);
   bm.free(&c);
   EXPECT_EQ(bm.num_used_blocks(), 0);

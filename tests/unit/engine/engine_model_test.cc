@@ -97,5 +97,60 @@ TEST_F(EngineModelTest, GreedyOutputIsTheSameAloneAndBatched) {
       << "no preemption happened";
 }
 
+// The value of the unlabelled counter `name` in `metrics`' text; -1 if absent.
+double counter(const metrics::Metrics& metrics, const std::string& name) {
+  const std::string text = metrics.serialize();
+  const size_t at = text.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
+}
+
+// A long shared prefix (several 64-token blocks) then a per-request question.
+TEST_F(EngineModelTest, PrefixCacheColdWarmAndPartlyEvictedGiveTheSameTokens) {
+  std::unique_ptr<Engine> cold = make_engine({.prefix_caching = false}, 5);
+  if (cold == nullptr) GTEST_SKIP() << kModelPath << " is absent (scripts/fetch-model.sh)";
+  const model::Tokenizer& tok = *models_.front().tokenizer;
+  const std::string system = std::string(kPrompts[3]) + " " + kPrompts[1] + " " + kPrompts[3] +
+                             " " + kPrompts[1];
+  const auto make = [&](const std::string& text) {
+    GenerationRequest r;
+    r.prompt_tokens = tok.encode(text, true, false);
+    r.max_new_tokens = kMaxNewTokens;
+    r.ignore_eos = true;
+    return r;
+  };
+  const GenerationRequest a = make(system + " Where did the fisherman live?");
+  const GenerationRequest other = make(std::string(kPrompts[1]) + " " + kPrompts[1]);
+  ASSERT_GE(a.prompt_tokens.size(), 3u * 64 + 1);  // 3 cacheable blocks at least
+  RecordProperty("shared_prompt_tokens", static_cast<int>(a.prompt_tokens.size()));
+  const auto run = [](Engine& engine, const GenerationRequest& r) {
+    auto s = Stream::make();
+    EXPECT_TRUE(engine.submit(r, s->sink()).ok());
+    EXPECT_TRUE(s->wait_final(absl::Seconds(300)));
+    EXPECT_EQ(s->final_event().finish_reason, FinishReason::kLength) << s->final_event().status;
+    return s->tokens();
+  };
+  cold->start();
+  const std::vector<int32_t> want = run(*cold, a);
+  cold.reset();
+
+  std::unique_ptr<Engine> warm = make_engine({}, 5);
+  ASSERT_NE(warm, nullptr);
+  warm->start();
+  const std::string hits = "flashserve_prefix_cache_hit_tokens_total";
+  const double hits_before = counter(metrics_, hits);
+  EXPECT_EQ(run(*warm, a), want) << "cold cache";
+  EXPECT_EQ(counter(metrics_, hits), hits_before);
+  const int num_full = (static_cast<int>(a.prompt_tokens.size()) - 1) / 64;
+  EXPECT_EQ(run(*warm, a), want) << "warm cache";
+  EXPECT_EQ(counter(metrics_, hits), hits_before + num_full * 64);
+  run(*warm, other);  // needs blocks: evicts the tail of a's cached chain
+  const double hits_partial = counter(metrics_, hits);
+  EXPECT_EQ(run(*warm, a), want) << "partly evicted cache";
+  const double reused = counter(metrics_, hits) - hits_partial;
+  EXPECT_GT(reused, 0);
+  EXPECT_LT(reused, num_full * 64);
+  EXPECT_EQ(warm->snapshot().num_kv_blocks_used, 0);
+}
+
 }  // namespace
 }  // namespace flashserve::engine

@@ -7,13 +7,15 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
-#include "model/text/tokenizer_utf8.h"
+#include "model/text/utf8.h"
+#include "tests/support/manual_clock.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace flashserve::engine {
 namespace {
 
 using namespace ::flashserve::engine::fakes;  // NOLINT: fakes and helpers
+using ::flashserve::testing::ManualClock;
 
 void expect_one_final(Stream& s) {
   EXPECT_EQ(s.num_final(), 1);
@@ -278,9 +280,10 @@ TEST(EngineTest, CancelAfterFinishIsIgnored) {
 }
 
 TEST(EngineTest, DeadlineAlreadyPassedAbortsAtTheNextStep) {
-  TestEngine e;
+  ManualClock clock;
+  TestEngine e({.engine = {.clock = &clock}});
   GenerationRequest r = greedy_request(make_prompt(1, 5), 4);
-  r.deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  r.deadline = clock.now();
   auto s = e.submit(r);
   e->start();
   ASSERT_TRUE(s->wait_final());
@@ -293,9 +296,10 @@ TEST(EngineTest, DeadlineAlreadyPassedAbortsAtTheNextStep) {
 // before the engine's own deadline check. It is a deadline expiry, not a cancellation, in the
 // final event and in flashserve_requests_total.
 TEST(EngineTest, CancelAfterTheDeadlineCountsAsDeadlineExceeded) {
-  TestEngine e;
+  ManualClock clock;
+  TestEngine e({.engine = {.clock = &clock}});
   GenerationRequest r = greedy_request(make_prompt(1, 5), 4);
-  r.deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  r.deadline = clock.now() - std::chrono::milliseconds(1);
   RequestId id = 0;
   auto s = e.submit(r, &id);
   e->cancel(id);  // taken with the submission, before the first step's deadline check
@@ -314,39 +318,45 @@ TEST(EngineTest, CancelAfterTheDeadlineCountsAsDeadlineExceeded) {
       << t;
 }
 
+// Every forward pass takes 2 ms of the manual clock: steps start at 0, 2, 4, ... ms, and the
+// step starting at the 40 ms deadline aborts the request after 20 tokens.
 TEST(EngineTest, DeadlineDuringGeneration) {
-  TestEngine e;
-  e.state->on_forward = [](const model::ForwardBatch&) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ManualClock clock;
+  TestEngine e({.engine = {.clock = &clock}});
+  e.state->on_forward = [&clock](const model::ForwardBatch&) {
+    clock.advance(std::chrono::milliseconds(2));
   };
   e->start();
-  GenerationRequest r = greedy_request(make_prompt(1, 5), 240);  // >= 480 ms of steps
-  r.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(40);
+  GenerationRequest r = greedy_request(make_prompt(1, 5), 240);
+  r.deadline = clock.now() + std::chrono::milliseconds(40);
   auto s = e.submit(r);
   ASSERT_TRUE(s->wait_final());
   expect_one_final(*s);
   EXPECT_EQ(s->final_event().finish_reason, FinishReason::kDeadlineExceeded);
-  EXPECT_LT(s->final_event().usage.completion_tokens, 240);
+  EXPECT_EQ(s->final_event().usage.completion_tokens, 20);
+  EXPECT_DOUBLE_EQ(s->final_event().timings.total_seconds, 0.040);
   EXPECT_EQ(e->snapshot().num_kv_blocks_used, 0);
 }
 
 TEST(EngineTest, DeadlineWhileWaitingBehindAFullBatch) {
-  TestEngine e({.engine = {.max_num_seqs = 1}});
-  e.state->on_forward = [](const model::ForwardBatch&) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ManualClock clock;
+  TestEngine e({.engine = {.max_num_seqs = 1, .clock = &clock}});
+  e.state->on_forward = [&clock](const model::ForwardBatch&) {
+    clock.advance(std::chrono::milliseconds(2));
   };
-  auto running = e.submit(greedy_request(make_prompt(1, 5), 60));  // >= 120 ms of steps
+  auto running = e.submit(greedy_request(make_prompt(1, 5), 60));  // 120 ms of steps
   GenerationRequest r = greedy_request(make_prompt(2, 5), 4);
-  r.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  r.deadline = clock.now() + std::chrono::milliseconds(20);
   auto waiting = e.submit(r);
   e->start();
   ASSERT_TRUE(waiting->wait_final());
   expect_one_final(*waiting);
   EXPECT_EQ(waiting->final_event().finish_reason, FinishReason::kDeadlineExceeded);
   EXPECT_EQ(waiting->final_event().usage.completion_tokens, 0);
-  // Never scheduled: its queue time is its whole life.
+  // Never scheduled: its queue time is its whole life, up to the step at its deadline.
   EXPECT_EQ(waiting->final_event().timings.queue_seconds,
             waiting->final_event().timings.total_seconds);
+  EXPECT_DOUBLE_EQ(waiting->final_event().timings.total_seconds, 0.020);
   ASSERT_TRUE(running->wait_final());
   EXPECT_EQ(running->final_event().finish_reason, FinishReason::kLength);
   for (const auto& b : e.state->batches_copy()) EXPECT_EQ(b.num_seqs(), 1);
@@ -457,20 +467,22 @@ TEST(EngineTest, DrainWithinItsLimitReportsSuccess) {
 }
 
 TEST(EngineTest, StallIsReportedWhileAStepHangs) {
-  TestEngine e({.engine = {.stall_threshold = std::chrono::milliseconds(20)}});
-  absl::Notification release;
-  e.state->on_forward = [&release](const model::ForwardBatch&) {
+  ManualClock clock;
+  TestEngine e({.engine = {.stall_threshold = std::chrono::milliseconds(20), .clock = &clock}});
+  absl::Notification in_step, release;
+  e.state->on_forward = [&](const model::ForwardBatch&) {
+    if (!in_step.HasBeenNotified()) in_step.Notify();
     release.WaitForNotification();
   };
   e->start();
-  EXPECT_FALSE(e->snapshot().stalled);  // idle is not stalled
+  clock.advance(std::chrono::seconds(1));
+  EXPECT_FALSE(e->snapshot().stalled);  // idle is not stalled, however long
   auto s = e.submit(greedy_request(make_prompt(1, 5), 2));
-  bool stalled = false;
-  for (int i = 0; i < 2000 && !stalled; ++i) {
-    stalled = e->snapshot().stalled;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  EXPECT_TRUE(stalled);
+  in_step.WaitForNotification();
+  clock.advance(std::chrono::milliseconds(20));
+  EXPECT_FALSE(e->snapshot().stalled);  // not past the threshold yet
+  clock.advance(std::chrono::milliseconds(1));
+  EXPECT_TRUE(e->snapshot().stalled);
   release.Notify();
   ASSERT_TRUE(s->wait_final());
   EXPECT_FALSE(e->snapshot().stalled);

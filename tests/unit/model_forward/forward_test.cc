@@ -16,15 +16,15 @@ using testing::argmax;
 using testing::relative_error;
 
 TEST_F(ModelForwardTest, GoldenConfigMatches) {
-  const Json& c = golden_["config"];
-  EXPECT_EQ(config_.vocab_size, c["vocab_size"].number);
-  EXPECT_EQ(config_.hidden_size, c["hidden_size"].number);
-  EXPECT_EQ(config_.num_layers, c["num_layers"].number);
-  EXPECT_EQ(config_.num_heads, c["num_heads"].number);
-  EXPECT_EQ(config_.num_kv_heads, c["num_kv_heads"].number);
-  EXPECT_FLOAT_EQ(config_.rope_theta, c["rope_theta"].number);
-  EXPECT_FLOAT_EQ(config_.rms_eps, c["rms_eps"].number);
-  EXPECT_EQ(config_.tied_embeddings, c["tie_word_embeddings"].boolean);
+  const Json& c = golden_.at("config");
+  EXPECT_EQ(config_.vocab_size, c.at("vocab_size").get<double>());
+  EXPECT_EQ(config_.hidden_size, c.at("hidden_size").get<double>());
+  EXPECT_EQ(config_.num_layers, c.at("num_layers").get<double>());
+  EXPECT_EQ(config_.num_heads, c.at("num_heads").get<double>());
+  EXPECT_EQ(config_.num_kv_heads, c.at("num_kv_heads").get<double>());
+  EXPECT_FLOAT_EQ(config_.rope_theta, c.at("rope_theta").get<double>());
+  EXPECT_FLOAT_EQ(config_.rms_eps, c.at("rms_eps").get<double>());
+  EXPECT_EQ(config_.tied_embeddings, c.at("tie_word_embeddings").get<bool>());
 }
 
 // Prompt in one prefill, then the reference's greedy tokens one decode step at a time: at
@@ -32,29 +32,29 @@ TEST_F(ModelForwardTest, GoldenConfigMatches) {
 // is identical), and at the stored steps the logits must match within
 // kMaxGoldenRelativeError over the stored ids (top-10 and the fixed sample).
 TEST_F(ModelForwardTest, LogitsAndGreedyTokensMatchTransformers) {
-  const std::vector<int32_t> sample_ids = ids_of(golden_["sample_ids"]);
-  ASSERT_GE(golden_["cases"].array.size(), 5u);
+  const std::vector<int32_t> sample_ids = ids_of(golden_.at("sample_ids"));
+  ASSERT_GE(golden_.at("cases").size(), 5u);
   double worst = 0;
-  for (const Json& gc : golden_["cases"].array) {
-    SCOPED_TRACE(gc["prompt"].string);
+  for (const Json& gc : golden_.at("cases")) {
+    SCOPED_TRACE(gc.at("prompt").get<std::string>());
     next_block_ = 0;
-    const std::vector<int32_t> prompt = ids_of(gc["prompt_ids"]);
-    const std::vector<int32_t> greedy = ids_of(gc["greedy_ids"]);
+    const std::vector<int32_t> prompt = ids_of(gc.at("prompt_ids"));
+    const std::vector<int32_t> greedy = ids_of(gc.at("greedy_ids"));
     ASSERT_GE(greedy.size(), 32u);
     TestSequence seq = new_sequence(prompt.size() + greedy.size());
     std::vector<float> logits = feed(runner_.get(), &seq, prompt);
     size_t next_record = 0;
-    const auto& records = gc["steps"].array;
+    const auto& records = gc.at("steps");
     for (size_t step = 0; step < greedy.size(); ++step) {
       if (step > 0) logits = feed(runner_.get(), &seq, std::span(&greedy[step - 1], 1));
       EXPECT_EQ(argmax(logits), greedy[step])
-          << "step " << step << ", reference margin " << gc["greedy_margins"].array[step].number;
-      if (next_record < records.size() && records[next_record]["step"].number == step) {
+          << "step " << step << ", reference margin " << gc.at("greedy_margins").at(step).get<double>();
+      if (next_record < records.size() && records[next_record].at("step").get<double>() == step) {
         const Json& r = records[next_record++];
-        std::vector<int32_t> ids = ids_of(r["top_ids"]);
+        std::vector<int32_t> ids = ids_of(r.at("top_ids"));
         ids.insert(ids.end(), sample_ids.begin(), sample_ids.end());
-        std::vector<float> ref = floats_of(r["top_logits"]);
-        const std::vector<float> ref_sample = floats_of(r["sample_logits"]);
+        std::vector<float> ref = floats_of(r.at("top_logits"));
+        const std::vector<float> ref_sample = floats_of(r.at("sample_logits"));
         ref.insert(ref.end(), ref_sample.begin(), ref_sample.end());
         std::vector<float> ours;
         for (int32_t id : ids) ours.push_back(logits[id]);
@@ -88,11 +88,11 @@ TEST_F(ModelForwardTest, CapitalOfFranceContinuesWithParis) {
 TEST_F(ModelForwardTest, GoldenPromptIdsMatchOurTokenizer) {
   auto tokenizer = tokenizer_from_gguf(*file_);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  for (const Json& gc : golden_["cases"].array) {
-    EXPECT_EQ((*tokenizer)->encode(gc["prompt"].string, /*add_special=*/true,
+  for (const Json& gc : golden_.at("cases")) {
+    EXPECT_EQ((*tokenizer)->encode(gc.at("prompt").get<std::string>(), /*add_special=*/true,
                                    /*parse_special=*/true),
-              ids_of(gc["prompt_ids"]))
-        << gc["prompt"].string;
+              ids_of(gc.at("prompt_ids")))
+        << gc.at("prompt").get<std::string>();
   }
 }
 

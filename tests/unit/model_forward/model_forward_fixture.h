@@ -16,7 +16,7 @@
 #include "model/cpu/cpu_runner.h"
 #include "model/gguf/gguf.h"
 #include "model/weights.h"
-#include "tests/unit/tokenizer/test_json.h"
+#include "tests/support/json.h"
 
 namespace flashserve::model {
 
@@ -38,13 +38,13 @@ inline constexpr int kNumKvBlocks = 48;
 
 inline std::vector<int32_t> ids_of(const Json& array) {
   std::vector<int32_t> ids;
-  for (const Json& v : array.array) ids.push_back(static_cast<int32_t>(v.number));
+  for (const Json& v : array) ids.push_back(static_cast<int32_t>(v.get<double>()));
   return ids;
 }
 
 inline std::vector<float> floats_of(const Json& array) {
   std::vector<float> out;
-  for (const Json& v : array.array) out.push_back(static_cast<float>(v.number));
+  for (const Json& v : array) out.push_back(static_cast<float>(v.get<double>()));
   return out;
 }
 
@@ -127,9 +127,9 @@ class ModelForwardTest : public ::testing::Test {
   }
 
   static std::vector<int32_t> case_tokens(int c) {  // prompt + greedy continuation
-    const Json& gc = golden_["cases"].array[c];
-    std::vector<int32_t> ids = ids_of(gc["prompt_ids"]);
-    std::vector<int32_t> more = ids_of(gc["greedy_ids"]);
+    const Json& gc = golden_.at("cases").at(c);
+    std::vector<int32_t> ids = ids_of(gc.at("prompt_ids"));
+    std::vector<int32_t> more = ids_of(gc.at("greedy_ids"));
     ids.insert(ids.end(), more.begin(), more.end());
     return ids;
   }

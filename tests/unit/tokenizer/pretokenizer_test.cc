@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/text/tokenizer_utf8.h"
-#include "tests/unit/tokenizer/test_json.h"
+#include "model/text/utf8.h"
+#include "tests/support/json.h"
 
 namespace flashserve::model {
 namespace {
@@ -22,16 +22,16 @@ std::vector<std::string> split(const Pretokenizer& p, const std::string& text) {
 
 TEST(Pretokenizer, SplitsMatchPythonRegexOnTheCorpus) {
   const testing::Json root = testing::read_json_file("tests/data/tokenizer_pretokenizer_splits.json");
-  ASSERT_GE(root["cases"].array.size(), 200u);
+  ASSERT_GE(root.at("cases").size(), 200u);
   for (const char* name : {"gpt-2", "smollm", "llama-bpe", "qwen2"}) {
     auto pre = Pretokenizer::create(name);
     ASSERT_TRUE(pre.ok()) << pre.status();
     int num_mismatches = 0;
-    for (const testing::Json& c : root["cases"].array) {
-      const std::string text = from_hex(c["hex"].string);
+    for (const testing::Json& c : root.at("cases")) {
+      const std::string text = from_hex(c.at("hex").get<std::string>());
       std::vector<std::string> expected;
-      for (const testing::Json& piece : c["pieces"][name].array) {
-        expected.push_back(from_hex(piece.string));
+      for (const testing::Json& piece : c.at("pieces").at(name)) {
+        expected.push_back(from_hex(piece.get<std::string>()));
       }
       const std::vector<std::string> got = split(*pre, text);
       if (got != expected) {

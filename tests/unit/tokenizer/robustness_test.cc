@@ -9,7 +9,7 @@
 #include "model/text/detokenizer.h"
 #include "model/gguf/gguf.h"
 #include "model/text/tokenizer.h"
-#include "model/text/tokenizer_utf8.h"
+#include "model/text/utf8.h"
 #include "tests/unit/tokenizer/synthetic_vocab.h"
 
 namespace flashserve::model {

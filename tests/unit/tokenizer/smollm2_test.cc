@@ -12,8 +12,8 @@
 #include "model/text/detokenizer.h"
 #include "model/gguf/gguf.h"
 #include "model/text/tokenizer.h"
-#include "model/text/tokenizer_utf8.h"
-#include "tests/unit/tokenizer/test_json.h"
+#include "model/text/utf8.h"
+#include "tests/support/json.h"
 
 namespace flashserve::model {
 namespace {
@@ -61,10 +61,10 @@ class SmolLm2Tokenizer : public ::testing::Test {
   static std::vector<GoldenCase> golden() {
     std::vector<GoldenCase> cases;
     const Json root = testing::read_json_file(kGoldenPath);
-    for (const Json& c : root["cases"].array) {
-      GoldenCase g{from_hex(c["hex"].string), c["add_special"].boolean,
-                   c["parse_special"].boolean, {}, from_hex(c["decoded_hex"].string)};
-      for (const Json& id : c["ids"].array) g.ids.push_back(static_cast<int32_t>(id.number));
+    for (const Json& c : root.at("cases")) {
+      GoldenCase g{from_hex(c.at("hex").get<std::string>()), c.at("add_special").get<bool>(),
+                   c.at("parse_special").get<bool>(), {}, from_hex(c.at("decoded_hex").get<std::string>())};
+      for (const Json& id : c.at("ids")) g.ids.push_back(static_cast<int32_t>(id.get<double>()));
       cases.push_back(std::move(g));
     }
     return cases;

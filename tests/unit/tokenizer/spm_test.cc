@@ -10,9 +10,9 @@
 #include "model/text/detokenizer.h"
 #include "model/gguf/gguf.h"
 #include "model/text/tokenizer.h"
-#include "model/text/tokenizer_utf8.h"
+#include "model/text/utf8.h"
 #include "tests/support/gguf_writer.h"
-#include "tests/unit/tokenizer/test_json.h"
+#include "tests/support/json.h"
 
 namespace flashserve::model {
 namespace {
@@ -23,17 +23,17 @@ using testing::Json;
 constexpr char kGoldenPath[] = "tests/data/tokenizer_spm_synthetic.json";
 
 TokenizerVocab vocab_from_golden(const Json& root) {
-  const Json& v = root["vocab"];
+  const Json& v = root.at("vocab");
   TokenizerVocab vocab;
   vocab.model = "llama";
-  for (const Json& t : v["tokens"].array) vocab.tokens.push_back(t.string);
-  for (const Json& s : v["scores"].array) vocab.scores.push_back(static_cast<float>(s.number));
-  for (const Json& t : v["token_types"].array) {
-    vocab.token_types.push_back(static_cast<TokenType>(static_cast<int>(t.number)));
+  for (const Json& t : v.at("tokens")) vocab.tokens.push_back(t.get<std::string>());
+  for (const Json& s : v.at("scores")) vocab.scores.push_back(static_cast<float>(s.get<double>()));
+  for (const Json& t : v.at("token_types")) {
+    vocab.token_types.push_back(static_cast<TokenType>(static_cast<int>(t.get<double>())));
   }
-  vocab.unk_id = static_cast<int32_t>(v["unk_id"].number);
-  vocab.bos_id = static_cast<int32_t>(v["bos_id"].number);
-  vocab.eos_id = static_cast<int32_t>(v["eos_id"].number);
+  vocab.unk_id = static_cast<int32_t>(v.at("unk_id").get<double>());
+  vocab.bos_id = static_cast<int32_t>(v.at("bos_id").get<double>());
+  vocab.eos_id = static_cast<int32_t>(v.at("eos_id").get<double>());
   return vocab;
 }
 
@@ -76,14 +76,14 @@ class SpmTokenizer : public ::testing::Test {
 };
 
 TEST_F(SpmTokenizer, IdsMatchLlamaCpp) {
-  ASSERT_GE(root_["cases"].array.size(), 60u);
-  for (const Json& c : root_["cases"].array) {
-    const std::string text = from_hex(c["hex"].string);
+  ASSERT_GE(root_.at("cases").size(), 60u);
+  for (const Json& c : root_.at("cases")) {
+    const std::string text = from_hex(c.at("hex").get<std::string>());
     std::vector<int32_t> expected;
-    for (const Json& id : c["ids"].array) expected.push_back(static_cast<int32_t>(id.number));
-    EXPECT_EQ(tok_->encode(text, c["add_special"].boolean, c["parse_special"].boolean), expected)
-        << ::testing::PrintToString(text) << " add_special=" << c["add_special"].boolean
-        << " parse_special=" << c["parse_special"].boolean;
+    for (const Json& id : c.at("ids")) expected.push_back(static_cast<int32_t>(id.get<double>()));
+    EXPECT_EQ(tok_->encode(text, c.at("add_special").get<bool>(), c.at("parse_special").get<bool>()), expected)
+        << ::testing::PrintToString(text) << " add_special=" << c.at("add_special").get<bool>()
+        << " parse_special=" << c.at("parse_special").get<bool>();
   }
 }
 

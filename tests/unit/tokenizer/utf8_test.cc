@@ -1,9 +1,10 @@
-// UTF-8 checks used before text goes into proto3 string fields.
-#include "server/api/utf8.h"
+// The UTF-8 validator (model/text/utf8.h): well-formedness per Unicode Table 3-7, and the
+// rewrites the API layer applies before text goes into proto3 string fields.
+#include "model/text/utf8.h"
 
 #include "gtest/gtest.h"
 
-namespace flashserve::api {
+namespace flashserve::model {
 namespace {
 
 TEST(Utf8Test, AcceptsWellFormedText) {
@@ -25,12 +26,12 @@ TEST(Utf8Test, RejectsMalformedText) {
 }
 
 TEST(Utf8Test, ReplacesAndEscapesInvalidBytes) {
-  EXPECT_EQ(replace_invalid_utf8("a\xC3" "b"), "a\xEF\xBF\xBD" "b");
-  EXPECT_EQ(replace_invalid_utf8("caf\xC3\xA9"), "caf\xC3\xA9");
+  EXPECT_EQ(sanitize_utf8("a\xC3" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(sanitize_utf8("caf\xC3\xA9"), "caf\xC3\xA9");
   EXPECT_EQ(escape_invalid_utf8("\xF0\x9F"), "\\xF0\\x9F");
   EXPECT_EQ(escape_invalid_utf8("x\xE4\xB8\xAD\xE4"), "x\xE4\xB8\xAD\\xE4");
-  EXPECT_TRUE(is_valid_utf8(replace_invalid_utf8("\xFF\xC0\xAF\xED\xA0\x80 ok")));
+  EXPECT_TRUE(is_valid_utf8(sanitize_utf8("\xFF\xC0\xAF\xED\xA0\x80 ok")));
 }
 
 }  // namespace
-}  // namespace flashserve::api
+}  // namespace flashserve::model

@@ -1,7 +1,8 @@
 #pragma once
-// UTF-8 helpers shared by the tokenizers and the incremental detokenizer.
-// "Well-formed" follows Unicode Table 3-7: no overlong forms, no surrogates, nothing above
-// U+10FFFF.
+// The one UTF-8 validator: used by the tokenizers, the incremental detokenizer, the engine
+// (stop strings) and the API layer (proto3 `string` fields must hold valid UTF-8).
+// "Well-formed" follows Unicode Table 3-7 (RFC 3629): no overlong forms, no surrogates,
+// nothing above U+10FFFF.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -23,8 +24,15 @@ size_t valid_utf8_sequence_length(std::string_view text, size_t pos);
 // still complete it.
 bool is_incomplete_utf8_sequence(std::string_view text, size_t pos);
 
+// True if all of `text` is well-formed.
+bool is_valid_utf8(std::string_view text);
+
 // `text` with every byte that does not begin a well-formed sequence replaced by U+FFFD.
 std::string sanitize_utf8(std::string_view text);
+
+// `text` with every such byte written as the escape "\xAB" (for token pieces, which are
+// often single bytes of a multi-byte character).
+std::string escape_invalid_utf8(std::string_view text);
 
 // Debian's Abseil has its own absl::string_view (ABSL_OPTION_USE_STD_STRING_VIEW 0).
 inline absl::string_view to_absl(std::string_view s) { return {s.data(), s.size()}; }

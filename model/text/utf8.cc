@@ -1,4 +1,6 @@
-#include "model/text/tokenizer_utf8.h"
+#include "model/text/utf8.h"
+
+#include "absl/strings/str_format.h"
 
 namespace flashserve::model {
 namespace {
@@ -47,13 +49,17 @@ bool is_incomplete_utf8_sequence(std::string_view text, size_t pos) {
   return pos + len > text.size() && consistent_prefix_length(text, pos) == text.size() - pos;
 }
 
-std::string sanitize_utf8(std::string_view text) {
+namespace {
+
+// `text` with each byte that does not begin a well-formed sequence passed to `replace`.
+template <typename Replace>
+std::string rewrite_invalid(std::string_view text, Replace replace) {
   std::string out;
   out.reserve(text.size());
   for (size_t pos = 0; pos < text.size();) {
     const size_t len = valid_utf8_sequence_length(text, pos);
     if (len == 0) {
-      out += kReplacementCharacter;
+      replace(static_cast<unsigned char>(text[pos]), &out);
       ++pos;
     } else {
       out.append(text.substr(pos, len));
@@ -61,6 +67,29 @@ std::string sanitize_utf8(std::string_view text) {
     }
   }
   return out;
+}
+
+}  // namespace
+
+bool is_valid_utf8(std::string_view text) {
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t len = valid_utf8_sequence_length(text, pos);
+    if (len == 0) return false;
+    pos += len;
+  }
+  return true;
+}
+
+std::string sanitize_utf8(std::string_view text) {
+  return rewrite_invalid(text, [](unsigned char, std::string* out) {
+    out->append(kReplacementCharacter);
+  });
+}
+
+std::string escape_invalid_utf8(std::string_view text) {
+  return rewrite_invalid(text, [](unsigned char b, std::string* out) {
+    out->append(absl::StrFormat("\\x%02X", b));
+  });
 }
 
 std::string codepoint_to_utf8(uint32_t cp) {
