@@ -119,8 +119,13 @@ TEST_F(EngineModelTest, PrefixCacheColdWarmAndPartlyEvictedGiveTheSameTokens) {
     return r;
   };
   const GenerationRequest a = make(system + " Where did the fisherman live?");
-  const GenerationRequest other = make(std::string(kPrompts[1]) + " " + kPrompts[1]);
+  const GenerationRequest other =
+      make(std::string(kPrompts[1]) + " " + kPrompts[1] + " " + kPrompts[1]);
   ASSERT_GE(a.prompt_tokens.size(), 3u * 64 + 1);  // 3 cacheable blocks at least
+  // With a in the cache, `other` needs 3 or 4 of the 5 blocks: it evicts part of a's chain.
+  const size_t other_tokens = other.prompt_tokens.size() + kMaxNewTokens - 1;
+  ASSERT_GT(other_tokens, 2u * 64);
+  ASSERT_LE(other_tokens, 4u * 64);
   RecordProperty("shared_prompt_tokens", static_cast<int>(a.prompt_tokens.size()));
   const auto run = [](Engine& engine, const GenerationRequest& r) {
     auto s = Stream::make();

@@ -176,6 +176,18 @@ TEST(MetricsTest, EngineGaugesAndStepHistograms) {
   EXPECT_EQ(value_of(t, "flashserve_batch_tokens_bucket{le=\"256\"}"), 2);
 }
 
+TEST(MetricsTest, PrefixCacheCountersAddDeltasAndTheGaugeIsSet) {
+  Metrics m;
+  m.record_prefix_cache(/*num_queried_tokens=*/100, /*num_hit_tokens=*/64, /*num_evictions=*/0,
+                        /*num_cached_blocks=*/5);
+  m.record_prefix_cache(50, 0, 3, 2);
+  const std::string t = m.serialize();
+  EXPECT_EQ(value_of(t, "flashserve_prefix_cache_queried_tokens_total"), 150);
+  EXPECT_EQ(value_of(t, "flashserve_prefix_cache_hit_tokens_total"), 64);
+  EXPECT_EQ(value_of(t, "flashserve_prefix_cache_evictions_total"), 3);
+  EXPECT_EQ(value_of(t, "flashserve_prefix_cache_blocks"), 2);
+}
+
 TEST(MetricsTest, AttentionKernelMetricsPerPhase) {
   Metrics m;
   const Clock::time_point t0 = Clock::now();
@@ -247,7 +259,7 @@ TEST(MetricsTest, NamesFollowConventions) {
     const bool ends_total = name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
     EXPECT_EQ(ends_total, type == "counter") << name << " is a " << type;
   }
-  EXPECT_EQ(num_families, 23);
+  EXPECT_EQ(num_families, 27);  // 23 + the four prefix-cache families
 }
 
 // The text passes `promtool check metrics` (skipped where promtool is not installed).
