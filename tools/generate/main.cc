@@ -98,11 +98,13 @@ int main(int argc, char** argv) {
                                               std::fflush(stdout);
                                             });
   if (!result.ok()) {
-    std::fprintf(stderr, "\nflashserve-generate: %s\n", std::string(result.status().message()).c_str());
+    std::fprintf(stderr, "\nflashserve-generate: %s\n",
+                 std::string(result.status().message()).c_str());
     return 1;
   }
   std::fputc('\n', stdout);
-  std::fprintf(stderr, "[prompt %zu tokens; first token after %.1f ms; %zu tokens in %.1f ms; %s]\n",
+  std::fprintf(stderr,
+               "[prompt %zu tokens; first token after %.1f ms; %zu tokens in %.1f ms; %s]\n",
                request.prompt_tokens.size(), result->timings.time_to_first_token * 1e3,
                result->token_ids.size(), result->timings.total_seconds * 1e3,
                std::string(flashserve::engine::finish_reason_name(result->finish_reason)).c_str());

@@ -15,7 +15,7 @@
 #include "server/api/health.h"
 #include "server/api/raw_messages.h"
 #include "server/metrics/metrics.h"
-#include "tests/unit/engine/fakes.h"
+#include "tests/support/engine_fakes.h"
 
 namespace flashserve::api {
 namespace {

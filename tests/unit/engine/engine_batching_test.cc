@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
-#include "tests/unit/engine/engine_test_util.h"
+#include "tests/support/engine_test_util.h"
 
 namespace flashserve::engine {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "gtest/gtest.h"
-#include "tests/unit/engine/engine_test_util.h"
+#include "tests/support/engine_test_util.h"
 
 namespace flashserve::engine {
 namespace {

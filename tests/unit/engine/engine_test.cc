@@ -8,8 +8,8 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "model/text/utf8.h"
+#include "tests/support/engine_test_util.h"
 #include "tests/support/manual_clock.h"
-#include "tests/unit/engine/engine_test_util.h"
 
 namespace flashserve::engine {
 namespace {

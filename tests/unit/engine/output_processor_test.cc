@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/unit/engine/fakes.h"
+#include "tests/support/engine_fakes.h"
 
 namespace flashserve::engine {
 namespace {

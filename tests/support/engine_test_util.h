@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "server/engine/engine.h"
 #include "server/metrics/metrics.h"
-#include "tests/unit/engine/fakes.h"
+#include "tests/support/engine_fakes.h"
 
 namespace flashserve::engine::fakes {
 
