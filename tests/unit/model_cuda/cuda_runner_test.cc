@@ -37,7 +37,7 @@
 #include "model/weights.h"
 #include "server/engine/engine.h"
 #include "tests/unit/model_forward/forward_test_util.h"
-#include "tests/unit/tokenizer/test_json.h"
+#include "tests/support/json.h"
 
 namespace flashserve::model {
 namespace {
@@ -219,13 +219,13 @@ TEST_F(CudaRunnerTest, GoldenGreedyTokensMatchTheReferenceWhereTheMarginAllows) 
       testing::read_json_file(FLASHSERVE_SOURCE_DIR "/tests/data/model_smollm2_135m_q4_1.json");
   auto ids_of = [](const testing::Json& a) {
     std::vector<int32_t> ids;
-    for (const testing::Json& v : a.array) ids.push_back(static_cast<int32_t>(v.number));
+    for (const testing::Json& v : a) ids.push_back(static_cast<int32_t>(v.get<double>()));
     return ids;
   };
   int num_identical = 0, block = 0;
-  for (const testing::Json& gc : golden["cases"].array) {
-    const std::vector<int32_t> prompt = ids_of(gc["prompt_ids"]);
-    const std::vector<int32_t> reference = ids_of(gc["greedy_ids"]);
+  for (const testing::Json& gc : golden.at("cases")) {
+    const std::vector<int32_t> prompt = ids_of(gc.at("prompt_ids"));
+    const std::vector<int32_t> reference = ids_of(gc.at("greedy_ids"));
     TestSequence seq;
     for (int b = 0; b < 8; ++b) seq.blocks.push_back(block++);
     std::vector<int32_t> step = prompt, got;
@@ -247,13 +247,13 @@ TEST_F(CudaRunnerTest, GoldenGreedyTokensMatchTheReferenceWhereTheMarginAllows) 
       ++num_identical;
       continue;
     }
-    const double margin = gc["greedy_margins"].array[first].number;
+    const double margin = gc.at("greedy_margins").at(first).get<double>();
     std::printf("[cuda runner] golden \"%s\": first difference at step %zu, reference top-2 "
-                "margin %.4f\n", gc["prompt"].string.c_str(), first, margin);
-    EXPECT_LT(margin, kMarginBound) << gc["prompt"].string << " step " << first;
+                "margin %.4f\n", gc.at("prompt").get<std::string>().c_str(), first, margin);
+    EXPECT_LT(margin, kMarginBound) << gc.at("prompt").get<std::string>() << " step " << first;
   }
   std::printf("[cuda runner] golden prompts with all 40 greedy tokens identical: %d / %zu\n",
-              num_identical, golden["cases"].array.size());
+              num_identical, golden.at("cases").size());
 }
 
 // A mixed batch (decodes after long cached prefixes beside a prefill chunk) gives each
