@@ -13,7 +13,8 @@
 #
 # Environment (defaults): CONCURRENCY="1 16 64 256" PROMPT_TOKENS=128 NEW_TOKENS=128
 #   REQUESTS_PER_STREAM=4 DEVICE=auto PORT=50151 METRICS_PORT=50152 HEALTH_TIMEOUT=900
-#   SERVER_ARGS="--max-num-seqs 256 --max-waiting 1024" (appended to the server's flags)
+#   SERVER_ARGS="--max-num-seqs 256 --max-waiting 1024 --noprefix_caching" (appended to the
+#   server's flags; the prefix cache is off because every request sends the same prompt ids)
 #   LABEL (the table's title; default: the model's file name)
 #   HF_PEER=1: then run peer_hf.py (HF transformers) on the same model, batch sizes
 #   HF_BATCH_SIZES (default 1,256), into hf_peer.md / hf_peer.txt (needs torch, transformers, gguf)
@@ -42,7 +43,7 @@ DEVICE=${DEVICE:-auto}
 PORT=${PORT:-50151}
 METRICS_PORT=${METRICS_PORT:-50152}
 HEALTH_TIMEOUT=${HEALTH_TIMEOUT:-900}
-SERVER_ARGS=${SERVER_ARGS:-"--max-num-seqs 256 --max-waiting 1024"}
+SERVER_ARGS=${SERVER_ARGS:-"--max-num-seqs 256 --max-waiting 1024 --noprefix_caching"}
 LABEL=${LABEL:-$(basename "$model")}
 HF_BATCH_SIZES=${HF_BATCH_SIZES:-1,256}
 target=127.0.0.1:$PORT
