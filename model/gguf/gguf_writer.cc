@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace flashserve::model {
 
@@ -226,9 +227,8 @@ absl::StatusOr<std::string> GgufWriter::header() const {
     for (uint64_t d : t.dims) put_u64(&out, d);
     put_u32(&out, t.raw_type);
     put_u64(&out, t.offset.value_or(data_end));
-    absl::StatusOr<uint64_t> size = data_size(t);
-    if (!size.ok()) return size.status();
-    data_end += *size;
+    ASSIGN_OR_RETURN(const uint64_t size, data_size(t));
+    data_end += size;
   }
   out.resize(align(out.size()), '\0');
   return out;
@@ -259,31 +259,30 @@ absl::Status io_error(const std::string& what, const std::string& path) {
 }  // namespace
 
 absl::Status GgufWriter::write_stream(std::FILE* f, const std::string& path, const TensorDataFn& fill) const {
-  absl::StatusOr<std::string> head = header();
-  if (!head.ok()) return head.status();
+  ASSIGN_OR_RETURN(const std::string head, header());
   auto write = [&](const char* p, size_t n) {
     return n == 0 || std::fwrite(p, 1, n, f) == n ? absl::OkStatus() : io_error("cannot write", path);
   };
-  if (absl::Status s = write(head->data(), head->size()); !s.ok()) return s;
+  RETURN_IF_ERROR(write(head.data(), head.size()));
   uint64_t position = 0;  // within the data section
   std::string data;
   const std::string padding(alignment_, '\0');
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const Tensor& t = tensors_[i];
-    if (absl::Status s = write(padding.data(), align(position) - position); !s.ok()) return s;
+    RETURN_IF_ERROR(write(padding.data(), align(position) - position));
     position = align(position);
     const uint64_t size = *data_size(t);  // checked by header()
     if (t.declared) {
       if (!fill) return absl::InvalidArgumentError(absl::StrCat("gguf writer: tensor '", t.name, "' has no data"));
       data.clear();
-      if (absl::Status s = fill(i, &data); !s.ok()) return s;
+      RETURN_IF_ERROR(fill(i, &data));
       if (data.size() != size) {
         return absl::InternalError(absl::StrCat("gguf writer: tensor '", t.name, "' got ", data.size(),
                                                 " bytes of data, its dims and type need ", size));
       }
     }
     const std::string& bytes = t.declared ? data : t.data;
-    if (absl::Status s = write(bytes.data(), bytes.size()); !s.ok()) return s;
+    RETURN_IF_ERROR(write(bytes.data(), bytes.size()));
     position += size;
   }
   return absl::OkStatus();

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace flashserve::model {
 namespace {
@@ -139,11 +140,10 @@ absl::StatusOr<uint64_t> quantized_size(GgmlType type, int64_t num_elements) {
 
 absl::Status quantize_row(GgmlType type, std::span<const float> x, std::span<uint8_t> out) {
   const int64_t n = static_cast<int64_t>(x.size());
-  absl::StatusOr<uint64_t> size = quantized_size(type, n);
-  if (!size.ok()) return size.status();
-  if (*size != out.size()) {
+  ASSIGN_OR_RETURN(const uint64_t size, quantized_size(type, n));
+  if (size != out.size()) {
     return absl::InvalidArgumentError(absl::StrCat("quantize: ", n, " values of ", ggml_type_name(type), " take ",
-                                                   *size, " bytes, the output holds ", out.size()));
+                                                   size, " bytes, the output holds ", out.size()));
   }
   switch (type) {
     case GgmlType::kF32: encode_f32(x.data(), n, out.data()); break;

@@ -4,6 +4,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "base/status_macros.h"
 
 namespace flashserve::tools {
 
@@ -37,8 +38,7 @@ absl::StatusOr<GenerateResult> generate(std::unique_ptr<model::ModelRunner> runn
     failure = e.status;
     done.Notify();
   };
-  const absl::StatusOr<engine::RequestId> id = engine.submit(std::move(request), sink);
-  if (!id.ok()) return id.status();
+  RETURN_IF_ERROR(engine.submit(std::move(request), sink).status());
   engine.start();
   done.WaitForNotification();
   engine.drain();

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace flashserve::tools {
 namespace {
@@ -72,9 +73,7 @@ absl::Status apply_flag(const std::string& flag, const std::string& value, Rando
     if (value != "true" && value != "false") return bad_value(flag, value, "true or false");
     s.tied_embeddings = value == "true";
   } else if (flag == "--type") {
-    absl::StatusOr<GgmlType> type = parse_type(value);
-    if (!type.ok()) return type.status();
-    o->weight_type = *type;
+    ASSIGN_OR_RETURN(o->weight_type, parse_type(value));
   }
   return absl::OkStatus();
 }
@@ -143,25 +142,22 @@ std::string make_gguf_usage() {
 
 absl::StatusOr<MakeGgufArgs> parse_make_gguf_args(const std::vector<std::string>& args) {
   MakeGgufArgs out;
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> flags = split_flags(args, &out);
-  if (!flags.ok()) return flags.status();
+  ASSIGN_OR_RETURN(const auto flags, split_flags(args, &out));  // [(flag, value)]
   if (out.help) return out;
   std::string preset = "smollm2-135m";
-  for (const auto& [flag, value] : *flags) {
+  for (const auto& [flag, value] : flags) {
     if (flag == "--preset") preset = value;
   }
-  absl::StatusOr<LlamaShape> shape = llama_preset(preset);
-  if (!shape.ok()) return shape.status();
   RandomLlamaOptions& o = out.options;
-  o.shape = *shape;
-  for (const auto& [flag, value] : *flags) {
-    if (absl::Status s = apply_flag(flag, value, &o); !s.ok()) return s;
+  ASSIGN_OR_RETURN(o.shape, llama_preset(preset));
+  for (const auto& [flag, value] : flags) {
+    RETURN_IF_ERROR(apply_flag(flag, value, &o));
   }
   if (o.tokenizer_from.empty()) return absl::InvalidArgumentError("--tokenizer-from GGUF is required");
   if (o.out.empty()) return absl::InvalidArgumentError("--out PATH is required");
   if (o.name.empty()) o.name = absl::StrCat("flashserve-random-", preset, "-", model::ggml_type_name(o.weight_type));
   if (!o.vocab_only) {
-    if (absl::Status s = validate_shape(o.shape, o.weight_type); !s.ok()) return s;
+    RETURN_IF_ERROR(validate_shape(o.shape, o.weight_type));
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "model/gguf/gguf.h"
 #include "model/gguf/gguf_writer.h"
 #include "model/gguf/quantize.h"
@@ -121,9 +122,8 @@ std::vector<TensorPlan> plan_tensors(const LlamaShape& s, int vocab_size, GgmlTy
 absl::Status fill_tensor(const TensorPlan& t, size_t index, uint64_t seed, int num_threads, std::string* data) {
   const int64_t row = static_cast<int64_t>(t.dims[0]);
   const int64_t num_rows = t.dims.size() > 1 ? static_cast<int64_t>(t.dims[1]) : 1;
-  absl::StatusOr<uint64_t> row_bytes = model::quantized_size(t.type, row);
-  if (!row_bytes.ok()) return row_bytes.status();
-  data->resize(*row_bytes * num_rows);
+  ASSIGN_OR_RETURN(const uint64_t row_bytes, model::quantized_size(t.type, row));
+  data->resize(row_bytes * num_rows);
   const int64_t rows_per_chunk = std::max<int64_t>(1, kChunkElements / row);
   const int64_t num_chunks = (num_rows + rows_per_chunk - 1) / rows_per_chunk;
   std::atomic<int64_t> next_chunk{0};
@@ -135,8 +135,8 @@ absl::Status fill_tensor(const TensorPlan& t, size_t index, uint64_t seed, int n
       const int64_t first = c * rows_per_chunk, rows = std::min(rows_per_chunk, num_rows - first);
       values.resize(rows * row);
       fill_normal(chunk_seed(seed, index, c), t.mean, kWeightStd, values);
-      auto* out = reinterpret_cast<uint8_t*>(data->data()) + first * *row_bytes;
-      absl::Status s = model::quantize_row(t.type, values, std::span<uint8_t>(out, rows * *row_bytes));
+      auto* out = reinterpret_cast<uint8_t*>(data->data()) + first * row_bytes;
+      absl::Status s = model::quantize_row(t.type, values, std::span<uint8_t>(out, rows * row_bytes));
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(error_mu);
         error = s;
@@ -239,13 +239,13 @@ absl::StatusOr<RandomLlamaSummary> write_random_llama(const RandomLlamaOptions& 
     return absl::InvalidArgumentError(absl::StrCat("--type ", model::ggml_type_name(o.weight_type),
                                                    " cannot be written (f32, f16, bf16, q8_0, q4_0, q4_1)"));
   }
-  if (absl::Status s = validate_shape(o.shape, o.weight_type); !s.ok()) return s;
+  RETURN_IF_ERROR(validate_shape(o.shape, o.weight_type));
   RandomLlamaSummary summary;
-  absl::StatusOr<std::unique_ptr<GgufFile>> source = open_tokenizer_source(o.tokenizer_from, &summary.vocab_size);
-  if (!source.ok()) return source.status();
+  ASSIGN_OR_RETURN(const std::unique_ptr<GgufFile> source,
+                   open_tokenizer_source(o.tokenizer_from, &summary.vocab_size));
   GgufWriter w;
   add_model_metadata(o, summary.vocab_size, &w);
-  for (const auto& [key, value] : (*source)->metadata()) {
+  for (const auto& [key, value] : source->metadata()) {
     if (key.starts_with("tokenizer.")) w.add(key, value);
   }
   const std::vector<TensorPlan> plan =
