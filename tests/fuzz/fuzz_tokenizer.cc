@@ -14,7 +14,7 @@
 
 #include "model/gguf/gguf.h"
 #include "model/text/tokenizer.h"
-#include "model/text/tokenizer_utf8.h"
+#include "model/text/utf8.h"
 
 namespace {
 
