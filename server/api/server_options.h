@@ -30,7 +30,9 @@ struct TransportLimits {
   // fields; 2 MiB leaves room for that and refuses anything larger with RESOURCE_EXHAUSTED.
   int max_receive_message_bytes = 2 << 20;
   // Concurrent calls (HTTP/2 streams) per client connection; further calls wait client-side.
-  int max_concurrent_streams = 128;
+  // 1024: one client may keep a whole batch in flight (--max-num-seqs up to 256 running plus
+  // waiting requests); a smaller bound made 256 streams on one connection run as 128.
+  int max_concurrent_streams = 1024;
   // Keepalive: the server pings an idle connection every `keepalive_time` and drops it when
   // no answer comes within `keepalive_timeout` (a killed client's calls are then cancelled).
   std::chrono::milliseconds keepalive_time{60000};

@@ -24,7 +24,7 @@ struct ServerRun {
 };
 
 ServerRun run_server(const std::string& args) {
-  const std::string command = std::string(FLASHSERVE_SERVER_BIN) + " " + args + " 2>&1";
+  const std::string command = server_binary() + " " + args + " 2>&1";
   ServerRun result;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return result;

@@ -172,7 +172,7 @@ TEST_F(SecurityE2E, CliSpeaksTlsAndTokens) {
                           "/client.key --tls-server-name localhost";
   auto run = [](const std::string& args) {
     std::string out;
-    FILE* pipe = ::popen((std::string(FLASHSERVE_CLI_BIN) + args + " 2>&1").c_str(), "r");
+    FILE* pipe = ::popen((cli_binary() + args + " 2>&1").c_str(), "r");
     char buf[4096];
     size_t n;
     while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);

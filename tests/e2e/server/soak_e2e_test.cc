@@ -220,7 +220,7 @@ TEST_F(SoakE2E, KilledClientLeavesNoSequenceRunning) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   posix_spawn_file_actions_addclose(&actions, out[0]);
-  std::vector<std::string> args = {FLASHSERVE_CLI_BIN, "--target", server_->target(), "generate",
+  std::vector<std::string> args = {cli_binary(), "--target", server_->target(), "generate",
                                    "--prompt", "Write a long essay about rivers.",
                                    "--max-tokens", "4000", "--ignore-eos", "--stream",
                                    "--temperature", "0"};
