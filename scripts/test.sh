@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies, fetches the default model, builds
 # everything (CUDA kernels too when nvcc is present) and runs the whole suite with ctest.
-# GPU tests are reported by ctest as skipped ("Not Run") on machines without a GPU.
+# GPU tests are reported by ctest as skipped ("Not Run") on machines without a GPU; any other
+# skip fails the run (scripts/skip-policy.sh, which also prints the counts).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -12,7 +13,9 @@ bash scripts/install-deps.sh --test
 bash scripts/fetch-model.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA="${FLASHSERVE_CUDA:-AUTO}"
 cmake --build "$build" -j "$jobs"
-ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600
+ctest_log="$build/ctest.log"
+ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600 | tee "$ctest_log"
+bash scripts/skip-policy.sh "$build" "$ctest_log"
 # A short fuzz run of every parser (tests/fuzz; clang + ASan + UBSan). 0 skips it.
 fuzz_seconds="${FLASHSERVE_FUZZ_SECONDS:-15}"
 if [ "$fuzz_seconds" -gt 0 ]; then
