@@ -488,23 +488,9 @@ TEST_F(GenerationE2E, MetricsMatchWhatTheTestDid) {
             model_info(stub_.get()).kv_cache().num_blocks());
 }
 
-// flashserve-cli against the same server: output and exit codes of each command.
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr
-};
+// flashserve-cli against the same server: output (stdout and stderr) and exit code.
 CommandResult run_cli(const std::string& target, const std::string& args) {
-  const std::string command =
-      cli_binary() + " --target " + target + " " + args + " 2>&1";
-  CommandResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) result.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  return run_command(cli_binary() + " --target " + target + " " + args + " 2>&1");
 }
 
 TEST_F(GenerationE2E, CliCommandsWork) {

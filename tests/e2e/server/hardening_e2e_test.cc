@@ -18,22 +18,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct ServerRun {
-  int exit_code = -1;
-  std::string out;
-};
-
-ServerRun run_server(const std::string& args) {
-  const std::string command = server_binary() + " " + args + " 2>&1";
-  ServerRun result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) result.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+CommandResult run_server(const std::string& args) {
+  return run_command(server_binary() + " " + args + " 2>&1");
 }
 
 // No model is needed: these are refused before anything starts.
@@ -50,7 +36,7 @@ TEST(HardeningE2E, FlagsThatCannotServeAreRefusedAtStart) {
       {"--auth-token-file /nonexistent/tokens", "--auth-token-file '/nonexistent/tokens'"},
   };
   for (const auto& [flags, message] : cases) {
-    const ServerRun run = run_server(base + flags);
+    const CommandResult run = run_server(base + flags);
     EXPECT_EQ(run.exit_code, 2) << flags << ": " << run.out;
     EXPECT_THAT(run.out, HasSubstr(message)) << flags;
   }

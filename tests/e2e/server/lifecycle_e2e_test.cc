@@ -323,14 +323,10 @@ TEST_F(LifecycleE2E, JsonLogsAccessLinesAndTheBuildEverywhere) {
   EXPECT_FALSE(info.server_version().empty());
   EXPECT_FALSE(info.server_commit().empty());
 
-  std::FILE* pipe = popen((server_binary() + " --version").c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  char line[256] = {};
-  const bool read = std::fgets(line, sizeof(line), pipe) != nullptr;
-  EXPECT_EQ(pclose(pipe), 0);
-  ASSERT_TRUE(read);
-  EXPECT_EQ(std::string(line), "flashserve " + info.server_version() + " (commit " +
-                                   info.server_commit() + ")\n");
+  const CommandResult version = run_command(server_binary() + " --version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out, "flashserve " + info.server_version() + " (commit " +
+                             info.server_commit() + ")\n");
 
   const auto metrics = server_->scrape_metrics();
   ASSERT_TRUE(metrics.ok()) << metrics.status();

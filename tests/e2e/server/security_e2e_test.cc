@@ -171,13 +171,8 @@ TEST_F(SecurityE2E, CliSpeaksTlsAndTokens) {
                           "/ca.pem --tls-cert " + dir_ + "/client.pem --tls-key " + dir_ +
                           "/client.key --tls-server-name localhost";
   auto run = [](const std::string& args) {
-    std::string out;
-    FILE* pipe = ::popen((cli_binary() + args + " 2>&1").c_str(), "r");
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-    const int status = ::pclose(pipe);
-    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+    CommandResult r = run_command(cli_binary() + args + " 2>&1");
+    return std::make_pair(r.exit_code, r.out);
   };
   auto [code, out] = run(tls + " --token-file " + dir_ + "/cli-token tokenize --text hello");
   EXPECT_EQ(code, 0) << out;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 #include <fstream>
@@ -54,6 +55,18 @@ std::string binary(const char* env_name, const char* built) {
 
 std::string server_binary() { return binary("FLASHSERVE_E2E_SERVER_BIN", FLASHSERVE_SERVER_BIN); }
 std::string cli_binary() { return binary("FLASHSERVE_E2E_CLI_BIN", FLASHSERVE_CLI_BIN); }
+
+CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) result.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
 
 std::string default_model_path() {
   const char* env = std::getenv("FLASHSERVE_E2E_MODEL");

@@ -26,6 +26,14 @@ std::string default_model_path();
 std::string server_binary();
 std::string cli_binary();
 
+// Runs a shell command line; its exit code (-1 if it did not exit normally) and its stdout
+// (append " 2>&1" to the command for stderr too).
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+};
+CommandResult run_command(const std::string& command);
+
 class ServerProcess {
  public:
   // Starts the server with `extra_args` and waits until both ports are in its log (the
