@@ -94,6 +94,7 @@ absl::Status load_cuda_runner(const LoadOptions& options, LoadedModel* m) {
   o.gpu_memory_fraction = options.gpu_memory_fraction;
   if (options.max_batch_tokens > 0) o.max_batch_tokens = options.max_batch_tokens;
   o.max_num_seqs = std::max(options.max_num_seqs, 1);
+  o.cuda_graphs = options.cuda_graphs;
   CudaRunnerInfo info;
   absl::StatusOr<std::unique_ptr<ModelRunner>> runner =
       create_cuda_runner(*m->file, m->config, o, &info);

@@ -41,6 +41,7 @@ struct LoadOptions {
   int max_num_seqs = 0;  // >= 0; the cache must hold one block per sequence (0 = no check)
   int max_batch_tokens = 0;  // >= 0; the CUDA backend sizes its step workspace for it
   int num_threads = 0;   // BLAS threads of the CPU backend; 0 = the BLAS default
+  bool cuda_graphs = true;  // CUDA backend: decode steps through CUDA graphs
 };
 
 inline constexpr int64_t kDefaultKvCacheMb = 512;

@@ -61,6 +61,9 @@ ABSL_FLAG(int64_t, kv_cache_tokens, 0,
 ABSL_FLAG(double, gpu_memory_fraction, 0.9,
           "CUDA backend: fraction of the GPU's memory that weights, workspace and KV cache may "
           "fill (the KV cache takes what is left after the weights)");
+ABSL_FLAG(bool, cuda_graphs, true,
+          "CUDA backend: replay decode steps from CUDA graphs (--nocuda_graphs: launch the same "
+          "kernels one by one, for comparison; results are identical)");
 ABSL_FLAG(bool, prefix_caching, true,
           "Reuse the KV cache blocks of prompt prefixes seen before (--noprefix_caching: off)");
 ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = the BLAS default)");
@@ -238,6 +241,7 @@ absl::StatusOr<ServerOptions> options_from_flags() {
   o.kv_cache_mb = absl::GetFlag(FLAGS_kv_cache_mb);
   o.kv_cache_tokens = absl::GetFlag(FLAGS_kv_cache_tokens);
   o.gpu_memory_fraction = absl::GetFlag(FLAGS_gpu_memory_fraction);
+  o.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   o.num_threads = absl::GetFlag(FLAGS_threads);
   o.fault_stall_file = absl::GetFlag(FLAGS_fault_stall_file);
   o.tls = {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),

@@ -28,6 +28,9 @@ struct CudaRunnerOptions {
   // Largest step the workspace is sized for at start (it grows if a batch is larger).
   int max_batch_tokens = 2048;
   int max_num_seqs = 64;
+  // Decode steps replay CUDA graphs (model/cuda/decode_graph.h); off launches the same
+  // kernels on the same padded shapes one by one (identical results, for comparison).
+  bool cuda_graphs = true;
 };
 
 // What start-up logs: device, memory taken by weights and KV cache, kernels chosen.

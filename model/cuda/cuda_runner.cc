@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -12,7 +13,9 @@
 #include "kernels/paged_kv.h"
 #include "model/batch_validation.h"
 #include "model/cuda/cuda_backend.h"
+#include "base/status_macros.h"
 #include "model/cuda/cuda_status.h"
+#include "model/cuda/decode_graph.h"
 #include "model/cuda/llama_forward.h"
 #include "model/gguf/gguf.h"
 #include "model/sampling.h"
@@ -141,6 +144,17 @@ class CudaModelRunner final : public ModelRunner {
   cuda::ForwardContext context() {
     return {&config_, &weights_, &cache_, &ws_, gemm_.get(), &timer_, device_.num_sms, stream_};
   }
+  // Enqueues the forward pass of `batch` and its sampling: decode batches padded
+  // (model/cuda/decode_graph.h) and, with graphs on, replayed from a graph unless the step
+  // is timed in full; any other batch eagerly. The results are valid after the stream
+  // synchronised.
+  absl::StatusOr<const kernels::SampleResult*> enqueue_step(const ForwardBatch& batch,
+                                                           cuda::TimerMode mode,
+                                                           ForwardStats* stats);
+  absl::StatusOr<const kernels::SampleResult*> enqueue_decode_step(const ForwardBatch& batch,
+                                                                  cuda::TimerMode mode,
+                                                                  ForwardStats* stats);
+  absl::StatusOr<const kernels::SampleResult*> enqueue_sampling(const cuda::DeviceBatch& b);
   void fill_stats(const cuda::StepTimes& t, ForwardStats* stats) const;
 
   ModelConfig config_;
@@ -151,38 +165,37 @@ class CudaModelRunner final : public ModelRunner {
   cuda::DeviceWorkspace ws_;
   std::unique_ptr<cuda::Gemm> gemm_;
   cuda::StepTimer timer_;
+  bool use_graphs_ = true;
+  cuda::DecodeGraphs graphs_;
   uint64_t num_steps_ = 0;
 };
 
 absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions& o,
                                    CudaRunnerInfo* info) {
+  use_graphs_ = o.cuda_graphs;
   FS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  absl::StatusOr<cuda::DeviceWeights> weights = cuda::upload_llama_weights(file, config_);
-  if (!weights.ok()) return weights.status();
-  weights_ = std::move(*weights);
-  absl::StatusOr<std::unique_ptr<cuda::Gemm>> gemm = cuda::Gemm::create();
-  if (!gemm.ok()) return gemm.status();
-  gemm_ = std::move(*gemm);
+  ASSIGN_OR_RETURN(weights_, cuda::upload_llama_weights(file, config_));
+  ASSIGN_OR_RETURN(gemm_, cuda::Gemm::create());
   const int block_size = kernels::kKvBlockSize;
-  absl::StatusOr<int> blocks = kv_blocks(config_, o, device_, block_size);
-  if (!blocks.ok()) return blocks.status();
-  cache_.num_blocks = *blocks;
+  ASSIGN_OR_RETURN(const int blocks, kv_blocks(config_, o, device_, block_size));
+  cache_.num_blocks = blocks;
   cache_.block_size = block_size;
-  cache_.layer_elements = int64_t{*blocks} * config_.num_kv_heads * block_size * config_.head_dim;
+  cache_.layer_elements = int64_t{blocks} * config_.num_kv_heads * block_size * config_.head_dim;
   const size_t cache_bytes = cache_.layer_elements * config_.num_layers * sizeof(uint16_t);
-  FS_RETURN_IF_ERROR(cache_.k.allocate(cache_bytes));
-  FS_RETURN_IF_ERROR(cache_.v.allocate(cache_bytes));
+  RETURN_IF_ERROR(cache_.k.allocate(cache_bytes));
+  RETURN_IF_ERROR(cache_.v.allocate(cache_bytes));
   if (info != nullptr) {
     info->summary = absl::StrFormat(
         "cuda: %s (sm_%d%d, %d SMs, %.1f GiB): weights %.1f MiB bf16; KV cache %d blocks x %d "
-        "tokens = %d tokens, %.1f MiB bf16 (%s)",
+        "tokens = %d tokens, %.1f MiB bf16 (%s); decode steps %s",
         device_.name, device_.major, device_.minor, device_.num_sms, device_.total / kMiB / 1024,
         weights_.bytes / kMiB, cache_.num_blocks, block_size, cache_.num_blocks * block_size,
         2.0 * cache_bytes / kMiB,
         o.num_kv_blocks > 0       ? "--num-kv-blocks"
         : o.kv_cache_tokens > 0   ? "--kv-cache-tokens"
                                   : absl::StrFormat("--gpu-memory-fraction %.2f",
-                                                    o.gpu_memory_fraction).c_str());
+                                                    o.gpu_memory_fraction).c_str(),
+        use_graphs_ ? "through CUDA graphs" : "launched eagerly (--nocuda_graphs)");
   }
   return absl::OkStatus();
 }
@@ -201,25 +214,62 @@ void CudaModelRunner::fill_stats(const cuda::StepTimes& t, ForwardStats* stats) 
 absl::Status CudaModelRunner::forward(const ForwardBatch& batch,
                                       std::vector<SampledToken>* sampled, ForwardStats* stats) {
   if (sampled == nullptr) return absl::InvalidArgumentError("cuda runner: sampled is null");
-  FS_RETURN_IF_ERROR(
-      validate_forward_batch(batch, config_, cache_.num_blocks, cache_.block_size));
-  const cuda::ForwardContext ctx = context();
-  FS_RETURN_IF_ERROR(timer_.begin(stream_, ++num_steps_ % kProfileEvery == 0));
-  absl::StatusOr<cuda::DeviceBatch> b =
-      cuda::upload_batch(ctx, batch, batch.sample_seqs, /*with_sampling=*/true);
-  if (!b.ok()) return b.status();
-  FS_RETURN_IF_ERROR(cuda::llama_forward_cuda(ctx, *b, config_.num_layers, stats));
-  const kernels::SampleResult* results = nullptr;
-  if (b->num_out_rows > 0) FS_RETURN_IF_ERROR(cuda::sample_cuda(ctx, *b, &results));
+  RETURN_IF_ERROR(validate_forward_batch(batch, config_, cache_.num_blocks, cache_.block_size));
+  // Untimed without stats (metrics off); attention timed every step, everything every
+  // kProfileEvery-th.
+  const cuda::TimerMode mode = stats == nullptr                       ? cuda::TimerMode::kOff
+                               : ++num_steps_ % kProfileEvery == 0   ? cuda::TimerMode::kFull
+                                                                     : cuda::TimerMode::kAttention;
+  ASSIGN_OR_RETURN(const kernels::SampleResult* results, enqueue_step(batch, mode, stats));
   FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the step's one host sync
-  absl::StatusOr<cuda::StepTimes> times = timer_.collect();
-  if (!times.ok()) return times.status();
-  fill_stats(*times, stats);
+  ASSIGN_OR_RETURN(const cuda::StepTimes times, timer_.collect());
+  fill_stats(times, stats);
   sampled->resize(batch.sample_seqs.size());
   for (size_t i = 0; i < sampled->size(); ++i) {
     (*sampled)[i] = to_sampled_token(results[i], batch.sample_specs[i], config_.vocab_size);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<const kernels::SampleResult*> CudaModelRunner::enqueue_step(
+    const ForwardBatch& batch, cuda::TimerMode mode, ForwardStats* stats) {
+  if (cuda::is_decode_batch(batch)) return enqueue_decode_step(batch, mode, stats);
+  const cuda::ForwardContext ctx = context();
+  RETURN_IF_ERROR(timer_.begin(stream_, mode));
+  ASSIGN_OR_RETURN(const cuda::DeviceBatch b,
+                   cuda::upload_batch(ctx, batch, batch.sample_seqs, /*with_sampling=*/true));
+  RETURN_IF_ERROR(cuda::llama_forward_cuda(ctx, b, config_.num_layers, stats));
+  return enqueue_sampling(b);
+}
+
+absl::StatusOr<const kernels::SampleResult*> CudaModelRunner::enqueue_decode_step(
+    const ForwardBatch& batch, cuda::TimerMode mode, ForwardStats* stats) {
+  const cuda::ForwardContext ctx = context();
+  const ForwardBatch padded = cuda::pad_decode_batch(
+      batch, cuda::decode_bucket(batch.num_seqs()),
+      static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(batch.max_blocks_per_seq, 1)))));
+  // A graph step is untimed: events recorded during capture would become graph nodes. The
+  // fully timed steps run the same kernels eagerly, so the breakdown still covers decode.
+  const bool graph = use_graphs_ && mode != cuda::TimerMode::kFull;
+  RETURN_IF_ERROR(timer_.begin(stream_, graph ? cuda::TimerMode::kOff : mode));
+  ASSIGN_OR_RETURN(cuda::DeviceBatch b,
+                   cuda::upload_batch(ctx, padded, padded.sample_seqs, /*with_sampling=*/true));
+  if (graph) {
+    const cuda::DecodeShape shape{padded.num_seqs(), padded.max_blocks_per_seq,
+                                  cuda::attention_decode_splits(ctx, b.runs.front())};
+    RETURN_IF_ERROR(graphs_.run(ctx, b, shape, config_.num_layers));
+  } else {
+    RETURN_IF_ERROR(cuda::llama_forward_cuda(ctx, b, config_.num_layers, stats));
+  }
+  b.num_out_rows = batch.num_seqs();  // padding rows are not sampled
+  return enqueue_sampling(b);
+}
+
+absl::StatusOr<const kernels::SampleResult*> CudaModelRunner::enqueue_sampling(
+    const cuda::DeviceBatch& b) {
+  const kernels::SampleResult* results = nullptr;
+  if (b.num_out_rows > 0) RETURN_IF_ERROR(cuda::sample_cuda(context(), b, &results));
+  return results;
 }
 
 absl::Status CudaModelRunner::forward_logits(const ForwardBatch& batch, int num_layers,
@@ -229,15 +279,14 @@ absl::Status CudaModelRunner::forward_logits(const ForwardBatch& batch, int num_
     return absl::InvalidArgumentError(absl::StrCat("cuda runner: num_layers ", num_layers,
                                                    " outside [1, ", config_.num_layers, "]"));
   }
-  FS_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       validate_forward_batch(batch, config_, cache_.num_blocks, cache_.block_size));
   const cuda::ForwardContext ctx = context();
-  FS_RETURN_IF_ERROR(timer_.begin(stream_, /*profile=*/false));
+  RETURN_IF_ERROR(timer_.begin(stream_, cuda::TimerMode::kOff));
   std::vector<int32_t> all(batch.num_seqs());
   for (int s = 0; s < batch.num_seqs(); ++s) all[s] = s;
-  absl::StatusOr<cuda::DeviceBatch> b = cuda::upload_batch(ctx, batch, all, false);
-  if (!b.ok()) return b.status();
-  FS_RETURN_IF_ERROR(cuda::llama_forward_cuda(ctx, *b, num_layers, nullptr));
+  ASSIGN_OR_RETURN(const cuda::DeviceBatch b, cuda::upload_batch(ctx, batch, all, false));
+  RETURN_IF_ERROR(cuda::llama_forward_cuda(ctx, b, num_layers, nullptr));
   logits->resize(static_cast<size_t>(batch.num_seqs()) * config_.vocab_size);
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), ws_.logits.get(),
                                           logits->size() * sizeof(float),
@@ -254,11 +303,10 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const GgufFile& 
                                                                 const ModelConfig& config,
                                                                 const CudaRunnerOptions& options,
                                                                 CudaRunnerInfo* info) {
-  absl::StatusOr<DeviceProps> device = query_device();
-  if (!device.ok()) return device.status();
-  FS_RETURN_IF_ERROR(check_supported(config, *device, options));
-  auto runner = std::make_unique<CudaModelRunner>(config, *device);
-  FS_RETURN_IF_ERROR(runner->init(file, options, info));
+  ASSIGN_OR_RETURN(DeviceProps device, query_device());
+  RETURN_IF_ERROR(check_supported(config, device, options));
+  auto runner = std::make_unique<CudaModelRunner>(config, std::move(device));
+  RETURN_IF_ERROR(runner->init(file, options, info));
   return std::unique_ptr<ModelRunner>(std::move(runner));
 }
 

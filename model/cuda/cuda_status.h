@@ -39,8 +39,3 @@ inline absl::Status cublas_status(cublasStatus_t st, const char* file, int line,
         !fs_status_.ok())                                                                   \
       return fs_status_;                                                                    \
   } while (0)
-
-#define FS_RETURN_IF_ERROR(expr)                 \
-  do {                                           \
-    if (absl::Status fs_status_ = (expr); !fs_status_.ok()) return fs_status_; \
-  } while (0)

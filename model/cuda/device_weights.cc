@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "base/status_macros.h"
 #include "model/cuda/cuda_status.h"
 #include "model/gguf/gguf.h"
 #include "model/weights.h"
@@ -24,7 +25,7 @@ absl::Status upload_bf16(std::initializer_list<const std::vector<float>*> parts,
   for (const auto* p : parts) {
     for (float v : *p) host[at++] = to_bf16_bits(v);
   }
-  FS_RETURN_IF_ERROR(dst->allocate(n * sizeof(uint16_t)));
+  RETURN_IF_ERROR(dst->allocate(n * sizeof(uint16_t)));
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->get(), host.data(), n * sizeof(uint16_t),
                                      cudaMemcpyHostToDevice));
   *bytes += static_cast<int64_t>(n * sizeof(uint16_t));
@@ -32,7 +33,7 @@ absl::Status upload_bf16(std::initializer_list<const std::vector<float>*> parts,
 }
 
 absl::Status upload_fp32(const std::vector<float>& v, DeviceBuffer* dst, int64_t* bytes) {
-  FS_RETURN_IF_ERROR(dst->allocate(v.size() * sizeof(float)));
+  RETURN_IF_ERROR(dst->allocate(v.size() * sizeof(float)));
   FS_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(dst->get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
   *bytes += static_cast<int64_t>(v.size() * sizeof(float));
@@ -40,11 +41,11 @@ absl::Status upload_fp32(const std::vector<float>& v, DeviceBuffer* dst, int64_t
 }
 
 absl::Status upload_layer(const LayerWeights& w, DeviceLayer* d, int64_t* bytes) {
-  FS_RETURN_IF_ERROR(upload_fp32(w.attn_norm, &d->attn_norm, bytes));
-  FS_RETURN_IF_ERROR(upload_bf16({&w.wq, &w.wk, &w.wv}, &d->wqkv, bytes));
-  FS_RETURN_IF_ERROR(upload_bf16({&w.wo}, &d->wo, bytes));
-  FS_RETURN_IF_ERROR(upload_fp32(w.ffn_norm, &d->ffn_norm, bytes));
-  FS_RETURN_IF_ERROR(upload_bf16({&w.w_gate, &w.w_up}, &d->w_gate_up, bytes));
+  RETURN_IF_ERROR(upload_fp32(w.attn_norm, &d->attn_norm, bytes));
+  RETURN_IF_ERROR(upload_bf16({&w.wq, &w.wk, &w.wv}, &d->wqkv, bytes));
+  RETURN_IF_ERROR(upload_bf16({&w.wo}, &d->wo, bytes));
+  RETURN_IF_ERROR(upload_fp32(w.ffn_norm, &d->ffn_norm, bytes));
+  RETURN_IF_ERROR(upload_bf16({&w.w_gate, &w.w_up}, &d->w_gate_up, bytes));
   return upload_bf16({&w.w_down}, &d->w_down, bytes);
 }
 
@@ -59,26 +60,22 @@ uint16_t to_bf16_bits(float x) {
 
 absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file,
                                                    const ModelConfig& config) {
-  FS_RETURN_IF_ERROR(check_llama_config(config));
+  RETURN_IF_ERROR(check_llama_config(config));
   const int64_t hidden = config.hidden_size, vocab = config.vocab_size;
   DeviceWeights d;
-  absl::StatusOr<std::vector<float>> t =
-      load_weight_tensor(file, "token_embd.weight", {hidden, vocab});
-  if (!t.ok()) return t.status();
-  FS_RETURN_IF_ERROR(upload_bf16({&*t}, &d.token_embd, &d.bytes));
+  ASSIGN_OR_RETURN(std::vector<float> t,
+                   load_weight_tensor(file, "token_embd.weight", {hidden, vocab}));
+  RETURN_IF_ERROR(upload_bf16({&t}, &d.token_embd, &d.bytes));
   d.layers.resize(config.num_layers);
   for (int i = 0; i < config.num_layers; ++i) {
-    absl::StatusOr<LayerWeights> layer = load_llama_layer(file, config, i);
-    if (!layer.ok()) return layer.status();
-    FS_RETURN_IF_ERROR(upload_layer(*layer, &d.layers[i], &d.bytes));
+    ASSIGN_OR_RETURN(LayerWeights layer, load_llama_layer(file, config, i));
+    RETURN_IF_ERROR(upload_layer(layer, &d.layers[i], &d.bytes));
   }
-  t = load_weight_tensor(file, "output_norm.weight", {hidden});
-  if (!t.ok()) return t.status();
-  FS_RETURN_IF_ERROR(upload_fp32(*t, &d.output_norm, &d.bytes));
+  ASSIGN_OR_RETURN(t, load_weight_tensor(file, "output_norm.weight", {hidden}));
+  RETURN_IF_ERROR(upload_fp32(t, &d.output_norm, &d.bytes));
   if (!config.tied_embeddings) {
-    t = load_weight_tensor(file, "output.weight", {hidden, vocab});
-    if (!t.ok()) return t.status();
-    FS_RETURN_IF_ERROR(upload_bf16({&*t}, &d.output, &d.bytes));
+    ASSIGN_OR_RETURN(t, load_weight_tensor(file, "output.weight", {hidden, vocab}));
+    RETURN_IF_ERROR(upload_bf16({&t}, &d.output, &d.bytes));
   }
   return d;
 }

@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "model/cuda/cuda_status.h"
 
 namespace flashserve::model::cuda {
@@ -29,7 +30,7 @@ struct Gemm::Plan {
 absl::StatusOr<std::unique_ptr<Gemm>> Gemm::create() {
   std::unique_ptr<Gemm> g(new Gemm());
   FS_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&g->handle_));
-  FS_RETURN_IF_ERROR(g->workspace_.allocate(kWorkspaceBytes));
+  RETURN_IF_ERROR(g->workspace_.allocate(kWorkspaceBytes));
   return g;
 }
 
@@ -80,13 +81,11 @@ absl::StatusOr<const Gemm::Plan*> Gemm::plan(const Key& key) {
 absl::Status Gemm::linear(const void* x, const void* w, void* y, int m, int n, int k,
                           GemmOut out, cudaStream_t stream) {
   if (m == 0) return absl::OkStatus();
-  absl::StatusOr<const Plan*> p = plan(Key{m, n, k, out});
-  if (!p.ok()) return p.status();
+  ASSIGN_OR_RETURN(const Plan* p, plan(Key{m, n, k, out}));
   const float alpha = 1.f;
-  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, (*p)->desc, &alpha, w, (*p)->w, x,
-                                           (*p)->x, &(*p)->beta, y, (*p)->y, y, (*p)->y,
-                                           &(*p)->algo, workspace_.get(), workspace_.bytes(),
-                                           stream));
+  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, p->desc, &alpha, w, p->w, x, p->x, &p->beta,
+                                           y, p->y, y, p->y, &p->algo, workspace_.get(),
+                                           workspace_.bytes(), stream));
   return absl::OkStatus();
 }
 

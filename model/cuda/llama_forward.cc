@@ -10,6 +10,7 @@
 #include "kernels/attention.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/layers.h"
+#include "base/status_macros.h"
 #include "model/cuda/cuda_status.h"
 
 namespace flashserve::model::cuda {
@@ -79,11 +80,6 @@ kernels::AttentionParams attention_params(const ForwardContext& ctx, const Devic
   return p;
 }
 
-int decode_splits(const ForwardContext& ctx, const AttentionRun& r) {
-  return kernels::attention_decode_num_splits(r.s1 - r.s0, ctx.config->num_kv_heads,
-                                              r.max_seqlen_k, ctx.num_sms);
-}
-
 // Grows the step's device buffers to what `b` needs.
 absl::Status reserve_workspace(const ForwardContext& ctx, const DeviceBatch& b) {
   const ModelConfig& c = *ctx.config;
@@ -91,24 +87,24 @@ absl::Status reserve_workspace(const ForwardContext& ctx, const DeviceBatch& b) 
   const size_t t = b.num_tokens, rows = std::max(b.num_out_rows, 1);
   const size_t q_dim = static_cast<size_t>(c.num_heads) * c.head_dim;
   const size_t qkv_dim = static_cast<size_t>(c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-  FS_RETURN_IF_ERROR(ws.x.reserve(t * c.hidden_size * sizeof(float)));
-  FS_RETURN_IF_ERROR(ws.xn.reserve(t * c.hidden_size * kBf16Bytes));
-  FS_RETURN_IF_ERROR(ws.qkv.reserve(t * qkv_dim * kBf16Bytes));
-  FS_RETURN_IF_ERROR(ws.q.reserve(t * q_dim * kBf16Bytes));
-  FS_RETURN_IF_ERROR(ws.attn.reserve(t * q_dim * kBf16Bytes));
-  FS_RETURN_IF_ERROR(ws.gate_up.reserve(t * 2 * c.ffn_size * kBf16Bytes));
-  FS_RETURN_IF_ERROR(ws.ffn.reserve(t * c.ffn_size * kBf16Bytes));
-  FS_RETURN_IF_ERROR(ws.last.reserve(rows * c.hidden_size * kBf16Bytes));
-  FS_RETURN_IF_ERROR(ws.logits.reserve(rows * c.vocab_size * sizeof(float)));
-  FS_RETURN_IF_ERROR(ws.results.reserve(rows * sizeof(kernels::SampleResult)));
-  FS_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(ws.x.reserve(t * c.hidden_size * sizeof(float)));
+  RETURN_IF_ERROR(ws.xn.reserve(t * c.hidden_size * kBf16Bytes));
+  RETURN_IF_ERROR(ws.qkv.reserve(t * qkv_dim * kBf16Bytes));
+  RETURN_IF_ERROR(ws.q.reserve(t * q_dim * kBf16Bytes));
+  RETURN_IF_ERROR(ws.attn.reserve(t * q_dim * kBf16Bytes));
+  RETURN_IF_ERROR(ws.gate_up.reserve(t * 2 * c.ffn_size * kBf16Bytes));
+  RETURN_IF_ERROR(ws.ffn.reserve(t * c.ffn_size * kBf16Bytes));
+  RETURN_IF_ERROR(ws.last.reserve(rows * c.hidden_size * kBf16Bytes));
+  RETURN_IF_ERROR(ws.logits.reserve(rows * c.vocab_size * sizeof(float)));
+  RETURN_IF_ERROR(ws.results.reserve(rows * sizeof(kernels::SampleResult)));
+  RETURN_IF_ERROR(
       ws.penalty_scratch.reserve(std::max(b.num_penalties, 1) * sizeof(float)));
   size_t decode_bytes = 0;
   for (const AttentionRun& r : b.runs) {
     if (r.prefill) continue;
     const kernels::AttentionParams p = attention_params(ctx, b, r, 0);
-    decode_bytes = std::max(decode_bytes,
-                            kernels::attention_decode_workspace_bytes(p, decode_splits(ctx, r)));
+    decode_bytes = std::max(
+        decode_bytes, kernels::attention_decode_workspace_bytes(p, attention_decode_splits(ctx, r)));
   }
   return ws.decode_scratch.reserve(std::max<size_t>(decode_bytes, 1));
 }
@@ -126,8 +122,8 @@ absl::Status reserve_rope_tables(const ForwardContext& ctx, int max_position) {
   std::vector<float> cos(n * half), sin(n * half);
   kernels::rope_cos_sin_cpu(positions.data(), n, c.head_dim, c.rope_theta, cos.data(), sin.data());
   FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx.stream));  // old tables may be in use
-  FS_RETURN_IF_ERROR(ws.rope_cos.allocate(cos.size() * sizeof(float)));
-  FS_RETURN_IF_ERROR(ws.rope_sin.allocate(sin.size() * sizeof(float)));
+  RETURN_IF_ERROR(ws.rope_cos.allocate(cos.size() * sizeof(float)));
+  RETURN_IF_ERROR(ws.rope_sin.allocate(sin.size() * sizeof(float)));
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(ws.rope_cos.get(), cos.data(), cos.size() * sizeof(float),
                                      cudaMemcpyHostToDevice));
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(ws.rope_sin.get(), sin.data(), sin.size() * sizeof(float),
@@ -164,7 +160,7 @@ absl::Status rmsnorm(const ForwardContext& ctx, const DeviceBuffer& weight, cons
   norm.num_rows = num_rows;
   norm.dim = ctx.config->hidden_size;
   norm.eps = ctx.config->rms_eps;
-  FS_RETURN_IF_ERROR(kernels::rmsnorm(norm, ctx.stream));
+  RETURN_IF_ERROR(kernels::rmsnorm(norm, ctx.stream));
   return ctx.timer->mark(StepPart::kOther);
 }
 
@@ -181,9 +177,9 @@ absl::Status attention_run(const ForwardContext& ctx, const DeviceBatch& b,
                            const AttentionRun& r, int layer, ForwardStats* stats) {
   const kernels::AttentionParams p = attention_params(ctx, b, r, layer);
   if (r.prefill) {
-    FS_RETURN_IF_ERROR(kernels::attention_prefill(p, ctx.stream));
+    RETURN_IF_ERROR(kernels::attention_prefill(p, ctx.stream));
   } else {
-    FS_RETURN_IF_ERROR(kernels::attention_decode(p, decode_splits(ctx, r),
+    RETURN_IF_ERROR(kernels::attention_decode(p, attention_decode_splits(ctx, r),
                                                  ctx.ws->decode_scratch.get(),
                                                  ctx.ws->decode_scratch.bytes(), ctx.stream));
   }
@@ -194,8 +190,8 @@ absl::Status attention_run(const ForwardContext& ctx, const DeviceBatch& b,
 // Attention over the whole batch, one launch per run.
 absl::Status attention_all(const ForwardContext& ctx, const DeviceBatch& b, int layer,
                            ForwardStats* stats) {
-  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther, /*always=*/true));
-  for (const AttentionRun& r : b.runs) FS_RETURN_IF_ERROR(attention_run(ctx, b, r, layer, stats));
+  RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther, /*always=*/true));
+  for (const AttentionRun& r : b.runs) RETURN_IF_ERROR(attention_run(ctx, b, r, layer, stats));
   return absl::OkStatus();
 }
 
@@ -206,10 +202,10 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
   const int t = b.num_tokens;
   const int q_dim = c.num_heads * c.head_dim;
   const int qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-  FS_RETURN_IF_ERROR(rmsnorm(ctx, w.attn_norm, nullptr, t, ws.xn.get()));
-  FS_RETURN_IF_ERROR(ctx.gemm->linear(ws.xn.get(), w.wqkv.get(), ws.qkv.get(), t, qkv_dim,
+  RETURN_IF_ERROR(rmsnorm(ctx, w.attn_norm, nullptr, t, ws.xn.get()));
+  RETURN_IF_ERROR(ctx.gemm->linear(ws.xn.get(), w.wqkv.get(), ws.qkv.get(), t, qkv_dim,
                                       c.hidden_size, GemmOut::kBf16, ctx.stream));
-  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
+  RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
   kernels::RopeAppendParams rope;
   rope.dtype = kAct;
   rope.qkv = ws.qkv.get();
@@ -226,9 +222,9 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
   rope.head_dim = c.head_dim;
   rope.block_size = ctx.cache->block_size;
   rope.style = kernels::RopeStyle::kAdjacentPairs;  // GGUF llama rows (model/weights.h)
-  FS_RETURN_IF_ERROR(kernels::rope_qkv_append(rope, ctx.stream));
-  FS_RETURN_IF_ERROR(attention_all(ctx, b, layer, stats));
-  FS_RETURN_IF_ERROR(ctx.gemm->linear(ws.attn.get(), w.wo.get(), ws.x.get(), t, c.hidden_size,
+  RETURN_IF_ERROR(kernels::rope_qkv_append(rope, ctx.stream));
+  RETURN_IF_ERROR(attention_all(ctx, b, layer, stats));
+  RETURN_IF_ERROR(ctx.gemm->linear(ws.attn.get(), w.wo.get(), ws.x.get(), t, c.hidden_size,
                                       q_dim, GemmOut::kFp32Accumulate, ctx.stream));  // residual
   return ctx.timer->mark(StepPart::kGemm);
 }
@@ -236,25 +232,30 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
 absl::Status ffn_block(const ForwardContext& ctx, const DeviceLayer& w, int t) {
   const ModelConfig& c = *ctx.config;
   DeviceWorkspace& ws = *ctx.ws;
-  FS_RETURN_IF_ERROR(rmsnorm(ctx, w.ffn_norm, nullptr, t, ws.xn.get()));
-  FS_RETURN_IF_ERROR(ctx.gemm->linear(ws.xn.get(), w.w_gate_up.get(), ws.gate_up.get(), t,
+  RETURN_IF_ERROR(rmsnorm(ctx, w.ffn_norm, nullptr, t, ws.xn.get()));
+  RETURN_IF_ERROR(ctx.gemm->linear(ws.xn.get(), w.w_gate_up.get(), ws.gate_up.get(), t,
                                       2 * c.ffn_size, c.hidden_size, GemmOut::kBf16, ctx.stream));
-  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
+  RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
   kernels::SwigluParams act;
   act.dtype = kAct;
   act.gate_up = ws.gate_up.get();
   act.out = ws.ffn.get();
   act.num_rows = t;
   act.ffn_size = c.ffn_size;
-  FS_RETURN_IF_ERROR(kernels::swiglu(act, ctx.stream));
-  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
-  FS_RETURN_IF_ERROR(ctx.gemm->linear(ws.ffn.get(), w.w_down.get(), ws.x.get(), t,
+  RETURN_IF_ERROR(kernels::swiglu(act, ctx.stream));
+  RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
+  RETURN_IF_ERROR(ctx.gemm->linear(ws.ffn.get(), w.w_down.get(), ws.x.get(), t,
                                       c.hidden_size, c.ffn_size, GemmOut::kFp32Accumulate,
                                       ctx.stream));  // residual
   return ctx.timer->mark(StepPart::kGemm);
 }
 
 }  // namespace
+
+int attention_decode_splits(const ForwardContext& ctx, const AttentionRun& r) {
+  return kernels::attention_decode_num_splits(r.s1 - r.s0, ctx.config->num_kv_heads,
+                                              r.max_seqlen_k, ctx.num_sms);
+}
 
 int64_t DeviceKvCache::bytes_per_block(const ModelConfig& c, int block_size) {
   return 2 * static_cast<int64_t>(c.num_layers) * c.num_kv_heads * block_size * c.head_dim *
@@ -290,8 +291,8 @@ absl::StatusOr<DeviceBatch> upload_batch(const ForwardContext& ctx, const Forwar
   b.results_offset = aligned(bytes);
 
   DeviceWorkspace& ws = *ctx.ws;
-  FS_RETURN_IF_ERROR(ws.metadata.reserve(bytes));
-  FS_RETURN_IF_ERROR(ws.staging.reserve(
+  RETURN_IF_ERROR(ws.metadata.reserve(bytes));
+  RETURN_IF_ERROR(ws.staging.reserve(
       b.results_offset + std::max(b.num_out_rows, 1) * sizeof(kernels::SampleResult)));
   std::memcpy(ws.staging.get(), pack.bytes().data(), bytes);
   const char* base = ws.metadata.get<char>();
@@ -306,8 +307,8 @@ absl::StatusOr<DeviceBatch> upload_batch(const ForwardContext& ctx, const Forwar
   b.out_rows = at(rows);
   b.penalty_tokens = at(pen_tokens);
   b.penalty_counts = at(pen_counts);
-  FS_RETURN_IF_ERROR(reserve_workspace(ctx, b));
-  FS_RETURN_IF_ERROR(reserve_rope_tables(ctx, b.max_position));
+  RETURN_IF_ERROR(reserve_workspace(ctx, b));
+  RETURN_IF_ERROR(reserve_rope_tables(ctx, b.max_position));
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws.metadata.get(), ws.staging.get(), bytes,
                                           cudaMemcpyHostToDevice, ctx.stream));
   return b;
@@ -325,15 +326,15 @@ absl::Status llama_forward_cuda(const ForwardContext& ctx, const DeviceBatch& b,
   embed.out = ws.x.get<float>();
   embed.num_tokens = b.num_tokens;
   embed.dim = c.hidden_size;
-  FS_RETURN_IF_ERROR(kernels::embedding_gather(embed, ctx.stream));
+  RETURN_IF_ERROR(kernels::embedding_gather(embed, ctx.stream));
   for (int layer = 0; layer < num_layers; ++layer) {
-    FS_RETURN_IF_ERROR(attention_block(ctx, weights.layers[layer], b, layer, stats));
-    FS_RETURN_IF_ERROR(ffn_block(ctx, weights.layers[layer], b.num_tokens));
+    RETURN_IF_ERROR(attention_block(ctx, weights.layers[layer], b, layer, stats));
+    RETURN_IF_ERROR(ffn_block(ctx, weights.layers[layer], b.num_tokens));
   }
   if (b.num_out_rows == 0) return absl::OkStatus();
   // The last token of each sequence read, gathered by the norm.
-  FS_RETURN_IF_ERROR(rmsnorm(ctx, weights.output_norm, b.out_rows, b.num_out_rows, ws.last.get()));
-  FS_RETURN_IF_ERROR(ctx.gemm->linear(ws.last.get(), weights.lm_head(), ws.logits.get(),
+  RETURN_IF_ERROR(rmsnorm(ctx, weights.output_norm, b.out_rows, b.num_out_rows, ws.last.get()));
+  RETURN_IF_ERROR(ctx.gemm->linear(ws.last.get(), weights.lm_head(), ws.logits.get(),
                                       b.num_out_rows, c.vocab_size, c.hidden_size,
                                       GemmOut::kFp32, ctx.stream));
   return ctx.timer->mark(StepPart::kGemm);
@@ -351,8 +352,8 @@ absl::Status sample_cuda(const ForwardContext& ctx, const DeviceBatch& b,
   s.results = ws.results.get<kernels::SampleResult>();
   s.num_rows = b.num_out_rows;
   s.vocab = ctx.config->vocab_size;
-  FS_RETURN_IF_ERROR(kernels::sample_tokens(s, ctx.stream));
-  FS_RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
+  RETURN_IF_ERROR(kernels::sample_tokens(s, ctx.stream));
+  RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
   // Results land after the metadata in the staging buffer (upload_batch sized it so).
   char* host = ws.staging.get<char>() + b.results_offset;
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, ws.results.get(),

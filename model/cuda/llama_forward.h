@@ -107,6 +107,9 @@ absl::StatusOr<DeviceBatch> upload_batch(const ForwardContext& ctx, const Forwar
                                          const std::vector<int32_t>& out_seqs,
                                          bool with_sampling);
 
+// The split-KV count of a decode run (kernels::attention_decode_num_splits on its shape).
+int attention_decode_splits(const ForwardContext& ctx, const AttentionRun& r);
+
 // Runs the first num_layers layers, the final norm and the LM head: ws->logits holds
 // [num_out_rows, vocab] fp32 when the stream reaches it. `stats` (may be null) gets the
 // attention FLOPs and bytes; times come from the timer after synchronisation.

@@ -10,17 +10,19 @@ StepTimer::~StepTimer() {
   for (cudaEvent_t e : events_) cudaEventDestroy(e);
 }
 
-absl::Status StepTimer::begin(cudaStream_t stream, bool profile) {
+absl::Status StepTimer::begin(cudaStream_t stream, TimerMode mode) {
   stream_ = stream;
-  profile_ = profile;
+  mode_ = mode;
   num_recorded_ = 0;
   parts_.clear();
+  if (mode == TimerMode::kOff) return absl::OkStatus();
   return record(StepPart::kOther);  // the step's start; its own part is never read
 }
 
 absl::Status StepTimer::mark(StepPart part, bool always) {
+  if (mode_ == TimerMode::kOff) return absl::OkStatus();
   const bool attention = part == StepPart::kAttentionPrefill || part == StepPart::kAttentionDecode;
-  if (!profile_ && !always && !attention) return absl::OkStatus();
+  if (mode_ == TimerMode::kAttention && !always && !attention) return absl::OkStatus();
   return record(part);
 }
 
@@ -38,13 +40,14 @@ absl::Status StepTimer::record(StepPart part) {
 
 absl::StatusOr<StepTimes> StepTimer::collect() {
   StepTimes t;
-  t.profiled = profile_;
+  const bool profile = mode_ == TimerMode::kFull;
+  t.profiled = profile;
   for (size_t i = 1; i < num_recorded_; ++i) {
     const StepPart part = parts_[i];
     const bool attention =
         part == StepPart::kAttentionPrefill || part == StepPart::kAttentionDecode;
     // Outside profiled steps the stretch before an attention start spans untimed work.
-    if (!profile_ && !attention) continue;
+    if (!profile && !attention) continue;
     float ms = 0;
     FS_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events_[i - 1], events_[i]));
     const double s = ms * 1e-3;

@@ -173,6 +173,7 @@ absl::Status Server::Impl::load_model() {
   load_options.kv_cache_mb = options_.kv_cache_mb;
   load_options.kv_cache_tokens = options_.kv_cache_tokens;
   load_options.gpu_memory_fraction = options_.gpu_memory_fraction;
+  load_options.cuda_graphs = options_.cuda_graphs;
   load_options.max_num_seqs = options_.engine.max_num_seqs;
   load_options.max_batch_tokens = options_.engine.max_batch_tokens;
   auto loaded = model::load_model(options_.model_path, load_options);

@@ -53,6 +53,7 @@ struct ServerOptions {
   engine::EngineOptions engine;
   int kv_cache_mb = 0;          // KV cache size in MiB; 0 = the loader's default
   int64_t kv_cache_tokens = 0;  // KV cache size in tokens (overrides kv_cache_mb); 0 = unset
+  bool cuda_graphs = true;  // CUDA backend: decode steps through CUDA graphs
   double gpu_memory_fraction = 0.9;  // CUDA backend: device memory weights + cache may fill
   int num_threads = 0;          // CPU backend threads; 0 = library default
   RequestLimits limits;         // policy part; context/vocab are filled from the model
