@@ -311,7 +311,9 @@ __global__ void __launch_bounds__(kThreads) sampling_kernel(SamplingBatch b) {
   row.begin = min(b.vocab, static_cast<int>(threadIdx.x) * chunk);
   row.end = min(b.vocab, row.begin + chunk);
 
-  for (int i = row.begin; i < row.end; ++i) {  // step 0
+  // Steps 0 and 3 visit every logit and do not depend on the order: block-strided, so a
+  // warp's loads are coalesced (the per-thread chunks of the filters are not).
+  for (int i = threadIdx.x; i < b.vocab; i += kThreads) {  // step 0
     if (isnan(row.logits[i])) row.logits[i] = kNegInf;
   }
   __syncthreads();
@@ -326,7 +328,7 @@ __global__ void __launch_bounds__(kThreads) sampling_kernel(SamplingBatch b) {
   __syncthreads();
 
   ArgMax best{kNegInf, INT_MAX};
-  for (int i = row.begin; i < row.end; ++i) {
+  for (int i = threadIdx.x; i < b.vocab; i += kThreads) {  // step 3
     if (before(row.logits[i], i, best.value, best.id)) best = {row.logits[i], i};
   }
   best = block.argmax(best);

@@ -9,6 +9,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/gemv.h"
 #include "kernels/layers.h"
 #include "base/status_macros.h"
 #include "model/cuda/cuda_status.h"
@@ -164,6 +165,62 @@ absl::Status rmsnorm(const ForwardContext& ctx, const DeviceBuffer& weight, cons
   return ctx.timer->mark(StepPart::kOther);
 }
 
+// The fused small-batch path (kernels/gemv.h) takes a linear layer when its shape allows;
+// the choice depends on the shape alone, so a batch runs the same kernels every time.
+bool use_gemv(int m, int k) { return kernels::gemv_supported(m, k); }
+
+kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const void* w,
+                                kernels::GemvOutput output, void* y, int m, int n, int k) {
+  kernels::GemvParams g;
+  g.input = input;
+  g.x = x;
+  g.w = w;
+  g.output = output;
+  g.y = y;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  return g;
+}
+
+// y[m, n] = RMSNorm(x rows) . w^T (rows gathered as in rmsnorm()): one fused GEMV, or the
+// norm into `normed` [m, hidden] bf16 and a cuBLASLt GEMM.
+absl::Status norm_linear(const ForwardContext& ctx, const DeviceBuffer& norm_weight,
+                         const int32_t* rows, int m, const void* w, int n, void* normed,
+                         void* y, GemmOut out) {
+  const int k = ctx.config->hidden_size;
+  if (use_gemv(m, k)) {
+    kernels::GemvParams g = gemv_params(
+        kernels::GemvInput::kRmsNorm, ctx.ws->x.get(), w,
+        out == GemmOut::kFp32 ? kernels::GemvOutput::kFp32 : kernels::GemvOutput::kBf16, y, m,
+        n, k);
+    g.rows = rows;
+    g.norm_weight = norm_weight.get<float>();
+    g.eps = ctx.config->rms_eps;
+    RETURN_IF_ERROR(kernels::gemv(g, ctx.num_sms, ctx.stream));
+  } else {
+    RETURN_IF_ERROR(rmsnorm(ctx, norm_weight, rows, m, normed));
+    RETURN_IF_ERROR(ctx.gemm->linear(normed, w, y, m, n, k, out, ctx.stream));
+  }
+  return ctx.timer->mark(StepPart::kGemm);
+}
+
+// x[t, hidden] += in[t, k] . w^T: the O and down projections with the residual add.
+absl::Status linear_residual(const ForwardContext& ctx, const void* in, const void* w, int t,
+                             int k) {
+  const int n = ctx.config->hidden_size;
+  if (use_gemv(t, k)) {
+    RETURN_IF_ERROR(kernels::gemv(gemv_params(kernels::GemvInput::kBf16, in, w,
+                                              kernels::GemvOutput::kFp32Accumulate,
+                                              ctx.ws->x.get(), t, n, k),
+                                  ctx.num_sms, ctx.stream));
+  } else {
+    RETURN_IF_ERROR(
+        ctx.gemm->linear(in, w, ctx.ws->x.get(), t, n, k, GemmOut::kFp32Accumulate, ctx.stream));
+  }
+  return ctx.timer->mark(StepPart::kGemm);
+}
+
 void attention_stats(const AttentionRun& r, ForwardStats* stats) {
   if (stats == nullptr) return;
   AttentionPhaseStats& phase = r.prefill ? stats->prefill : stats->decode;
@@ -202,10 +259,8 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
   const int t = b.num_tokens;
   const int q_dim = c.num_heads * c.head_dim;
   const int qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-  RETURN_IF_ERROR(rmsnorm(ctx, w.attn_norm, nullptr, t, ws.xn.get()));
-  RETURN_IF_ERROR(ctx.gemm->linear(ws.xn.get(), w.wqkv.get(), ws.qkv.get(), t, qkv_dim,
-                                      c.hidden_size, GemmOut::kBf16, ctx.stream));
-  RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
+  RETURN_IF_ERROR(norm_linear(ctx, w.attn_norm, nullptr, t, w.wqkv.get(), qkv_dim, ws.xn.get(),
+                              ws.qkv.get(), GemmOut::kBf16));
   kernels::RopeAppendParams rope;
   rope.dtype = kAct;
   rope.qkv = ws.qkv.get();
@@ -224,30 +279,35 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
   rope.style = kernels::RopeStyle::kAdjacentPairs;  // GGUF llama rows (model/weights.h)
   RETURN_IF_ERROR(kernels::rope_qkv_append(rope, ctx.stream));
   RETURN_IF_ERROR(attention_all(ctx, b, layer, stats));
-  RETURN_IF_ERROR(ctx.gemm->linear(ws.attn.get(), w.wo.get(), ws.x.get(), t, c.hidden_size,
-                                      q_dim, GemmOut::kFp32Accumulate, ctx.stream));  // residual
-  return ctx.timer->mark(StepPart::kGemm);
+  return linear_residual(ctx, ws.attn.get(), w.wo.get(), t, q_dim);
 }
 
+// x += down(silu(gate(RMSNorm(x))) * up(RMSNorm(x))): at small batch the norm, the fused
+// gate/up projection and SwiGLU are one GEMV.
 absl::Status ffn_block(const ForwardContext& ctx, const DeviceLayer& w, int t) {
   const ModelConfig& c = *ctx.config;
   DeviceWorkspace& ws = *ctx.ws;
-  RETURN_IF_ERROR(rmsnorm(ctx, w.ffn_norm, nullptr, t, ws.xn.get()));
-  RETURN_IF_ERROR(ctx.gemm->linear(ws.xn.get(), w.w_gate_up.get(), ws.gate_up.get(), t,
-                                      2 * c.ffn_size, c.hidden_size, GemmOut::kBf16, ctx.stream));
-  RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
-  kernels::SwigluParams act;
-  act.dtype = kAct;
-  act.gate_up = ws.gate_up.get();
-  act.out = ws.ffn.get();
-  act.num_rows = t;
-  act.ffn_size = c.ffn_size;
-  RETURN_IF_ERROR(kernels::swiglu(act, ctx.stream));
-  RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
-  RETURN_IF_ERROR(ctx.gemm->linear(ws.ffn.get(), w.w_down.get(), ws.x.get(), t,
-                                      c.hidden_size, c.ffn_size, GemmOut::kFp32Accumulate,
-                                      ctx.stream));  // residual
-  return ctx.timer->mark(StepPart::kGemm);
+  if (use_gemv(t, c.hidden_size)) {
+    kernels::GemvParams g =
+        gemv_params(kernels::GemvInput::kRmsNorm, ws.x.get(), w.w_gate_up.get(),
+                    kernels::GemvOutput::kSwiglu, ws.ffn.get(), t, c.ffn_size, c.hidden_size);
+    g.norm_weight = w.ffn_norm.get<float>();
+    g.eps = c.rms_eps;
+    RETURN_IF_ERROR(kernels::gemv(g, ctx.num_sms, ctx.stream));
+    RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
+  } else {
+    RETURN_IF_ERROR(norm_linear(ctx, w.ffn_norm, nullptr, t, w.w_gate_up.get(), 2 * c.ffn_size,
+                                ws.xn.get(), ws.gate_up.get(), GemmOut::kBf16));
+    kernels::SwigluParams act;
+    act.dtype = kAct;
+    act.gate_up = ws.gate_up.get();
+    act.out = ws.ffn.get();
+    act.num_rows = t;
+    act.ffn_size = c.ffn_size;
+    RETURN_IF_ERROR(kernels::swiglu(act, ctx.stream));
+    RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
+  }
+  return linear_residual(ctx, ws.ffn.get(), w.w_down.get(), t, c.ffn_size);
 }
 
 }  // namespace
@@ -333,11 +393,8 @@ absl::Status llama_forward_cuda(const ForwardContext& ctx, const DeviceBatch& b,
   }
   if (b.num_out_rows == 0) return absl::OkStatus();
   // The last token of each sequence read, gathered by the norm.
-  RETURN_IF_ERROR(rmsnorm(ctx, weights.output_norm, b.out_rows, b.num_out_rows, ws.last.get()));
-  RETURN_IF_ERROR(ctx.gemm->linear(ws.last.get(), weights.lm_head(), ws.logits.get(),
-                                      b.num_out_rows, c.vocab_size, c.hidden_size,
-                                      GemmOut::kFp32, ctx.stream));
-  return ctx.timer->mark(StepPart::kGemm);
+  return norm_linear(ctx, weights.output_norm, b.out_rows, b.num_out_rows, weights.lm_head(),
+                     c.vocab_size, ws.last.get(), ws.logits.get(), GemmOut::kFp32);
 }
 
 absl::Status sample_cuda(const ForwardContext& ctx, const DeviceBatch& b,

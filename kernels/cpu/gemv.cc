@@ -1,0 +1,59 @@
+#include "kernels/cpu/gemv.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/rmsnorm.h"
+
+namespace flashserve::kernels {
+
+float round_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if (std::isnan(x)) {
+    u = 0x7fc00000u;
+  } else {
+    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
+    u &= 0xffff0000u;
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+void gemv_cpu(const GemvCpuParams& p) {
+  const int64_t k = p.k;
+  std::vector<float> xs(static_cast<size_t>(p.m) * k);
+  for (int r = 0; r < p.m; ++r) {
+    const float* row = p.x + (p.rows != nullptr ? p.rows[r] : r) * k;
+    float* dst = xs.data() + r * k;
+    if (p.input == GemvInput::kRmsNorm) {
+      rmsnorm_cpu(row, p.norm_weight, 1, p.k, p.eps, dst);
+      for (int64_t i = 0; i < k; ++i) dst[i] = round_bf16(dst[i]);
+    } else {
+      std::memcpy(dst, row, k * sizeof(float));
+    }
+  }
+  auto dot = [&](int r, int64_t col) {
+    double acc = 0;
+    for (int64_t i = 0; i < k; ++i) acc += double{xs[r * k + i]} * p.w[col * k + i];
+    return static_cast<float>(acc);
+  };
+  for (int r = 0; r < p.m; ++r) {
+    for (int j = 0; j < p.n; ++j) {
+      float& y = p.y[static_cast<int64_t>(r) * p.n + j];
+      switch (p.output) {
+        case GemvOutput::kBf16: y = round_bf16(dot(r, j)); break;
+        case GemvOutput::kFp32: y = dot(r, j); break;
+        case GemvOutput::kFp32Accumulate: y += dot(r, j); break;
+        case GemvOutput::kSwiglu: {
+          const float g = round_bf16(dot(r, j)), u = round_bf16(dot(r, p.n + j));
+          y = round_bf16(g / (1.f + std::exp(-g)) * u);
+          break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace flashserve::kernels

@@ -1,0 +1,30 @@
+#pragma once
+// fp32 reference of kernels/gemv.h: the unfused composition, rounding where the GPU path
+// rounds. Inputs and weights are given as the float values of their bf16 bits.
+//   kRmsNorm input: rmsnorm_cpu on each (gathered) row, rounded to bf16;
+//   products summed in double (the kernel sums in fp32: the test's tolerance covers that);
+//   kBf16 output rounded to bf16; kSwiglu: g, u rounded to bf16, silu(g) * u rounded to bf16.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/gemv.h"
+
+namespace flashserve::kernels {
+
+struct GemvCpuParams {
+  GemvInput input = GemvInput::kBf16;
+  const float* x = nullptr;            // [*, k]
+  const int32_t* rows = nullptr;       // or null
+  const float* norm_weight = nullptr;  // kRmsNorm
+  float eps = 0;
+  const float* w = nullptr;  // [n, k] or [2 * n, k]
+  GemvOutput output = GemvOutput::kBf16;
+  float* y = nullptr;        // [m, n]; read too for kFp32Accumulate
+  int m = 0, n = 0, k = 0;
+};
+void gemv_cpu(const GemvCpuParams& p);
+
+// Round to the nearest bf16 (ties to even), as the kernels' stores do.
+float round_bf16(float x);
+
+}  // namespace flashserve::kernels

@@ -1,0 +1,195 @@
+// Device code and launcher of kernels/gemv.h.
+//
+// Layout of one CTA (256 threads, 8 warps): the m input rows, rounded up to kRows (a power
+// of two, zero-filled), sit in shared memory as bf16 [kRows][k]; 16-byte chunk c of row r
+// is at r * k/8 + c, so a warp reading chunks lane, lane + 32, ... is conflict-free. Each
+// warp owns a pair of weight rows at a time (two adjacent outputs, or gate j and up j) and
+// walks them in 16-byte loads, kUnroll chunks per lane in flight before any arithmetic:
+// decode GEMVs are latency-bound, so bytes in flight, not FLOPs, set the speed.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "kernels/attention_common.cuh"
+#include "kernels/attention_dispatch.cuh"
+#include "kernels/gemv.h"
+
+namespace flashserve::kernels {
+namespace device {
+namespace {
+
+constexpr int kGemvThreads = 256;
+constexpr int kGemvWarps = kGemvThreads / 32;
+constexpr int kUnroll = 4;       // 16-byte weight chunks per lane and row in flight
+constexpr int kCtasPerSm = 2;    // grid cap: enough warps to cover latency, few re-stagings
+
+int rows_bucket(int m) { return m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8; }
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// acc + the dot product of 8 bf16 pairs.
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc) {
+  const __nv_bfloat162* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const __nv_bfloat162* b2 = reinterpret_cast<const __nv_bfloat162*>(&b);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 fa = __bfloat1622float2(a2[i]), fb = __bfloat1622float2(b2[i]);
+    acc = fmaf(fa.x, fb.x, acc);
+    acc = fmaf(fa.y, fb.y, acc);
+  }
+  return acc;
+}
+
+// Stages the input rows into shared memory as bf16 (rows >= m are zero).
+template <int kRows>
+__device__ void stage_rows(const GemvParams& p, __nv_bfloat16* xs) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (p.input == GemvInput::kRmsNorm) {
+    // One warp per row, as kernels::rmsnorm: scale = 1 / sqrt(mean(x^2) + eps) rounded to
+    // float once, then (x * scale) * weight rounded to bf16.
+    for (int r = warp; r < kRows; r += kGemvWarps) {
+      __nv_bfloat16* dst = xs + static_cast<int64_t>(r) * p.k;
+      if (r >= p.m) {
+        for (int i = lane; i < p.k; i += 32) dst[i] = __float2bfloat16(0.f);
+        continue;
+      }
+      const int64_t row = p.rows != nullptr ? p.rows[r] : r;
+      const float* x = static_cast<const float*>(p.x) + row * p.k;
+      float sum_sq = 0;
+      for (int i = lane; i < p.k; i += 32) sum_sq += x[i] * x[i];
+      sum_sq = warp_sum(sum_sq);
+      const float scale = 1.f / sqrtf(sum_sq / p.k + p.eps);
+      for (int i = lane; i < p.k; i += 32) dst[i] = __float2bfloat16(x[i] * scale * p.norm_weight[i]);
+    }
+  } else {
+    const int chunks = p.k / 8;
+    uint4* dst = reinterpret_cast<uint4*>(xs);
+    const uint4* src = static_cast<const uint4*>(p.x);
+    for (int c = threadIdx.x; c < kRows * chunks; c += kGemvThreads) {
+      dst[c] = c / chunks < p.m ? src[c] : make_uint4(0, 0, 0, 0);
+    }
+  }
+  __syncthreads();
+}
+
+// Writes output column `col` of rows [0, m) from a0 (and, for kSwiglu, the up half a1).
+template <int kRows>
+__device__ __forceinline__ void store_outputs(const GemvParams& p, int col, const float* a0,
+                                              const float* a1, int lane) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (r >= p.m || lane != r) continue;  // lane r stores row r
+    const int64_t at = static_cast<int64_t>(r) * p.n + col;
+    switch (p.output) {
+      case GemvOutput::kBf16:
+        static_cast<__nv_bfloat16*>(p.y)[at] = __float2bfloat16(a0[r]);
+        break;
+      case GemvOutput::kFp32: static_cast<float*>(p.y)[at] = a0[r]; break;
+      case GemvOutput::kFp32Accumulate: static_cast<float*>(p.y)[at] += a0[r]; break;
+      case GemvOutput::kSwiglu: {
+        const float g = __bfloat162float(__float2bfloat16(a0[r]));
+        const float u = __bfloat162float(__float2bfloat16(a1[r]));
+        static_cast<__nv_bfloat16*>(p.y)[at] = __float2bfloat16(g / (1.f + expf(-g)) * u);
+        break;
+      }
+    }
+  }
+}
+
+template <int kRows>
+__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const GemvParams p) {
+  extern __shared__ uint4 smem_raw[];
+  __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  stage_rows<kRows>(p, xs);
+  const uint4* xs4 = smem_raw;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int chunks = p.k / 8;
+  const bool swiglu = p.output == GemvOutput::kSwiglu;
+  const int num_pairs = swiglu ? p.n : (p.n + 1) / 2;
+  for (int pair = blockIdx.x * kGemvWarps + warp; pair < num_pairs;
+       pair += gridDim.x * kGemvWarps) {
+    // Weight rows: gate `pair` and up `pair` (kSwiglu), else outputs 2 * pair and the next
+    // (the last pair of an odd n reads its first row twice and stores once).
+    const int row0 = swiglu ? pair : 2 * pair;
+    const int row1 = swiglu ? p.n + pair : min(2 * pair + 1, p.n - 1);
+    const uint4* w0 = static_cast<const uint4*>(p.w) + static_cast<int64_t>(row0) * chunks;
+    const uint4* w1 = static_cast<const uint4*>(p.w) + static_cast<int64_t>(row1) * chunks;
+    float a0[kRows] = {}, a1[kRows] = {};
+    for (int c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
+      uint4 u0[kUnroll], u1[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int c = c0 + 32 * u;
+        u0[u] = c < chunks ? __ldg(w0 + c) : make_uint4(0, 0, 0, 0);
+        u1[u] = c < chunks ? __ldg(w1 + c) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int c = c0 + 32 * u;
+        if (c >= chunks) break;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const uint4 xv = xs4[r * chunks + c];
+          a0[r] = dot8(u0[u], xv, a0[r]);
+          a1[r] = dot8(u1[u], xv, a1[r]);
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      a0[r] = warp_sum(a0[r]);
+      a1[r] = warp_sum(a1[r]);
+    }
+    if (swiglu) {
+      store_outputs<kRows>(p, pair, a0, a1, lane);
+    } else {
+      store_outputs<kRows>(p, row0, a0, a1, lane);
+      if (row1 != row0) store_outputs<kRows>(p, row1, a1, a0, lane);
+    }
+  }
+}
+
+template <int kRows>
+absl::Status launch(const GemvParams& p, int num_sms, cudaStream_t stream) {
+  const int smem = kRows * p.k * 2;
+  auto* kernel = gemv_kernel<kRows>;
+  if (absl::Status s = set_smem_limit(kernel, smem); !s.ok()) return s;
+  const int num_pairs = p.output == GemvOutput::kSwiglu ? p.n : (p.n + 1) / 2;
+  const int ctas = std::min((num_pairs + kGemvWarps - 1) / kGemvWarps,
+                            kCtasPerSm * std::max(num_sms, 1));
+  kernel<<<ctas, kGemvThreads, smem, stream>>>(p);
+  CUDA_CHECK(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace device
+
+bool gemv_supported(int m, int k) {
+  return m >= 1 && m <= kGemvMaxRows && k > 0 && k % 8 == 0 &&
+         int64_t{device::rows_bucket(m)} * k * 2 <= kGemvMaxSmemBytes;
+}
+
+absl::Status gemv(const GemvParams& p, int num_sms, cudaStream_t stream) {
+  if (!gemv_supported(p.m, p.k) || p.n < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gemv: unsupported shape m ", p.m, ", n ", p.n, ", k ", p.k, " (m in [1, ",
+        kGemvMaxRows, "], k a multiple of 8, staged rows within ", kGemvMaxSmemBytes,
+        " bytes)"));
+  }
+  if (p.x == nullptr || p.w == nullptr || p.y == nullptr ||
+      (p.input == GemvInput::kRmsNorm && p.norm_weight == nullptr)) {
+    return absl::InvalidArgumentError("gemv: a required pointer is null");
+  }
+  switch (device::rows_bucket(p.m)) {
+    case 1: return device::launch<1>(p, num_sms, stream);
+    case 2: return device::launch<2>(p, num_sms, stream);
+    case 4: return device::launch<4>(p, num_sms, stream);
+    default: return device::launch<8>(p, num_sms, stream);
+  }
+}
+
+}  // namespace flashserve::kernels
