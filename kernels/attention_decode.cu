@@ -3,6 +3,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_decode.cuh"
 #include "kernels/attention_dispatch.cuh"
+#include "kernels/dependent_launch.cuh"
 
 namespace flashserve::kernels {
 
@@ -36,14 +37,13 @@ absl::Status attention_decode(const AttentionParams& p, int num_splits, void* wo
     const int smem = device::decode_smem_bytes(kHeadDim);
     if (absl::Status s = device::set_smem_limit(kernel, smem); !s.ok()) return s;
     const dim3 grid(num_splits, p.num_kv_heads, p.num_seqs);
-    kernel<<<grid, device::decode_threads(), smem, stream>>>(p, num_splits, o_partial,
-                                                             lse_partial);
-    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(device::launch_dependent(kernel, grid, device::decode_threads(), smem, stream, p,
+                                        num_splits, o_partial, lse_partial));
     if (num_splits > 1) {
-      device::attention_decode_combine_kernel<T, kHeadDim>
-          <<<p.num_seqs * p.num_heads, kHeadDim, 0, stream>>>(p, num_splits, o_partial,
-                                                              lse_partial);
-      CUDA_CHECK(cudaGetLastError());
+      CUDA_CHECK(device::launch_dependent(device::attention_decode_combine_kernel<T, kHeadDim>,
+                                          p.num_seqs * p.num_heads, kHeadDim, 0, stream, p,
+                                          num_splits, o_partial,
+                                          static_cast<const float*>(lse_partial)));
     }
     return absl::OkStatus();
   });

@@ -14,6 +14,7 @@
 // wastes 16 / G of its rows, which costs nothing measurable at this arithmetic intensity.
 #include "kernels/attention.h"
 #include "kernels/attention_common.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/paged_kv.h"
 
 namespace flashserve::kernels::device {
@@ -39,6 +40,8 @@ __global__ void __launch_bounds__(decode_threads(), 2)
   constexpr int kDTiles = kHeadDim / 8;
   constexpr int kKSteps = kHeadDim / 16;
   using Traits = DTypeTraits<T>;
+  wait_for_prior_grid();  // kernels/dependent_launch.cuh: before any global access
+  allow_next_grid();
 
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y;
@@ -218,6 +221,8 @@ template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kHeadDim)
     attention_decode_combine_kernel(const AttentionParams p, int num_splits,
                                     const float* o_partial, const float* lse_partial) {
+  wait_for_prior_grid();  // kernels/dependent_launch.cuh: before any global access
+  allow_next_grid();
   const int64_t head_row = blockIdx.x;  // seq * num_heads + head
   const int64_t split_stride = static_cast<int64_t>(p.num_seqs) * p.num_heads;
   float m = kNegInf;

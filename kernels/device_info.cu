@@ -1,6 +1,7 @@
 // The CUDA half of kernels/device.h: asks the runtime for devices. Built only with nvcc.
 #include <cuda_runtime.h>
 
+#include "kernels/dependent_launch.cuh"
 #include "kernels/device.h"
 
 namespace flashserve::kernels {
@@ -16,3 +17,20 @@ int cuda_device_count() {
 }
 
 }  // namespace flashserve::kernels
+
+namespace flashserve::kernels::device {
+
+bool dependent_launch_supported() {
+  static const bool supported = [] {
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return major >= 9;
+  }();
+  return supported;
+}
+
+}  // namespace flashserve::kernels::device

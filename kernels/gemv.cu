@@ -12,7 +12,9 @@
 
 #include "kernels/attention_common.cuh"
 #include "kernels/attention_dispatch.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/gemv.h"
+#include "kernels/paged_kv.h"
 
 namespace flashserve::kernels {
 namespace device {
@@ -75,6 +77,45 @@ __device__ void stage_rows(const GemvParams& p, __nv_bfloat16* xs) {
   __syncthreads();
 }
 
+// kRopeAppend: outputs col (even) and col + 1 of every row are one RoPE pair of one head,
+// rounded to bf16 as the GEMM would store them, then rotated and stored exactly as
+// rope_append_kernel does (Q packed, K and V into the paged cache; slot < 0 is padding).
+template <int kRows>
+__device__ __forceinline__ void store_rope_pair(const GemvParams& p, int col, const float* a0,
+                                                const float* a1, int lane) {
+  const RopeAppendParams& q = p.rope;
+  const int half = q.head_dim / 2;
+  const int head = col / q.head_dim, i = (col % q.head_dim) / 2;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (r >= p.m || lane != r) continue;  // lane r stores token r
+    float x = __bfloat162float(__float2bfloat16(a0[r]));
+    float y = __bfloat162float(__float2bfloat16(a1[r]));
+    if (head < q.num_heads + q.num_kv_heads) {  // Q or K: rotate
+      const int64_t at = static_cast<int64_t>(q.positions[r]) * half + i;
+      const float c = q.cos[at], s = q.sin[at];
+      const float rx = x * c - y * s, ry = x * s + y * c;
+      x = rx;
+      y = ry;
+    }
+    __nv_bfloat16* dst;
+    if (head < q.num_heads) {
+      dst = static_cast<__nv_bfloat16*>(q.q_out) +
+            (static_cast<int64_t>(r) * q.num_heads + head) * q.head_dim;
+    } else {
+      const int64_t slot = q.slot_mapping[r];
+      if (slot < 0) continue;
+      const bool is_k = head < q.num_heads + q.num_kv_heads;
+      const int kv_head = (head - q.num_heads) % q.num_kv_heads;
+      dst = static_cast<__nv_bfloat16*>(is_k ? q.k_cache : q.v_cache) +
+            kv_cache_offset(slot / q.block_size, kv_head, slot % q.block_size, q.num_kv_heads,
+                            q.block_size, q.head_dim);
+    }
+    dst[2 * i] = __float2bfloat16(x);
+    dst[2 * i + 1] = __float2bfloat16(y);
+  }
+}
+
 // Writes output column `col` of rows [0, m) from a0 (and, for kSwiglu, the up half a1).
 template <int kRows>
 __device__ __forceinline__ void store_outputs(const GemvParams& p, int col, const float* a0,
@@ -89,6 +130,7 @@ __device__ __forceinline__ void store_outputs(const GemvParams& p, int col, cons
         break;
       case GemvOutput::kFp32: static_cast<float*>(p.y)[at] = a0[r]; break;
       case GemvOutput::kFp32Accumulate: static_cast<float*>(p.y)[at] += a0[r]; break;
+      case GemvOutput::kRopeAppend: break;  // store_rope_pair
       case GemvOutput::kSwiglu: {
         const float g = __bfloat162float(__float2bfloat16(a0[r]));
         const float u = __bfloat162float(__float2bfloat16(a1[r]));
@@ -103,6 +145,8 @@ template <int kRows>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const GemvParams p) {
   extern __shared__ uint4 smem_raw[];
   __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  wait_for_prior_grid();  // kernels/dependent_launch.cuh: before any global access
+  allow_next_grid();
   stage_rows<kRows>(p, xs);
   const uint4* xs4 = smem_raw;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -143,7 +187,9 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const GemvParams p) 
       a0[r] = warp_sum(a0[r]);
       a1[r] = warp_sum(a1[r]);
     }
-    if (swiglu) {
+    if (p.output == GemvOutput::kRopeAppend) {
+      store_rope_pair<kRows>(p, row0, a0, a1, lane);
+    } else if (swiglu) {
       store_outputs<kRows>(p, pair, a0, a1, lane);
     } else {
       store_outputs<kRows>(p, row0, a0, a1, lane);
@@ -160,8 +206,7 @@ absl::Status launch(const GemvParams& p, int num_sms, cudaStream_t stream) {
   const int num_pairs = p.output == GemvOutput::kSwiglu ? p.n : (p.n + 1) / 2;
   const int ctas = std::min((num_pairs + kGemvWarps - 1) / kGemvWarps,
                             kCtasPerSm * std::max(num_sms, 1));
-  kernel<<<ctas, kGemvThreads, smem, stream>>>(p);
-  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(launch_dependent(kernel, ctas, kGemvThreads, smem, stream, p));
   return absl::OkStatus();
 }
 
@@ -180,9 +225,21 @@ absl::Status gemv(const GemvParams& p, int num_sms, cudaStream_t stream) {
         kGemvMaxRows, "], k a multiple of 8, staged rows within ", kGemvMaxSmemBytes,
         " bytes)"));
   }
-  if (p.x == nullptr || p.w == nullptr || p.y == nullptr ||
+  const bool rope = p.output == GemvOutput::kRopeAppend;
+  if (p.x == nullptr || p.w == nullptr || (p.y == nullptr && !rope) ||
       (p.input == GemvInput::kRmsNorm && p.norm_weight == nullptr)) {
     return absl::InvalidArgumentError("gemv: a required pointer is null");
+  }
+  if (rope) {
+    const RopeAppendParams& q = p.rope;
+    if (q.style != RopeStyle::kAdjacentPairs || q.head_dim < 2 || q.head_dim % 2 != 0 ||
+        q.num_heads < 1 || q.num_kv_heads < 1 || q.block_size < 1 || q.num_tokens != p.m ||
+        p.n != (q.num_heads + 2 * q.num_kv_heads) * q.head_dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gemv: the RoPE epilogue needs adjacent pairs, an even head_dim, num_tokens == m and "
+          "n == (num_heads + 2 * num_kv_heads) * head_dim; got head_dim ", q.head_dim,
+          ", num_tokens ", q.num_tokens, ", m ", p.m, ", n ", p.n));
+    }
   }
   switch (device::rows_bucket(p.m)) {
     case 1: return device::launch<1>(p, num_sms, stream);

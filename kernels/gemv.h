@@ -11,10 +11,14 @@
 //           kSwiglu            w is [2n, k], gate rows then up rows (the fused gate/up
 //                              projection); y = silu(g) * u in bf16 with g and u rounded to
 //                              bf16 first, exactly as the GEMM + kernels::swiglu path
+//           kRopeAppend        the fused QKV projection with kernels::rope_qkv_append as its
+//                              epilogue (`rope` says where Q, K and V go; y is unused): each
+//                              warp owns two adjacent outputs, which with
+//                              RopeStyle::kAdjacentPairs are exactly one rotation pair
 //
 // Why: at m <= 8 a decode step's GEMMs are a few microseconds each, most of it launch and
 // ramp, not the weight bytes (SmolLM2's QKV is 1.1 MB: 0.25 us at 4.8 TB/s). Fusing the
-// norm and the activation removes two of the five launches per layer besides attention.
+// norm, RoPE and the activation leaves four launches per layer besides attention.
 // Each CTA normalises the m input rows into shared memory (m * k bf16), then every warp
 // streams two weight rows with 16-byte loads and dots them with all m rows; warp
 // shuffles reduce. fp32 accumulation; results differ from cuBLASLt's only in summation
@@ -24,6 +28,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "kernels/layers.h"
 
 typedef struct CUstream_st* cudaStream_t;
 
@@ -35,7 +40,7 @@ inline constexpr int kGemvMaxRows = 8;
 inline constexpr int kGemvMaxSmemBytes = 160 * 1024;
 
 enum class GemvInput { kBf16, kRmsNorm };
-enum class GemvOutput { kBf16, kFp32, kFp32Accumulate, kSwiglu };
+enum class GemvOutput { kBf16, kFp32, kFp32Accumulate, kSwiglu, kRopeAppend };
 
 struct GemvParams {
   GemvInput input = GemvInput::kBf16;
@@ -46,6 +51,9 @@ struct GemvParams {
   const void* w = nullptr;  // bf16 [n, k], or [2 * n, k] for kSwiglu
   GemvOutput output = GemvOutput::kBf16;
   void* y = nullptr;        // [m, n] bf16 (kBf16, kSwiglu) or fp32
+  // kRopeAppend: as for rope_qkv_append, whose qkv it computes (rope.qkv is unused,
+  // rope.num_tokens == m, n == (num_heads + 2 * num_kv_heads) * head_dim, adjacent pairs).
+  RopeAppendParams rope;
   int m = 0, n = 0, k = 0;
 };
 

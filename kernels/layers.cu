@@ -4,6 +4,7 @@
 #include <cub/block/block_reduce.cuh>
 
 #include "kernels/attention_common.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/layers.h"
 #include "kernels/paged_kv.h"
 
@@ -27,6 +28,8 @@ __device__ __forceinline__ void store(T* p, int64_t i, float v) {
 
 template <typename T>
 __global__ void embedding_kernel(EmbeddingParams p) {
+  wait_for_prior_grid();  // kernels/dependent_launch.cuh: before any global access
+  allow_next_grid();
   const int64_t t = blockIdx.x;
   const T* row = static_cast<const T*>(p.table) + static_cast<int64_t>(p.token_ids[t]) * p.dim;
   for (int i = threadIdx.x; i < p.dim; i += blockDim.x) p.out[t * p.dim + i] = load(row, i);
@@ -37,6 +40,8 @@ __global__ void rmsnorm_kernel(RmsNormParams p) {
   using BlockReduce = cub::BlockReduce<float, kNormThreads>;
   __shared__ typename BlockReduce::TempStorage tmp;
   __shared__ float scale;
+  wait_for_prior_grid();  // kernels/dependent_launch.cuh: before any global access
+  allow_next_grid();
   const int64_t r = blockIdx.x;
   const float* x = p.x + (p.rows != nullptr ? p.rows[r] : r) * static_cast<int64_t>(p.dim);
   float sum_sq = 0;
@@ -53,6 +58,8 @@ __global__ void rmsnorm_kernel(RmsNormParams p) {
 // heads of the token's fused projection row.
 template <typename T>
 __global__ void rope_append_kernel(RopeAppendParams p) {
+  wait_for_prior_grid();  // kernels/dependent_launch.cuh: before any global access
+  allow_next_grid();
   const int64_t t = blockIdx.x;
   const int half = p.head_dim / 2;
   const int num_pairs = (p.num_heads + 2 * p.num_kv_heads) * half;
@@ -90,6 +97,8 @@ __global__ void rope_append_kernel(RopeAppendParams p) {
 
 template <typename T>
 __global__ void swiglu_kernel(SwigluParams p) {
+  wait_for_prior_grid();  // kernels/dependent_launch.cuh: before any global access
+  allow_next_grid();
   const int64_t n = static_cast<int64_t>(p.num_rows) * p.ffn_size;
   const T* gate_up = static_cast<const T*>(p.gate_up);
   T* out = static_cast<T*>(p.out);
@@ -107,13 +116,16 @@ struct TypeTag {
   using type = T;
 };
 
-// Runs f(TypeTag<T>{}) for the element type of `dtype`, then checks the launch.
+// Runs f(TypeTag<T>{}) (a launch returning its cudaError_t) for the element type of
+// `dtype`, then checks the launch.
 template <typename F>
 absl::Status with_dtype(DType dtype, F&& f) {
+  cudaError_t launched = cudaSuccess;
   switch (dtype) {
-    case DType::kBf16: f(TypeTag<__nv_bfloat16>{}); break;
-    case DType::kFp16: f(TypeTag<__half>{}); break;
+    case DType::kBf16: launched = f(TypeTag<__nv_bfloat16>{}); break;
+    case DType::kFp16: launched = f(TypeTag<__half>{}); break;
   }
+  CUDA_CHECK(launched);
   CUDA_CHECK(cudaGetLastError());
   return absl::OkStatus();
 }
@@ -130,7 +142,8 @@ absl::Status embedding_gather(const EmbeddingParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return absl::OkStatus();
   return device::with_dtype(p.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    device::embedding_kernel<T><<<p.num_tokens, device::kElementwiseThreads, 0, stream>>>(p);
+    return device::launch_dependent(device::embedding_kernel<T>, p.num_tokens,
+                                    device::kElementwiseThreads, 0, stream, p);
   });
 }
 
@@ -139,7 +152,8 @@ absl::Status rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
   if (p.num_rows == 0) return absl::OkStatus();
   return device::with_dtype(p.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    device::rmsnorm_kernel<T><<<p.num_rows, device::kNormThreads, 0, stream>>>(p);
+    return device::launch_dependent(device::rmsnorm_kernel<T>, p.num_rows, device::kNormThreads,
+                                    0, stream, p);
   });
 }
 
@@ -156,7 +170,8 @@ absl::Status rope_qkv_append(const RopeAppendParams& p, cudaStream_t stream) {
   const int threads = std::min(1024, (num_pairs + 31) / 32 * 32);
   return device::with_dtype(p.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    device::rope_append_kernel<T><<<p.num_tokens, threads, 0, stream>>>(p);
+    return device::launch_dependent(device::rope_append_kernel<T>, p.num_tokens, threads, 0,
+                                    stream, p);
   });
 }
 
@@ -169,8 +184,8 @@ absl::Status swiglu(const SwigluParams& p, cudaStream_t stream) {
       device::kMaxGridStrideBlocks);
   return device::with_dtype(p.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    device::swiglu_kernel<T>
-        <<<static_cast<unsigned>(blocks), device::kElementwiseThreads, 0, stream>>>(p);
+    return device::launch_dependent(device::swiglu_kernel<T>, static_cast<unsigned>(blocks),
+                                    device::kElementwiseThreads, 0, stream, p);
   });
 }
 

@@ -18,6 +18,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "kernels/attention_common.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/sampling.h"
 
 namespace flashserve::kernels {
@@ -301,6 +302,8 @@ __device__ float raw_logprobs(Block& block, const Row& row, const SampleSpec& s,
 
 __global__ void __launch_bounds__(kThreads) sampling_kernel(SamplingBatch b) {
   __shared__ Block block;
+  wait_for_prior_grid();  // kernels/dependent_launch.cuh: before any global access
+  allow_next_grid();
   const int r = blockIdx.x;
   const SampleSpec s = b.specs[r];
   SampleResult* result = b.results + r;
@@ -369,8 +372,8 @@ absl::Status sample_tokens(const SamplingBatch& b, cudaStream_t stream) {
         absl::StrCat("sample_tokens: num_rows ", b.num_rows, ", vocab ", b.vocab));
   }
   if (b.num_rows == 0) return absl::OkStatus();
-  device::sampling_kernel<<<b.num_rows, device::kThreads, 0, stream>>>(b);
-  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(device::launch_dependent(device::sampling_kernel, b.num_rows, device::kThreads, 0,
+                                      stream, b));
   return absl::OkStatus();
 }
 

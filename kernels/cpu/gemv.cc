@@ -43,7 +43,10 @@ void gemv_cpu(const GemvCpuParams& p) {
     for (int j = 0; j < p.n; ++j) {
       float& y = p.y[static_cast<int64_t>(r) * p.n + j];
       switch (p.output) {
-        case GemvOutput::kBf16: y = round_bf16(dot(r, j)); break;
+        case GemvOutput::kBf16:
+        case GemvOutput::kRopeAppend:  // the bf16 QKV that RoPE then reads (rope_cpu)
+          y = round_bf16(dot(r, j));
+          break;
         case GemvOutput::kFp32: y = dot(r, j); break;
         case GemvOutput::kFp32Accumulate: y += dot(r, j); break;
         case GemvOutput::kSwiglu: {

@@ -3,7 +3,8 @@
 // rounds. Inputs and weights are given as the float values of their bf16 bits.
 //   kRmsNorm input: rmsnorm_cpu on each (gathered) row, rounded to bf16;
 //   products summed in double (the kernel sums in fp32: the test's tolerance covers that);
-//   kBf16 output rounded to bf16; kSwiglu: g, u rounded to bf16, silu(g) * u rounded to bf16.
+//   kBf16 output rounded to bf16 (kRopeAppend: the same, the QKV before RoPE, whose reference
+//   is rope_cpu + kv_append_cpu); kSwiglu: g, u rounded to bf16, silu(g) * u rounded to bf16.
 #include <cstdint>
 #include <vector>
 

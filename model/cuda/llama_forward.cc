@@ -252,6 +252,31 @@ absl::Status attention_all(const ForwardContext& ctx, const DeviceBatch& b, int 
   return absl::OkStatus();
 }
 
+// Where RoPE puts this layer's Q (packed) and K, V (the paged cache), from ws.qkv.
+kernels::RopeAppendParams rope_params(const ForwardContext& ctx, const DeviceBatch& b,
+                                      int layer) {
+  const ModelConfig& c = *ctx.config;
+  kernels::RopeAppendParams rope;
+  rope.dtype = kAct;
+  rope.qkv = ctx.ws->qkv.get();
+  rope.cos = ctx.ws->rope_cos.get<float>();
+  rope.sin = ctx.ws->rope_sin.get<float>();
+  rope.positions = b.positions;
+  rope.slot_mapping = b.slot_mapping;
+  rope.q_out = ctx.ws->q.get();
+  rope.k_cache = ctx.cache->k_layer(layer);
+  rope.v_cache = ctx.cache->v_layer(layer);
+  rope.num_tokens = b.num_tokens;
+  rope.num_heads = c.num_heads;
+  rope.num_kv_heads = c.num_kv_heads;
+  rope.head_dim = c.head_dim;
+  rope.block_size = ctx.cache->block_size;
+  rope.style = kernels::RopeStyle::kAdjacentPairs;  // GGUF llama rows (model/weights.h)
+  return rope;
+}
+
+// x += O(attention(RoPE(QKV(RMSNorm(x))))): at small batch the norm, the QKV projection,
+// RoPE and the KV append are one GEMV.
 absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
                              const DeviceBatch& b, int layer, ForwardStats* stats) {
   const ModelConfig& c = *ctx.config;
@@ -259,25 +284,21 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
   const int t = b.num_tokens;
   const int q_dim = c.num_heads * c.head_dim;
   const int qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-  RETURN_IF_ERROR(norm_linear(ctx, w.attn_norm, nullptr, t, w.wqkv.get(), qkv_dim, ws.xn.get(),
-                              ws.qkv.get(), GemmOut::kBf16));
-  kernels::RopeAppendParams rope;
-  rope.dtype = kAct;
-  rope.qkv = ws.qkv.get();
-  rope.cos = ws.rope_cos.get<float>();
-  rope.sin = ws.rope_sin.get<float>();
-  rope.positions = b.positions;
-  rope.slot_mapping = b.slot_mapping;
-  rope.q_out = ws.q.get();
-  rope.k_cache = ctx.cache->k_layer(layer);
-  rope.v_cache = ctx.cache->v_layer(layer);
-  rope.num_tokens = t;
-  rope.num_heads = c.num_heads;
-  rope.num_kv_heads = c.num_kv_heads;
-  rope.head_dim = c.head_dim;
-  rope.block_size = ctx.cache->block_size;
-  rope.style = kernels::RopeStyle::kAdjacentPairs;  // GGUF llama rows (model/weights.h)
-  RETURN_IF_ERROR(kernels::rope_qkv_append(rope, ctx.stream));
+  const kernels::RopeAppendParams rope = rope_params(ctx, b, layer);
+  if (use_gemv(t, c.hidden_size)) {
+    kernels::GemvParams g = gemv_params(kernels::GemvInput::kRmsNorm, ws.x.get(), w.wqkv.get(),
+                                        kernels::GemvOutput::kRopeAppend, nullptr, t, qkv_dim,
+                                        c.hidden_size);
+    g.norm_weight = w.attn_norm.get<float>();
+    g.eps = c.rms_eps;
+    g.rope = rope;
+    RETURN_IF_ERROR(kernels::gemv(g, ctx.num_sms, ctx.stream));
+    RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
+  } else {
+    RETURN_IF_ERROR(norm_linear(ctx, w.attn_norm, nullptr, t, w.wqkv.get(), qkv_dim,
+                                ws.xn.get(), ws.qkv.get(), GemmOut::kBf16));
+    RETURN_IF_ERROR(kernels::rope_qkv_append(rope, ctx.stream));
+  }
   RETURN_IF_ERROR(attention_all(ctx, b, layer, stats));
   return linear_residual(ctx, ws.attn.get(), w.wo.get(), t, q_dim);
 }

@@ -10,8 +10,9 @@
 //   - gate/up is one GEMM, SwiGLU one kernel;
 //   - at small batch (kernels::gemv_supported: up to 8 tokens, i.e. decode of up to 8
 //     sequences) every linear layer is one fused GEMV (kernels/gemv.h) instead: RMSNorm +
-//     QKV, the O projection + residual, RMSNorm + gate/up + SwiGLU, down + residual, and the
-//     final norm + LM head; 5 launches per layer besides RoPE and attention instead of 8;
+//     QKV + RoPE + KV append, the O projection + residual, RMSNorm + gate/up + SwiGLU, down
+//     + residual, and the final norm + LM head; 4 launches per layer besides attention
+//     instead of 8;
 //   - attention runs per maximal run of same-phase sequences through our kernels
 //     (kernels/attention.h): prefill and chunked prefill through the fused prefill kernel
 //     over the paged cache, single-token decodes through the split-KV decode kernel;

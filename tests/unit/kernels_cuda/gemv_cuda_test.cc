@@ -19,8 +19,10 @@
 #include <vector>
 
 #include "kernels/cpu/gemv.h"
+#include "kernels/cpu/rope.h"
 #include "kernels/device.h"
 #include "kernels/gemv.h"
+#include "kernels/layers.h"
 #include "tests/unit/kernels_cuda/attention_problem.h"
 
 namespace flashserve::kernels {
@@ -181,6 +183,110 @@ TEST(GemvCuda, EveryInputOutputAndRowBucketMatchesTheReference) {
         run_case({in, out, m, 37, 576}, rng);     // odd n: the last pair stores once
         run_case({in, out, m, 300, 1544}, rng);   // k past several unrolled rounds, not 256-aligned
       }
+    }
+  }
+}
+
+// The RoPE epilogue against the unfused composition on the GPU: the same GEMV storing bf16
+// QKV, then rope_qkv_append (itself checked against rope_cpu + kv_append_cpu in
+// layers_cuda_test). Same numerics by construction (the same dot products, one bf16
+// rounding, the same rotation), so Q and K may differ by at most one bf16 ulp (a
+// different contraction of the rotation's multiply-adds), V is a bit-exact copy, and cache
+// slots nobody owns stay poisoned.
+TEST(GemvCuda, RopeEpilogueMatchesGemvThenRopeAppend) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(std::random_device{}());
+  for (int head_dim : {64, 128}) {
+    for (int m : {1, 3, 8}) {
+      SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim << " m " << m);
+      const int heads = 9, kv_heads = 3, hidden = 576, block_size = 64, num_blocks = 3;
+      const int n = (heads + 2 * kv_heads) * head_dim;
+      const Bf16 w = random_bf16(static_cast<size_t>(n) * hidden, 0.05f, rng);
+      std::normal_distribution<float> dist(0.f, 2.f);
+      std::vector<float> x(static_cast<size_t>(m) * hidden), gamma(hidden);
+      for (float& v : x) v = dist(rng);
+      for (float& v : gamma) v = 1.f + 0.1f * dist(rng);
+      std::vector<int32_t> positions(m), slots(m);
+      for (int t = 0; t < m; ++t) {
+        positions[t] = 40 + 9 * t;
+        slots[t] = t == 1 ? -1 : (2 - t % 3) * block_size + 5 * t;  // one padding token
+      }
+      const int num_pos = 200;
+      std::vector<int32_t> all(num_pos);
+      for (int i = 0; i < num_pos; ++i) all[i] = i;
+      std::vector<float> cos(static_cast<size_t>(num_pos) * head_dim / 2), sin(cos.size());
+      rope_cos_sin_cpu(all.data(), num_pos, head_dim, 10000.f, cos.data(), sin.data());
+      DeviceBuffer d_w = DeviceBuffer::from(w.bits), d_x = DeviceBuffer::from(x);
+      DeviceBuffer d_gamma = DeviceBuffer::from(gamma), d_cos = DeviceBuffer::from(cos);
+      DeviceBuffer d_sin = DeviceBuffer::from(sin), d_pos = DeviceBuffer::from(positions);
+      DeviceBuffer d_slots = DeviceBuffer::from(slots);
+      const size_t cache = static_cast<size_t>(num_blocks) * kv_heads * block_size * head_dim;
+      const size_t q_elems = static_cast<size_t>(m) * heads * head_dim;
+      DeviceBuffer qkv(static_cast<size_t>(m) * n * 2);
+      DeviceBuffer q[2] = {DeviceBuffer(q_elems * 2), DeviceBuffer(q_elems * 2)};
+      DeviceBuffer k[2] = {DeviceBuffer(cache * 2), DeviceBuffer(cache * 2)};
+      DeviceBuffer v[2] = {DeviceBuffer(cache * 2), DeviceBuffer(cache * 2)};
+      RopeAppendParams rope[2];
+      for (int i = 0; i < 2; ++i) {
+        q[i].poison();
+        k[i].poison();
+        v[i].poison();
+        rope[i].qkv = qkv.get();
+        rope[i].cos = d_cos.get<float>();
+        rope[i].sin = d_sin.get<float>();
+        rope[i].positions = d_pos.get<int32_t>();
+        rope[i].slot_mapping = d_slots.get<int32_t>();
+        rope[i].q_out = q[i].get();
+        rope[i].k_cache = k[i].get();
+        rope[i].v_cache = v[i].get();
+        rope[i].num_tokens = m;
+        rope[i].num_heads = heads;
+        rope[i].num_kv_heads = kv_heads;
+        rope[i].head_dim = head_dim;
+        rope[i].block_size = block_size;
+      }
+      GemvParams p;
+      p.input = GemvInput::kRmsNorm;
+      p.x = d_x.get();
+      p.norm_weight = d_gamma.get<float>();
+      p.eps = 1e-5f;
+      p.w = d_w.get();
+      p.m = m;
+      p.n = n;
+      p.k = hidden;
+      p.output = GemvOutput::kRopeAppend;
+      p.rope = rope[0];
+      ASSERT_TRUE(gemv(p, 132, nullptr).ok());
+      p.output = GemvOutput::kBf16;
+      p.y = qkv.get();
+      ASSERT_TRUE(gemv(p, 132, nullptr).ok());
+      ASSERT_TRUE(rope_qkv_append(rope[1], nullptr).ok());
+      auto floats = [](const DeviceBuffer& b) {
+        std::vector<float> f;
+        for (uint16_t bits : b.to_host<uint16_t>()) f.push_back(bf16_to_float(bits));
+        return f;
+      };
+      const std::vector<float> q0 = floats(q[0]), q1 = floats(q[1]);
+      const std::vector<float> k0 = floats(k[0]), k1 = floats(k[1]);
+      const std::vector<float> v0 = floats(v[0]), v1 = floats(v[1]);
+      int bad = 0;
+      auto check = [&](float got, float ref, const char* what, size_t i) {
+        if (std::isnan(ref)) {
+          if (!std::isnan(got) && ++bad <= 5) ADD_FAILURE() << what << "[" << i << "] written";
+          return;
+        }
+        if (!(std::fabs(got - ref) <= 0x1p-8f * std::fabs(ref) + 1e-6f) && ++bad <= 5) {
+          ADD_FAILURE() << what << "[" << i << "] = " << got << ", unfused " << ref;
+        }
+      };
+      for (size_t i = 0; i < q0.size(); ++i) check(q0[i], q1[i], "q", i);
+      for (size_t i = 0; i < k0.size(); ++i) check(k0[i], k1[i], "k_cache", i);
+      for (size_t i = 0; i < v0.size(); ++i) {
+        if (std::isnan(v1[i]) ? !std::isnan(v0[i]) : v0[i] != v1[i]) {
+          if (++bad <= 5) ADD_FAILURE() << "v_cache[" << i << "] = " << v0[i] << ", unfused " << v1[i];
+        }
+      }
+      EXPECT_EQ(bad, 0);
     }
   }
 }
