@@ -30,6 +30,12 @@ constexpr uint64_t kProfileEvery = 16;
 // Device memory left free beyond the fraction's reserve, for allocator slack and cuBLASLt.
 constexpr int64_t kMarginBytes = int64_t{256} << 20;
 constexpr double kMiB = 1 << 20;
+// Decode graphs' block tables are at least this wide (1,024 tokens of 64-token blocks): one
+// width, one set of graphs, for every sequence up to that length.
+constexpr int kMinGraphTableWidth = 16;
+// Batch metadata bytes reserved at start beyond the per-token and per-sequence arrays (the
+// penalty lists; more only reallocates, and re-captures the graphs once).
+constexpr size_t kMetadataSlack = size_t{1} << 20;
 
 struct DeviceProps {
   std::string name;
@@ -155,6 +161,10 @@ class CudaModelRunner final : public ModelRunner {
                                                                   cuda::TimerMode mode,
                                                                   ForwardStats* stats);
   absl::StatusOr<const kernels::SampleResult*> enqueue_sampling(const cuda::DeviceBatch& b);
+  // Allocates the workspace for the largest step and captures the decode graph of every
+  // batch-size bucket up to max_num_seqs (short sequences, one split): a serving run then
+  // meets no capture except for long contexts.
+  absl::Status prepare_decode_graphs(const CudaRunnerOptions& o);
   void fill_stats(const cuda::StepTimes& t, ForwardStats* stats) const;
 
   ModelConfig config_;
@@ -184,6 +194,7 @@ absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions
   const size_t cache_bytes = cache_.layer_elements * config_.num_layers * sizeof(uint16_t);
   RETURN_IF_ERROR(cache_.k.allocate(cache_bytes));
   RETURN_IF_ERROR(cache_.v.allocate(cache_bytes));
+  RETURN_IF_ERROR(prepare_decode_graphs(o));
   if (info != nullptr) {
     info->summary = absl::StrFormat(
         "cuda: %s (sm_%d%d, %d SMs, %.1f GiB): weights %.1f MiB bf16; KV cache %d blocks x %d "
@@ -195,7 +206,35 @@ absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions
         : o.kv_cache_tokens > 0   ? "--kv-cache-tokens"
                                   : absl::StrFormat("--gpu-memory-fraction %.2f",
                                                     o.gpu_memory_fraction).c_str(),
-        use_graphs_ ? "through CUDA graphs" : "launched eagerly (--nocuda_graphs)");
+        use_graphs_ ? absl::StrCat("through CUDA graphs (", graphs_.num_graphs(),
+                                   " captured at start)")
+                    : std::string("launched eagerly (--nocuda_graphs)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaModelRunner::prepare_decode_graphs(const CudaRunnerOptions& o) {
+  const cuda::ForwardContext ctx = context();
+  const int max_seqs = cuda::decode_bucket(o.max_num_seqs);
+  const size_t ints = 3 * static_cast<size_t>(std::max(o.max_batch_tokens, max_seqs)) +
+                      static_cast<size_t>(max_seqs) * (4 + 2 * kMinGraphTableWidth);
+  RETURN_IF_ERROR(cuda::reserve_workspace(
+      ctx, o.max_batch_tokens, max_seqs,
+      ints * sizeof(int32_t) + max_seqs * sizeof(kernels::SampleSpec) + kMetadataSlack));
+  if (!use_graphs_) return absl::OkStatus();
+  for (int n = 1; n <= max_seqs; n = cuda::decode_bucket(n) + 1) {
+    // Every row padding: nothing is read from or written to the KV cache.
+    const ForwardBatch inert =
+        cuda::pad_decode_batch(ForwardBatch{}, cuda::decode_bucket(n), kMinGraphTableWidth);
+    RETURN_IF_ERROR(timer_.begin(stream_, cuda::TimerMode::kOff));
+    ASSIGN_OR_RETURN(const cuda::DeviceBatch b,
+                     cuda::upload_batch(ctx, inert, inert.sample_seqs, /*with_sampling=*/true));
+    const cuda::DecodeShape shape{inert.num_seqs(), inert.max_blocks_per_seq,
+                                  cuda::attention_decode_splits(ctx, b.runs.front())};
+    for (int use = 0; use < 2; ++use) {  // eager, then captured (decode_graph.h)
+      RETURN_IF_ERROR(graphs_.run(ctx, b, shape, config_.num_layers));
+    }
+    FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   }
   return absl::OkStatus();
 }
@@ -247,7 +286,8 @@ absl::StatusOr<const kernels::SampleResult*> CudaModelRunner::enqueue_decode_ste
   const cuda::ForwardContext ctx = context();
   const ForwardBatch padded = cuda::pad_decode_batch(
       batch, cuda::decode_bucket(batch.num_seqs()),
-      static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(batch.max_blocks_per_seq, 1)))));
+      std::max(kMinGraphTableWidth, static_cast<int>(std::bit_ceil(
+                                        static_cast<unsigned>(batch.max_blocks_per_seq)))));
   // A graph step is untimed: events recorded during capture would become graph nodes. The
   // fully timed steps run the same kernels eagerly, so the breakdown still covers decode.
   const bool graph = use_graphs_ && mode != cuda::TimerMode::kFull;

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -81,11 +82,10 @@ kernels::AttentionParams attention_params(const ForwardContext& ctx, const Devic
   return p;
 }
 
-// Grows the step's device buffers to what `b` needs.
-absl::Status reserve_workspace(const ForwardContext& ctx, const DeviceBatch& b) {
+// Grows the step buffers to `t` tokens and `rows` output rows.
+absl::Status reserve_token_buffers(const ForwardContext& ctx, size_t t, size_t rows) {
   const ModelConfig& c = *ctx.config;
   DeviceWorkspace& ws = *ctx.ws;
-  const size_t t = b.num_tokens, rows = std::max(b.num_out_rows, 1);
   const size_t q_dim = static_cast<size_t>(c.num_heads) * c.head_dim;
   const size_t qkv_dim = static_cast<size_t>(c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   RETURN_IF_ERROR(ws.x.reserve(t * c.hidden_size * sizeof(float)));
@@ -98,6 +98,13 @@ absl::Status reserve_workspace(const ForwardContext& ctx, const DeviceBatch& b) 
   RETURN_IF_ERROR(ws.last.reserve(rows * c.hidden_size * kBf16Bytes));
   RETURN_IF_ERROR(ws.logits.reserve(rows * c.vocab_size * sizeof(float)));
   RETURN_IF_ERROR(ws.results.reserve(rows * sizeof(kernels::SampleResult)));
+  return absl::OkStatus();
+}
+
+// Grows the step's device buffers to what `b` needs.
+absl::Status reserve_workspace(const ForwardContext& ctx, const DeviceBatch& b) {
+  DeviceWorkspace& ws = *ctx.ws;
+  RETURN_IF_ERROR(reserve_token_buffers(ctx, b.num_tokens, std::max(b.num_out_rows, 1)));
   RETURN_IF_ERROR(
       ws.penalty_scratch.reserve(std::max(b.num_penalties, 1) * sizeof(float)));
   size_t decode_bytes = 0;
@@ -334,8 +341,21 @@ absl::Status ffn_block(const ForwardContext& ctx, const DeviceLayer& w, int t) {
 }  // namespace
 
 int attention_decode_splits(const ForwardContext& ctx, const AttentionRun& r) {
-  return kernels::attention_decode_num_splits(r.s1 - r.s0, ctx.config->num_kv_heads,
-                                              r.max_seqlen_k, ctx.num_sms);
+  // Rounded down to a power of two: each distinct count is another decode graph.
+  return static_cast<int>(std::bit_floor(static_cast<unsigned>(kernels::attention_decode_num_splits(
+      r.s1 - r.s0, ctx.config->num_kv_heads, r.max_seqlen_k, ctx.num_sms))));
+}
+
+absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int max_seqs,
+                               size_t metadata_bytes) {
+  const ModelConfig& c = *ctx.config;
+  RETURN_IF_ERROR(reserve_token_buffers(ctx, std::max(max_tokens, max_seqs), max_seqs));
+  RETURN_IF_ERROR(ctx.ws->penalty_scratch.reserve(sizeof(float)));
+  RETURN_IF_ERROR(ctx.ws->decode_scratch.reserve(
+      static_cast<size_t>(kernels::kMaxDecodeSplits) * max_seqs * c.num_heads *
+      (c.head_dim + 1) * sizeof(float)));
+  RETURN_IF_ERROR(ctx.ws->metadata.reserve(metadata_bytes));
+  return reserve_rope_tables(ctx, 0);
 }
 
 int64_t DeviceKvCache::bytes_per_block(const ModelConfig& c, int block_size) {

@@ -112,8 +112,15 @@ absl::StatusOr<DeviceBatch> upload_batch(const ForwardContext& ctx, const Forwar
                                          const std::vector<int32_t>& out_seqs,
                                          bool with_sampling);
 
-// The split-KV count of a decode run (kernels::attention_decode_num_splits on its shape).
+// The split-KV count of a decode run: kernels::attention_decode_num_splits on its shape,
+// rounded down to a power of two.
 int attention_decode_splits(const ForwardContext& ctx, const AttentionRun& r);
+
+// Allocates the step workspace for steps of up to max_tokens tokens and max_seqs sequences
+// (and metadata_bytes of batch metadata) at once, so that steps within those bounds never
+// reallocate it: a reallocation moves buffers that captured decode graphs point into.
+absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int max_seqs,
+                               size_t metadata_bytes);
 
 // Runs the first num_layers layers, the final norm and the LM head: ws->logits holds
 // [num_out_rows, vocab] fp32 when the stream reaches it. `stats` (may be null) gets the
