@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace flashserve::model {
 namespace {
@@ -120,7 +121,7 @@ absl::Status check_sampling(const ForwardBatch& b) {
 
 absl::Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
                                     int num_blocks, int block_size) {
-  if (absl::Status st = check_sizes(b); !st.ok()) return st;
+  RETURN_IF_ERROR(check_sizes(b));
   for (int t = 0; t < b.num_tokens(); ++t) {
     if (b.token_ids[t] < 0 || b.token_ids[t] >= config.vocab_size) {
       return invalid(absl::StrCat("token_ids[", t, "] = ", b.token_ids[t], " outside [0, ",
@@ -128,7 +129,7 @@ absl::Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& co
     }
   }
   for (int s = 0; s < b.num_seqs(); ++s) {
-    if (absl::Status st = check_sequence(b, s, num_blocks, block_size); !st.ok()) return st;
+    RETURN_IF_ERROR(check_sequence(b, s, num_blocks, block_size));
   }
   return check_sampling(b);
 }

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "kernels/device.h"
 #include "model/cpu/cpu_runner.h"
 #include "model/cpu/llama_forward.h"
@@ -40,9 +41,8 @@ absl::StatusOr<int> kv_blocks_for(const LoadOptions& options, const ModelConfig&
 // The file's chat template; none when the file has no template key.
 absl::StatusOr<std::optional<ChatTemplate>> chat_template_of(const GgufFile& file) {
   if (file.find("tokenizer.chat_template") == nullptr) return std::optional<ChatTemplate>();
-  absl::StatusOr<ChatTemplate> t = ChatTemplate::from_gguf(file);
-  if (!t.ok()) return t.status();
-  return std::optional<ChatTemplate>(std::move(*t));
+  ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::from_gguf(file));
+  return std::optional<ChatTemplate>(std::move(t));
 }
 
 absl::Status check_options(const LoadOptions& o) {
@@ -60,23 +60,22 @@ absl::Status check_options(const LoadOptions& o) {
 
 absl::Status load_cpu_runner(const LoadOptions& options, LoadedModel* m, std::string why) {
   CpuRunnerOptions runner_options;
-  absl::StatusOr<int> num_blocks = kv_blocks_for(options, m->config, runner_options.block_size);
-  if (!num_blocks.ok()) return num_blocks.status();
-  runner_options.num_kv_blocks = *num_blocks;
+  ASSIGN_OR_RETURN(const int num_blocks,
+                   kv_blocks_for(options, m->config, runner_options.block_size));
+  runner_options.num_kv_blocks = num_blocks;
   runner_options.num_threads = options.num_threads;
-  absl::StatusOr<std::unique_ptr<CpuModelRunner>> runner =
-      CpuModelRunner::from_gguf(*m->file, m->config, runner_options);
-  if (!runner.ok()) return runner.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuModelRunner> runner,
+                   CpuModelRunner::from_gguf(*m->file, m->config, runner_options));
   const int64_t cache_bytes =
-      int64_t{*num_blocks} * PagedKvCache::bytes_per_block(m->config.num_layers,
+      int64_t{num_blocks} * PagedKvCache::bytes_per_block(m->config.num_layers,
                                                            m->config.num_kv_heads,
                                                            runner_options.block_size,
                                                            m->config.head_dim);
   m->backend_summary = absl::StrFormat(
       "cpu%s: weights %.1f MiB fp32; KV cache %d blocks x %d tokens, %.1f MiB fp32",
-      why.empty() ? "" : " (" + why + ")", (*runner)->weights()->num_parameters() * 4.0 / (1 << 20),
-      *num_blocks, runner_options.block_size, cache_bytes / double(1 << 20));
-  m->runner = std::move(*runner);
+      why.empty() ? "" : " (" + why + ")", runner->weights()->num_parameters() * 4.0 / (1 << 20),
+      num_blocks, runner_options.block_size, cache_bytes / double(1 << 20));
+  m->runner = std::move(runner);
   m->device = "cpu";
   return absl::OkStatus();
 }
@@ -96,10 +95,7 @@ absl::Status load_cuda_runner(const LoadOptions& options, LoadedModel* m) {
   o.max_num_seqs = std::max(options.max_num_seqs, 1);
   o.cuda_graphs = options.cuda_graphs;
   CudaRunnerInfo info;
-  absl::StatusOr<std::unique_ptr<ModelRunner>> runner =
-      create_cuda_runner(*m->file, m->config, o, &info);
-  if (!runner.ok()) return runner.status();
-  m->runner = std::move(*runner);
+  ASSIGN_OR_RETURN(m->runner, create_cuda_runner(*m->file, m->config, o, &info));
   m->device = "cuda";
   m->backend_summary = info.summary;
   return absl::OkStatus();
@@ -129,27 +125,19 @@ absl::StatusOr<Device> parse_device(const std::string& name) {
 }
 
 absl::StatusOr<LoadedModel> load_model(const std::string& path, const LoadOptions& options) {
-  if (absl::Status st = check_options(options); !st.ok()) return st;
+  RETURN_IF_ERROR(check_options(options));
   LoadedModel m;
-  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::open(path);
-  if (!file.ok()) return file.status();
-  m.file = std::move(*file);
-  absl::StatusOr<ModelConfig> config = config_from_gguf(*m.file);
-  if (!config.ok()) return config.status();
-  m.config = *config;
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = tokenizer_from_gguf(*m.file);
-  if (!tokenizer.ok()) return tokenizer.status();
-  m.tokenizer = std::move(*tokenizer);
-  absl::StatusOr<std::optional<ChatTemplate>> chat_template = chat_template_of(*m.file);
-  if (!chat_template.ok()) return chat_template.status();
-  m.chat_template = std::move(*chat_template);
+  ASSIGN_OR_RETURN(m.file, GgufFile::open(path));
+  ASSIGN_OR_RETURN(m.config, config_from_gguf(*m.file));
+  ASSIGN_OR_RETURN(m.tokenizer, tokenizer_from_gguf(*m.file));
+  ASSIGN_OR_RETURN(m.chat_template, chat_template_of(*m.file));
 
   if (options.device == Device::kCpu) {
-    if (absl::Status st = load_cpu_runner(options, &m, ""); !st.ok()) return st;
+    RETURN_IF_ERROR(load_cpu_runner(options, &m, ""));
     return m;
   }
   if (options.device == Device::kCuda) {
-    if (absl::Status st = load_cuda_runner(options, &m); !st.ok()) return st;
+    RETURN_IF_ERROR(load_cuda_runner(options, &m));
     return m;
   }
   // auto: the GPU when it can serve this model, else the CPU with the reason logged. Only
@@ -165,7 +153,7 @@ absl::StatusOr<LoadedModel> load_model(const std::string& path, const LoadOption
     if (st.code() != absl::StatusCode::kUnimplemented) return st;
     why = std::string(st.message());
   }
-  if (absl::Status st = load_cpu_runner(options, &m, why); !st.ok()) return st;
+  RETURN_IF_ERROR(load_cpu_runner(options, &m, why));
   return m;
 }
 

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "model/gguf/gguf.h"
 
 namespace flashserve::model {
@@ -56,9 +57,7 @@ absl::Status load_layer(const GgufFile& file, const ModelConfig& c, int layer,
       {"ffn_down.weight", {c.ffn_size, hidden}, &w->w_down},
   };
   for (const Entry& e : entries) {
-    absl::StatusOr<std::vector<float>> t = load_weight_tensor(file, prefix + e.name, e.dims);
-    if (!t.ok()) return t.status();
-    *e.dst = std::move(*t);
+    ASSIGN_OR_RETURN(*e.dst, load_weight_tensor(file, prefix + e.name, e.dims));
   }
   return absl::OkStatus();
 }
@@ -78,7 +77,7 @@ int64_t LlamaWeights::num_parameters() const {
 absl::StatusOr<LayerWeights> load_llama_layer(const GgufFile& file, const ModelConfig& config,
                                               int layer) {
   LayerWeights w;
-  if (absl::Status s = load_layer(file, config, layer, &w); !s.ok()) return s;
+  RETURN_IF_ERROR(load_layer(file, config, layer, &w));
   return w;
 }
 
@@ -97,25 +96,18 @@ absl::Status check_llama_config(const ModelConfig& config) {
 
 absl::StatusOr<LlamaWeights> load_llama_weights(const GgufFile& file,
                                                 const ModelConfig& config) {
-  if (absl::Status s = check_llama_config(config); !s.ok()) return s;
+  RETURN_IF_ERROR(check_llama_config(config));
   const int64_t hidden = config.hidden_size;
   const int64_t vocab = config.vocab_size;
   LlamaWeights w;
-  absl::StatusOr<std::vector<float>> t = load_weight_tensor(file, "token_embd.weight", {hidden, vocab});
-  if (!t.ok()) return t.status();
-  w.token_embd = std::move(*t);
+  ASSIGN_OR_RETURN(w.token_embd, load_weight_tensor(file, "token_embd.weight", {hidden, vocab}));
   w.layers.resize(config.num_layers);
   for (int i = 0; i < config.num_layers; ++i) {
-    absl::Status s = load_layer(file, config, i, &w.layers[i]);
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(load_layer(file, config, i, &w.layers[i]));
   }
-  t = load_weight_tensor(file, "output_norm.weight", {hidden});
-  if (!t.ok()) return t.status();
-  w.output_norm = std::move(*t);
+  ASSIGN_OR_RETURN(w.output_norm, load_weight_tensor(file, "output_norm.weight", {hidden}));
   if (!config.tied_embeddings) {
-    t = load_weight_tensor(file, "output.weight", {hidden, vocab});
-    if (!t.ok()) return t.status();
-    w.output = std::move(*t);
+    ASSIGN_OR_RETURN(w.output, load_weight_tensor(file, "output.weight", {hidden, vocab}));
   }
   return w;
 }

@@ -34,6 +34,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "base/status_macros.h"
 #include "flashserve/version.h"
 #include "model/model_loader.h"
 #include "server/api/server.h"
@@ -248,16 +249,15 @@ absl::StatusOr<ServerOptions> options_from_flags() {
            absl::GetFlag(FLAGS_tls_client_ca)};
   o.auth = {absl::GetFlag(FLAGS_auth_token_file), absl::GetFlag(FLAGS_auth_open_health),
             absl::GetFlag(FLAGS_auth_open_reflection)};
-  auto drain = flashserve::api::seconds_flag("drain-timeout", absl::GetFlag(FLAGS_drain_timeout));
-  if (!drain.ok()) return drain.status();
-  o.drain_timeout = *drain;
-  auto stall = flashserve::api::seconds_flag("stall-timeout", absl::GetFlag(FLAGS_stall_timeout));
-  if (!stall.ok()) return stall.status();
-  o.engine.stall_threshold = *stall;
-  if (auto st = flashserve::api::validate_server_options(o); !st.ok()) return st;
-  auto device = flashserve::model::parse_device(o.device);
-  if (!device.ok()) return device.status();
-  if (absl::Status st = flashserve::model::check_device_available(*device); !st.ok()) return st;
+  ASSIGN_OR_RETURN(o.drain_timeout, flashserve::api::seconds_flag(
+                                        "drain-timeout", absl::GetFlag(FLAGS_drain_timeout)));
+  ASSIGN_OR_RETURN(o.engine.stall_threshold,
+                   flashserve::api::seconds_flag("stall-timeout",
+                                                 absl::GetFlag(FLAGS_stall_timeout)));
+  RETURN_IF_ERROR(flashserve::api::validate_server_options(o));
+  ASSIGN_OR_RETURN(const flashserve::model::Device device,
+                   flashserve::model::parse_device(o.device));
+  RETURN_IF_ERROR(flashserve::model::check_device_available(device));
   return o;
 }
 

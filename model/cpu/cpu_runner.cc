@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "model/batch_validation.h"
 #include "model/gguf/gguf.h"
 
@@ -56,17 +57,15 @@ absl::StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::create(
 
 absl::StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::from_gguf(
     const GgufFile& file, const ModelConfig& config, const CpuRunnerOptions& options) {
-  absl::StatusOr<LlamaWeights> weights = load_llama_weights(file, config);
-  if (!weights.ok()) return weights.status();
-  return create(config, std::make_shared<const LlamaWeights>(std::move(*weights)), options);
+  ASSIGN_OR_RETURN(LlamaWeights weights, load_llama_weights(file, config));
+  return create(config, std::make_shared<const LlamaWeights>(std::move(weights)), options);
 }
 
 absl::Status CpuModelRunner::forward(const ForwardBatch& batch,
                                      std::vector<SampledToken>* sampled, ForwardStats* stats) {
   if (sampled == nullptr) return absl::InvalidArgumentError("cpu runner: sampled is null");
-  absl::Status valid =
-      validate_forward_batch(batch, config_, cache_.num_blocks(), cache_.block_size());
-  if (!valid.ok()) return valid;
+  RETURN_IF_ERROR(
+      validate_forward_batch(batch, config_, cache_.num_blocks(), cache_.block_size()));
   llama_forward_cpu(config_, *weights_, batch, config_.num_layers, &cache_, &workspace_,
                     &logits_, stats);
   const auto sampling_start = std::chrono::steady_clock::now();
@@ -85,9 +84,8 @@ absl::Status CpuModelRunner::forward_logits(const ForwardBatch& batch, int num_l
     return absl::InvalidArgumentError(absl::StrCat("cpu runner: num_layers ", num_layers,
                                                    " outside [1, ", config_.num_layers, "]"));
   }
-  absl::Status valid =
-      validate_forward_batch(batch, config_, cache_.num_blocks(), cache_.block_size());
-  if (!valid.ok()) return valid;
+  RETURN_IF_ERROR(
+      validate_forward_batch(batch, config_, cache_.num_blocks(), cache_.block_size()));
   llama_forward_cpu(config_, *weights_, batch, num_layers, &cache_, &workspace_, logits,
                     nullptr);
   return absl::OkStatus();

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace flashserve::api {
 namespace {
@@ -61,15 +62,14 @@ bool constant_time_equals(absl::string_view presented, absl::string_view expecte
 
 absl::StatusOr<std::unique_ptr<TokenAuth>> TokenAuth::load(const std::string& path) {
   std::unique_ptr<TokenAuth> auth(new TokenAuth(path));
-  if (absl::Status status = auth->reload(); !status.ok()) return status;
+  RETURN_IF_ERROR(auth->reload());
   return auth;
 }
 
 absl::Status TokenAuth::reload() {
-  absl::StatusOr<std::vector<std::string>> tokens = read_tokens(path_);
-  if (!tokens.ok()) return tokens.status();
+  ASSIGN_OR_RETURN(std::vector<std::string> tokens, read_tokens(path_));
   absl::MutexLock lock(&mu_);
-  tokens_ = std::move(*tokens);
+  tokens_ = std::move(tokens);
   return absl::OkStatus();
 }
 

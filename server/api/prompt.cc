@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 
 namespace flashserve::api {
 
@@ -27,9 +28,8 @@ absl::StatusOr<std::vector<int32_t>> prompt_tokens(const v1::GenerateRequest& re
       return ctx.tokenizer->encode(request.prompt(), /*add_special=*/true,
                                    /*parse_special=*/false);
     case v1::GenerateRequest::kChat: {
-      auto text = render_chat(request.chat(), ctx);
-      if (!text.ok()) return text.status();
-      return ctx.tokenizer->encode(*text, /*add_special=*/true, /*parse_special=*/true);
+      ASSIGN_OR_RETURN(const std::string text, render_chat(request.chat(), ctx));
+      return ctx.tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/true);
     }
     case v1::GenerateRequest::kTokenIds:
       return std::vector<int32_t>(request.token_ids().ids().begin(),
@@ -60,10 +60,9 @@ model::SamplingParams to_sampling_params(const v1::GenerateRequest& request) {
 absl::StatusOr<engine::GenerationRequest> build_generation_request(
     const v1::GenerateRequest& request, const PromptContext& ctx,
     std::optional<std::chrono::steady_clock::time_point> deadline) {
-  auto tokens = prompt_tokens(request, ctx);
-  if (!tokens.ok()) return tokens.status();
+  ASSIGN_OR_RETURN(std::vector<int32_t> tokens, prompt_tokens(request, ctx));
   const int context = ctx.limits.context_length;
-  const int num_prompt = static_cast<int>(tokens->size());
+  const int num_prompt = static_cast<int>(tokens.size());
   const std::string input_field = request.has_chat()        ? "chat"
                                   : request.has_token_ids() ? "token_ids.ids"
                                                             : "prompt";
@@ -88,7 +87,7 @@ absl::StatusOr<engine::GenerationRequest> build_generation_request(
   } else {
     out.max_new_tokens = std::min(ctx.limits.default_max_new_tokens, context - num_prompt);
   }
-  out.prompt_tokens = std::move(*tokens);
+  out.prompt_tokens = std::move(tokens);
   out.sampling = to_sampling_params(request);
   out.stop_strings.assign(stopping.stop().begin(), stopping.stop().end());
   out.stop_token_ids.assign(stopping.stop_token_ids().begin(), stopping.stop_token_ids().end());

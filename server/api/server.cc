@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "flashserve/version.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -54,16 +55,12 @@ absl::StatusOr<std::string> read_pem(absl::string_view flag, const std::string& 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_credentials(
     const TlsOptions& tls) {
   if (tls.cert_path.empty()) return grpc::InsecureServerCredentials();
-  auto cert = read_pem("tls-cert", tls.cert_path);
-  if (!cert.ok()) return cert.status();
-  auto key = read_pem("tls-key", tls.key_path);
-  if (!key.ok()) return key.status();
+  ASSIGN_OR_RETURN(std::string cert, read_pem("tls-cert", tls.cert_path));
+  ASSIGN_OR_RETURN(std::string key, read_pem("tls-key", tls.key_path));
   grpc::SslServerCredentialsOptions ssl;
-  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  ssl.pem_key_cert_pairs.push_back({std::move(key), std::move(cert)});
   if (!tls.client_ca_path.empty()) {
-    auto ca = read_pem("tls-client-ca", tls.client_ca_path);
-    if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *ca;
+    ASSIGN_OR_RETURN(ssl.pem_root_certs, read_pem("tls-client-ca", tls.client_ca_path));
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);
@@ -123,17 +120,13 @@ absl::Status Server::Impl::start() {
     info.model = options_.model_name.empty() ? default_model_name(options_.model_path)
                                              : options_.model_name;
     metrics_ = std::make_unique<metrics::Metrics>(info);
-    if (auto st = metrics_->serve(host_port(options_.host, options_.metrics_port)); !st.ok()) {
-      return st;
-    }
+    RETURN_IF_ERROR(metrics_->serve(host_port(options_.host, options_.metrics_port)));
   }
   if (!options_.auth.token_file.empty()) {
-    auto auth = TokenAuth::load(options_.auth.token_file);
-    if (!auth.ok()) return auth.status();
-    auth_ = std::move(*auth);
+    ASSIGN_OR_RETURN(auth_, TokenAuth::load(options_.auth.token_file));
   }
-  auto credentials = server_credentials(options_.tls);
-  if (!credentials.ok()) return credentials.status();
+  ASSIGN_OR_RETURN(const std::shared_ptr<grpc::ServerCredentials> credentials,
+                   server_credentials(options_.tls));
   service_ = std::make_unique<GenerationService>(metrics_.get(), auth_.get(), options_.logger);
   health_service_ = std::make_unique<HealthService>(
       std::vector<std::string>{v1::Generation::service_full_name()},
@@ -144,7 +137,7 @@ absl::Status Server::Impl::start() {
   if (reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = host_port(options_.host, options_.port);
-  builder.AddListeningPort(address, *credentials, &grpc_port_);
+  builder.AddListeningPort(address, credentials, &grpc_port_);
   apply_transport_limits(options_.transport, &builder);
   builder.RegisterService(service_.get());
   builder.RegisterService(health_service_.get());
@@ -165,10 +158,8 @@ bool Server::Impl::is_serving() const {
 }
 
 absl::Status Server::Impl::load_model() {
-  absl::StatusOr<model::Device> device = model::parse_device(options_.device);
-  if (!device.ok()) return device.status();
   model::LoadOptions load_options;
-  load_options.device = *device;
+  ASSIGN_OR_RETURN(load_options.device, model::parse_device(options_.device));
   load_options.num_threads = options_.num_threads;
   load_options.kv_cache_mb = options_.kv_cache_mb;
   load_options.kv_cache_tokens = options_.kv_cache_tokens;
@@ -176,9 +167,7 @@ absl::Status Server::Impl::load_model() {
   load_options.cuda_graphs = options_.cuda_graphs;
   load_options.max_num_seqs = options_.engine.max_num_seqs;
   load_options.max_batch_tokens = options_.engine.max_batch_tokens;
-  auto loaded = model::load_model(options_.model_path, load_options);
-  if (!loaded.ok()) return loaded.status();
-  model_ = std::move(*loaded);
+  ASSIGN_OR_RETURN(model_, model::load_model(options_.model_path, load_options));
   if (!options_.fault_stall_file.empty()) {
     model_.runner = with_stall_hook(std::move(model_.runner), options_.fault_stall_file);
   }
@@ -241,7 +230,7 @@ Server::~Server() {
 
 absl::StatusOr<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
   auto impl = std::make_unique<Impl>(options);
-  if (auto st = impl->start(); !st.ok()) return st;
+  RETURN_IF_ERROR(impl->start());
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 

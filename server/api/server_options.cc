@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace flashserve::api {
 namespace {
@@ -34,18 +35,10 @@ absl::Status validate_ports(const ServerOptions& o) {
 
 absl::Status validate_engine(const ServerOptions& o) {
   const engine::EngineOptions& e = o.engine;
-  if (auto st = at_least("max-num-seqs", e.max_num_seqs, 1, "sequences per step"); !st.ok()) {
-    return st;
-  }
-  if (auto st = at_least("max-batch-tokens", e.max_batch_tokens, 1, "tokens per step");
-      !st.ok()) {
-    return st;
-  }
-  if (auto st = at_least("max-waiting", e.max_waiting, 1,
-                         "0 would refuse every request with RESOURCE_EXHAUSTED");
-      !st.ok()) {
-    return st;
-  }
+  RETURN_IF_ERROR(at_least("max-num-seqs", e.max_num_seqs, 1, "sequences per step"));
+  RETURN_IF_ERROR(at_least("max-batch-tokens", e.max_batch_tokens, 1, "tokens per step"));
+  RETURN_IF_ERROR(at_least("max-waiting", e.max_waiting, 1,
+                           "0 would refuse every request with RESOURCE_EXHAUSTED"));
   if (e.max_context != 0 && e.max_context < 2) {
     return bad("max-context", absl::StrCat(e.max_context,
                                            " must be 0 (the model's) or >= 2 (one prompt "
@@ -55,14 +48,9 @@ absl::Status validate_engine(const ServerOptions& o) {
   if (e.stall_threshold.count() <= 0) {
     return bad("stall-timeout", absl::StrCat(e.stall_threshold.count(), " ms must be > 0"));
   }
-  if (auto st = at_least("kv-cache-mb", o.kv_cache_mb, 0, "0 = the loader's default");
-      !st.ok()) {
-    return st;
-  }
-  if (auto st = at_least("kv-cache-tokens", o.kv_cache_tokens, 0, "0 = the backend's default");
-      !st.ok()) {
-    return st;
-  }
+  RETURN_IF_ERROR(at_least("kv-cache-mb", o.kv_cache_mb, 0, "0 = the loader's default"));
+  RETURN_IF_ERROR(
+      at_least("kv-cache-tokens", o.kv_cache_tokens, 0, "0 = the backend's default"));
   if (!(o.gpu_memory_fraction > 0 && o.gpu_memory_fraction <= 1)) {
     return bad("gpu-memory-fraction", absl::StrCat(o.gpu_memory_fraction, " must be in (0, 1]"));
   }
@@ -78,9 +66,9 @@ absl::Status validate_security(const ServerOptions& o) {
   if (!tls.client_ca_path.empty() && tls.cert_path.empty()) {
     return bad("tls-client-ca", "needs --tls-cert and --tls-key (mTLS is on top of TLS)");
   }
-  if (auto st = readable("tls-cert", tls.cert_path); !st.ok()) return st;
-  if (auto st = readable("tls-key", tls.key_path); !st.ok()) return st;
-  if (auto st = readable("tls-client-ca", tls.client_ca_path); !st.ok()) return st;
+  RETURN_IF_ERROR(readable("tls-cert", tls.cert_path));
+  RETURN_IF_ERROR(readable("tls-key", tls.key_path));
+  RETURN_IF_ERROR(readable("tls-client-ca", tls.client_ca_path));
   return readable("auth-token-file", o.auth.token_file);
 }
 
@@ -88,8 +76,8 @@ absl::Status validate_security(const ServerOptions& o) {
 
 absl::Status validate_server_options(const ServerOptions& o) {
   if (o.model_path.empty()) return bad("model", "is required");
-  if (auto st = validate_ports(o); !st.ok()) return st;
-  if (auto st = validate_engine(o); !st.ok()) return st;
+  RETURN_IF_ERROR(validate_ports(o));
+  RETURN_IF_ERROR(validate_engine(o));
   if (o.drain_timeout.count() < 0) {
     return bad("drain-timeout", absl::StrCat(o.drain_timeout.count() / 1000.0,
                                              " s is negative (0 = cancel at once)"));

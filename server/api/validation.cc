@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 
 namespace flashserve::api {
 namespace {
@@ -79,34 +80,22 @@ absl::Status validate_chat(const v1::ChatInput& chat, const RequestLimits& limit
 
 absl::Status validate_sampling(const v1::SamplingParams& s, const RequestLimits& limits) {
   if (s.has_temperature()) {
-    if (auto st = check_range("sampling.temperature", s.temperature(), 0.f, kMaxTemperature);
-        !st.ok()) {
-      return st;
-    }
+    RETURN_IF_ERROR(check_range("sampling.temperature", s.temperature(), 0.f, kMaxTemperature));
   }
   if (s.top_k() < 0 || s.top_k() > limits.vocab_size) {
     return invalid("sampling.top_k", absl::StrFormat("%d is out of range [0, %d]", s.top_k(),
                                                      limits.vocab_size));
   }
   if (s.has_top_p()) {
-    if (auto st = check_range("sampling.top_p", s.top_p(), 0.f, 1.f, /*lo_open=*/true);
-        !st.ok()) {
-      return st;
-    }
+    RETURN_IF_ERROR(check_range("sampling.top_p", s.top_p(), 0.f, 1.f, /*lo_open=*/true));
   }
-  if (auto st = check_range("sampling.min_p", s.min_p(), 0.f, 1.f); !st.ok()) return st;
+  RETURN_IF_ERROR(check_range("sampling.min_p", s.min_p(), 0.f, 1.f));
   if (s.has_repetition_penalty()) {
-    if (auto st = check_range("sampling.repetition_penalty", s.repetition_penalty(), 0.f,
-                              kMaxRepetitionPenalty, /*lo_open=*/true);
-        !st.ok()) {
-      return st;
-    }
+    RETURN_IF_ERROR(check_range("sampling.repetition_penalty", s.repetition_penalty(), 0.f,
+                                kMaxRepetitionPenalty, /*lo_open=*/true));
   }
-  if (auto st = check_range("sampling.presence_penalty", s.presence_penalty(),
-                            -kMaxAbsPenalty, kMaxAbsPenalty);
-      !st.ok()) {
-    return st;
-  }
+  RETURN_IF_ERROR(check_range("sampling.presence_penalty", s.presence_penalty(),
+                              -kMaxAbsPenalty, kMaxAbsPenalty));
   return check_range("sampling.frequency_penalty", s.frequency_penalty(),
                      -kMaxAbsPenalty, kMaxAbsPenalty);
 }
@@ -155,7 +144,7 @@ absl::Status validate_generate_request(const v1::GenerateRequest& request,
       }
       break;
     case v1::GenerateRequest::kChat:
-      if (auto st = validate_chat(request.chat(), limits); !st.ok()) return st;
+      RETURN_IF_ERROR(validate_chat(request.chat(), limits));
       break;
     case v1::GenerateRequest::kTokenIds:
       if (request.token_ids().ids().empty()) return invalid("token_ids.ids", "is empty");
@@ -164,17 +153,14 @@ absl::Status validate_generate_request(const v1::GenerateRequest& request,
                        absl::StrFormat("%d tokens exceed the context length %d",
                                        request.token_ids().ids_size(), limits.context_length));
       }
-      if (auto st = validate_token_ids(request.token_ids().ids(), limits.vocab_size,
-                                       "token_ids.ids");
-          !st.ok()) {
-        return st;
-      }
+      RETURN_IF_ERROR(
+          validate_token_ids(request.token_ids().ids(), limits.vocab_size, "token_ids.ids"));
       break;
     case v1::GenerateRequest::INPUT_NOT_SET:
       return invalid("input", "one of prompt, chat or token_ids is required");
   }
-  if (auto st = validate_sampling(request.sampling(), limits); !st.ok()) return st;
-  if (auto st = validate_stopping(request.stopping(), limits); !st.ok()) return st;
+  RETURN_IF_ERROR(validate_sampling(request.sampling(), limits));
+  RETURN_IF_ERROR(validate_stopping(request.stopping(), limits));
   if (request.top_logprobs() < 0 || request.top_logprobs() > limits.max_top_logprobs) {
     return invalid("top_logprobs", absl::StrFormat("%d is out of range [0, %d]",
                                                    request.top_logprobs(),

@@ -14,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace flashserve::metrics {
 namespace {
@@ -42,15 +43,14 @@ absl::StatusOr<HostPort> split_host_port(const std::string& address) {
 }
 
 absl::StatusOr<int> bind_listener(const std::string& address) {
-  absl::StatusOr<HostPort> hp = split_host_port(address);
-  if (!hp.ok()) return hp.status();
+  ASSIGN_OR_RETURN(const HostPort hp, split_host_port(address));
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  const char* host = hp->host.empty() ? nullptr : hp->host.c_str();
-  if (int rc = getaddrinfo(host, hp->port.c_str(), &hints, &found); rc != 0) {
+  const char* host = hp.host.empty() ? nullptr : hp.host.c_str();
+  if (int rc = getaddrinfo(host, hp.port.c_str(), &hints, &found); rc != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("metrics: cannot resolve '", address, "': ", gai_strerror(rc)));
   }
@@ -165,14 +165,13 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::start(
   if (options.max_connections < 1 || options.connection_deadline.count() <= 0) {
     return absl::InvalidArgumentError("metrics: max_connections and the deadline must be > 0");
   }
-  absl::StatusOr<int> fd = bind_listener(bind_address);
-  if (!fd.ok()) return fd.status();
+  ASSIGN_OR_RETURN(const int fd, bind_listener(bind_address));
   int wake[2];
   if (pipe2(wake, O_CLOEXEC) != 0) {
-    close(*fd);
+    close(fd);
     return absl::InternalError(absl::StrCat("metrics: pipe: ", std::strerror(errno)));
   }
-  return std::unique_ptr<HttpEndpoint>(new HttpEndpoint(*fd, wake[0], wake[1], bound_port(*fd),
+  return std::unique_ptr<HttpEndpoint>(new HttpEndpoint(fd, wake[0], wake[1], bound_port(fd),
                                                         std::move(path), std::move(render),
                                                         options));
 }

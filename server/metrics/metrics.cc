@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -299,10 +300,8 @@ absl::Status Metrics::serve(const std::string& bind_address) {
     return absl::FailedPreconditionError(
         absl::StrCat("metrics: already serving on port ", listening_port()));
   }
-  absl::StatusOr<std::unique_ptr<HttpEndpoint>> endpoint =
-      HttpEndpoint::start(bind_address, "/metrics", [this] { return serialize(); });
-  if (!endpoint.ok()) return endpoint.status();
-  endpoint_ = std::move(*endpoint);
+  ASSIGN_OR_RETURN(endpoint_, HttpEndpoint::start(bind_address, "/metrics",
+                                                  [this] { return serialize(); }));
   return absl::OkStatus();
 }
 

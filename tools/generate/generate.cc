@@ -43,8 +43,8 @@ absl::StatusOr<GenerateResult> generate(std::unique_ptr<model::ModelRunner> runn
   done.WaitForNotification();
   engine.drain();
   absl::MutexLock lock(&mu);
-  if (!failure.ok()) return failure;
-  return std::move(result);
+  RETURN_IF_ERROR(failure);
+  return result;
 }
 
 }  // namespace flashserve::tools

@@ -269,14 +269,13 @@ absl::StatusOr<RandomLlamaSummary> write_random_llama(const RandomLlamaOptions& 
     pending = std::async(std::launch::async,
                          [&, i] { return fill_tensor(plan[i], i, o.seed, num_threads, &next_data); });
   };
-  absl::Status status = w.write_file(o.out, [&](size_t i, std::string* data) {
+  RETURN_IF_ERROR(w.write_file(o.out, [&](size_t i, std::string* data) {
     if (pending_index != i) launch(i);
     absl::Status filled = pending.get();
     data->swap(next_data);
     if (filled.ok() && i + 1 < plan.size()) launch(i + 1);
     return filled;
-  });
-  if (!status.ok()) return status;
+  }));
   summary.num_tensors = static_cast<int>(plan.size());
   std::error_code ec;
   summary.file_bytes = std::filesystem::file_size(o.out, ec);
