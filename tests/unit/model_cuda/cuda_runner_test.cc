@@ -36,7 +36,7 @@
 #include "model/model_loader.h"
 #include "model/weights.h"
 #include "server/engine/engine.h"
-#include "tests/unit/model_forward/forward_test_util.h"
+#include "tests/support/forward_test_util.h"
 #include "tests/support/json.h"
 
 namespace flashserve::model {

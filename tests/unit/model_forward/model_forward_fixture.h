@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "forward_test_util.h"
 #include "gtest/gtest.h"
 #include "model/config.h"
 #include "model/cpu/cpu_runner.h"
 #include "model/gguf/gguf.h"
 #include "model/weights.h"
+#include "tests/support/forward_test_util.h"
 #include "tests/support/json.h"
 
 namespace flashserve::model {

@@ -1,7 +1,7 @@
 #pragma once
-// Helpers of the forward-pass tests: a tiny paged-KV bookkeeping of sequences (what the
-// engine's block manager does, reduced to a fixed block list per sequence) and logits
-// comparisons.
+// Helpers of the forward-pass tests (model_forward, model_cuda): a tiny paged-KV bookkeeping
+// of sequences (what the engine's block manager does, reduced to a fixed block list per
+// sequence) and logits comparisons.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
