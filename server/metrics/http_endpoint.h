@@ -48,6 +48,11 @@ class HttpEndpoint {
   HttpEndpoint& operator=(const HttpEndpoint&) = delete;
 
   int port() const { return port_; }
+  // Connections accepted and not yet closed (their threads alive).
+  int num_connections() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return num_connections_;
+  }
 
  private:
   HttpEndpoint(int listen_fd, int wake_read_fd, int wake_write_fd, int port, std::string path,
@@ -64,7 +69,7 @@ class HttpEndpoint {
   const std::string path_;
   const std::function<std::string()> render_;
   const HttpEndpointOptions options_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable connections_done_;
   int num_connections_ = 0;  // GUARDED_BY(mu_): connection threads alive
   std::thread thread_;

@@ -72,6 +72,16 @@ std::unique_ptr<HttpEndpoint> start(HttpEndpointOptions options = {}) {
 
 const std::string kScrape = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
 
+// Polls (at most 10 s) until the endpoint's thread holds `n` connections.
+bool wait_for_connections(const HttpEndpoint& endpoint, int n) {
+  const auto give_up = Clock::now() + std::chrono::seconds(10);
+  while (endpoint.num_connections() != n) {
+    if (Clock::now() > give_up) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
 TEST(HttpEndpointTest, IdleAndSlowClientsDoNotDelayAScrape) {
   HttpEndpointOptions options;
   options.connection_deadline = std::chrono::seconds(30);  // far longer than the scrape
@@ -82,7 +92,7 @@ TEST(HttpEndpointTest, IdleAndSlowClientsDoNotDelayAScrape) {
   ASSERT_GE(idle, 0);
   ASSERT_GE(slow, 0);
   ASSERT_TRUE(send_text(slow, "G"));  // a slow-drip client, mid request line
-  std::this_thread::sleep_for(milliseconds(50));
+  ASSERT_TRUE(wait_for_connections(*endpoint, 2));  // both accepted and held
   const auto begin = Clock::now();
   const std::string response = request(endpoint->port(), kScrape);
   const auto took = Clock::now() - begin;
@@ -151,15 +161,12 @@ TEST(HttpEndpointTest, ConnectionsBeyondTheLimitGet503AndOthersStillServe) {
   ASSERT_NE(endpoint, nullptr);
   const int a = connect_loopback(endpoint->port());
   const int b = connect_loopback(endpoint->port());
-  std::this_thread::sleep_for(milliseconds(100));  // both accepted and held
+  ASSERT_TRUE(wait_for_connections(*endpoint, 2));  // both accepted and held
   EXPECT_EQ(request(endpoint->port(), kScrape).rfind("HTTP/1.1 503", 0), 0u);
   close(a);
   close(b);  // the held connections end at once (the client closed), freeing their slots
-  std::string response;
-  for (int i = 0; i < 50 && response.rfind("HTTP/1.1 200", 0) != 0; ++i) {
-    std::this_thread::sleep_for(milliseconds(20));
-    response = request(endpoint->port(), kScrape);
-  }
+  ASSERT_TRUE(wait_for_connections(*endpoint, 0));
+  const std::string response = request(endpoint->port(), kScrape);
   EXPECT_EQ(response.rfind("HTTP/1.1 200", 0), 0u) << response;
 }
 
@@ -169,7 +176,7 @@ TEST(HttpEndpointTest, DestructorDoesNotWaitForIdleClients) {
   auto endpoint = start(options);
   ASSERT_NE(endpoint, nullptr);
   const int fd = connect_loopback(endpoint->port());
-  std::this_thread::sleep_for(milliseconds(100));
+  ASSERT_TRUE(wait_for_connections(*endpoint, 1));
   const auto begin = Clock::now();
   endpoint.reset();
   EXPECT_LT(Clock::now() - begin, std::chrono::seconds(5));
