@@ -1,12 +1,16 @@
 // The Generation service in-process: a real gRPC server (loopback, free port) over a real
 // Engine whose model is the engine tests' fake runner and tokenizer, so every path is fast and
 // deterministic — including those the real model cannot trigger on demand: a model error, a
-// request cancelled or timed out while still queued, a stalled engine.
+// request cancelled or timed out while still queued, a stalled engine. No test sleeps for time
+// to pass: a gate holds the engine inside a step for as long as a test needs (or lets a
+// counted number of steps through), and the stall test moves a manual engine clock.
 #include "server/api/generation_service.h"
 
-#include <atomic>
+#include <functional>
+#include <limits>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -16,6 +20,7 @@
 #include "server/api/raw_messages.h"
 #include "server/metrics/metrics.h"
 #include "tests/support/engine_fakes.h"
+#include "tests/support/manual_clock.h"
 
 namespace flashserve::api {
 namespace {
@@ -44,17 +49,39 @@ v1::GenerateRequest request(const std::string& prompt, int max_new_tokens) {
   return r;
 }
 
+// Holds the engine thread inside forward(): open, every step passes; closed, a step waits
+// until the test opens the gate or allows it through (allow(n): n more steps).
+class StepGate {
+ public:
+  void open() { set(kOpen); }
+  void close() { set(0); }
+  void allow(int num_steps) {
+    absl::MutexLock lock(&mu_);
+    if (permits_ != kOpen) permits_ += num_steps;
+  }
+  // Called by the runner at each step.
+  void pass() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(+[](int* permits) { return *permits > 0; }, &permits_));
+    if (permits_ != kOpen) --permits_;
+  }
+
+ private:
+  static constexpr int kOpen = std::numeric_limits<int>::max();
+  void set(int permits) {
+    absl::MutexLock lock(&mu_);
+    permits_ = permits;
+  }
+  absl::Mutex mu_;
+  int permits_ ABSL_GUARDED_BY(mu_) = kOpen;
+};
+
 class ServiceTest : public ::testing::Test {
  protected:
   // Builds the engine (started unless told otherwise), the service and the gRPC server.
   void start(engine::EngineOptions options = {}, bool with_backend = true) {
     runner_state_ = std::make_shared<FakeRunnerState>();
-    runner_state_->on_forward = [this](const model::ForwardBatch&) {
-      while (gate_closed_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (step_delay_ms_ > 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms_));
-      }
-    };
+    runner_state_->on_forward = [this](const model::ForwardBatch&) { gate_.pass(); };
     engine_ = std::make_unique<engine::Engine>(
         std::make_unique<FakeRunner>(runner_state_, /*num_kv_blocks=*/64, /*block_size=*/16,
                                      kContext),
@@ -83,12 +110,13 @@ class ServiceTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    gate_closed_ = false;
+    gate_.open();
     health_.shutdown();
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
     engine_.reset();
   }
 
+  // Polls the engine (another thread) until `done` holds, for at most 10 s.
   engine::EngineSnapshot wait_until(std::function<bool(const engine::EngineSnapshot&)> done) {
     engine::EngineSnapshot s;
     for (int i = 0; i < 2000; ++i) {
@@ -118,9 +146,9 @@ class ServiceTest : public ::testing::Test {
 
   FakeTokenizer tokenizer_;
   metrics::Metrics metrics_;
+  testing::ManualClock clock_;  // the engine's where a test says so (options.clock)
   std::shared_ptr<FakeRunnerState> runner_state_;
-  std::atomic<bool> gate_closed_{false};  // holds the engine inside forward()
-  std::atomic<int> step_delay_ms_{0};
+  StepGate gate_;
   std::unique_ptr<engine::Engine> engine_;
   Backend backend_;
   std::unique_ptr<GenerationService> service_;
@@ -159,17 +187,19 @@ TEST_F(ServiceTest, StreamCarriesEveryTokenOnceAndOneFinalMessage) {
   EXPECT_EQ(unary.finish_reason(), v1::FINISH_REASON_LENGTH);
   EXPECT_EQ(unary.usage().completion_tokens(), 150);
 
+  gate_.close();
   auto context = context_with(kTimeout);
   auto reader = stub_->GenerateStream(context.get(), request("hello", 150));
   std::vector<v1::GenerateStreamResponse> messages;
   v1::GenerateStreamResponse message;
-  bool first = true;
-  while (reader->Read(&message)) {
-    messages.push_back(message);
-    // A slow reader: events queue up meanwhile and are merged into later messages.
-    if (first) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    first = false;
-  }
+  gate_.allow(1);  // the prefill step: the first token
+  ASSERT_TRUE(reader->Read(&message));
+  messages.push_back(message);
+  // A slow reader: the rest of the generation ends before the next Read, so its events
+  // queue up meanwhile and are merged into later messages.
+  gate_.open();
+  ASSERT_TRUE(idle());
+  while (reader->Read(&message)) messages.push_back(message);
   ASSERT_TRUE(reader->Finish().ok());
   std::string text;
   std::vector<int32_t> ids;
@@ -202,11 +232,12 @@ TEST_F(ServiceTest, CancelWhileQueuedAndWhileRunning) {
   engine::EngineOptions options;
   options.max_num_seqs = 1;
   ASSERT_NO_FATAL_FAILURE(start(options));
-  step_delay_ms_ = 2;
-  // A runs; B waits behind it.
+  // A runs, one step at a time as the gate allows; B waits behind it.
+  gate_.close();
   grpc::ClientContext a_context, b_context;
   auto a = stub_->GenerateStream(&a_context, request("running", 200));
   v1::GenerateStreamResponse message;
+  gate_.allow(1);  // A's prefill: its first token
   ASSERT_TRUE(a->Read(&message));
   auto b = stub_->GenerateStream(&b_context, request("waiting", 5));
   ASSERT_EQ(wait_until([](const auto& s) { return s.num_waiting == 1; }).num_waiting, 1);
@@ -214,11 +245,24 @@ TEST_F(ServiceTest, CancelWhileQueuedAndWhileRunning) {
   while (b->Read(&message)) {
   }
   EXPECT_EQ(b->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  EXPECT_EQ(wait_until([](const auto& s) { return s.num_waiting == 0; }).num_waiting, 0);
+  // B's cancellation reaches the engine from a gRPC thread; the engine drops B when it next
+  // takes its input. A's steps go through one per poll until then, fewer than A's 199 more
+  // tokens, so A is still running afterwards.
+  int num_allowed = 0;
+  EXPECT_EQ(wait_until([&](const auto& s) {
+              if (s.num_waiting != 0 && num_allowed < 150) {
+                gate_.allow(1);
+                ++num_allowed;
+              }
+              return s.num_waiting == 0;
+            }).num_waiting,
+            0);
+  EXPECT_EQ(engine_->snapshot().num_running, 1);  // A
   a_context.TryCancel();
   while (a->Read(&message)) {
   }
   EXPECT_EQ(a->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  gate_.open();
   EXPECT_TRUE(idle());
 }
 
@@ -226,7 +270,7 @@ TEST_F(ServiceTest, DeadlineWhileQueuedIsDeadlineExceeded) {
   engine::EngineOptions options;
   options.max_num_seqs = 1;
   ASSERT_NO_FATAL_FAILURE(start(options));
-  gate_closed_ = true;  // the engine is stuck in a forward pass
+  gate_.close();  // the engine is stuck in a forward pass
   grpc::ClientContext a_context;
   auto a = stub_->GenerateStream(&a_context, request("first", 4));
   ASSERT_EQ(wait_until([](const auto& s) { return s.num_running == 1; }).num_running, 1);
@@ -234,7 +278,7 @@ TEST_F(ServiceTest, DeadlineWhileQueuedIsDeadlineExceeded) {
   const grpc::Status status = stub_->Generate(
       context_with(std::chrono::milliseconds(200)).get(), request("second", 4), &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  gate_closed_ = false;
+  gate_.open();
   v1::GenerateStreamResponse message;
   while (a->Read(&message)) {
   }
@@ -247,7 +291,7 @@ TEST_F(ServiceTest, FullQueueAndDrainingAreRefused) {
   options.max_num_seqs = 1;
   options.max_waiting = 1;
   ASSERT_NO_FATAL_FAILURE(start(options));
-  gate_closed_ = true;
+  gate_.close();
   grpc::ClientContext a_context, b_context;
   auto a = stub_->GenerateStream(&a_context, request("first", 3));
   ASSERT_EQ(wait_until([](const auto& s) { return s.num_running == 1; }).num_running, 1);
@@ -257,7 +301,7 @@ TEST_F(ServiceTest, FullQueueAndDrainingAreRefused) {
   EXPECT_EQ(stub_->Generate(context_with(kTimeout).get(), request("third", 3), &response)
                 .error_code(),
             grpc::StatusCode::RESOURCE_EXHAUSTED);
-  gate_closed_ = false;
+  gate_.open();
   v1::GenerateStreamResponse message;
   while (a->Read(&message)) {
   }
@@ -301,12 +345,16 @@ TEST_F(ServiceTest, EveryRequestEndsWithExactlyOneFinalStatus) {
     EXPECT_EQ(stub_->Generate(context_with(kTimeout).get(), invalid, &response).error_code(),
               grpc::StatusCode::INVALID_ARGUMENT);
   }
-  step_delay_ms_ = 20;  // slow steps: the holders below stay in the engine for a while
+  gate_.close();  // the holders below stay in the engine until the gate opens
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateStreamResponse>>> readers;
   for (int i = 0; i < 4; ++i, ++num_sent) {  // 2 running, then 2 waiting
     contexts.push_back(std::make_unique<grpc::ClientContext>());
     readers.push_back(stub_->GenerateStream(contexts.back().get(), request("hold", 100)));
+    if (i == 1) {  // the second is admitted at the next step, once it has arrived
+      ASSERT_EQ(wait_until([](const auto& s) { return s.num_waiting == 1; }).num_waiting, 1);
+      gate_.allow(1);
+    }
     const int running = std::min(i + 1, 2), waiting = std::max(i - 1, 0);
     const auto s = wait_until([&](const auto& s) {
       return s.num_running == running && s.num_waiting == waiting;
@@ -326,7 +374,7 @@ TEST_F(ServiceTest, EveryRequestEndsWithExactlyOneFinalStatus) {
     }
     EXPECT_EQ(r->Finish().error_code(), grpc::StatusCode::CANCELLED);
   }
-  step_delay_ms_ = 0;
+  gate_.open();
   ASSERT_TRUE(idle());  // the client saw CANCELLED at once; the engine drops them next step
   runner_state_->fail_on_call = runner_state_->calls() + 1;
   ++num_sent;
@@ -334,7 +382,7 @@ TEST_F(ServiceTest, EveryRequestEndsWithExactlyOneFinalStatus) {
                 .error_code(),
             grpc::StatusCode::INTERNAL);
   ASSERT_TRUE(idle());
-  double total = 0;
+  double total = 0;  // the gRPC threads count a call after its client has the status
   for (int i = 0; i < 200 && total < num_sent; ++i) {
     total = requests_total();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -343,10 +391,12 @@ TEST_F(ServiceTest, EveryRequestEndsWithExactlyOneFinalStatus) {
 }
 
 // Health follows the engine: SERVING while it runs, NOT_SERVING while it is stalled with
-// work pending, SERVING again once it makes progress, NOT_SERVING after drain.
+// work pending, SERVING again once it makes progress, NOT_SERVING after drain. wait_for polls
+// the health service, which the watcher thread updates every 10 ms.
 TEST_F(ServiceTest, HealthFollowsTheEngine) {
   engine::EngineOptions options;
   options.stall_threshold = std::chrono::milliseconds(100);
+  options.clock = &clock_;
   ASSERT_NO_FATAL_FAILURE(start(options));
   HealthWatcher watcher(&health_, [this] { return engine_serving(engine_->snapshot()); },
                         std::chrono::milliseconds(10));
@@ -366,9 +416,12 @@ TEST_F(ServiceTest, HealthFollowsTheEngine) {
     return false;
   };
   EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::SERVING));
-  gate_closed_ = true;
+  gate_.close();
   grpc::ClientContext context;
   auto reader = stub_->GenerateStream(&context, request("stall", 3));
+  ASSERT_EQ(wait_until([](const auto& s) { return s.num_running == 1; }).num_running, 1);
+  EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::SERVING));  // not stalled yet
+  clock_.advance(options.stall_threshold + std::chrono::milliseconds(1));  // in that step
   EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::NOT_SERVING));
   // While stalled, new requests fail at once with UNAVAILABLE instead of queueing.
   v1::GenerateResponse refused_response;
@@ -376,7 +429,7 @@ TEST_F(ServiceTest, HealthFollowsTheEngine) {
       stub_->Generate(context_with(kTimeout).get(), request("late", 2), &refused_response);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(refused.error_message(), HasSubstr("stalled"));
-  gate_closed_ = false;
+  gate_.open();
   EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::SERVING));
   v1::GenerateStreamResponse message;
   while (reader->Read(&message)) {
