@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The README's test command: installs dependencies, fetches the default model, builds
-# everything (CUDA kernels too when nvcc is present) and runs the whole suite with ctest.
+# The README's test command: checks file and function sizes (scripts/check-size.py), installs
+# dependencies, fetches the default model, builds everything (CUDA kernels too when nvcc is
+# present) and runs the whole suite with ctest.
 # GPU tests are reported by ctest as skipped ("Not Run") on machines without a GPU; any other
 # skip fails the run (scripts/skip-policy.sh, which also prints the counts).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+python3 scripts/check-size.py  # files over 800 lines, host functions over 80
 build="${FLASHSERVE_BUILD_DIR:-build}"
 jobs="${FLASHSERVE_JOBS:-$(nproc)}"
 
