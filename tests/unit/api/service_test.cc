@@ -104,8 +104,8 @@ class ServiceTest : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port, 0);
-    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                   grpc::InsecureChannelCredentials());
+    target_ = "127.0.0.1:" + std::to_string(port);
+    channel_ = grpc::CreateChannel(target_, grpc::InsecureChannelCredentials());
     stub_ = v1::Generation::NewStub(channel_);
   }
 
@@ -154,6 +154,7 @@ class ServiceTest : public ::testing::Test {
   std::unique_ptr<GenerationService> service_;
   HealthService health_{{std::string(v1::Generation::service_full_name())}};
   std::unique_ptr<grpc::Server> server_;
+  std::string target_;  // "127.0.0.1:PORT"
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Generation::Stub> stub_;
 };
@@ -215,6 +216,53 @@ TEST_F(ServiceTest, StreamCarriesEveryTokenOnceAndOneFinalMessage) {
   EXPECT_EQ(ids, std::vector<int32_t>(unary.token_ids().begin(), unary.token_ids().end()));
   EXPECT_LE(messages.size(), 151u);
   EXPECT_TRUE(idle());
+}
+
+// A client that stops reading: once HTTP/2 flow control holds the server's writes back, the
+// tokens generated meanwhile wait in the call and go out merged into one message per write
+// (one write in flight per call), never one queued message per token. The messages still
+// concatenate to exactly the unary call's tokens and text.
+TEST_F(ServiceTest, TokensOfAStalledReaderAreMergedIntoFewMessages) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  constexpr int kTokens = 200;
+  v1::GenerateRequest r = request("hello", kTokens);
+  r.set_logprobs(true);
+  r.set_top_logprobs(20);  // ~150 bytes per token: the client's window fills after a few
+  v1::GenerateResponse unary;
+  ASSERT_TRUE(stub_->Generate(context_with(kTimeout).get(), r, &unary).ok());
+  ASSERT_EQ(unary.token_ids_size(), kTokens);
+
+  grpc::ChannelArguments args;  // a small receive window that does not grow
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 1024);
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto stub = v1::Generation::NewStub(
+      grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args));
+  auto context = context_with(kTimeout);
+  auto reader = stub->GenerateStream(context.get(), r);
+  std::vector<v1::GenerateStreamResponse> messages(1);
+  ASSERT_TRUE(reader->Read(&messages[0]));
+  // The engine generates every token while the client reads nothing.
+  ASSERT_TRUE(idle());
+  v1::GenerateStreamResponse message;
+  while (reader->Read(&message)) messages.push_back(message);
+  ASSERT_TRUE(reader->Finish().ok());
+
+  std::string text;
+  std::vector<int32_t> ids;
+  int num_logprobs = 0;
+  for (const auto& m : messages) {
+    text += m.text();
+    ids.insert(ids.end(), m.token_ids().begin(), m.token_ids().end());
+    num_logprobs += m.logprobs_size();
+    EXPECT_EQ(m.logprobs_size(), m.token_ids_size());
+  }
+  EXPECT_EQ(ids, std::vector<int32_t>(unary.token_ids().begin(), unary.token_ids().end()));
+  EXPECT_EQ(text, unary.text());
+  EXPECT_EQ(num_logprobs, kTokens);
+  EXPECT_TRUE(messages.back().has_final());
+  // A few messages fill the window; then the write in flight waits and everything generated
+  // meanwhile leaves in the next one (one message per token without merging: kTokens).
+  EXPECT_LT(messages.size(), static_cast<size_t>(kTokens / 4)) << messages.size();
 }
 
 TEST_F(ServiceTest, ModelErrorEndsTheCallWithItsStatus) {
