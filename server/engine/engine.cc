@@ -399,7 +399,9 @@ void Engine::Impl::step() {
   }
   const model::ForwardBatch batch = build_batch(out);
   model::ForwardStats stats;
-  absl::Status status = runner_->forward(batch, &sampled_, &stats);
+  // Without metrics nothing reads the stats: a null pointer lets the runner skip measuring.
+  absl::Status status =
+      runner_->forward(batch, &sampled_, metrics_ != nullptr ? &stats : nullptr);
   if (status.ok() && sampled_.size() != batch.sample_seqs.size()) {
     status = absl::InternalError(absl::StrCat("model runner returned ", sampled_.size(),
                                               " tokens for ", batch.sample_seqs.size(),

@@ -120,6 +120,7 @@ struct FakeRunnerState {
   absl::Mutex mu;
   std::vector<model::ForwardBatch> batches ABSL_GUARDED_BY(mu);
   int num_calls ABSL_GUARDED_BY(mu) = 0;
+  int num_calls_with_stats ABSL_GUARDED_BY(mu) = 0;  // forward() calls given a stats pointer
   model::ForwardStats total_stats ABSL_GUARDED_BY(mu);
 
   // Set before the engine starts; read by the engine thread.
@@ -136,6 +137,10 @@ struct FakeRunnerState {
   int calls() {
     absl::MutexLock lock(&mu);
     return num_calls;
+  }
+  int calls_with_stats() {
+    absl::MutexLock lock(&mu);
+    return num_calls_with_stats;
   }
 };
 
@@ -168,6 +173,10 @@ class FakeRunner : public model::ModelRunner {
   absl::Status forward(const model::ForwardBatch& batch,
                        std::vector<model::SampledToken>* sampled,
                        model::ForwardStats* stats) override {
+    if (stats != nullptr) {
+      absl::MutexLock lock(&state_->mu);
+      ++state_->num_calls_with_stats;
+    }
     std::vector<float> logits;
     if (absl::Status s = run_batch(batch, &logits, stats); !s.ok()) return s;
     sampled->resize(batch.sample_seqs.size());

@@ -83,6 +83,7 @@ struct TestEngineOptions {
   int num_kv_blocks = 64;
   int block_size = 4;
   int context_length = 256;
+  bool with_metrics = true;  // false: the engine gets no metrics (a server with metrics off)
 };
 
 // An engine over a FakeRunner; configure `state` before start().
@@ -94,7 +95,7 @@ class TestEngine {
         engine_(std::make_unique<Engine>(
             std::make_unique<FakeRunner>(state, options.num_kv_blocks, options.block_size,
                                          options.context_length),
-            tokenizer, options.engine, &metrics)) {}
+            tokenizer, options.engine, options.with_metrics ? &metrics : nullptr)) {}
 
   Engine& operator*() { return *engine_; }
   Engine* operator->() { return engine_.get(); }

@@ -288,5 +288,30 @@ TEST(EngineBatchingTest, MetricsAfterAKnownWorkload) {
             0);
 }
 
+// A server with metrics off (--metrics-port -1) gives the engine no metrics: the runner is then
+// asked for no stats (the CUDA runner skips its timing events), and the output is the same.
+TEST(EngineBatchingTest, WithoutMetricsTheRunnerIsAskedForNoStats) {
+  std::vector<std::vector<int32_t>> outputs;
+  for (const bool with_metrics : {true, false}) {
+    TestEngine e({.engine = {.max_num_seqs = 4}, .with_metrics = with_metrics});
+    e->start();
+    std::vector<std::shared_ptr<Stream>> streams;
+    for (int i = 0; i < 3; ++i) streams.push_back(e.submit(greedy_request(make_prompt(i, 7), 6)));
+    std::vector<int32_t> tokens;
+    for (auto& s : streams) {
+      ASSERT_TRUE(s->wait_final());
+      const std::vector<int32_t> t = s->tokens();
+      tokens.insert(tokens.end(), t.begin(), t.end());
+    }
+    ASSERT_GT(e.state->calls(), 0);
+    EXPECT_EQ(e.state->calls_with_stats(), with_metrics ? e.state->calls() : 0);
+    const std::string t = e.metrics.serialize();
+    EXPECT_EQ(metric(t, "flashserve_generated_tokens_total"), with_metrics ? 18 : 0);
+    outputs.push_back(std::move(tokens));
+  }
+  EXPECT_EQ(outputs[0], outputs[1]);
+  EXPECT_EQ(outputs[0].size(), 18u);
+}
+
 }  // namespace
 }  // namespace flashserve::engine
