@@ -1,7 +1,12 @@
 // `flashserve-cli load`: a closed-loop load generator. `--concurrency` client threads each
 // run streaming generations back to back until `--requests` have been sent, then it prints
 // throughput (requests/s, tokens/s) and TTFT / inter-token / end-to-end latency percentiles.
-// Latencies are measured on the client (they include the network and the gRPC stack).
+// Latencies are measured on the client (they include the network and the gRPC stack). It also
+// prints the stream messages received (the server merges tokens into one message when a
+// stream falls behind: docs/api.md) and the CPU time the client itself used, so that a run
+// shows whether the client could have been the bottleneck.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <atomic>
@@ -37,6 +42,7 @@ struct RequestResult {
   double total_seconds = 0;
   int prompt_tokens = 0;
   int completion_tokens = 0;
+  int num_messages = 0;  // stream messages received (the final one included)
 };
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
@@ -54,6 +60,7 @@ RequestResult run_one(v1::Generation::Stub* stub, const v1::GenerateRequest& req
   v1::GenerateStreamResponse message;
   while (reader->Read(&message)) {
     const Clock::time_point now = Clock::now();
+    ++result.num_messages;
     const int num_tokens = message.token_ids_size();
     if (num_tokens > 0) {
       if (result.ttft_seconds < 0) {
@@ -91,6 +98,14 @@ void print_percentiles(const char* name, std::vector<double> values) {
   std::cout << absl::StrFormat("%-22s p50 %8.1f ms   p90 %8.1f ms   p99 %8.1f ms   (n=%d)\n",
                                name, 1e3 * percentile(values, 50), 1e3 * percentile(values, 90),
                                1e3 * percentile(values, 99), values.size());
+}
+
+// User + system CPU seconds this process has used so far.
+double process_cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + 1e-6 * t.tv_usec; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 // Builds the prompt: --prompt-tokens N -> exactly N token ids (the filler text tokenized by
@@ -155,6 +170,7 @@ int run_load(const CliContext& ctx, const std::vector<std::string>& argv) {
   std::vector<RequestResult> results;
   results.reserve(*num_requests);
   auto stub = v1::Generation::NewStub(ctx.channel);
+  const double cpu_start = process_cpu_seconds();
   const Clock::time_point start = Clock::now();
   std::vector<std::thread> workers;
   for (int w = 0; w < std::min(*concurrency, *num_requests); ++w) {
@@ -168,9 +184,10 @@ int run_load(const CliContext& ctx, const std::vector<std::string>& argv) {
   }
   for (std::thread& t : workers) t.join();
   const double wall = seconds_between(start, Clock::now());
+  const double cpu = process_cpu_seconds() - cpu_start;
 
   int num_ok = 0;
-  int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t prompt_tokens = 0, completion_tokens = 0, num_messages = 0;
   std::map<std::string, int> errors;
   std::vector<double> ttft, itl, e2e;
   for (const RequestResult& r : results) {
@@ -181,6 +198,7 @@ int run_load(const CliContext& ctx, const std::vector<std::string>& argv) {
     ++num_ok;
     prompt_tokens += r.prompt_tokens;
     completion_tokens += r.completion_tokens;
+    num_messages += r.num_messages;
     if (r.ttft_seconds >= 0) ttft.push_back(r.ttft_seconds);
     itl.insert(itl.end(), r.inter_token.begin(), r.inter_token.end());
     e2e.push_back(r.total_seconds);
@@ -193,6 +211,11 @@ int run_load(const CliContext& ctx, const std::vector<std::string>& argv) {
       ctx.target, *num_requests, *concurrency, wall, num_ok, *num_requests - num_ok,
       num_ok / wall, completion_tokens / wall, prompt_tokens / wall, prompt_tokens,
       completion_tokens, num_ok ? static_cast<double>(completion_tokens) / num_ok : 0.0);
+  std::cout << absl::StrFormat(
+      "messages: %d stream messages, %.2f generated tokens per message\n"
+      "client cpu: %.3f s (%.1f%% of one core), %.2f us per generated token\n",
+      num_messages, num_messages ? static_cast<double>(completion_tokens) / num_messages : 0.0,
+      cpu, 100 * cpu / wall, completion_tokens ? 1e6 * cpu / completion_tokens : 0.0);
   print_percentiles("time to first token", ttft);
   print_percentiles("inter-token latency", itl);
   print_percentiles("end-to-end latency", e2e);
