@@ -190,19 +190,6 @@ std::thread start_signal_thread(Server* server, StopRequest* stop) {
 
 // ---- flags -----------------------------------------------------------------------------------
 
-// docs/api.md spells flags with dashes (--metrics-port); absl flags use underscores.
-std::vector<std::string> dashes_to_underscores(int argc, char** argv) {
-  std::vector<std::string> args(argv, argv + argc);
-  for (std::string& a : args) {
-    if (a.rfind("--", 0) != 0) continue;
-    const size_t end = std::min(a.find('='), a.size());
-    for (size_t i = 2; i < end; ++i) {
-      if (a[i] == '-') a[i] = '_';
-    }
-  }
-  return args;
-}
-
 void parse_flags(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "flashserve --model PATH [--device auto|cpu|cuda] [--host 0.0.0.0] [--port 50051] "
@@ -220,7 +207,7 @@ void parse_flags(int argc, char** argv) {
                         flashserve::kGitCommit, ")\n");
   };
   absl::SetFlagsUsageConfig(usage);
-  std::vector<std::string> args = dashes_to_underscores(argc, argv);
+  std::vector<std::string> args = flashserve::api::dashes_to_underscores(argc, argv);
   std::vector<char*> pointers;
   for (std::string& a : args) pointers.push_back(a.data());
   absl::ParseCommandLine(static_cast<int>(pointers.size()), pointers.data());

@@ -167,7 +167,9 @@ absl::Status Server::Impl::load_model() {
   load_options.cuda_graphs = options_.cuda_graphs;
   load_options.max_num_seqs = options_.engine.max_num_seqs;
   load_options.max_batch_tokens = options_.engine.max_batch_tokens;
-  ASSIGN_OR_RETURN(model_, model::load_model(options_.model_path, load_options));
+  ASSIGN_OR_RETURN(model_, options_.model_loader
+                               ? options_.model_loader(options_.model_path, load_options)
+                               : model::load_model(options_.model_path, load_options));
   if (!options_.fault_stall_file.empty()) {
     model_.runner = with_stall_hook(std::move(model_.runner), options_.fault_stall_file);
   }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -91,6 +92,18 @@ absl::StatusOr<std::chrono::milliseconds> seconds_flag(absl::string_view flag, d
     return bad(flag, absl::StrCat(seconds, " s must be in [0, ", kMaxSeconds, "] seconds"));
   }
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
+}
+
+std::vector<std::string> dashes_to_underscores(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::string& a : args) {
+    if (a.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(a.find('='), a.size());
+    for (size_t i = 2; i < end; ++i) {
+      if (a[i] == '-') a[i] = '_';
+    }
+  }
+  return args;
 }
 
 }  // namespace flashserve::api

@@ -2,10 +2,13 @@
 // What the server is started with (main.cc fills it from flags) and the check that refuses,
 // before anything starts, options that would leave the server unable to serve.
 #include <chrono>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "model/model_loader.h"
 #include "server/api/log.h"
 #include "server/api/validation.h"
 #include "server/engine/engine.h"
@@ -69,6 +72,13 @@ struct ServerOptions {
   TransportLimits transport;
   // Test hook (stall_hook.h): while this file exists every engine step blocks. Empty = off.
   std::string fault_stall_file;
+  // Benchmark hook: what load_model() calls instead of model::load_model (same arguments:
+  // model_path and the load options built from these options). Null = model::load_model.
+  // bench/serving/canned_server.cc serves the real gRPC and engine path over a runner that
+  // answers every step at once, to measure what the serving pipeline itself sustains.
+  std::function<absl::StatusOr<model::LoadedModel>(const std::string& path,
+                                                   const model::LoadOptions& options)>
+      model_loader;
 };
 
 // OK, or InvalidArgument naming the flag (dashed, as typed: "--max-waiting") and its value
@@ -77,6 +87,10 @@ struct ServerOptions {
 // Files named by TLS/auth options are checked to be readable; their contents are checked by
 // Server::start().
 absl::Status validate_server_options(const ServerOptions& options);
+
+// docs/api.md spells flags with dashes (--metrics-port); absl flags use underscores. Returns
+// argv with the dashes of every "--flag" name (up to any '=') turned into underscores.
+std::vector<std::string> dashes_to_underscores(int argc, char** argv);
 
 // A duration flag given in seconds (--drain-timeout 2.5): finite, >= 0, at most a day.
 // InvalidArgument naming the flag otherwise.

@@ -55,6 +55,9 @@ std::string binary(const char* env_name, const char* built) {
 
 std::string server_binary() { return binary("FLASHSERVE_E2E_SERVER_BIN", FLASHSERVE_SERVER_BIN); }
 std::string cli_binary() { return binary("FLASHSERVE_E2E_CLI_BIN", FLASHSERVE_CLI_BIN); }
+std::string canned_server_binary() {
+  return binary("FLASHSERVE_E2E_CANNED_SERVER_BIN", FLASHSERVE_CANNED_SERVER_BIN);
+}
 
 CommandResult run_command(const std::string& command) {
   CommandResult result;
@@ -80,12 +83,18 @@ std::string default_model_path() {
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start(
     const std::string& model_path, const std::vector<std::string>& extra_args,
     std::chrono::seconds timeout) {
+  return start_binary(server_binary(), model_path, extra_args, timeout);
+}
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start_binary(
+    const std::string& binary, const std::string& model_path,
+    const std::vector<std::string>& extra_args, std::chrono::seconds timeout) {
   std::unique_ptr<ServerProcess> server(new ServerProcess());
   char dir_template[] = "/tmp/flashserve-e2e-XXXXXX";
   if (::mkdtemp(dir_template) == nullptr) return absl::InternalError("mkdtemp failed");
   server->log_path_ = std::string(dir_template) + "/server.log";
 
-  std::vector<std::string> args = {server_binary(), "--model", model_path,
+  std::vector<std::string> args = {binary, "--model", model_path,
                                    "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> argv;

@@ -25,6 +25,8 @@ std::string default_model_path();
 // FLASHSERVE_E2E_CLI_BIN when set (the bundled binaries on a GPU machine).
 std::string server_binary();
 std::string cli_binary();
+// bench/serving's flashserve-canned-server (or FLASHSERVE_E2E_CANNED_SERVER_BIN).
+std::string canned_server_binary();
 
 // Runs a shell command line; its exit code (-1 if it did not exit normally) and its stdout
 // (append " 2>&1" to the command for stderr too).
@@ -40,6 +42,12 @@ class ServerProcess {
   // model may still be loading). Error with the log's tail if it exits or times out.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> start(
       const std::string& model_path, const std::vector<std::string>& extra_args,
+      std::chrono::seconds timeout = std::chrono::seconds(60));
+  // The same with another server binary that takes the same flags and logs the same lines
+  // (flashserve-canned-server).
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> start_binary(
+      const std::string& binary, const std::string& model_path,
+      const std::vector<std::string>& extra_args,
       std::chrono::seconds timeout = std::chrono::seconds(60));
   ~ServerProcess();
 

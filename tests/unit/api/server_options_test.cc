@@ -96,5 +96,18 @@ TEST(ServerOptionsTest, HalfATlsConfigurationIsRefused) {
   expect_refused(o, "--auth-token-file '/nonexistent/tokens' cannot be read");
 }
 
+// Flags are spelled with dashes in the docs and with underscores by absl: only the names of
+// "--flags" change, never their values or other arguments.
+TEST(ServerOptionsTest, DashedFlagNamesBecomeUnderscored) {
+  std::vector<std::string> in = {"flashserve", "--metrics-port", "-1", "--max-num-seqs=256",
+                                 "--canned-text=a-b c", "--noprefix-caching", "-x-y", "a-b"};
+  std::vector<char*> argv;
+  for (std::string& a : in) argv.push_back(a.data());
+  EXPECT_EQ(dashes_to_underscores(static_cast<int>(argv.size()), argv.data()),
+            (std::vector<std::string>{"flashserve", "--metrics_port", "-1", "--max_num_seqs=256",
+                                      "--canned_text=a-b c", "--noprefix_caching", "-x-y",
+                                      "a-b"}));
+}
+
 }  // namespace
 }  // namespace flashserve::api
