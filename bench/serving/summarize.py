@@ -1,20 +1,46 @@
 #!/usr/bin/env python3
-"""The serving results table from `flashserve-cli load` outputs (used by bench/serving/run.sh).
+"""The serving results tables from `flashserve-cli load` outputs (used by bench/serving/run.sh).
 
-Each input is the text one `flashserve-cli load` run printed (tools/cli/load.cc). The table
-has one row per run: output tokens/s (generated tokens over the run's wall time), TTFT and
-inter-token latency p50/p99 (client-side), and a check that every request succeeded and
-generated exactly --new-tokens tokens (EOS ignored). peer_hf.py prints rows in the same
-format (format_table). Exit status 1 when a run failed or fell short of the tokens asked.
+Table mode (the default): each input is the text one `flashserve-cli load` run printed
+(tools/cli/load.cc), with the lines run.sh appends ("server cpu: S s"); one row per run:
+output tokens/s (generated tokens over the run's wall time), TTFT and inter-token latency
+p50/p99 (client-side), generated tokens per stream message, the server's and the client's CPU
+time per generated token, the HBM bandwidth fraction of the engine steps (below) and a check
+that every request succeeded and generated exactly --new-tokens tokens (EOS ignored).
+peer_hf.py prints rows in the same format (format_table). Exit status 1 when a run failed or
+fell short of the tokens asked.
 
-Usage: summarize.py --label TEXT --new-tokens N [--env env.txt] --out results.md LOAD_OUTPUT...
+HBM bandwidth fraction of a run (needs --server-log, --peak-hbm-gbps and the /metrics scrapes
+run.sh takes just before and after the run, X.before.prom and X.after.prom beside X.txt):
+
+    steps      = delta flashserve_engine_steps_total
+    step_s     = delta flashserve_engine_step_seconds_sum             (engine wall time)
+    kv_bytes   = delta flashserve_attention_kernel_bytes_total, both phases
+                 (Q, K, V read once + O written once: docs/design.md)
+    weights    = the bf16 weight bytes the server logged ("weights X MiB bf16")
+    fraction   = (steps * weights + kv_bytes) / step_s / (peak GB/s * 1e9)
+
+Every step reads every weight once (the GEMMs of all its tokens share one pass) and the KV of
+its sequences. Steps are mostly decode steps at steady state; a step that also carries a
+prefill chunk is counted the same way (its prompt K/V bytes are in kv_bytes).
+
+Metrics mode (--metrics-on ... --metrics-off ...): the same load run with metrics on and off
+(several rounds each, alternating); one row per concurrency with the mean tokens/s of each and
+the throughput lost to metrics, (off - on) / off.
+
+Usage: summarize.py --label TEXT --new-tokens N [--env env.txt] [--server-log LOG]
+                    [--peak-hbm-gbps GBPS] --out results.md LOAD_OUTPUT...
+       summarize.py --label TEXT --out metrics.md --metrics-on A.txt... --metrics-off B.txt...
 """
 import argparse
+import os
 import re
+import statistics
 import sys
 
 COLUMNS = ["concurrency", "requests ok", "output tokens/s", "TTFT p50 ms", "TTFT p99 ms",
-           "ITL p50 ms", "ITL p99 ms", "tokens/request"]
+           "ITL p50 ms", "ITL p99 ms", "tokens/request", "tokens/message",
+           "server CPU us/token", "client CPU us/token", "HBM fraction"]
 
 PATTERNS = {
     "concurrency": r"target \S+: (\d+) requests, concurrency (\d+), ([\d.]+) s",
@@ -24,6 +50,12 @@ PATTERNS = {
     "ttft": r"time to first token\s+p50\s+([\d.]+) ms\s+p90\s+([\d.]+) ms\s+p99\s+([\d.]+) ms",
     "itl": r"inter-token latency\s+p50\s+([\d.]+) ms\s+p90\s+([\d.]+) ms\s+p99\s+([\d.]+) ms",
 }
+OPTIONAL_PATTERNS = {
+    "messages": r"messages: (\d+) stream messages",
+    "client_cpu": r"client cpu: ([\d.]+) s",
+    "server_cpu": r"server cpu: ([\d.]+) s",
+}
+WEIGHTS_PATTERN = r"weights ([\d.]+) MiB bf16"
 
 
 def parse_load_output(path):
@@ -38,7 +70,8 @@ def parse_load_output(path):
         found[name] = m.groups()
     requests, concurrency, _ = found["concurrency"]
     ok, _failed = found["succeeded"]
-    return {
+    generated = int(found["tokens"][1])
+    row = {
         "concurrency": int(concurrency),
         "requests": int(requests),
         "ok": int(ok),
@@ -46,14 +79,89 @@ def parse_load_output(path):
         "ttft_p50": float(found["ttft"][0]), "ttft_p99": float(found["ttft"][2]),
         "itl_p50": float(found["itl"][0]), "itl_p99": float(found["itl"][2]),
         "tokens_per_request": float(found["tokens"][2]),
+        "generated": generated,
     }
+    for name, pattern in OPTIONAL_PATTERNS.items():
+        m = re.search(pattern, text)
+        row[name] = float(m.group(1)) if m else None
+    if row["messages"]:
+        row["tokens_per_message"] = generated / row["messages"]
+    for side in ("server", "client"):
+        cpu = row[f"{side}_cpu"]
+        if cpu is not None and generated > 0:
+            row[f"{side}_us_per_token"] = 1e6 * cpu / generated
+    return row
+
+
+def parse_exposition(path):
+    """{series: value} of a Prometheus text exposition, label sets as written; {} if absent."""
+    series = {}
+    if not os.path.exists(path):
+        return series
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            name, _, value = line.rstrip("\n").rpartition(" ")
+            try:
+                series[name] = float(value)
+            except ValueError:
+                continue
+    return series
+
+
+def metric_sum(series, name, label=None):
+    """Sum of every series of `name` (any labels) whose labels contain `label`."""
+    total = 0.0
+    for key, value in series.items():
+        base = key.split("{", 1)[0]
+        if base == name and (label is None or label in key):
+            total += value
+    return total
+
+
+def weight_bytes(server_log):
+    """The bf16 weight bytes flashserve logged at start-up (CUDA backend); None if absent."""
+    if not server_log or not os.path.exists(server_log):
+        return None
+    with open(server_log, encoding="utf-8", errors="replace") as f:
+        m = re.search(WEIGHTS_PATTERN, f.read())
+    return float(m.group(1)) * 2**20 if m else None
+
+
+def hbm_fraction(load_output, weights, peak_gbps):
+    """The formula in the module docstring over the scrapes beside load_output; None when a
+    figure is missing."""
+    if weights is None or not peak_gbps:
+        return None
+    stem = load_output[:-4] if load_output.endswith(".txt") else load_output
+    before = parse_exposition(stem + ".before.prom")
+    after = parse_exposition(stem + ".after.prom")
+    if not before or not after:
+        return None
+
+    def delta(name):
+        return metric_sum(after, name) - metric_sum(before, name)
+
+    steps = delta("flashserve_engine_steps_total")
+    step_seconds = delta("flashserve_engine_step_seconds_sum")
+    kv_bytes = delta("flashserve_attention_kernel_bytes_total")
+    if steps <= 0 or step_seconds <= 0:
+        return None
+    return (steps * weights + kv_bytes) / step_seconds / (peak_gbps * 1e9)
+
+
+def optional(value, fmt):
+    return "-" if value is None else format(value, fmt)
 
 
 def format_row(r):
     return "| " + " | ".join([
         str(r["concurrency"]), f'{r["ok"]}/{r["requests"]}', f'{r["tokens_per_s"]:,.1f}',
         f'{r["ttft_p50"]:.1f}', f'{r["ttft_p99"]:.1f}', f'{r["itl_p50"]:.2f}', f'{r["itl_p99"]:.2f}',
-        f'{r["tokens_per_request"]:.1f}']) + " |"
+        f'{r["tokens_per_request"]:.1f}', optional(r.get("tokens_per_message"), ".2f"),
+        optional(r.get("server_us_per_token"), ".1f"), optional(r.get("client_us_per_token"), ".1f"),
+        optional(r.get("hbm_fraction"), ".1%")]) + " |"
 
 
 def format_table(label, rows):
@@ -63,15 +171,39 @@ def format_table(label, rows):
     return "\n".join(lines) + "\n"
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--label", required=True)
-    parser.add_argument("--new-tokens", type=int, required=True)
-    parser.add_argument("--env", help="env.txt written by run.sh, quoted under the table")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("outputs", nargs="+")
-    args = parser.parse_args()
+def metrics_table(label, on_paths, off_paths):
+    """(markdown, problems): mean tokens/s with metrics on and off per concurrency."""
+    problems = []
+    by_concurrency = {}
+    for setting, paths in (("on", on_paths), ("off", off_paths)):
+        for path in paths:
+            try:
+                r = parse_load_output(path)
+            except (OSError, ValueError) as e:
+                problems.append(str(e))
+                continue
+            if r["ok"] != r["requests"]:
+                problems.append(f"{path}: {r['requests'] - r['ok']} of {r['requests']} requests failed")
+            by_concurrency.setdefault(r["concurrency"], {"on": [], "off": []})[setting].append(
+                r["tokens_per_s"])
+    lines = [f"### {label}", "",
+             "| concurrency | metrics on: tokens/s (rounds) | metrics off: tokens/s (rounds) "
+             "| lost to metrics |", "|---|---|---|---|"]
+    for c in sorted(by_concurrency):
+        on, off = by_concurrency[c]["on"], by_concurrency[c]["off"]
+        if not on or not off:
+            problems.append(f"concurrency {c}: no run with metrics {'on' if not on else 'off'}")
+            continue
+        on_mean, off_mean = statistics.mean(on), statistics.mean(off)
+        rounds = lambda xs: ", ".join(f"{x:,.0f}" for x in xs)  # noqa: E731
+        lines.append(f"| {c} | {on_mean:,.1f} ({rounds(on)}) | {off_mean:,.1f} ({rounds(off)}) "
+                     f"| {100 * (off_mean - on_mean) / off_mean:+.2f} % |")
+    return "\n".join(lines) + "\n", problems
+
+
+def table_mode(args):
     rows, problems = [], []
+    weights = weight_bytes(args.server_log)
     for path in args.outputs:
         try:
             r = parse_load_output(path)
@@ -82,8 +214,33 @@ def main():
             problems.append(f"{path}: {r['requests'] - r['ok']} of {r['requests']} requests failed")
         if r["tokens_per_request"] != args.new_tokens:
             problems.append(f"{path}: {r['tokens_per_request']} tokens per request, not {args.new_tokens}")
+        r["hbm_fraction"] = hbm_fraction(path, weights, args.peak_hbm_gbps)
         rows.append(r)
     text = format_table(args.label, rows)
+    if weights is not None and args.peak_hbm_gbps:
+        text += (f"\nHBM fraction: (steps x {weights / 2**20:,.1f} MiB of bf16 weights + attention "
+                 f"KV bytes) / engine step seconds / {args.peak_hbm_gbps:,.0f} GB/s.\n")
+    return text, problems
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--label", required=True)
+    parser.add_argument("--new-tokens", type=int)
+    parser.add_argument("--env", help="env.txt written by run.sh, quoted under the table")
+    parser.add_argument("--server-log", help="the server's log (its 'weights X MiB bf16' line)")
+    parser.add_argument("--peak-hbm-gbps", type=float, help="peak HBM bandwidth in GB/s")
+    parser.add_argument("--metrics-on", nargs="+", default=[], help="metrics mode: runs with metrics on")
+    parser.add_argument("--metrics-off", nargs="+", default=[], help="metrics mode: runs with metrics off")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("outputs", nargs="*")
+    args = parser.parse_args()
+    if args.metrics_on or args.metrics_off:
+        text, problems = metrics_table(args.label, args.metrics_on, args.metrics_off)
+    else:
+        if args.new_tokens is None or not args.outputs:
+            parser.error("table mode needs --new-tokens and at least one LOAD_OUTPUT")
+        text, problems = table_mode(args)
     if args.env:
         with open(args.env, encoding="utf-8") as f:
             text += "\n```\n" + f.read() + "```\n"
