@@ -1,5 +1,6 @@
-// `flashserve-cli load`: a closed-loop load generator. `--concurrency` client threads each
-// run streaming generations back to back until `--requests` have been sent, then it prints
+// `flashserve-cli load`: a closed-loop load generator. `--concurrency` streams (gRPC callback
+// reactors on one channel) each run streaming generations back to back until `--requests`
+// have been sent, then it prints
 // throughput (requests/s, tokens/s) and TTFT / inter-token / end-to-end latency percentiles.
 // Latencies are measured on the client (they include the network and the gRPC stack). It also
 // prints the stream messages received (the server merges tokens into one message when a
@@ -11,10 +12,10 @@
 #include <cmath>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -49,41 +50,96 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-RequestResult run_one(v1::Generation::Stub* stub, const v1::GenerateRequest& request,
-                      std::optional<std::chrono::milliseconds> timeout) {
-  RequestResult result;
-  grpc::ClientContext context;
-  if (timeout) context.set_deadline(std::chrono::system_clock::now() + *timeout);
-  const Clock::time_point start = Clock::now();
-  Clock::time_point last_token;
-  auto reader = stub->GenerateStream(&context, request);
-  v1::GenerateStreamResponse message;
-  while (reader->Read(&message)) {
-    const Clock::time_point now = Clock::now();
-    ++result.num_messages;
-    const int num_tokens = message.token_ids_size();
+// What every in-flight stream shares: the request, where results go, how many remain.
+struct LoadRun {
+  LoadRun(v1::Generation::Stub* s, const v1::GenerateRequest* r,
+          std::optional<std::chrono::milliseconds> t, int n)
+      : stub(s), request(r), timeout(t), num_requests(n) {}
+
+  v1::Generation::Stub* const stub;
+  const v1::GenerateRequest* const request;
+  const std::optional<std::chrono::milliseconds> timeout;
+  const int num_requests;
+  std::atomic<int> next{0};  // requests started so far
+  std::mutex mu;
+  std::condition_variable all_done;
+  std::vector<RequestResult> results;  // guarded by mu; complete at num_requests
+
+  // Starts the next request if any remain; returns false when none does.
+  bool start_next();
+};
+
+// One streaming request as a gRPC callback reactor: no thread per stream, so a load of
+// hundreds of streams costs no context switch per message (the thread-per-stream client spent
+// half of its CPU time switching at 256 streams). Callbacks run on gRPC's threads; the times
+// are taken when a message is handed to the client. Deletes itself when the call is done,
+// after starting the next request of the closed loop.
+class StreamRequest final : public grpc::ClientReadReactor<v1::GenerateStreamResponse> {
+ public:
+  explicit StreamRequest(LoadRun* run) : run_(run) {
+    if (run->timeout) context_.set_deadline(std::chrono::system_clock::now() + *run->timeout);
+    start_ = Clock::now();
+    run->stub->async()->GenerateStream(&context_, run->request, this);
+    StartRead(&message_);
+    StartCall();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the stream ended: OnDone follows
+    record(Clock::now());
+    StartRead(&message_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    result_.total_seconds = seconds_between(start_, Clock::now());
+    result_.code = status.error_code();
+    result_.error = status.error_message();
+    // The next request first: once the last result is in, run_ may be gone.
+    run_->start_next();
+    {
+      std::lock_guard<std::mutex> lock(run_->mu);
+      run_->results.push_back(std::move(result_));
+      if (static_cast<int>(run_->results.size()) == run_->num_requests) {
+        run_->all_done.notify_all();
+      }
+    }
+    delete this;
+  }
+
+ private:
+  void record(Clock::time_point now) {
+    ++result_.num_messages;
+    const int num_tokens = message_.token_ids_size();
     if (num_tokens > 0) {
-      if (result.ttft_seconds < 0) {
-        result.ttft_seconds = seconds_between(start, now);
+      if (result_.ttft_seconds < 0) {
+        result_.ttft_seconds = seconds_between(start_, now);
         // Tokens that arrive together after the first one count as zero-gap pieces of it.
-        for (int i = 1; i < num_tokens; ++i) result.inter_token.push_back(0);
+        for (int i = 1; i < num_tokens; ++i) result_.inter_token.push_back(0);
       } else {
         // A message carrying k tokens after a gap g: k tokens at g/k each.
-        const double gap = seconds_between(last_token, now) / num_tokens;
-        for (int i = 0; i < num_tokens; ++i) result.inter_token.push_back(gap);
+        const double gap = seconds_between(last_token_, now) / num_tokens;
+        for (int i = 0; i < num_tokens; ++i) result_.inter_token.push_back(gap);
       }
-      last_token = now;
+      last_token_ = now;
     }
-    if (message.has_final()) {
-      result.prompt_tokens = message.final().usage().prompt_tokens();
-      result.completion_tokens = message.final().usage().completion_tokens();
+    if (message_.has_final()) {
+      result_.prompt_tokens = message_.final().usage().prompt_tokens();
+      result_.completion_tokens = message_.final().usage().completion_tokens();
     }
   }
-  grpc::Status status = reader->Finish();
-  result.total_seconds = seconds_between(start, Clock::now());
-  result.code = status.error_code();
-  result.error = status.error_message();
-  return result;
+
+  LoadRun* const run_;
+  grpc::ClientContext context_;
+  v1::GenerateStreamResponse message_;
+  RequestResult result_;
+  Clock::time_point start_;
+  Clock::time_point last_token_;
+};
+
+bool LoadRun::start_next() {
+  if (next.fetch_add(1) >= num_requests) return false;
+  new StreamRequest(this);  // owns itself until OnDone
+  return true;
 }
 
 // Nearest-rank percentile of an ascending vector; 0 when empty.
@@ -165,24 +221,16 @@ int run_load(const CliContext& ctx, const std::vector<std::string>& argv) {
   auto timeout = timeout_flag(*args);
   if (!timeout.ok()) return fail(timeout.status());
 
-  std::atomic<int> next{0};
-  std::mutex mu;
-  std::vector<RequestResult> results;
-  results.reserve(*num_requests);
   auto stub = v1::Generation::NewStub(ctx.channel);
+  LoadRun run{stub.get(), &request, *timeout, *num_requests};
+  run.results.reserve(*num_requests);
   const double cpu_start = process_cpu_seconds();
   const Clock::time_point start = Clock::now();
-  std::vector<std::thread> workers;
-  for (int w = 0; w < std::min(*concurrency, *num_requests); ++w) {
-    workers.emplace_back([&] {
-      while (next.fetch_add(1) < *num_requests) {
-        RequestResult r = run_one(stub.get(), request, *timeout);
-        std::lock_guard<std::mutex> lock(mu);
-        results.push_back(std::move(r));
-      }
-    });
+  for (int w = 0; w < std::min(*concurrency, *num_requests); ++w) run.start_next();
+  {
+    std::unique_lock<std::mutex> lock(run.mu);
+    run.all_done.wait(lock, [&] { return static_cast<int>(run.results.size()) == run.num_requests; });
   }
-  for (std::thread& t : workers) t.join();
   const double wall = seconds_between(start, Clock::now());
   const double cpu = process_cpu_seconds() - cpu_start;
 
@@ -190,7 +238,7 @@ int run_load(const CliContext& ctx, const std::vector<std::string>& argv) {
   int64_t prompt_tokens = 0, completion_tokens = 0, num_messages = 0;
   std::map<std::string, int> errors;
   std::vector<double> ttft, itl, e2e;
-  for (const RequestResult& r : results) {
+  for (const RequestResult& r : run.results) {
     if (r.code != grpc::OK) {
       ++errors[absl::StrCat(status_code_name(r.code), ": ", r.error)];
       continue;
