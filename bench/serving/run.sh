@@ -10,8 +10,8 @@
 # NEW_TOKENS new tokens (EOS ignored, greedy), REQUESTS_PER_STREAM requests per stream. Around
 # each load it scrapes /metrics and reads the server's CPU time (/proc/PID/stat). Writes to
 # OUT_DIR: results.md (the tables), load_c<N>.txt (raw client output + "server cpu: S s"),
-# load_c<N>.{before,after}.prom, server*.log, and env.txt (binaries' sha256, model, GPU,
-# flags).
+# load_c<N>.{before,after}.prom, server*.log, server*.info.txt (flashserve-cli info) and
+# env.txt (binaries' sha256, model, GPU, flags).
 #
 # Environment (defaults): CONCURRENCY="1 16 64 256" PROMPT_TOKENS=128 NEW_TOKENS=128
 #   REQUESTS_PER_STREAM=4 DEVICE=auto PORT=50151 METRICS_PORT=50152 HEALTH_TIMEOUT=900
@@ -122,6 +122,7 @@ start_server() {
     (( SECONDS < deadline )) || { echo "$0: not SERVING after ${HEALTH_TIMEOUT}s" >&2; exit 1; }
     sleep 1
   done
+  "$cli" --target "$target" info > "${log%.log}.info.txt" 2>&1 || true
 }
 
 scrape() {  # GET /metrics of the running server -> $1 (nothing when its metrics are off)
@@ -168,7 +169,7 @@ summarize() {
   local hbm=()
   [[ -n $PEAK_HBM_GBPS ]] && hbm=(--peak-hbm-gbps "$PEAK_HBM_GBPS")
   python3 "$here/summarize.py" --label "$label" --new-tokens "$new_tokens" --server-log "$log" \
-    "${hbm[@]}" --out "$md" "$@"
+    --info "${log%.log}.info.txt" "${hbm[@]}" --out "$md" "$@"
 }
 
 status=0
@@ -176,7 +177,6 @@ tables=()
 
 # shellcheck disable=SC2086  # SERVER_ARGS is a list of flags
 start_server "$server" "$model" "$out/server.log" "$METRICS_PORT" $SERVER_ARGS
-"$cli" --target "$target" info > "$out/info.txt" 2>&1 || true
 echo "warm-up"
 warm_up
 outputs=()

@@ -10,26 +10,28 @@ that every request succeeded and generated exactly --new-tokens tokens (EOS igno
 peer_hf.py prints rows in the same format (format_table). Exit status 1 when a run failed or
 fell short of the tokens asked.
 
-HBM bandwidth fraction of a run (needs --server-log, --peak-hbm-gbps and the /metrics scrapes
-run.sh takes just before and after the run, X.before.prom and X.after.prom beside X.txt):
+HBM bandwidth fraction of a run (needs --server-log, --info, --peak-hbm-gbps and the /metrics
+scrapes run.sh takes just before and after the run, X.before.prom and X.after.prom beside X.txt):
 
     steps      = delta flashserve_engine_steps_total
     step_s     = delta flashserve_engine_step_seconds_sum             (engine wall time)
-    kv_bytes   = delta flashserve_attention_kernel_bytes_total, both phases
-                 (Q, K, V read once + O written once: docs/design.md)
     weights    = the bf16 weight bytes the server logged ("weights X MiB bf16")
+    kv_token   = 2 (K, V) x layers x KV heads x head_dim x 2 bytes    (`flashserve-cli info`)
+    kv_bytes   = ok requests x ((N - 1) x (P + N / 2) + P) x kv_token
     fraction   = (steps * weights + kv_bytes) / step_s / (peak GB/s * 1e9)
 
-Every step reads every weight once (the GEMMs of all its tokens share one pass) and the KV of
-its sequences. Steps are mostly decode steps at steady state; a step that also carries a
-prefill chunk is counted the same way (its prompt K/V bytes are in kv_bytes).
+Every step reads every weight once (the GEMMs of all its tokens share one pass) and the K/V
+of its sequences: a request of P prompt tokens and N new tokens reads P tokens' K/V in its
+prefill and P + 1, ..., P + N - 1 in its N - 1 decode steps. The KV bytes are computed from
+the shape, not read from flashserve_attention_kernel_bytes_total: the CUDA runner leaves that
+counter out of the decode steps it replays from CUDA graphs.
 
 Metrics mode (--metrics-on ... --metrics-off ...): the same load run with metrics on and off
 (several rounds each, alternating); one row per concurrency with the mean tokens/s of each and
 the throughput lost to metrics, (off - on) / off.
 
 Usage: summarize.py --label TEXT --new-tokens N [--env env.txt] [--server-log LOG]
-                    [--peak-hbm-gbps GBPS] --out results.md LOAD_OUTPUT...
+                    [--info INFO] [--peak-hbm-gbps GBPS] --out results.md LOAD_OUTPUT...
        summarize.py --label TEXT --out metrics.md --metrics-on A.txt... --metrics-off B.txt...
 """
 import argparse
@@ -56,6 +58,7 @@ OPTIONAL_PATTERNS = {
     "server_cpu": r"server cpu: ([\d.]+) s",
 }
 WEIGHTS_PATTERN = r"weights ([\d.]+) MiB bf16"
+SHAPE_PATTERN = r"shape:\s+(\d+) layers, hidden \d+, \d+ heads / (\d+) KV heads, head_dim (\d+)"
 
 
 def parse_load_output(path):
@@ -72,6 +75,7 @@ def parse_load_output(path):
     ok, _failed = found["succeeded"]
     generated = int(found["tokens"][1])
     row = {
+        "prompt_tokens": int(found["tokens"][0]),
         "concurrency": int(concurrency),
         "requests": int(requests),
         "ok": int(ok),
@@ -129,25 +133,37 @@ def weight_bytes(server_log):
     return float(m.group(1)) * 2**20 if m else None
 
 
-def hbm_fraction(load_output, weights, peak_gbps):
+def kv_bytes_per_token(info):
+    """K and V bytes of one token in every layer (bf16) from `flashserve-cli info`; None if absent."""
+    if not info or not os.path.exists(info):
+        return None
+    with open(info, encoding="utf-8", errors="replace") as f:
+        m = re.search(SHAPE_PATTERN, f.read())
+    if m is None:
+        return None
+    layers, kv_heads, head_dim = (int(x) for x in m.groups())
+    return 2 * layers * kv_heads * head_dim * 2
+
+
+def hbm_fraction(load_output, row, weights, kv_token, peak_gbps):
     """The formula in the module docstring over the scrapes beside load_output; None when a
     figure is missing."""
-    if weights is None or not peak_gbps:
+    if weights is None or kv_token is None or not peak_gbps or row["ok"] == 0:
         return None
     stem = load_output[:-4] if load_output.endswith(".txt") else load_output
     before = parse_exposition(stem + ".before.prom")
     after = parse_exposition(stem + ".after.prom")
     if not before or not after:
         return None
-
-    def delta(name):
-        return metric_sum(after, name) - metric_sum(before, name)
-
-    steps = delta("flashserve_engine_steps_total")
-    step_seconds = delta("flashserve_engine_step_seconds_sum")
-    kv_bytes = delta("flashserve_attention_kernel_bytes_total")
+    steps = metric_sum(after, "flashserve_engine_steps_total") - metric_sum(
+        before, "flashserve_engine_steps_total")
+    step_seconds = metric_sum(after, "flashserve_engine_step_seconds_sum") - metric_sum(
+        before, "flashserve_engine_step_seconds_sum")
     if steps <= 0 or step_seconds <= 0:
         return None
+    p = row["prompt_tokens"] / row["ok"]
+    n = row["generated"] / row["ok"]
+    kv_bytes = row["ok"] * ((n - 1) * (p + n / 2) + p) * kv_token
     return (steps * weights + kv_bytes) / step_seconds / (peak_gbps * 1e9)
 
 
@@ -204,6 +220,7 @@ def metrics_table(label, on_paths, off_paths):
 def table_mode(args):
     rows, problems = [], []
     weights = weight_bytes(args.server_log)
+    kv_token = kv_bytes_per_token(args.info)
     for path in args.outputs:
         try:
             r = parse_load_output(path)
@@ -214,12 +231,13 @@ def table_mode(args):
             problems.append(f"{path}: {r['requests'] - r['ok']} of {r['requests']} requests failed")
         if r["tokens_per_request"] != args.new_tokens:
             problems.append(f"{path}: {r['tokens_per_request']} tokens per request, not {args.new_tokens}")
-        r["hbm_fraction"] = hbm_fraction(path, weights, args.peak_hbm_gbps)
+        r["hbm_fraction"] = hbm_fraction(path, r, weights, kv_token, args.peak_hbm_gbps)
         rows.append(r)
     text = format_table(args.label, rows)
-    if weights is not None and args.peak_hbm_gbps:
-        text += (f"\nHBM fraction: (steps x {weights / 2**20:,.1f} MiB of bf16 weights + attention "
-                 f"KV bytes) / engine step seconds / {args.peak_hbm_gbps:,.0f} GB/s.\n")
+    if weights is not None and kv_token is not None and args.peak_hbm_gbps:
+        text += (f"\nHBM fraction: (steps x {weights / 2**20:,.1f} MiB of bf16 weights + the K/V "
+                 f"the requests read, {kv_token:,} bytes per token) / engine step seconds / "
+                 f"{args.peak_hbm_gbps:,.0f} GB/s (summarize.py).\n")
     return text, problems
 
 
@@ -229,6 +247,7 @@ def main():
     parser.add_argument("--new-tokens", type=int)
     parser.add_argument("--env", help="env.txt written by run.sh, quoted under the table")
     parser.add_argument("--server-log", help="the server's log (its 'weights X MiB bf16' line)")
+    parser.add_argument("--info", help="`flashserve-cli info` of the server (its shape line)")
     parser.add_argument("--peak-hbm-gbps", type=float, help="peak HBM bandwidth in GB/s")
     parser.add_argument("--metrics-on", nargs="+", default=[], help="metrics mode: runs with metrics on")
     parser.add_argument("--metrics-off", nargs="+", default=[], help="metrics mode: runs with metrics off")

@@ -80,20 +80,30 @@ class SummarizeTest(unittest.TestCase):
         self.assertTrue(summarize.format_row(r).endswith("| - | - | - | - |"))
 
     def test_hbm_fraction_is_the_documented_formula(self):
+        # 256 requests of 100 prompt tokens -> 128 new tokens each.
         path = self.write("load_c64.txt", load_output(64, 256, 256, "20000.0", 32768, "128.0"))
         self.write("load_c64.before.prom", exposition(100, 0.5, 1e6, 2e6))
         self.write("load_c64.after.prom", exposition(1100, 3.0, 5e6, 402e6))
         log = self.write("server.log", "model loaded: ... cuda: H200: weights 256.0 MiB bf16; KV ...\n")
+        info = self.write("server.info.txt",
+                          "shape:          30 layers, hidden 576, 9 heads / 3 KV heads, head_dim 64\n")
         weights = summarize.weight_bytes(log)
         self.assertEqual(weights, 256 * 2**20)
-        got = summarize.hbm_fraction(path, weights, 4800)
-        steps, seconds, kv = 1000, 2.5, (5e6 - 1e6) + (402e6 - 2e6)
+        kv_token = summarize.kv_bytes_per_token(info)
+        self.assertEqual(kv_token, 2 * 30 * 3 * 64 * 2)
+        row = summarize.parse_load_output(path)
+        row["prompt_tokens"] = 256 * 100
+        got = summarize.hbm_fraction(path, row, weights, kv_token, 4800)
+        steps, seconds = 1000, 2.5
+        kv = 256 * ((128 - 1) * (100 + 128 / 2) + 100) * kv_token
         self.assertAlmostEqual(got, (steps * 256 * 2**20 + kv) / seconds / 4.8e12)
-        # No scrapes, no bf16 weights line (the CPU backend logs fp32) or no peak: no figure.
-        self.assertIsNone(summarize.hbm_fraction(path, None, 4800))
-        self.assertIsNone(summarize.hbm_fraction(path, weights, None))
+        # No scrapes, no bf16 weights line (the CPU backend logs fp32), no shape or no peak: none.
+        self.assertIsNone(summarize.hbm_fraction(path, row, None, kv_token, 4800))
+        self.assertIsNone(summarize.hbm_fraction(path, row, weights, None, 4800))
+        self.assertIsNone(summarize.hbm_fraction(path, row, weights, kv_token, None))
         other = self.write("load_c1.txt", load_output(1, 4, 4, "500.0", 512, "128.0"))
-        self.assertIsNone(summarize.hbm_fraction(other, weights, 4800))
+        self.assertIsNone(summarize.hbm_fraction(other, summarize.parse_load_output(other),
+                                                 weights, kv_token, 4800))
         cpu_log = self.write("cpu.log", "cpu: weights 540.0 MiB fp32; KV cache ...\n")
         self.assertIsNone(summarize.weight_bytes(cpu_log))
 
