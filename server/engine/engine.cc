@@ -1,4 +1,5 @@
 #include "server/engine/engine.h"
+#include "server/engine/event_delivery.h"
 
 #include <algorithm>
 #include <random>
@@ -156,7 +157,8 @@ class Engine::Impl {
   Scheduler scheduler_;
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::vector<model::SampledToken> sampled_;  // [num_samples] of the current step
-  std::vector<std::pair<std::shared_ptr<EventSink>, GenerationEvent>> outbox_;
+  EventDelivery::Batch outbox_;  // this step's events, then posted to delivery_
+  EventDelivery delivery_;       // runs the sinks on its own thread
   uint64_t num_steps_ = 0;
   PrefixCacheStats published_prefix_;  // as last added to the metrics
 
@@ -506,10 +508,7 @@ void Engine::Impl::emit(Request* req) {
   req->pending = GenerationEvent();
 }
 
-void Engine::Impl::deliver() {
-  for (auto& [sink, event] : outbox_) (*sink)(std::move(event));
-  outbox_.clear();
-}
+void Engine::Impl::deliver() { delivery_.post(&outbox_); }
 
 void Engine::Impl::finish(Request* req, FinishReason reason, absl::Status status,
                           TimePoint now) {
@@ -555,6 +554,7 @@ void Engine::Impl::finish_all(FinishReason reason, const absl::Status& status) {
   for (RequestId id : ids) finish(requests_.at(id).get(), reason, status, now);
   publish(now, /*made_progress=*/false);
   deliver();
+  delivery_.flush();  // the engine stops: every final event is out before it returns
 }
 
 void Engine::Impl::publish(TimePoint now, bool made_progress) {

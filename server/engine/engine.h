@@ -3,9 +3,9 @@
 // postprocess (docs/design.md "The path of one request"). Pure C++: no gRPC, no CUDA.
 //
 // Thread-safety: submit(), cancel(), snapshot() may be called from any thread. Event sinks are
-// invoked on the engine thread, in order, and must not block (copy/queue and return); the
-// final events of requests still outstanding when an engine that was never started is
-// destroyed or drained are delivered on the destroying/draining thread.
+// invoked on one delivery thread of the engine (server/engine/event_delivery.h), in order,
+// while the engine thread runs the next step; they must not block (copy/queue and return).
+// drain() and the destructor return only after every event has been delivered.
 // Contract: every request accepted by submit() receives exactly one event with
 // finished == true (its final status), whatever happens (stop, length, cancel, deadline,
 // engine shutdown, model error). After that, its sink is never called again.
