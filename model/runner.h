@@ -43,7 +43,7 @@ struct AttentionPhaseStats {
   int calls = 0;
 };
 // Device time of one forward pass by part. Backends measure it in some steps only (the CUDA
-// backend every kProfileEvery-th step, to keep the extra timing events off most steps);
+// backend every kProfileEvery-th step (model/cuda/cuda_runner.cc), to keep the extra timing events off most steps);
 // `measured` says whether this step's fields hold a measurement.
 struct StepBreakdown {
   bool measured = false;
