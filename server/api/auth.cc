@@ -68,13 +68,13 @@ absl::StatusOr<std::unique_ptr<TokenAuth>> TokenAuth::load(const std::string& pa
 
 absl::Status TokenAuth::reload() {
   ASSIGN_OR_RETURN(std::vector<std::string> tokens, read_tokens(path_));
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   tokens_ = std::move(tokens);
   return absl::OkStatus();
 }
 
 bool TokenAuth::accepts(absl::string_view token) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   bool found = false;
   for (const std::string& accepted : tokens_) {
     found = constant_time_equals(token, accepted) | found;  // no early exit
@@ -92,7 +92,7 @@ grpc::Status TokenAuth::check(const grpc::ServerContextBase& context) const {
 }
 
 int TokenAuth::num_tokens() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int>(tokens_.size());
 }
 

@@ -2,6 +2,8 @@
 #include "server/engine/event_delivery.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <random>
 #include <span>
 #include <string>
@@ -9,9 +11,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "model/text/utf8.h"
 #include "server/engine/block_manager.h"
@@ -117,11 +117,13 @@ class Engine::Impl {
 
  private:
   absl::Status validate(const GenerationRequest& request) const;
-  absl::Status check_capacity(const GenerationRequest& request) ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  bool has_input() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // The three below REQUIRE mu_ held.
+  absl::Status check_capacity(const GenerationRequest& request);
+  bool has_input() const {
     return stop_ || draining_ || !inbox_.empty() || !cancelled_.empty();
   }
-  bool loop_exited() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return loop_exited_; }
+  // Waits up to `limit` for the loop to exit; true when it did.
+  bool wait_loop_exited(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds limit);
 
   // ---- engine thread ----
   void loop();
@@ -162,18 +164,23 @@ class Engine::Impl {
   uint64_t num_steps_ = 0;
   PrefixCacheStats published_prefix_;  // as last added to the metrics
 
-  mutable absl::Mutex mu_;
-  std::vector<std::unique_ptr<Request>> inbox_ ABSL_GUARDED_BY(mu_);
-  std::vector<RequestId> cancelled_ ABSL_GUARDED_BY(mu_);
-  RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  bool started_ ABSL_GUARDED_BY(mu_) = false;
-  bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // std::mutex/std::condition_variable rather than absl::Mutex: ThreadSanitizer intercepts
+  // them, while Debian's Abseil is not built with it (scripts/sanitize.sh tsan).
+  mutable std::mutex mu_;
+  std::condition_variable input_cv_;        // has_input() may have turned true
+  std::condition_variable loop_exited_cv_;  // loop_exited_ turned true
+  // Guarded by mu_:
+  std::vector<std::unique_ptr<Request>> inbox_;
+  std::vector<RequestId> cancelled_;
+  RequestId next_id_ = 1;
+  bool started_ = false;
+  bool draining_ = false;
+  bool stop_ = false;
   // Set when a drain's limit passed: the loop fails what remains with this status and exits.
-  absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
-  bool loop_exited_ ABSL_GUARDED_BY(mu_) = false;
-  EngineSnapshot published_ ABSL_GUARDED_BY(mu_);  // as of the last step
-  TimePoint last_progress_ ABSL_GUARDED_BY(mu_);
+  absl::Status abort_status_;
+  bool loop_exited_ = false;
+  EngineSnapshot published_;  // as of the last step
+  TimePoint last_progress_;
   std::thread thread_;
 };
 
@@ -203,16 +210,17 @@ Engine::Impl::Impl(std::unique_ptr<model::ModelRunner> runner,
 Engine::Impl::~Impl() {
   bool joinable;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
     joinable = thread_.joinable();
   }
+  input_cv_.notify_all();
   if (joinable) thread_.join();
   finish_all(FinishReason::kCancelled);  // never started: nothing else will
 }
 
 void Engine::Impl::start() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (started_ || stop_ || draining_) return;
   started_ = true;
   thread_ = std::thread([this] { loop(); });
@@ -222,11 +230,11 @@ bool Engine::Impl::drain(std::chrono::milliseconds limit) {
   bool joinable;
   bool finished_in_time = true;
   {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     draining_ = true;
     joinable = thread_.joinable();
-    if (joinable && !mu_.AwaitWithTimeout(absl::Condition(this, &Impl::loop_exited),
-                                          absl::FromChrono(limit))) {
+    input_cv_.notify_all();
+    if (joinable && !wait_loop_exited(lock, limit)) {
       finished_in_time = false;
       abort_status_ = absl::UnavailableError(absl::StrCat(
           "the server is shutting down and its drain limit of ",
@@ -240,6 +248,17 @@ bool Engine::Impl::drain(std::chrono::milliseconds limit) {
     finish_all(FinishReason::kCancelled);
   }
   return finished_in_time;
+}
+
+bool Engine::Impl::wait_loop_exited(std::unique_lock<std::mutex>& lock,
+                                    std::chrono::milliseconds limit) {
+  const auto exited = [this] { return loop_exited_; };
+  // Past ~100 years wait_for's deadline (now + limit) would overflow: that is "no limit".
+  if (limit >= std::chrono::hours(24 * 365 * 100)) {
+    loop_exited_cv_.wait(lock, exited);
+    return true;
+  }
+  return loop_exited_cv_.wait_for(lock, limit, exited);
 }
 
 absl::Status Engine::Impl::validate(const GenerationRequest& r) const {
@@ -297,7 +316,7 @@ absl::StatusOr<RequestId> Engine::Impl::submit(GenerationRequest request, EventS
   absl::Status status = validate(request);
   RequestId id = 0;
   if (status.ok()) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (draining_ || stop_) {
       status = absl::UnavailableError("engine is draining or stopped");
     } else {
@@ -314,6 +333,7 @@ absl::StatusOr<RequestId> Engine::Impl::submit(GenerationRequest request, EventS
                                                  now));
     }
   }
+  if (status.ok()) input_cv_.notify_one();
   if (!status.ok()) {
     if (metrics_ != nullptr) metrics_->record_request(metrics::rejected_status(status));
     return status;
@@ -322,12 +342,15 @@ absl::StatusOr<RequestId> Engine::Impl::submit(GenerationRequest request, EventS
 }
 
 void Engine::Impl::cancel(RequestId id) {
-  absl::MutexLock lock(&mu_);
-  cancelled_.push_back(id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_.push_back(id);
+  }
+  input_cv_.notify_one();
 }
 
 EngineSnapshot Engine::Impl::snapshot() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   EngineSnapshot s = published_;
   s.num_waiting += static_cast<int>(inbox_.size());
   const bool pending = s.num_running + s.num_waiting > 0;
@@ -342,7 +365,7 @@ void Engine::Impl::loop() {
   while (take_input()) step();
   absl::Status abort_status;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     abort_status = abort_status_;
   }
   if (abort_status.ok()) {
@@ -350,16 +373,19 @@ void Engine::Impl::loop() {
   } else {
     finish_all(FinishReason::kError, abort_status);  // a drain's limit passed
   }
-  absl::MutexLock lock(&mu_);
-  loop_exited_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    loop_exited_ = true;
+  }
+  loop_exited_cv_.notify_all();
 }
 
 bool Engine::Impl::take_input() {
   std::vector<std::unique_ptr<Request>> arrived;
   std::vector<RequestId> cancelled;
   {
-    absl::MutexLock lock(&mu_);
-    if (!scheduler_.has_work()) mu_.Await(absl::Condition(this, &Impl::has_input));
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!scheduler_.has_work()) input_cv_.wait(lock, [this] { return has_input(); });
     if (stop_ || !abort_status_.ok()) return false;
     if (draining_ && inbox_.empty() && !scheduler_.has_work()) return false;
     arrived.swap(inbox_);
@@ -539,7 +565,7 @@ void Engine::Impl::finish(Request* req, FinishReason reason, absl::Status status
 
 void Engine::Impl::finish_all(FinishReason reason, const absl::Status& status) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     for (auto& req : inbox_) {
       Request* r = req.get();
       requests_.emplace(r->seq.id(), std::move(req));
@@ -561,7 +587,7 @@ void Engine::Impl::publish(TimePoint now, bool made_progress) {
   const int num_running = scheduler_.num_running();
   const int num_waiting = scheduler_.num_waiting();
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     published_.num_running = num_running;
     published_.num_waiting = num_waiting;
     published_.num_kv_blocks_used = blocks_.num_used_blocks();

@@ -140,7 +140,7 @@ Metrics::Metrics(const BuildInfo& info)
                                "Always 1; the labels say which build serves on which device.",
                                constant_labels_);
   {
-    absl::MutexLock lock(&build_info_mu_);
+    std::lock_guard<std::mutex> lock(build_info_mu_);
     build_info_ = info;
   }
   set_device(info.device);
@@ -286,7 +286,7 @@ Metrics::~Metrics() = default;
 
 void Metrics::set_device(const std::string& device) {
   auto or_unknown = [](const std::string& s) { return s.empty() ? std::string("unknown") : s; };
-  absl::MutexLock lock(&build_info_mu_);
+  std::lock_guard<std::mutex> lock(build_info_mu_);
   if (build_info_gauge_ != nullptr) build_info_family_->Remove(build_info_gauge_);
   build_info_.device = device;
   build_info_gauge_ = &build_info_family_->Add({{"version", or_unknown(build_info_.version)},
@@ -380,7 +380,7 @@ void Metrics::record_attention(AttentionPhase phase, int num_calls, double secon
   attention_flops_[p]->Increment(flops);
   double bandwidth;
   {
-    absl::MutexLock lock(&window_mu_);
+    std::lock_guard<std::mutex> lock(window_mu_);
     bandwidth_window_[p].add(now, bytes, seconds);
     bandwidth = bandwidth_window_[p].bytes_per_second();
   }

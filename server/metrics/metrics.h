@@ -13,12 +13,11 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 
 namespace prometheus {
 template <typename T>
@@ -167,10 +166,11 @@ class Metrics {
   void register_attention();
 
   std::shared_ptr<prometheus::Registry> registry_;
-  mutable absl::Mutex build_info_mu_;
-  BuildInfo build_info_ ABSL_GUARDED_BY(build_info_mu_);
+  // std::mutex, not absl::Mutex: visible to ThreadSanitizer (scripts/sanitize.sh tsan).
+  mutable std::mutex build_info_mu_;
+  BuildInfo build_info_;  // guarded by build_info_mu_
   prometheus::Family<prometheus::Gauge>* build_info_family_ = nullptr;
-  prometheus::Gauge* build_info_gauge_ ABSL_GUARDED_BY(build_info_mu_) = nullptr;
+  prometheus::Gauge* build_info_gauge_ = nullptr;  // guarded by build_info_mu_
   const std::map<std::string, std::string> constant_labels_;  // {model} or nothing
   // Declared after registry_, so it stops (joining its thread) before the registry goes.
   std::unique_ptr<HttpEndpoint> endpoint_;  // null until serve()
@@ -204,8 +204,9 @@ class Metrics {
   prometheus::Counter* attention_flops_[kNumAttentionPhases] = {};
   prometheus::Gauge* attention_bandwidth_[kNumAttentionPhases] = {};
 
-  mutable absl::Mutex window_mu_;
-  BandwidthWindow bandwidth_window_[kNumAttentionPhases] ABSL_GUARDED_BY(window_mu_) = {
+  mutable std::mutex window_mu_;
+  // Guarded by window_mu_.
+  BandwidthWindow bandwidth_window_[kNumAttentionPhases] = {
       BandwidthWindow(kBandwidthWindow), BandwidthWindow(kBandwidthWindow)};
 };
 

@@ -7,13 +7,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "kernels/cpu/sampling.h"
 #include "model/runner.h"
 #include "model/sampling.h"
@@ -117,11 +117,12 @@ inline int32_t hash_next_token(std::span<const int32_t> context) {
 // What the fake saw and how it behaves; shared with the test, which keeps it after the
 // engine (owner of the runner) is gone.
 struct FakeRunnerState {
-  absl::Mutex mu;
-  std::vector<model::ForwardBatch> batches ABSL_GUARDED_BY(mu);
-  int num_calls ABSL_GUARDED_BY(mu) = 0;
-  int num_calls_with_stats ABSL_GUARDED_BY(mu) = 0;  // forward() calls given a stats pointer
-  model::ForwardStats total_stats ABSL_GUARDED_BY(mu);
+  std::mutex mu;  // std::mutex: visible to ThreadSanitizer (absl::Mutex from Debian is not)
+  // Guarded by mu:
+  std::vector<model::ForwardBatch> batches;
+  int num_calls = 0;
+  int num_calls_with_stats = 0;  // forward() calls given a stats pointer
+  model::ForwardStats total_stats;
 
   // Set before the engine starts; read by the engine thread.
   std::function<int32_t(std::span<const int32_t> context)> next_token = hash_next_token;
@@ -131,15 +132,15 @@ struct FakeRunnerState {
   std::function<void(const model::ForwardBatch&)> on_forward;
 
   std::vector<model::ForwardBatch> batches_copy() {
-    absl::MutexLock lock(&mu);
+    std::lock_guard<std::mutex> lock(mu);
     return batches;
   }
   int calls() {
-    absl::MutexLock lock(&mu);
+    std::lock_guard<std::mutex> lock(mu);
     return num_calls;
   }
   int calls_with_stats() {
-    absl::MutexLock lock(&mu);
+    std::lock_guard<std::mutex> lock(mu);
     return num_calls_with_stats;
   }
 };
@@ -174,7 +175,7 @@ class FakeRunner : public model::ModelRunner {
                        std::vector<model::SampledToken>* sampled,
                        model::ForwardStats* stats) override {
     if (stats != nullptr) {
-      absl::MutexLock lock(&state_->mu);
+      std::lock_guard<std::mutex> lock(state_->mu);
       ++state_->num_calls_with_stats;
     }
     std::vector<float> logits;
@@ -200,7 +201,7 @@ class FakeRunner : public model::ModelRunner {
                          model::ForwardStats* stats) {
     int call;
     {
-      absl::MutexLock lock(&state_->mu);
+      std::lock_guard<std::mutex> lock(state_->mu);
       state_->batches.push_back(batch);
       call = ++state_->num_calls;
     }
@@ -217,7 +218,7 @@ class FakeRunner : public model::ModelRunner {
       add_stats(batch, s, &step_stats);
     }
     {
-      absl::MutexLock lock(&state_->mu);
+      std::lock_guard<std::mutex> lock(state_->mu);
       accumulate(step_stats.prefill, &state_->total_stats.prefill);
       accumulate(step_stats.decode, &state_->total_stats.decode);
     }

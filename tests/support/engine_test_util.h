@@ -1,11 +1,13 @@
 #pragma once
 // Helpers for the engine tests: an engine over the fake runner/tokenizer, per-request event
 // streams, and the reference greedy output computed directly from the fake model.
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/engine/engine.h"
@@ -31,26 +33,25 @@ class Stream : public std::enable_shared_from_this<Stream> {
   }
 
   bool wait_final(absl::Duration timeout = absl::Seconds(30)) {
-    absl::MutexLock lock(&mu_);
-    return mu_.AwaitWithTimeout(absl::Condition(
-                                    +[](int* n) { return *n > 0; }, &num_final_),
-                                timeout);
+    std::unique_lock<std::mutex> lock(mu_);
+    return final_cv_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
+                              [this] { return num_final_ > 0; });
   }
 
   std::vector<GenerationEvent> events() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return events_;
   }
   int num_final() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return num_final_;
   }
   bool event_after_final() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return event_after_final_;
   }
   GenerationEvent final_event() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return events_.empty() ? GenerationEvent() : events_.back();
   }
   std::vector<int32_t> tokens() {
@@ -66,16 +67,20 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
  private:
   void on_event(GenerationEvent e) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (num_final_ > 0) event_after_final_ = true;
     if (e.finished) ++num_final_;
     events_.push_back(std::move(e));
+    final_cv_.notify_all();
   }
 
-  absl::Mutex mu_;
-  std::vector<GenerationEvent> events_ ABSL_GUARDED_BY(mu_);
-  int num_final_ ABSL_GUARDED_BY(mu_) = 0;
-  bool event_after_final_ ABSL_GUARDED_BY(mu_) = false;
+  // std::mutex: visible to ThreadSanitizer (absl::Mutex from Debian is not).
+  std::mutex mu_;
+  std::condition_variable final_cv_;
+  // Guarded by mu_:
+  std::vector<GenerationEvent> events_;
+  int num_final_ = 0;
+  bool event_after_final_ = false;
 };
 
 struct TestEngineOptions {

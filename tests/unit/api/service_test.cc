@@ -6,11 +6,12 @@
 // counted number of steps through), and the stall test moves a manual engine clock.
 #include "server/api/generation_service.h"
 
+#include <condition_variable>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <thread>
 
-#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -56,24 +57,32 @@ class StepGate {
   void open() { set(kOpen); }
   void close() { set(0); }
   void allow(int num_steps) {
-    absl::MutexLock lock(&mu_);
-    if (permits_ != kOpen) permits_ += num_steps;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (permits_ != kOpen) permits_ += num_steps;
+    }
+    cv_.notify_all();
   }
   // Called by the runner at each step.
   void pass() {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(+[](int* permits) { return *permits > 0; }, &permits_));
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return permits_ > 0; });
     if (permits_ != kOpen) --permits_;
   }
 
  private:
   static constexpr int kOpen = std::numeric_limits<int>::max();
   void set(int permits) {
-    absl::MutexLock lock(&mu_);
-    permits_ = permits;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      permits_ = permits;
+    }
+    cv_.notify_all();
   }
-  absl::Mutex mu_;
-  int permits_ ABSL_GUARDED_BY(mu_) = kOpen;
+  // std::mutex: visible to ThreadSanitizer (absl::Mutex from Debian is not).
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int permits_ = kOpen;  // guarded by mu_
 };
 
 class ServiceTest : public ::testing::Test {

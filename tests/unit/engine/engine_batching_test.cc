@@ -268,7 +268,7 @@ TEST(EngineBatchingTest, MetricsAfterAKnownWorkload) {
   // Attention metrics are exactly what the runner reported.
   model::AttentionPhaseStats prefill, decode;
   {
-    absl::MutexLock lock(&e.state->mu);
+    std::lock_guard<std::mutex> lock(e.state->mu);
     prefill = e.state->total_stats.prefill;
     decode = e.state->total_stats.decode;
   }

@@ -5,17 +5,18 @@
 #include <chrono>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "model/text/utf8.h"
 #include "tests/support/engine_test_util.h"
 #include "tests/support/manual_clock.h"
+#include "tests/support/notification.h"
 
 namespace flashserve::engine {
 namespace {
 
 using namespace ::flashserve::engine::fakes;  // NOLINT: fakes and helpers
 using ::flashserve::testing::ManualClock;
+using ::flashserve::testing::Notification;
 
 void expect_one_final(Stream& s) {
   EXPECT_EQ(s.num_final(), 1);
@@ -400,14 +401,14 @@ TEST(EngineTest, DestroyingTheEngineFinishesEveryRequestOnce) {
   std::vector<std::shared_ptr<Stream>> streams;
   {
     TestEngine e;
-    absl::Notification ran_a_step;
+    Notification ran_a_step;
     e.state->on_forward = [&ran_a_step](const model::ForwardBatch&) {
-      if (!ran_a_step.HasBeenNotified()) ran_a_step.Notify();
+      if (!ran_a_step.notified()) ran_a_step.notify();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     };
     for (int i = 0; i < 10; ++i) streams.push_back(e.submit(greedy_request(make_prompt(i, 5), 200)));
     e->start();
-    ran_a_step.WaitForNotification();
+    ran_a_step.wait();
     e.destroy();
   }
   for (auto& s : streams) {
@@ -482,21 +483,21 @@ TEST(EngineTest, DrainWithinItsLimitReportsSuccess) {
 TEST(EngineTest, StallIsReportedWhileAStepHangs) {
   ManualClock clock;
   TestEngine e({.engine = {.stall_threshold = std::chrono::milliseconds(20), .clock = &clock}});
-  absl::Notification in_step, release;
+  Notification in_step, release;
   e.state->on_forward = [&](const model::ForwardBatch&) {
-    if (!in_step.HasBeenNotified()) in_step.Notify();
-    release.WaitForNotification();
+    if (!in_step.notified()) in_step.notify();
+    release.wait();
   };
   e->start();
   clock.advance(std::chrono::seconds(1));
   EXPECT_FALSE(e->snapshot().stalled);  // idle is not stalled, however long
   auto s = e.submit(greedy_request(make_prompt(1, 5), 2));
-  in_step.WaitForNotification();
+  in_step.wait();
   clock.advance(std::chrono::milliseconds(20));
   EXPECT_FALSE(e->snapshot().stalled);  // not past the threshold yet
   clock.advance(std::chrono::milliseconds(1));
   EXPECT_TRUE(e->snapshot().stalled);
-  release.Notify();
+  release.notify();
   ASSERT_TRUE(s->wait_final());
   EXPECT_FALSE(e->snapshot().stalled);
   EXPECT_EQ(e->snapshot().num_steps, 2u);
