@@ -52,7 +52,12 @@ void GenerationService::record_rejected(const absl::Status& refusal) {
 absl::StatusOr<engine::GenerationRequest> GenerationService::prepare(
     const grpc::CallbackServerContext& context, const v1::GenerateRequest& request,
     const Backend& backend) {
-  if (backend.engine->snapshot().stalled) {
+  const engine::EngineSnapshot snapshot = backend.engine->snapshot();
+  if (!snapshot.failure.ok()) {  // the model runner failed: UNAVAILABLE naming why
+    record_rejected(snapshot.failure);
+    return snapshot.failure;
+  }
+  if (snapshot.stalled) {
     absl::Status stalled = absl::UnavailableError(absl::StrCat(
         "the engine has made no progress for over ",
         absl::FormatDuration(absl::FromChrono(backend.engine_options.stall_threshold)),

@@ -38,10 +38,10 @@
 
 namespace flashserve::api {
 
-// SERVING as far as the engine is concerned: its thread runs, it is not draining, and it has
-// not stalled with work pending.
+// SERVING as far as the engine is concerned: its thread runs, it is not draining, it has
+// not stalled with work pending, and its model runner has not failed (for good).
 inline bool engine_serving(const engine::EngineSnapshot& snapshot) {
-  return snapshot.running && !snapshot.stalled;
+  return snapshot.running && !snapshot.stalled && snapshot.failure.ok();
 }
 
 struct HealthWatch;

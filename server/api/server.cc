@@ -183,6 +183,15 @@ absl::Status Server::Impl::load_model() {
   limits.max_new_tokens = std::min(limits.max_new_tokens, limits.context_length - 1);
   engine::EngineOptions engine_options = options_.engine;
   engine_options.max_context = limits.context_length;
+  engine_options.on_runner_failure = [logger = options_.logger](const absl::Status& error) {
+    const std::string text = error.ToString();
+    if (logger == nullptr) {
+      std::fprintf(stderr, "flashserve: the model runner failed (%s); not serving any more\n",
+                   text.c_str());
+      return;
+    }
+    logger->error("model runner failed; not serving any more", {{"error", text}});
+  };
 
   engine_ = std::make_unique<engine::Engine>(std::move(model_.runner), *model_.tokenizer,
                                              engine_options, metrics_.get());

@@ -42,14 +42,20 @@ double seconds_between(TimePoint from, TimePoint to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-metrics::RequestStatus metrics_status(FinishReason r) {
+// By the status the client sees: a kError request counts as internal or, when the server
+// ended it for a reason of its own (a drain limit, another step's runner failure), as
+// unavailable.
+metrics::RequestStatus metrics_status(FinishReason r, const absl::Status& status) {
   switch (r) {
     case FinishReason::kStop: return metrics::RequestStatus::kStop;
     case FinishReason::kLength: return metrics::RequestStatus::kLength;
     case FinishReason::kStopSequence: return metrics::RequestStatus::kStopSequence;
     case FinishReason::kCancelled: return metrics::RequestStatus::kCancelled;
     case FinishReason::kDeadlineExceeded: return metrics::RequestStatus::kDeadlineExceeded;
-    case FinishReason::kError: return metrics::RequestStatus::kInternal;
+    case FinishReason::kError:
+      return status.code() == absl::StatusCode::kUnavailable
+                 ? metrics::RequestStatus::kUnavailable
+                 : metrics::RequestStatus::kInternal;
   }
   return metrics::RequestStatus::kInternal;
 }
@@ -141,6 +147,8 @@ class Engine::Impl {
   void deliver();
   void finish(Request* req, FinishReason reason, absl::Status status, TimePoint now);
   void finish_all(FinishReason reason, const absl::Status& status = absl::OkStatus());
+  // The runner failed the step `out`: fails every request and serves no more.
+  void fail_runner(const SchedulerOutput& out, const absl::Status& error, TimePoint now);
   void publish(TimePoint now, bool made_progress);
   void record_step_metrics(const SchedulerOutput& out, const model::ForwardStats& stats,
                            TimePoint begin, TimePoint end);
@@ -178,6 +186,8 @@ class Engine::Impl {
   bool stop_ = false;
   // Set when a drain's limit passed: the loop fails what remains with this status and exits.
   absl::Status abort_status_;
+  // Set when the model runner failed: submit() refuses with it (Unavailable).
+  absl::Status failure_;
   bool loop_exited_ = false;
   EngineSnapshot published_;  // as of the last step
   TimePoint last_progress_;
@@ -319,6 +329,8 @@ absl::StatusOr<RequestId> Engine::Impl::submit(GenerationRequest request, EventS
     std::lock_guard<std::mutex> lock(mu_);
     if (draining_ || stop_) {
       status = absl::UnavailableError("engine is draining or stopped");
+    } else if (!failure_.ok()) {
+      status = failure_;
     } else {
       status = check_capacity(request);
     }
@@ -356,6 +368,7 @@ EngineSnapshot Engine::Impl::snapshot() const {
   const bool pending = s.num_running + s.num_waiting > 0;
   s.stalled = pending && clock_.now() - last_progress_ > options_.stall_threshold;
   s.running = started_ && !draining_ && !stop_;
+  s.failure = failure_;
   return s;
 }
 
@@ -437,11 +450,7 @@ void Engine::Impl::step() {
   }
   const TimePoint end = clock_.now();
   if (!status.ok()) {
-    for (const ScheduledSequence& s : out.scheduled) {
-      finish(requests_.at(s.seq->id()).get(), FinishReason::kError, status, end);
-    }
-    publish(end, /*made_progress=*/true);
-    deliver();
+    fail_runner(out, status, end);
     return;
   }
   scheduler_.complete(out);
@@ -555,7 +564,7 @@ void Engine::Impl::finish(Request* req, FinishReason reason, absl::Status status
   event.timings.total_seconds = seconds_between(seq.arrival_time(), now);
   scheduler_.finish(&seq);
   if (metrics_ != nullptr) {
-    metrics_->record_request(metrics_status(reason));
+    metrics_->record_request(metrics_status(reason, event.status));
     metrics_->observe_request_duration(event.timings.total_seconds);
     metrics_->add_prompt_tokens(seq.num_prompt_tokens());
   }
@@ -581,6 +590,24 @@ void Engine::Impl::finish_all(FinishReason reason, const absl::Status& status) {
   publish(now, /*made_progress=*/false);
   deliver();
   delivery_.flush();  // the engine stops: every final event is out before it returns
+}
+
+void Engine::Impl::fail_runner(const SchedulerOutput& out, const absl::Status& error,
+                               TimePoint now) {
+  const std::string cause = absl::StrCat("the model runner failed: ", error.ToString());
+  const absl::Status refusal = absl::UnavailableError(absl::StrCat(
+      cause, "; this server no longer serves (health NOT_SERVING); retry on another replica"));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failure_ = refusal;  // from here on submit() refuses: nothing new reaches the inbox
+  }
+  // Before the requests' final events: whoever sees one can count on the hook having run.
+  if (options_.on_runner_failure) options_.on_runner_failure(error);
+  const absl::Status internal = absl::InternalError(cause);
+  for (const ScheduledSequence& s : out.scheduled) {
+    finish(requests_.at(s.seq->id()).get(), FinishReason::kError, internal, now);
+  }
+  finish_all(FinishReason::kError, refusal);  // running but not in this step, and waiting
 }
 
 void Engine::Impl::publish(TimePoint now, bool made_progress) {

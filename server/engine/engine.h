@@ -9,6 +9,12 @@
 // Contract: every request accepted by submit() receives exactly one event with
 // finished == true (its final status), whatever happens (stop, length, cancel, deadline,
 // engine shutdown, model error). After that, its sink is never called again.
+//
+// A model runner failure is fatal: the device's state is unknown afterwards (a CUDA error
+// poisons the context), so the engine runs nothing more. The requests of the failed step end
+// with kError and Internal("the model runner failed: <its status>"); every other request in
+// flight or waiting with kError and Unavailable; submit() refuses with that Unavailable status
+// from then on, and snapshot().failure carries it (health NOT_SERVING).
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -95,6 +101,9 @@ struct EngineOptions {
   // Time source for deadlines, stall detection and timings; null = Clock::steady(). Must
   // outlive the engine. GenerationRequest::deadline is on this clock.
   const Clock* clock = nullptr;
+  // Called once, on the engine thread, when the model runner fails (with its status), before
+  // the requests' final events are delivered; e.g. to log it. May be empty.
+  std::function<void(const absl::Status&)> on_runner_failure = nullptr;
 };
 
 // What health checks and GetModelInfo need, consistent at one instant.
@@ -109,6 +118,9 @@ struct EngineSnapshot {
   // True when work is pending and no step has completed for the stall threshold.
   bool stalled = false;
   bool running = false;           // the engine thread is up and not draining
+  // Non-OK (Unavailable, naming the runner's error) once the model runner failed: the engine
+  // serves no more.
+  absl::Status failure;
 };
 
 class Engine {

@@ -500,6 +500,78 @@ TEST_F(ServiceTest, HealthFollowsTheEngine) {
   watcher.stop();
 }
 
+// Issue 10 (GPU faults): a model runner error in a step fails that step's request with
+// INTERNAL naming the error, fails the queued one with UNAVAILABLE, turns health NOT_SERVING
+// for good (no hang, no recovery on a device in an unknown state) and refuses new requests
+// with UNAVAILABLE naming the cause.
+TEST_F(ServiceTest, RunnerFailureFailsEveryRequestAndTurnsHealthNotServing) {
+  engine::EngineOptions options;
+  options.max_num_seqs = 1;  // the second request waits in the queue
+  ASSERT_NO_FATAL_FAILURE(start(options));
+  HealthWatcher watcher(&health_, [this] { return engine_serving(engine_->snapshot()); },
+                        std::chrono::milliseconds(10));
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  auto status_of = [&](const std::string& service) {
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(service);
+    grpc::health::v1::HealthCheckResponse resp;
+    const grpc::Status st = health->Check(context_with(kTimeout).get(), req, &resp);
+    return st.ok() ? resp.status() : grpc::health::v1::HealthCheckResponse::UNKNOWN;
+  };
+  auto wait_for = [&](grpc::health::v1::HealthCheckResponse::ServingStatus want) {
+    for (int i = 0; i < 1000; ++i) {
+      if (status_of("") == want && status_of("flashserve.v1.Generation") == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  };
+  ASSERT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::SERVING));
+
+  runner_state_->fail_on_call = runner_state_->calls() + 1;
+  gate_.close();  // the failing step waits in forward() until both requests are in
+  grpc::ClientContext running_context, waiting_context;
+  auto running = stub_->GenerateStream(&running_context, request("boom", 5));
+  ASSERT_EQ(wait_until([](const auto& s) { return s.num_running == 1; }).num_running, 1);
+  auto waiting = stub_->GenerateStream(&waiting_context, request("queued", 5));
+  ASSERT_EQ(wait_until([](const auto& s) { return s.num_waiting == 1; }).num_waiting, 1);
+  gate_.open();
+
+  v1::GenerateStreamResponse message;
+  while (running->Read(&message)) {
+  }
+  const grpc::Status failed = running->Finish();
+  EXPECT_EQ(failed.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_THAT(failed.error_message(), HasSubstr("the model runner failed"));
+  EXPECT_THAT(failed.error_message(), HasSubstr("injected failure"));
+  while (waiting->Read(&message)) {
+  }
+  const grpc::Status dropped = waiting->Finish();
+  EXPECT_EQ(dropped.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(dropped.error_message(), HasSubstr("injected failure"));
+
+  EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::NOT_SERVING));
+  EXPECT_EQ(status_of(HealthService::kLivenessService),
+            grpc::health::v1::HealthCheckResponse::SERVING);  // the process itself is alive
+  for (int i = 0; i < 2; ++i) {  // refused at once, unary and streaming, naming the cause
+    v1::GenerateResponse response;
+    const grpc::Status refused =
+        stub_->Generate(context_with(kTimeout).get(), request("late", 2), &response);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_THAT(refused.error_message(), HasSubstr("the model runner failed"));
+    EXPECT_THAT(refused.error_message(), HasSubstr("injected failure"));
+    grpc::ClientContext context;
+    auto late = stub_->GenerateStream(&context, request("late", 2));
+    while (late->Read(&message)) {
+    }
+    EXPECT_EQ(late->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  EXPECT_TRUE(idle());
+  // Still NOT_SERVING a while later: a failed runner does not come back.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(status_of(""), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  watcher.stop();
+}
+
 // ---- malformed requests (issue 10 defect 4) ---------------------------------------------
 
 grpc::Status raw_unary(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,

@@ -3,6 +3,7 @@
 // engine_batching_test.cc.
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -376,25 +377,69 @@ TEST(EngineTest, DeadlineWhileWaitingBehindAFullBatch) {
   for (const auto& b : e.state->batches_copy()) EXPECT_EQ(b.num_seqs(), 1);
 }
 
-TEST(EngineTest, RunnerErrorFinishesTheBatchAndTheEngineCarriesOn) {
-  TestEngine e;
+// Issue 10 (GPU faults): a failed forward pass leaves the device in an unknown state, so the
+// engine stops serving. The failed step's requests get INTERNAL naming the runner's error,
+// the request still waiting gets UNAVAILABLE, later submits are refused the same way, and the
+// snapshot says why (health turns NOT_SERVING on it).
+TEST(EngineTest, RunnerErrorFailsEveryRequestAndTheEngineStopsServing) {
+  std::mutex reported_mu;
+  std::vector<absl::Status> reported;  // on_runner_failure runs on the engine thread
+  TestEngine e({.engine = {.max_num_seqs = 2,
+                           .on_runner_failure = [&](const absl::Status& error) {
+                             std::lock_guard<std::mutex> lock(reported_mu);
+                             reported.push_back(error);
+                           }}});
   e.state->fail_on_call = 2;
   auto a = e.submit(greedy_request(make_prompt(1, 5), 4));
   auto b = e.submit(greedy_request(make_prompt(2, 5), 4));
+  auto waiting = e.submit(greedy_request(make_prompt(3, 5), 4));  // no room: max_num_seqs 2
   e->start();
-  ASSERT_TRUE(a->wait_final());
-  ASSERT_TRUE(b->wait_final());
+  for (auto* s : {a.get(), b.get(), waiting.get()}) ASSERT_TRUE(s->wait_final());
   for (auto* s : {a.get(), b.get()}) {
     expect_one_final(*s);
-    EXPECT_EQ(s->final_event().finish_reason, FinishReason::kError);
-    EXPECT_EQ(s->final_event().status.code(), absl::StatusCode::kInternal);
-    EXPECT_NE(s->final_event().status.message().find("injected"), std::string::npos);
-    EXPECT_EQ(s->final_event().usage.completion_tokens, 1);  // from the first step
+    const GenerationEvent last = s->final_event();
+    EXPECT_EQ(last.finish_reason, FinishReason::kError);
+    EXPECT_EQ(last.status.code(), absl::StatusCode::kInternal) << last.status;
+    EXPECT_NE(last.status.message().find("the model runner failed: INTERNAL: fake runner: "
+                                         "injected failure"),
+              std::string::npos)
+        << last.status;
+    EXPECT_EQ(last.usage.completion_tokens, 1);  // from the first step
   }
-  EXPECT_EQ(e->snapshot().num_kv_blocks_used, 0);
-  auto c = e.submit(greedy_request(make_prompt(3, 5), 4));
-  ASSERT_TRUE(c->wait_final());
-  EXPECT_EQ(c->final_event().finish_reason, FinishReason::kLength);
+  expect_one_final(*waiting);
+  EXPECT_EQ(waiting->final_event().finish_reason, FinishReason::kError);
+  EXPECT_EQ(waiting->final_event().status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(waiting->final_event().status.message().find("injected failure"), std::string::npos)
+      << waiting->final_event().status;
+  EXPECT_EQ(waiting->final_event().usage.completion_tokens, 0);
+
+  const EngineSnapshot snapshot = e->snapshot();
+  EXPECT_EQ(snapshot.failure.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(snapshot.failure.message().find("injected failure"), std::string::npos);
+  EXPECT_EQ(snapshot.num_running + snapshot.num_waiting, 0);
+  EXPECT_EQ(snapshot.num_kv_blocks_used, 0);
+  EXPECT_FALSE(snapshot.stalled);
+  // Nothing new runs on the failed runner.
+  absl::StatusOr<RequestId> late =
+      e->submit(greedy_request(make_prompt(4, 5), 4), Stream::make()->sink());
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(late.status(), snapshot.failure);
+  EXPECT_EQ(e.state->calls(), 2);
+  {
+    std::lock_guard<std::mutex> lock(reported_mu);
+    ASSERT_EQ(reported.size(), 1u);
+    EXPECT_EQ(reported[0], e.state->failure);
+  }
+  // Counted by the status the client sees: internal (the failed step's two), unavailable
+  // (the waiting one and the refused submit).
+  const std::string metrics = e.metrics.serialize();
+  EXPECT_NE(metrics.find("flashserve_requests_total{status=\"internal\"} 2\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("flashserve_requests_total{status=\"unavailable\"} 2\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_TRUE(e->drain(std::chrono::seconds(10)));
 }
 
 TEST(EngineTest, DestroyingTheEngineFinishesEveryRequestOnce) {
