@@ -17,6 +17,7 @@ printf '<|im_start|>user\nhi<|im_end|>\n<|endoftext|><s></s>' > "$t/control"
 printf 'bad \xff\xfe \xc0\xaf \xed\xa0\x80 end\xe2\x82' > "$t/invalid_utf8"
 printf '   leading and trailing   ' > "$t/spaces"
 printf "12345 3.14159 don't I'll we've HELLO" > "$t/numbers_contractions"
+printf '  `l\xe2\x96\x81<f\x01K2a' > "$t/space_marker"  # fuzz_tokenizer finding: U+2581 in the text
 
 c="$corpus/chat_template"
 printf 'chatml\0system\0Be brief.\0user\0Hi!\0assistant\0Hello.\0user\0Bye' > "$c/chatml"

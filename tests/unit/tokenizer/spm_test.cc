@@ -122,6 +122,24 @@ TEST_F(SpmTokenizer, StreamingAContinuationKeepsTheFirstSpace) {
   EXPECT_EQ(tok_->decode(std::vector<int32_t>{id_of("\xE2\x96\x81world")}, true), "world");
 }
 
+// SentencePiece writes spaces as U+2581 before it segments (llama.cpp's
+// llama_escape_whitespace), so a U+2581 already in the text is a space to it: the same ids as
+// a space, decoded as a space. Found by fuzz_tokenizer, whose round-trip check had expected
+// the text back byte for byte (the last case is its input).
+TEST_F(SpmTokenizer, ASpaceMarkerInTheTextIsASpace) {
+  const std::string marker = "\xE2\x96\x81";
+  for (const std::string text : {"a" + marker + "b", marker + "the", marker,
+                                 std::string("  `l") + marker + "<f\x01K2a"}) {
+    std::string spaced = text;
+    for (size_t at; (at = spaced.find(marker)) != std::string::npos;) {
+      spaced.replace(at, marker.size(), " ");
+    }
+    const std::vector<int32_t> ids = tok_->encode(text, true, false);
+    EXPECT_EQ(ids, tok_->encode(spaced, true, false)) << ::testing::PrintToString(text);
+    EXPECT_EQ(tok_->decode(ids, /*skip_special=*/true), spaced) << ::testing::PrintToString(text);
+  }
+}
+
 TEST_F(SpmTokenizer, LoadsFromGguf) {
   std::unique_ptr<GgufFile> file = gguf_image(vocab_);
   ASSERT_NE(file, nullptr);
