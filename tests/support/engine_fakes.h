@@ -4,6 +4,7 @@
 // of the whole context, read back through the paged KV layout, so that any mistake in
 // positions, slot mapping or block tables changes the output or fails the forward pass.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -126,7 +127,8 @@ struct FakeRunnerState {
 
   // Set before the engine starts; read by the engine thread.
   std::function<int32_t(std::span<const int32_t> context)> next_token = hash_next_token;
-  int fail_on_call = -1;  // 1-based call that returns `failure`
+  // 1-based call that returns `failure`; atomic: tests also set it while the engine runs.
+  std::atomic<int> fail_on_call{-1};
   absl::Status failure = absl::InternalError("fake runner: injected failure");
   // Called at the start of every forward pass (on the engine thread), e.g. to block.
   std::function<void(const model::ForwardBatch&)> on_forward;
@@ -206,7 +208,7 @@ class FakeRunner : public model::ModelRunner {
       call = ++state_->num_calls;
     }
     if (state_->on_forward) state_->on_forward(batch);
-    if (call == state_->fail_on_call) return state_->failure;
+    if (call == state_->fail_on_call.load()) return state_->failure;
     if (absl::Status s = check_shapes(batch); !s.ok()) return s;
     logits->assign(static_cast<size_t>(batch.num_seqs()) * kFakeVocab, 0.f);
     model::ForwardStats step_stats;
