@@ -128,7 +128,7 @@ TEST_F(SpmTokenizer, StreamingAContinuationKeepsTheFirstSpace) {
 // the text back byte for byte (the last case is its input).
 TEST_F(SpmTokenizer, ASpaceMarkerInTheTextIsASpace) {
   const std::string marker = "\xE2\x96\x81";
-  for (const std::string text : {"a" + marker + "b", marker + "the", marker,
+  for (const std::string& text : {"a" + marker + "b", marker + "the", marker,
                                  std::string("  `l") + marker + "<f\x01K2a"}) {
     std::string spaced = text;
     for (size_t at; (at = spaced.find(marker)) != std::string::npos;) {
