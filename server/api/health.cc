@@ -107,7 +107,7 @@ bool HealthService::known(const std::string& service) const {
 }
 
 HealthService::ServingStatus HealthService::status_locked(const std::string& service) const {
-  const bool up = service == kLivenessService ? !shut_down_ : serving_;
+  const bool up = service == kLivenessService ? !shut_down_ && !failed_ : serving_ && !failed_;
   return up ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
 }
 
@@ -120,12 +120,31 @@ void HealthService::set_serving(bool serving) {
   std::vector<std::shared_ptr<HealthWatch>> to_pump;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (shut_down_ || serving_ == serving) return;
+    if (shut_down_ || failed_ || serving_ == serving) return;
     serving_ = serving;
     for (const std::shared_ptr<HealthWatch>& watch : watches_) {
       if (!watch->known || watch->liveness) continue;
       std::lock_guard<std::mutex> watch_lock(watch->mu);
       watch->latest = serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
+      to_pump.push_back(watch);
+    }
+  }
+  for (const std::shared_ptr<HealthWatch>& watch : to_pump) {
+    watch->pump(std::unique_lock<std::mutex>(watch->mu));
+  }
+}
+
+void HealthService::fail() {
+  std::vector<std::shared_ptr<HealthWatch>> to_pump;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_ || shut_down_) return;
+    failed_ = true;
+    serving_ = false;
+    for (const std::shared_ptr<HealthWatch>& watch : watches_) {
+      if (!watch->known) continue;
+      std::lock_guard<std::mutex> watch_lock(watch->mu);
+      watch->latest = HealthCheckResponse::NOT_SERVING;
       to_pump.push_back(watch);
     }
   }

@@ -61,6 +61,9 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
 
   void set_serving(bool serving);
   void shutdown();  // idempotent
+  // A fatal failure (the model runner failed: the device's state is unknown): every name,
+  // `liveness` too, is NOT_SERVING from now on, so that an orchestrator restarts the process.
+  void fail();
   ServingStatus status() const;  // SERVING or NOT_SERVING (of "" and the named services)
 
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
@@ -81,6 +84,7 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   mutable std::mutex mu_;  // taken before any HealthWatch::mu, never after
   bool serving_ = false;        // guarded by mu_
   bool shut_down_ = false;      // guarded by mu_
+  bool failed_ = false;         // guarded by mu_
   std::vector<std::shared_ptr<HealthWatch>> watches_;  // open Watch calls; guarded by mu_
 };
 

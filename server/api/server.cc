@@ -183,7 +183,9 @@ absl::Status Server::Impl::load_model() {
   limits.max_new_tokens = std::min(limits.max_new_tokens, limits.context_length - 1);
   engine::EngineOptions engine_options = options_.engine;
   engine_options.max_context = limits.context_length;
-  engine_options.on_runner_failure = [logger = options_.logger](const absl::Status& error) {
+  engine_options.on_runner_failure = [logger = options_.logger,
+                                      health = health_service_.get()](const absl::Status& error) {
+    health->fail();  // liveness too: only a restart brings the device back
     const std::string text = error.ToString();
     if (logger == nullptr) {
       std::fprintf(stderr, "flashserve: the model runner failed (%s); not serving any more\n",

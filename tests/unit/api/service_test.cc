@@ -507,6 +507,7 @@ TEST_F(ServiceTest, HealthFollowsTheEngine) {
 TEST_F(ServiceTest, RunnerFailureFailsEveryRequestAndTurnsHealthNotServing) {
   engine::EngineOptions options;
   options.max_num_seqs = 1;  // the second request waits in the queue
+  options.on_runner_failure = [this](const absl::Status&) { health_.fail(); };  // as server.cc
   ASSERT_NO_FATAL_FAILURE(start(options));
   HealthWatcher watcher(&health_, [this] { return engine_serving(engine_->snapshot()); },
                         std::chrono::milliseconds(10));
@@ -550,8 +551,9 @@ TEST_F(ServiceTest, RunnerFailureFailsEveryRequestAndTurnsHealthNotServing) {
   EXPECT_THAT(dropped.error_message(), HasSubstr("injected failure"));
 
   EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::NOT_SERVING));
+  // Liveness too: the device's state is unknown, only a restart brings it back.
   EXPECT_EQ(status_of(HealthService::kLivenessService),
-            grpc::health::v1::HealthCheckResponse::SERVING);  // the process itself is alive
+            grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   for (int i = 0; i < 2; ++i) {  // refused at once, unary and streaming, naming the cause
     v1::GenerateResponse response;
     const grpc::Status refused =
