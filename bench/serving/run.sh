@@ -24,7 +24,9 @@
 #     (TTFT_PROMPT_TOKENS=0: none)
 #   METRICS_OFF_CHECK=1: the loads at METRICS_CHECK_CONCURRENCY ("1 256") with metrics on and
 #     off (--metrics-port -1), METRICS_CHECK_ROUNDS (2) rounds of each, alternating server
-#     starts, METRICS_CHECK_MIN_REQUESTS (32) requests at least; the throughput lost to metrics
+#     starts, METRICS_CHECK_REQUESTS_PER_STREAM (8: ~3 s a round at 256 streams; 2 gave
+#     rounds of 0.6 s whose +-15 % spread hid the effect) requests per stream and
+#     METRICS_CHECK_MIN_REQUESTS (32) at least; the throughput lost to metrics
 #   EXTRA_MODELS="PATH:LABEL ...": each served alone and loaded at EXTRA_CONCURRENCY (64)
 #   CANNED=1: flashserve-canned-server (the serving path over a runner that answers at once,
 #     or after each CANNED_STEP_US ("0 2000") microseconds per step) on MODEL_PATH's tokenizer,
@@ -70,6 +72,7 @@ TTFT_NEW_TOKENS=${TTFT_NEW_TOKENS:-8}
 METRICS_CHECK_CONCURRENCY=${METRICS_CHECK_CONCURRENCY:-"1 256"}
 METRICS_CHECK_ROUNDS=${METRICS_CHECK_ROUNDS:-2}
 METRICS_CHECK_MIN_REQUESTS=${METRICS_CHECK_MIN_REQUESTS:-32}
+METRICS_CHECK_REQUESTS_PER_STREAM=${METRICS_CHECK_REQUESTS_PER_STREAM:-8}
 EXTRA_MODELS=${EXTRA_MODELS:-}
 EXTRA_CONCURRENCY=${EXTRA_CONCURRENCY:-64}
 CANNED_CONCURRENCY=${CANNED_CONCURRENCY:-"1 64 256"}
@@ -209,7 +212,7 @@ if [[ ${METRICS_OFF_CHECK:-0} == 1 ]]; then
       start_server "$server" "$model" "$out/server_metrics_${setting}_r$round.log" "$port" $SERVER_ARGS
       warm_up
       for c in $METRICS_CHECK_CONCURRENCY; do
-        n=$((c * REQUESTS_PER_STREAM > METRICS_CHECK_MIN_REQUESTS ? c * REQUESTS_PER_STREAM : METRICS_CHECK_MIN_REQUESTS))
+        n=$((c * METRICS_CHECK_REQUESTS_PER_STREAM > METRICS_CHECK_MIN_REQUESTS ? c * METRICS_CHECK_REQUESTS_PER_STREAM : METRICS_CHECK_MIN_REQUESTS))
         f="$out/metrics_${setting}_r${round}_c$c.txt"
         echo "metrics $setting, round $round, concurrency $c: $n requests"
         load "$c" "$n" "$PROMPT_TOKENS" "$NEW_TOKENS" "$f" || status=1
