@@ -44,6 +44,21 @@ inline float bf16_to_float(uint16_t h) {
   std::memcpy(&f, &u, 4);
   return f;
 }
+
+// n random bf16 values ~ N(0, scale^2), as bits and as their exact float values.
+struct Bf16Data {
+  std::vector<uint16_t> bits;
+  std::vector<float> values;
+};
+inline Bf16Data random_bf16(size_t n, float scale, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.f, scale);
+  Bf16Data d;
+  for (size_t i = 0; i < n; ++i) {
+    d.bits.push_back(float_to_bf16(dist(rng)));
+    d.values.push_back(bf16_to_float(d.bits.back()));
+  }
+  return d;
+}
 inline uint16_t float_to_fp16(float f) {
   if (std::isnan(f)) return 0x7e00;
   uint32_t u;

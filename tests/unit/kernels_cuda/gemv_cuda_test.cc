@@ -31,20 +31,8 @@ namespace {
 using testing::bf16_to_float;
 using testing::DeviceBuffer;
 using testing::float_to_bf16;
-
-struct Bf16 {
-  std::vector<uint16_t> bits;
-  std::vector<float> values;
-};
-Bf16 random_bf16(size_t n, float scale, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.f, scale);
-  Bf16 d;
-  for (size_t i = 0; i < n; ++i) {
-    d.bits.push_back(float_to_bf16(dist(rng)));
-    d.values.push_back(bf16_to_float(d.bits.back()));
-  }
-  return d;
-}
+using testing::random_bf16;
+using Bf16 = testing::Bf16Data;
 
 std::vector<float> abs_of(std::vector<float> v) {
   for (float& x : v) x = std::fabs(x);

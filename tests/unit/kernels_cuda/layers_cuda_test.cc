@@ -29,29 +29,16 @@
 namespace flashserve::kernels {
 namespace {
 
+using testing::Bf16Data;
 using testing::bf16_to_float;
 using testing::DeviceBuffer;
 using testing::float_to_bf16;
+using testing::random_bf16;
 
 #define SKIP_WITHOUT_GPU() \
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
 
 std::mt19937 fresh_rng() { return std::mt19937(std::random_device{}()); }
-
-// Random bf16 values (as bits) and their exact float values.
-struct Bf16Data {
-  std::vector<uint16_t> bits;
-  std::vector<float> values;
-};
-Bf16Data random_bf16(size_t n, float scale, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.f, scale);
-  Bf16Data d;
-  for (size_t i = 0; i < n; ++i) {
-    d.bits.push_back(float_to_bf16(dist(rng)));
-    d.values.push_back(bf16_to_float(d.bits.back()));
-  }
-  return d;
-}
 
 std::vector<float> to_floats(const std::vector<uint16_t>& bits) {
   std::vector<float> f;
