@@ -142,6 +142,26 @@ class ServiceTest : public ::testing::Test {
     return s.num_running == 0 && s.num_waiting == 0 && s.num_kv_blocks_used == 0;
   }
 
+  // The health service's answer for `service` over gRPC (UNKNOWN when the call fails).
+  grpc::health::v1::HealthCheckResponse::ServingStatus health_status(const std::string& service) {
+    auto health = grpc::health::v1::Health::NewStub(channel_);
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(service);
+    grpc::health::v1::HealthCheckResponse resp;
+    const grpc::Status st = health->Check(context_with(kTimeout).get(), req, &resp);
+    return st.ok() ? resp.status() : grpc::health::v1::HealthCheckResponse::UNKNOWN;
+  }
+  // Polls until "" and the Generation service both answer `want` (5 s at most).
+  bool wait_for_health(grpc::health::v1::HealthCheckResponse::ServingStatus want) {
+    for (int i = 0; i < 1000; ++i) {
+      if (health_status("") == want && health_status("flashserve.v1.Generation") == want) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+
   double requests_total() {
     double sum = 0;
     const std::string text = metrics_.serialize();
@@ -457,29 +477,14 @@ TEST_F(ServiceTest, HealthFollowsTheEngine) {
   ASSERT_NO_FATAL_FAILURE(start(options));
   HealthWatcher watcher(&health_, [this] { return engine_serving(engine_->snapshot()); },
                         std::chrono::milliseconds(10));
-  auto health = grpc::health::v1::Health::NewStub(channel_);
-  auto status_of = [&](const std::string& service) {
-    grpc::health::v1::HealthCheckRequest req;
-    req.set_service(service);
-    grpc::health::v1::HealthCheckResponse resp;
-    const grpc::Status st = health->Check(context_with(kTimeout).get(), req, &resp);
-    return st.ok() ? resp.status() : grpc::health::v1::HealthCheckResponse::UNKNOWN;
-  };
-  auto wait_for = [&](grpc::health::v1::HealthCheckResponse::ServingStatus want) {
-    for (int i = 0; i < 1000; ++i) {
-      if (status_of("") == want && status_of("flashserve.v1.Generation") == want) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return false;
-  };
-  EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::SERVING));
+  EXPECT_TRUE(wait_for_health(grpc::health::v1::HealthCheckResponse::SERVING));
   gate_.close();
   grpc::ClientContext context;
   auto reader = stub_->GenerateStream(&context, request("stall", 3));
   ASSERT_EQ(wait_until([](const auto& s) { return s.num_running == 1; }).num_running, 1);
-  EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::SERVING));  // not stalled yet
+  EXPECT_TRUE(wait_for_health(grpc::health::v1::HealthCheckResponse::SERVING));  // not stalled yet
   clock_.advance(options.stall_threshold + std::chrono::milliseconds(1));  // in that step
-  EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::NOT_SERVING));
+  EXPECT_TRUE(wait_for_health(grpc::health::v1::HealthCheckResponse::NOT_SERVING));
   // While stalled, new requests fail at once with UNAVAILABLE instead of queueing.
   v1::GenerateResponse refused_response;
   const grpc::Status refused =
@@ -487,7 +492,7 @@ TEST_F(ServiceTest, HealthFollowsTheEngine) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(refused.error_message(), HasSubstr("stalled"));
   gate_.open();
-  EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::SERVING));
+  EXPECT_TRUE(wait_for_health(grpc::health::v1::HealthCheckResponse::SERVING));
   v1::GenerateStreamResponse message;
   while (reader->Read(&message)) {
   }
@@ -496,7 +501,7 @@ TEST_F(ServiceTest, HealthFollowsTheEngine) {
   v1::GenerateResponse served;
   EXPECT_TRUE(stub_->Generate(context_with(kTimeout).get(), request("again", 2), &served).ok());
   engine_->drain();
-  EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::NOT_SERVING));
+  EXPECT_TRUE(wait_for_health(grpc::health::v1::HealthCheckResponse::NOT_SERVING));
   watcher.stop();
 }
 
@@ -511,22 +516,7 @@ TEST_F(ServiceTest, RunnerFailureFailsEveryRequestAndTurnsHealthNotServing) {
   ASSERT_NO_FATAL_FAILURE(start(options));
   HealthWatcher watcher(&health_, [this] { return engine_serving(engine_->snapshot()); },
                         std::chrono::milliseconds(10));
-  auto health = grpc::health::v1::Health::NewStub(channel_);
-  auto status_of = [&](const std::string& service) {
-    grpc::health::v1::HealthCheckRequest req;
-    req.set_service(service);
-    grpc::health::v1::HealthCheckResponse resp;
-    const grpc::Status st = health->Check(context_with(kTimeout).get(), req, &resp);
-    return st.ok() ? resp.status() : grpc::health::v1::HealthCheckResponse::UNKNOWN;
-  };
-  auto wait_for = [&](grpc::health::v1::HealthCheckResponse::ServingStatus want) {
-    for (int i = 0; i < 1000; ++i) {
-      if (status_of("") == want && status_of("flashserve.v1.Generation") == want) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return false;
-  };
-  ASSERT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::SERVING));
+  ASSERT_TRUE(wait_for_health(grpc::health::v1::HealthCheckResponse::SERVING));
 
   runner_state_->fail_on_call = runner_state_->calls() + 1;
   gate_.close();  // the failing step waits in forward() until both requests are in
@@ -550,9 +540,9 @@ TEST_F(ServiceTest, RunnerFailureFailsEveryRequestAndTurnsHealthNotServing) {
   EXPECT_EQ(dropped.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(dropped.error_message(), HasSubstr("injected failure"));
 
-  EXPECT_TRUE(wait_for(grpc::health::v1::HealthCheckResponse::NOT_SERVING));
+  EXPECT_TRUE(wait_for_health(grpc::health::v1::HealthCheckResponse::NOT_SERVING));
   // Liveness too: the device's state is unknown, only a restart brings it back.
-  EXPECT_EQ(status_of(HealthService::kLivenessService),
+  EXPECT_EQ(health_status(HealthService::kLivenessService),
             grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   for (int i = 0; i < 2; ++i) {  // refused at once, unary and streaming, naming the cause
     v1::GenerateResponse response;
@@ -570,7 +560,7 @@ TEST_F(ServiceTest, RunnerFailureFailsEveryRequestAndTurnsHealthNotServing) {
   EXPECT_TRUE(idle());
   // Still NOT_SERVING a while later: a failed runner does not come back.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_EQ(status_of(""), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(health_status(""), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   watcher.stop();
 }
 
