@@ -61,6 +61,18 @@ WEIGHTS_PATTERN = r"weights ([\d.]+) MiB bf16"
 SHAPE_PATTERN = r"shape:\s+(\d+) layers, hidden \d+, \d+ heads / (\d+) KV heads, head_dim (\d+)"
 
 
+def read_load_output(path, problems):
+    """parse_load_output(path), or None; unreadable files and failed requests go to problems."""
+    try:
+        r = parse_load_output(path)
+    except (OSError, ValueError) as e:
+        problems.append(str(e))
+        return None
+    if r["ok"] != r["requests"]:
+        problems.append(f"{path}: {r['requests'] - r['ok']} of {r['requests']} requests failed")
+    return r
+
+
 def parse_load_output(path):
     """One run's figures; raises ValueError naming the file and the missing line."""
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -193,13 +205,9 @@ def metrics_table(label, on_paths, off_paths):
     by_concurrency = {}
     for setting, paths in (("on", on_paths), ("off", off_paths)):
         for path in paths:
-            try:
-                r = parse_load_output(path)
-            except (OSError, ValueError) as e:
-                problems.append(str(e))
+            r = read_load_output(path, problems)
+            if r is None:
                 continue
-            if r["ok"] != r["requests"]:
-                problems.append(f"{path}: {r['requests'] - r['ok']} of {r['requests']} requests failed")
             by_concurrency.setdefault(r["concurrency"], {"on": [], "off": []})[setting].append(
                 r["tokens_per_s"])
     lines = [f"### {label}", "",
@@ -222,13 +230,9 @@ def table_mode(args):
     weights = weight_bytes(args.server_log)
     kv_token = kv_bytes_per_token(args.info)
     for path in args.outputs:
-        try:
-            r = parse_load_output(path)
-        except (OSError, ValueError) as e:
-            problems.append(str(e))
+        r = read_load_output(path, problems)
+        if r is None:
             continue
-        if r["ok"] != r["requests"]:
-            problems.append(f"{path}: {r['requests'] - r['ok']} of {r['requests']} requests failed")
         if r["tokens_per_request"] != args.new_tokens:
             problems.append(f"{path}: {r['tokens_per_request']} tokens per request, not {args.new_tokens}")
         r["hbm_fraction"] = hbm_fraction(path, r, weights, kv_token, args.peak_hbm_gbps)
