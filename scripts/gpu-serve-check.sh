@@ -133,8 +133,12 @@ if has load; then
   fi
 fi
 if has trace; then
-  # ncu lists every kernel launch of one short request (prefill + 3 decode steps).
-  if start_server "$out/trace_server.log" timeout 300 ncu --clock-control none \
+  # ncu lists every kernel launch of one short request (prefill + 3 decode steps). The server
+  # runs them eagerly (--nocuda_graphs: the same kernels and padded shapes as the graphs):
+  # ncu's per-kernel profiling of our decode graphs, whose kernels wait on each other
+  # through programmatic dependent launch, failed with LaunchFailed (H200, ncu 2025.3).
+  if SERVER_ARGS="${SERVER_ARGS:-} --nocuda_graphs" start_server "$out/trace_server.log" \
+      timeout 300 ncu --clock-control none \
       --target-processes all --metrics gpu__time_duration.sum --csv --log-file "$out/ncu.csv"; then
     cli generate --prompt "The capital of France is" --max-tokens 4 --temperature 0 > /dev/null 2>&1
     stop_server

@@ -328,7 +328,13 @@ TEST_F(GenerationE2E, CancelMidStreamFreesKvBlocks) {
 
 TEST_F(GenerationE2E, DeadlineIsHonoured) {
   ASSERT_TRUE(wait_idle(stub_.get()));
-  v1::GenerateRequest request = greedy_request("Write a very long essay about mountains.", 400);
+  // The request asks for the most tokens the server allows (4096 by default), so it cannot
+  // finish inside the 500 ms deadline on any backend: the GPU at 1,400 tokens/s needs ~3 s
+  // (400 tokens, the earlier figure here, took 275 ms there and finished first).
+  const int max_new_tokens = model_info(stub_.get()).limits().max_new_tokens();
+  ASSERT_GE(max_new_tokens, 4000);
+  v1::GenerateRequest request =
+      greedy_request("Write a very long essay about mountains.", max_new_tokens);
   request.mutable_stopping()->set_ignore_eos(true);
   const UnaryResult r = generate(stub_.get(), request, std::chrono::milliseconds(500));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
