@@ -45,6 +45,47 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc)
   return acc;
 }
 
+// Asks L2 for the weight rows of the pairs [pair0, pair0 + kGemvWarps) (the CTA's pairs in
+// the first pass of the loop below): one contiguous range of rows, two for kSwiglu (gate
+// and up). The weights are written by no kernel of a step, so this may run before
+// wait_for_prior_grid(): the CTA's rows stream from HBM into L2 while the previous kernel
+// still runs, and the loads after the wait hit L2. A hint: the bulk prefetch (sm_90, TMA)
+// returns at once and the loads stay correct without it.
+//
+// It pays only where a GEMV is latency-bound, i.e. its weights are small: on SmolLM2's
+// layers (0.7-3.5 MB per GEMV) one stream gained 8-9 %; on the 1B shape's (8-67 MB), where
+// the previous kernel is itself streaming weights at full bandwidth, it lost 4.5 %, and a
+// prefetch one pass ahead inside the loop lost more (bench/serving/NOTES.md, step 7).
+constexpr int64_t kPrefetchMaxWeightBytes = int64_t{8} << 20;
+
+__device__ __forceinline__ int64_t weight_bytes(const GemvParams& p) {
+  const int64_t rows = p.output == GemvOutput::kSwiglu ? 2 * int64_t{p.n} : p.n;
+  return rows * p.k * 2;
+}
+__device__ __forceinline__ void prefetch_l2(const void* ptr, int64_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (bytes > 0) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr),
+                 "r"(static_cast<uint32_t>(bytes))
+                 : "memory");
+  }
+#endif
+}
+
+__device__ __forceinline__ void prefetch_pairs(const GemvParams& p, int pair0, int num_pairs) {
+  if (pair0 >= num_pairs) return;
+  const int pair1 = min(pair0 + kGemvWarps, num_pairs);
+  const int64_t row_bytes = static_cast<int64_t>(p.k) * 2;  // a multiple of 16: k % 8 == 0
+  const char* w = static_cast<const char*>(p.w);
+  if (p.output == GemvOutput::kSwiglu) {
+    prefetch_l2(w + pair0 * row_bytes, (pair1 - pair0) * row_bytes);
+    prefetch_l2(w + (p.n + pair0) * row_bytes, (pair1 - pair0) * row_bytes);
+  } else {
+    const int row1 = min(2 * pair1, p.n);
+    prefetch_l2(w + 2 * pair0 * row_bytes, (row1 - 2 * pair0) * row_bytes);
+  }
+}
+
 // Stages the input rows into shared memory as bf16 (rows >= m are zero).
 template <int kRows>
 __device__ void stage_rows(const GemvParams& p, __nv_bfloat16* xs) {
@@ -145,16 +186,19 @@ template <int kRows>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const GemvParams p) {
   extern __shared__ uint4 smem_raw[];
   __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-  wait_for_prior_grid();  // kernels/dependent_launch.cuh: before any global access
+  const bool swiglu = p.output == GemvOutput::kSwiglu;
+  const int num_pairs = swiglu ? p.n : (p.n + 1) / 2;
+  const int pass_pairs = gridDim.x * kGemvWarps;  // pairs of all CTAs in one pass
+  if (threadIdx.x == 0 && weight_bytes(p) <= kPrefetchMaxWeightBytes) {
+    prefetch_pairs(p, blockIdx.x * kGemvWarps, num_pairs);  // the weights only: see above
+  }
+  wait_for_prior_grid();  // kernels/dependent_launch.cuh: before any other global access
   allow_next_grid();
   stage_rows<kRows>(p, xs);
   const uint4* xs4 = smem_raw;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int chunks = p.k / 8;
-  const bool swiglu = p.output == GemvOutput::kSwiglu;
-  const int num_pairs = swiglu ? p.n : (p.n + 1) / 2;
-  for (int pair = blockIdx.x * kGemvWarps + warp; pair < num_pairs;
-       pair += gridDim.x * kGemvWarps) {
+  for (int pair = blockIdx.x * kGemvWarps + warp; pair < num_pairs; pair += pass_pairs) {
     // Weight rows: gate `pair` and up `pair` (kSwiglu), else outputs 2 * pair and the next
     // (the last pair of an odd n reads its first row twice and stores once).
     const int row0 = swiglu ? pair : 2 * pair;
