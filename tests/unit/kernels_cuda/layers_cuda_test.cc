@@ -265,12 +265,29 @@ TEST(SamplingCuda, SameTokensAndLogprobsAsTheCpuReference) {
       s.penalty_end = static_cast<int32_t>(pen_tokens.size());
       specs.push_back(s);
     }
+    // Rows without logprobs or penalties take the kernel's one-pass path (NaN clean-up and
+    // argmax fused): greedy and sampled, one row with NaNs where its maximum would be, one
+    // row of NaNs only (token 0, as the reference).
+    const int first_plain = static_cast<int>(specs.size());
+    for (float t : {0.f, 0.f, 0.f, 0.8f, 1e-38f}) {
+      SampleSpec s = spec_of(t, t > 0.5f ? 40 : 0, t > 0.5f ? 0.9f : 1.f, 0.f, uniform(rng));
+      s.want_logprob = 0;
+      specs.push_back(s);
+    }
     const int rows = static_cast<int>(specs.size());
     std::normal_distribution<float> dist(0.f, 2.f);
     std::vector<float> logits(static_cast<size_t>(rows) * vocab);
     for (float& l : logits) l = dist(rng);
-    logits[3] = std::numeric_limits<float>::quiet_NaN();
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    logits[3] = nan;
     logits[vocab + 2] = -std::numeric_limits<float>::infinity();
+    float* with_nans = logits.data() + static_cast<size_t>(first_plain + 1) * vocab;
+    with_nans[vocab / 2] = 100.f;  // the maximum ...
+    with_nans[vocab / 2 + 1] = nan;  // ... beside NaNs, at both ends too
+    with_nans[0] = nan;
+    with_nans[vocab - 1] = nan;
+    float* all_nan = logits.data() + static_cast<size_t>(first_plain + 2) * vocab;
+    std::fill(all_nan, all_nan + vocab, nan);
 
     DeviceBuffer d_logits = DeviceBuffer::from(logits), d_specs = DeviceBuffer::from(specs);
     DeviceBuffer d_pt = DeviceBuffer::from(pen_tokens), d_pc = DeviceBuffer::from(pen_counts);
