@@ -26,9 +26,10 @@ namespace {
 using cuda::DeviceKvCache;
 
 // Every kProfileEvery-th step records the full attention / GEMM / other breakdown. Such a
-// step runs eagerly (not from a graph): ~0.3 ms more at one stream, ~1.5 ms at 256, so one
-// in 64 keeps the cost under 1 % (one in 16 cost 3-6 %: bench/serving/NOTES.md).
-constexpr uint64_t kProfileEvery = 64;
+// step runs eagerly (not from a graph), ~0.7 ms more than a graph step at one stream: one
+// in 64 cost 1.7 % there (one in 16: 3-6 %; bench/serving/NOTES.md), one in 256 ~0.4 %,
+// and still samples ~5 steps a second at one stream, ~1.5 at 256 streams.
+constexpr uint64_t kProfileEvery = 256;
 // Device memory left free beyond the fraction's reserve, for allocator slack and cuBLASLt.
 constexpr int64_t kMarginBytes = int64_t{256} << 20;
 constexpr double kMiB = 1 << 20;
