@@ -30,6 +30,10 @@ using cuda::DeviceKvCache;
 // in 64 cost 1.7 % there (one in 16: 3-6 %; bench/serving/NOTES.md), one in 256 ~0.4 %,
 // and still samples ~5 steps a second at one stream, ~1.5 at 256 streams.
 constexpr uint64_t kProfileEvery = 256;
+// Of the other eager steps (prefill and mixed; decode with --nocuda_graphs), every
+// kAttentionEvery-th, from the first, has its attention launches timed (~60 event records and
+// reads a step: at 256 streams, timing every eager step cost ~1.4 %, bench/serving/NOTES.md).
+constexpr uint64_t kAttentionEvery = 8;
 // Device memory left free beyond the fraction's reserve, for allocator slack and cuBLASLt.
 constexpr int64_t kMarginBytes = int64_t{256} << 20;
 constexpr double kMiB = 1 << 20;
@@ -169,6 +173,10 @@ class CudaModelRunner final : public ModelRunner {
   // meets no capture except for long contexts.
   absl::Status prepare_decode_graphs(const CudaRunnerOptions& o);
   void fill_stats(const cuda::StepTimes& t, ForwardStats* stats) const;
+  // How the next step is timed when metrics are on: kFull every kProfileEvery-th step (run
+  // eagerly, a decode step too), kAttention every kAttentionEvery-th other eager step, else
+  // kOff (graph replays are never timed).
+  cuda::TimerMode next_timer_mode(const ForwardBatch& batch);
 
   ModelConfig config_;
   DeviceProps device_;
@@ -181,6 +189,7 @@ class CudaModelRunner final : public ModelRunner {
   bool use_graphs_ = true;
   cuda::DecodeGraphs graphs_;
   uint64_t num_steps_ = 0;
+  uint64_t num_eager_steps_ = 0;
 };
 
 absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions& o,
@@ -257,12 +266,11 @@ absl::Status CudaModelRunner::forward(const ForwardBatch& batch,
                                       std::vector<SampledToken>* sampled, ForwardStats* stats) {
   if (sampled == nullptr) return absl::InvalidArgumentError("cuda runner: sampled is null");
   RETURN_IF_ERROR(validate_forward_batch(batch, config_, cache_.num_blocks, cache_.block_size));
-  // Untimed without stats (metrics off); attention timed every step, everything every
-  // kProfileEvery-th.
-  const cuda::TimerMode mode = stats == nullptr                       ? cuda::TimerMode::kOff
-                               : ++num_steps_ % kProfileEvery == 0   ? cuda::TimerMode::kFull
-                                                                     : cuda::TimerMode::kAttention;
-  ASSIGN_OR_RETURN(const kernels::SampleResult* results, enqueue_step(batch, mode, stats));
+  // Untimed without stats (metrics off). An untimed step reports no attention (calls,
+  // bytes and FLOPs only where the seconds are measured too).
+  const cuda::TimerMode mode = stats == nullptr ? cuda::TimerMode::kOff : next_timer_mode(batch);
+  ASSIGN_OR_RETURN(const kernels::SampleResult* results,
+                   enqueue_step(batch, mode, mode == cuda::TimerMode::kOff ? nullptr : stats));
   FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the step's one host sync
   ASSIGN_OR_RETURN(const cuda::StepTimes times, timer_.collect());
   fill_stats(times, stats);
@@ -271,6 +279,13 @@ absl::Status CudaModelRunner::forward(const ForwardBatch& batch,
     (*sampled)[i] = to_sampled_token(results[i], batch.sample_specs[i], config_.vocab_size);
   }
   return absl::OkStatus();
+}
+
+cuda::TimerMode CudaModelRunner::next_timer_mode(const ForwardBatch& batch) {
+  if (++num_steps_ % kProfileEvery == 0) return cuda::TimerMode::kFull;
+  if (use_graphs_ && cuda::is_decode_batch(batch)) return cuda::TimerMode::kOff;
+  return num_eager_steps_++ % kAttentionEvery == 0 ? cuda::TimerMode::kAttention
+                                                   : cuda::TimerMode::kOff;
 }
 
 absl::StatusOr<const kernels::SampleResult*> CudaModelRunner::enqueue_step(
