@@ -167,6 +167,7 @@ class Engine::Impl {
   Scheduler scheduler_;
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::vector<model::SampledToken> sampled_;  // [num_samples] of the current step
+  std::vector<double> step_inter_token_seconds_;  // the current step's, for the metrics
   EventDelivery::Batch outbox_;  // this step's events, then posted to delivery_
   EventDelivery delivery_;       // runs the sinks on its own thread
   uint64_t num_steps_ = 0;
@@ -509,15 +510,19 @@ void Engine::Impl::postprocess(const SchedulerOutput& out, const model::ForwardB
     const ScheduledSequence& s = out.scheduled[batch.sample_seqs[i]];
     take_token(requests_.at(s.seq->id()).get(), sampled_[i], now);
   }
+  if (metrics_ != nullptr) {  // once per step, not per token: one lock each
+    metrics_->add_generated_tokens(static_cast<int64_t>(batch.sample_seqs.size()));
+    metrics_->observe_inter_token_latencies(step_inter_token_seconds_);
+    step_inter_token_seconds_.clear();
+  }
 }
 
 void Engine::Impl::take_token(Request* req, const model::SampledToken& r, TimePoint now) {
   Sequence& seq = req->seq;
   seq.append_token(r.token);
   if (metrics_ != nullptr) {
-    metrics_->add_generated_tokens(1);
     if (req->first_token_time) {
-      metrics_->observe_inter_token_latency(seconds_between(req->last_token_time, now));
+      step_inter_token_seconds_.push_back(seconds_between(req->last_token_time, now));
     } else {
       metrics_->observe_time_to_first_token(seconds_between(seq.arrival_time(), now));
     }

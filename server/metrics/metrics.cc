@@ -321,8 +321,16 @@ void Metrics::observe_queue_seconds(double seconds) { queue_seconds_->Observe(se
 void Metrics::observe_time_to_first_token(double seconds) {
   time_to_first_token_->Observe(seconds);
 }
-void Metrics::observe_inter_token_latency(double seconds) {
-  inter_token_latency_->Observe(seconds);
+void Metrics::observe_inter_token_latencies(const std::vector<double>& seconds) {
+  if (seconds.empty()) return;
+  const Buckets& bounds = latency_buckets();
+  std::vector<double> increments(bounds.size() + 1, 0.0);
+  double sum = 0;
+  for (double s : seconds) {
+    increments[bucket_index(bounds, s)] += 1;
+    sum += s;
+  }
+  inter_token_latency_->ObserveMultiple(increments, sum);
 }
 void Metrics::observe_request_duration(double seconds) { request_duration_->Observe(seconds); }
 void Metrics::add_prompt_tokens(int64_t num_tokens) {

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -125,7 +126,9 @@ class Metrics {
   void record_request(RequestStatus status);
   void observe_queue_seconds(double seconds);         // submit -> first scheduled
   void observe_time_to_first_token(double seconds);   // submit -> first token sampled
-  void observe_inter_token_latency(double seconds);   // between consecutive tokens of a request
+  // Times between consecutive tokens of a request: one engine step's, in one update (one
+  // lock, not one per token; the same buckets and sum as observing each).
+  void observe_inter_token_latencies(const std::vector<double>& seconds);
   void observe_request_duration(double seconds);      // submit -> final event
   void add_prompt_tokens(int64_t num_tokens);         // at the request's final event
   void add_generated_tokens(int64_t num_tokens);      // as tokens are sampled

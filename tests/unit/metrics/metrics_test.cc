@@ -60,7 +60,9 @@ TEST(MetricsTest, RequestCountersAndHistograms) {
   m.record_request(RequestStatus::kCapacity);
   m.observe_time_to_first_token(0.004);   // bucket le=0.005
   m.observe_time_to_first_token(0.2);     // bucket le=0.25
-  m.observe_inter_token_latency(0.0009);  // le=0.001
+  m.observe_inter_token_latencies({});  // nothing
+  // le=0.001 (twice, one on the bound itself), le=0.0025, +Inf only.
+  m.observe_inter_token_latencies({0.0009, 0.001, 0.002, 1e6});
   m.observe_queue_seconds(45.0);          // le=60
   m.observe_request_duration(900.0);      // only +Inf
   m.add_prompt_tokens(17);
@@ -76,7 +78,11 @@ TEST(MetricsTest, RequestCountersAndHistograms) {
   EXPECT_EQ(value_of(t, "flashserve_time_to_first_token_seconds_bucket{le=\"0.005\"}"), 1);
   EXPECT_EQ(value_of(t, "flashserve_time_to_first_token_seconds_bucket{le=\"0.1\"}"), 1);
   EXPECT_EQ(value_of(t, "flashserve_time_to_first_token_seconds_bucket{le=\"0.25\"}"), 2);
-  EXPECT_EQ(value_of(t, "flashserve_inter_token_latency_seconds_bucket{le=\"0.001\"}"), 1);
+  EXPECT_EQ(value_of(t, "flashserve_inter_token_latency_seconds_bucket{le=\"0.001\"}"), 2);
+  EXPECT_EQ(value_of(t, "flashserve_inter_token_latency_seconds_bucket{le=\"0.0025\"}"), 3);
+  EXPECT_EQ(value_of(t, "flashserve_inter_token_latency_seconds_bucket{le=\"600\"}"), 3);
+  EXPECT_EQ(value_of(t, "flashserve_inter_token_latency_seconds_count"), 4);
+  EXPECT_DOUBLE_EQ(value_of(t, "flashserve_inter_token_latency_seconds_sum"), 0.0039 + 1e6);
   EXPECT_EQ(value_of(t, "flashserve_request_queue_seconds_bucket{le=\"30\"}"), 0);
   EXPECT_EQ(value_of(t, "flashserve_request_queue_seconds_bucket{le=\"60\"}"), 1);
   EXPECT_EQ(value_of(t, "flashserve_request_duration_seconds_bucket{le=\"600\"}"), 0);
