@@ -45,7 +45,7 @@ TEST(GenerateTest, StopsAtEndOfGenerationWithoutItsText) {
   const std::vector<int32_t> prompt = make_prompt(2, 3);
   state->next_token = scripted(prompt.size(), {letter('o'), letter('k'), kEos, letter('x')});
   FakeTokenizer tokenizer;
-  GenerateOptions options{.prompt_tokens = prompt, .max_new_tokens = 10};
+  GenerateOptions options{.prompt_tokens = prompt, .max_new_tokens = 10, .sampling = {}};
   options.sampling.temperature = 0;
   absl::StatusOr<GenerateResult> r = generate(make_runner(state), tokenizer, options, nullptr);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -55,7 +55,8 @@ TEST(GenerateTest, StopsAtEndOfGenerationWithoutItsText) {
 
 TEST(GenerateTest, RequestsThatDoNotFitAreRefusedNamingTheProblem) {
   FakeTokenizer tokenizer;
-  GenerateOptions options{.prompt_tokens = make_prompt(1, 60), .max_new_tokens = 10};
+  GenerateOptions options{
+      .prompt_tokens = make_prompt(1, 60), .max_new_tokens = 10, .sampling = {}};
   absl::StatusOr<GenerateResult> r =
       generate(make_runner(std::make_shared<FakeRunnerState>()), tokenizer, options, nullptr);
   ASSERT_FALSE(r.ok());
@@ -68,7 +69,7 @@ TEST(GenerateTest, AFailedForwardPassIsAnError) {
   auto state = std::make_shared<FakeRunnerState>();
   state->fail_on_call = 1;
   FakeTokenizer tokenizer;
-  GenerateOptions options{.prompt_tokens = make_prompt(1, 5), .max_new_tokens = 3};
+  GenerateOptions options{.prompt_tokens = make_prompt(1, 5), .max_new_tokens = 3, .sampling = {}};
   absl::StatusOr<GenerateResult> r = generate(make_runner(state), tokenizer, options, nullptr);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("injected failure"), std::string::npos) << r.status();
