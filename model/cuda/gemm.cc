@@ -2,6 +2,8 @@
 
 #include <cublasLt.h>
 
+#include <bit>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "model/cuda/cuda_status.h"
@@ -42,6 +44,11 @@ Gemm::~Gemm() {
 absl::StatusOr<const Gemm::Plan*> Gemm::plan(const Key& key) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.get();
+  const int bucket = static_cast<int>(std::bit_ceil(static_cast<unsigned>(key.m)));
+  const Plan* bucket_plan = nullptr;
+  if (bucket != key.m) {
+    ASSIGN_OR_RETURN(bucket_plan, plan(Key{bucket, key.n, key.k, key.out}));
+  }
   auto p = std::make_unique<Plan>();
   const cudaDataType_t y_type = key.out == GemmOut::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
   p->beta = key.out == GemmOut::kFp32Accumulate ? 1.f : 0.f;
@@ -55,6 +62,21 @@ absl::StatusOr<const Gemm::Plan*> Gemm::plan(const Key& key) {
   FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->w, CUDA_R_16BF, key.k, key.n, key.k));
   FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->x, CUDA_R_16BF, key.k, key.m, key.k));
   FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->y, y_type, key.n, key.m, key.n));
+  bool have_algo = false;
+  if (bucket_plan != nullptr) {
+    cublasLtMatmulHeuristicResult_t check;
+    have_algo = cublasLtMatmulAlgoCheck(handle_, p->desc, p->w, p->x, p->y, p->y,
+                                        &bucket_plan->algo, &check) == CUBLAS_STATUS_SUCCESS &&
+                check.workspaceSize <= workspace_.bytes();
+    if (have_algo) p->algo = bucket_plan->algo;
+  }
+  if (!have_algo) RETURN_IF_ERROR(query_algo(key, p.get()));
+  const Plan* raw = p.get();
+  plans_.emplace(key, std::move(p));
+  return raw;
+}
+
+absl::Status Gemm::query_algo(const Key& key, Plan* p) {
   cublasLtMatmulPreference_t pref;
   FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
   const size_t ws = workspace_.bytes();
@@ -73,9 +95,7 @@ absl::StatusOr<const Gemm::Plan*> Gemm::plan(const Key& key) {
                                                  key.n, " k ", key.k));
   }
   p->algo = result.algo;
-  const Plan* raw = p.get();
-  plans_.emplace(key, std::move(p));
-  return raw;
+  return absl::OkStatus();
 }
 
 absl::Status Gemm::linear(const void* x, const void* w, void* y, int m, int n, int k,

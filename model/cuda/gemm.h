@@ -4,8 +4,11 @@
 // row-major [out][in] order (model/weights.h), so in cuBLAS' column-major terms this is
 // y^T = op_T(w) * x^T with no data movement.
 //
-// Plans (matmul descriptor, layouts, the heuristic's algorithm) are cached per shape: the
-// heuristic query costs tens of microseconds, a cached launch only the enqueue.
+// Plans (matmul descriptor, layouts, algorithm) are cached per shape. The algorithm comes from
+// cuBLASLt's heuristic at m rounded up to a power of two, checked for the exact m (another
+// heuristic query only where the check fails): an eager step's token count takes any value up
+// to --max-batch-tokens, and a new algorithm per new m costs the query and, on its first
+// launch, the loading of another kernel; with buckets a serving run meets ~12 per shape.
 // Not thread-safe: one per runner (the engine thread).
 #include <cstdint>
 #include <memory>
@@ -50,6 +53,8 @@ class Gemm {
   };
   Gemm() = default;
   absl::StatusOr<const Plan*> plan(const Key& key);
+  // The heuristic's first algorithm for key's shape, into p (whose descriptors it is).
+  absl::Status query_algo(const Key& key, Plan* p);
 
   cublasLtContext* handle_ = nullptr;
   DeviceBuffer workspace_;
