@@ -264,8 +264,8 @@ __device__ int draw(Block& block, const Row& row, const Selection& sel, float lo
 
 // One block-wide pass over a row, in 16-byte loads, kInFlight of them per thread issued
 // before any is used: the row (192 KiB at a 49152 vocabulary) is one block's to read, so
-// bytes in flight set the pass's time (scalar loads, one round trip per element per thread,
-// took ~50 us for a 49152 row at one stream). kSanitize: NaN logits become -inf in place
+// bytes in flight set the pass's time (with scalar loads and two passes the greedy step was
+// 1.5 % slower at one stream: bench/serving/NOTES.md, step 7). kSanitize: NaN logits become -inf in place
 // (step 0); kArgMax: returns this thread's best (value, id) after that (step 3; NaN is never
 // before anything, and the caller reads an all -inf row as token 0). Every element is
 // visited once, in no particular order: both steps are order-free (`before` is a total order).
