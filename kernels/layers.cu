@@ -54,26 +54,54 @@ __global__ void rmsnorm_kernel(RmsNormParams p) {
   for (int i = threadIdx.x; i < p.dim; i += kNormThreads) store(out, i, x[i] * scale * p.weight[i]);
 }
 
+// Element pair (a, b) of pair i within a head.
+__device__ __forceinline__ int2 rope_pair(RopeStyle style, int i, int half) {
+  return style == RopeStyle::kAdjacentPairs ? make_int2(2 * i, 2 * i + 1) : make_int2(i, i + half);
+}
+
 // One block per token; thread j handles pair j % half of head j / half over the Q, K and V
-// heads of the token's fused projection row.
+// heads of the token's fused projection row. With Q/K norms, a first pass sums each Q and
+// K head's squares (after the bias) into shared memory, in fp32 (the CPU reference sums in
+// double: the difference is fp32 rounding of a sum of head_dim terms).
 template <typename T>
 __global__ void rope_append_kernel(RopeAppendParams p) {
+  extern __shared__ float head_sum_sq[];  // [num_heads + num_kv_heads] with Q/K norms
   wait_for_prior_grid();  // kernels/dependent_launch.cuh: before any global access
   allow_next_grid();
   const int64_t t = blockIdx.x;
   const int half = p.head_dim / 2;
   const int num_pairs = (p.num_heads + 2 * p.num_kv_heads) * half;
+  const int num_qk_heads = p.num_heads + p.num_kv_heads;
   const T* row = static_cast<const T*>(p.qkv) + t * 2 * num_pairs;
+  auto element = [&](int e) { return load(row, e) + (p.bias != nullptr ? p.bias[e] : 0.f); };
+  const bool qk_norm = p.q_norm != nullptr;
+  if (qk_norm) {
+    for (int h = threadIdx.x; h < num_qk_heads; h += blockDim.x) head_sum_sq[h] = 0.f;
+    __syncthreads();
+    for (int j = threadIdx.x; j < num_qk_heads * half; j += blockDim.x) {
+      const int head = j / half;
+      const int2 ab = rope_pair(p.style, j % half, half);
+      const float x = element(head * p.head_dim + ab.x), y = element(head * p.head_dim + ab.y);
+      atomicAdd(&head_sum_sq[head], x * x + y * y);
+    }
+    __syncthreads();
+  }
   const int64_t slot = p.slot_mapping[t];
   const float* cos = p.cos + static_cast<int64_t>(p.positions[t]) * half;
   const float* sin = p.sin + static_cast<int64_t>(p.positions[t]) * half;
   for (int j = threadIdx.x; j < num_pairs; j += blockDim.x) {
     const int head = j / half, i = j % half;
-    const bool adjacent = p.style == RopeStyle::kAdjacentPairs;
-    const int a = adjacent ? 2 * i : i, b = adjacent ? 2 * i + 1 : i + half;
-    const T* in = row + static_cast<int64_t>(head) * p.head_dim;
-    float x = load(in, a), y = load(in, b);
-    if (head < p.num_heads + p.num_kv_heads) {  // Q or K: rotate
+    const int2 ab = rope_pair(p.style, i, half);
+    const int a = ab.x, b = ab.y;
+    float x = element(head * p.head_dim + a), y = element(head * p.head_dim + b);
+    if (head < num_qk_heads) {  // Q or K: normalise (optionally), then rotate
+      if (qk_norm) {
+        // 1/sqrt rather than rsqrtf, as in rmsnorm_kernel: the reference rounds the scale once.
+        const float scale = 1.f / sqrtf(head_sum_sq[head] / p.head_dim + p.norm_eps);
+        const float* w = head < p.num_heads ? p.q_norm : p.k_norm;
+        x = x * scale * w[a];
+        y = y * scale * w[b];
+      }
       const float c = cos[i], s = sin[i];
       const float rx = x * c - y * s, ry = x * s + y * c;
       x = rx;
@@ -84,7 +112,7 @@ __global__ void rope_append_kernel(RopeAppendParams p) {
       dst = static_cast<T*>(p.q_out) + (t * p.num_heads + head) * p.head_dim;
     } else {
       if (slot < 0) continue;
-      const bool is_k = head < p.num_heads + p.num_kv_heads;
+      const bool is_k = head < num_qk_heads;
       const int kv_head = (head - p.num_heads) % p.num_kv_heads;
       const int64_t offset = kv_cache_offset(slot / p.block_size, kv_head, slot % p.block_size,
                                              p.num_kv_heads, p.block_size, p.head_dim);
@@ -165,13 +193,17 @@ absl::Status rope_qkv_append(const RopeAppendParams& p, cudaStream_t stream) {
     return device::invalid("rope_qkv_append: bad head count or block size, num_kv_heads ",
                            p.num_kv_heads);
   }
+  if ((p.q_norm == nullptr) != (p.k_norm == nullptr)) {
+    return absl::InvalidArgumentError("rope_qkv_append: q_norm and k_norm are set together");
+  }
   if (p.num_tokens == 0) return absl::OkStatus();
   const int num_pairs = (p.num_heads + 2 * p.num_kv_heads) * p.head_dim / 2;
   const int threads = std::min(1024, (num_pairs + 31) / 32 * 32);
+  const size_t smem = p.q_norm != nullptr ? (p.num_heads + p.num_kv_heads) * sizeof(float) : 0;
   return device::with_dtype(p.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return device::launch_dependent(device::rope_append_kernel<T>, p.num_tokens, threads, 0,
-                                    stream, p);
+    return device::launch_dependent(device::rope_append_kernel<T>, p.num_tokens, threads,
+                                    static_cast<unsigned>(smem), stream, p);
   });
 }
 

@@ -44,10 +44,14 @@ struct RmsNormParams {
 };
 absl::Status rmsnorm(const RmsNormParams& p, cudaStream_t stream);
 
-// The attention input of one layer from the fused QKV projection: rotates Q and K by RoPE
-// (pairs and angles of kernels/cpu/rope.h, from tables built by rope_cos_sin_cpu), writes Q
-// packed for the attention kernels and K, V straight into the paged cache at slot_mapping
-// (kernels/paged_kv.h; a negative slot is padding and skipped).
+// The attention input of one layer from the fused QKV projection: adds the Q/K/V bias (when
+// set), normalises each Q and K head by RMSNorm over head_dim (when the norm weights are
+// set: Qwen3's Q/K norm, kernels/cpu/rmsnorm.h on each head as one row), rotates Q and K by
+// RoPE (pairs and angles of kernels/cpu/rope.h, from tables built by rope_cos_sin_cpu),
+// writes Q packed for the attention kernels and K, V straight into the paged cache at
+// slot_mapping (kernels/paged_kv.h; a negative slot is padding and skipped). The bias is
+// added in fp32 to the qkv values as stored (bf16 / fp16), then everything stays fp32 until
+// the rotated values are stored.
 struct RopeAppendParams {
   DType dtype = DType::kBf16;
   const void* qkv = nullptr;  // [num_tokens, (num_heads + 2 * num_kv_heads) * head_dim]
@@ -64,6 +68,10 @@ struct RopeAppendParams {
   int head_dim = 0;  // even
   int block_size = 0;
   RopeStyle style = RopeStyle::kAdjacentPairs;
+  const float* bias = nullptr;    // [(num_heads + 2 * num_kv_heads) * head_dim] or null
+  const float* q_norm = nullptr;  // [head_dim] or null; set together with k_norm
+  const float* k_norm = nullptr;  // [head_dim] or null
+  float norm_eps = 0;             // with q_norm / k_norm
 };
 absl::Status rope_qkv_append(const RopeAppendParams& p, cudaStream_t stream);
 

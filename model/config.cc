@@ -1,7 +1,9 @@
 // config_from_gguf: hyper-parameters from `<arch>.*` GGUF keys (see model/config.h).
 #include "model/config.h"
 
+#include <cmath>
 #include <limits>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -11,10 +13,47 @@
 namespace flashserve::model {
 namespace {
 
-// Architectures whose GGUF keys and tensor names follow llama's layout (the differences,
-// such as Qwen2's attention biases, are the forward pass's concern, not the config's).
-bool is_llama_family(const std::string& arch) {
-  return arch == "llama" || arch == "qwen2" || arch == "mistral";
+// One row per architecture whose keys and tensor names follow llama's layout; the columns
+// are the forward-pass differences (model/config.h).
+struct ArchitectureRow {
+  const char* name;
+  bool qkv_bias, qk_norm, neox_rows;
+};
+constexpr ArchitectureRow kArchitectures[] = {
+    {"llama", false, false, false},
+    {"mistral", false, false, false},
+    {"qwen2", true, false, true},
+    {"qwen3", false, true, true},
+};
+
+const ArchitectureRow* find_architecture(const std::string& name) {
+  for (const ArchitectureRow& row : kArchitectures) {
+    if (name == row.name) return &row;
+  }
+  return nullptr;
+}
+
+// Keys of features no forward pass here implements: a file that sets one is refused rather
+// than served with the feature silently ignored.
+constexpr const char* kRefusedKeys[][2] = {
+    {"attention.sliding_window", "sliding-window attention"},
+    {"attn_logit_softcapping", "attention logit soft-capping"},
+    {"final_logit_softcapping", "final logit soft-capping"},
+    {"expert_count", "mixture-of-experts layers"},
+    {"attention.clamp_kqv", "Q/K/V clamping"},
+};
+
+absl::Status refuse_unimplemented_keys(const GgufFile& file, const std::string& p) {
+  for (const auto& [key, what] : kRefusedKeys) {
+    if (file.find(p + key) == nullptr) continue;
+    if (std::string(key) == "expert_count") {
+      ASSIGN_OR_RETURN(const int64_t experts, file.get_int(p + key));
+      if (experts == 0) continue;
+    }
+    return absl::UnimplementedError(absl::StrCat("config: ", p, key, " asks for ", what,
+                                                 ", which flashserve does not implement"));
+  }
+  return absl::OkStatus();
 }
 
 // A required positive integer key that fits in int.
@@ -73,6 +112,61 @@ absl::Status read_hyper_parameters(const GgufFile& file, ModelConfig* c) {
     }
     c->head_dim = c->hidden_size / c->num_heads;
   }
+  if (c->head_dim % 2 != 0) {
+    return absl::UnimplementedError(
+        absl::StrCat("config: head_dim ", c->head_dim, " is odd; RoPE rotates pairs"));
+  }
+  return absl::OkStatus();
+}
+
+// rope.dimension_count must cover the whole head (no partial rotary embedding).
+absl::Status check_rope_dimensions(const GgufFile& file, const ModelConfig& c) {
+  const std::string key = c.architecture + ".rope.dimension_count";
+  if (file.find(key) == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const int dims, positive_int(file, key));
+  if (dims != c.head_dim) {
+    return absl::UnimplementedError(absl::StrCat("config: ", key, " = ", dims,
+                                                 " (partial rotary embedding) differs from "
+                                                 "head_dim ", c.head_dim));
+  }
+  return absl::OkStatus();
+}
+
+// RoPE scaling: Llama 3's per-frequency factors (`rope_freqs.weight`) or a linear factor
+// (`rope.scaling.type` = linear); any other scaling type is refused by name.
+absl::Status read_rope_scaling(const GgufFile& file, ModelConfig* c) {
+  const std::string p = c->architecture + ".rope.scaling.";
+  std::string type = "none";
+  if (file.find(p + "type") != nullptr) {
+    ASSIGN_OR_RETURN(type, file.get_string(p + "type"));
+  }
+  const int half = c->head_dim / 2;
+  if (type == "linear") {
+    ASSIGN_OR_RETURN(const float factor, optional_positive_float(file, p + "factor", 1.f));
+    if (factor != 1.f) c->rope_freq_factors.assign(half, factor);
+  } else if (type != "none") {
+    return absl::UnimplementedError(absl::StrCat("config: ", p, "type '", type,
+                                                 "' is not supported (supported: none, linear, "
+                                                 "and Llama 3 factors in rope_freqs.weight)"));
+  }
+  const GgufTensorInfo* freqs = file.find_tensor("rope_freqs.weight");
+  if (freqs == nullptr) return absl::OkStatus();
+  if (!c->rope_freq_factors.empty()) {
+    return absl::UnimplementedError(
+        "config: rope_freqs.weight together with linear RoPE scaling is not supported");
+  }
+  if (freqs->dims != std::vector<int64_t>{half}) {
+    return absl::InvalidArgumentError(absl::StrCat("config: tensor 'rope_freqs.weight' has ",
+                                                   freqs->num_elements, " elements, expected [",
+                                                   half, "] (head_dim / 2)"));
+  }
+  ASSIGN_OR_RETURN(c->rope_freq_factors, file.dequantize(*freqs));
+  for (float f : c->rope_freq_factors) {
+    if (!(f > 0) || !std::isfinite(f)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config: rope_freqs.weight holds ", f, "; factors must be positive"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -99,16 +193,32 @@ absl::Status read_embeddings(const GgufFile& file, ModelConfig* c) {
 absl::StatusOr<ModelConfig> config_from_gguf(const GgufFile& file) {
   ModelConfig c;
   ASSIGN_OR_RETURN(c.architecture, file.get_string("general.architecture"));
-  if (!is_llama_family(c.architecture)) {
+  const ArchitectureRow* arch = find_architecture(c.architecture);
+  if (arch == nullptr) {
     return absl::UnimplementedError(absl::StrCat("config: general.architecture '", c.architecture,
-                                                 "' is not supported (supported: llama, qwen2, mistral)"));
+                                                 "' is not supported (supported: ",
+                                                 supported_architectures(), ")"));
   }
+  c.qkv_bias = arch->qkv_bias;
+  c.qk_norm = arch->qk_norm;
+  c.neox_rows = arch->neox_rows;
   if (file.find("general.name") != nullptr) {
     ASSIGN_OR_RETURN(c.name, file.get_string("general.name"));
   }
   RETURN_IF_ERROR(read_hyper_parameters(file, &c));
+  RETURN_IF_ERROR(refuse_unimplemented_keys(file, c.architecture + "."));
+  RETURN_IF_ERROR(check_rope_dimensions(file, c));
+  RETURN_IF_ERROR(read_rope_scaling(file, &c));
   RETURN_IF_ERROR(read_embeddings(file, &c));
   return c;
+}
+
+std::string supported_architectures() {
+  std::string names;
+  for (const ArchitectureRow& row : kArchitectures) {
+    absl::StrAppend(&names, names.empty() ? "" : ", ", row.name);
+  }
+  return names;
 }
 
 }  // namespace flashserve::model

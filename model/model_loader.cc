@@ -10,32 +10,38 @@
 #include "model/cpu/cpu_runner.h"
 #include "model/cpu/llama_forward.h"
 #include "model/cuda/cuda_backend.h"
+#include "model/memory_budget.h"
+#include "model/weights.h"
 
 namespace flashserve::model {
 namespace {
 
-// Blocks the options ask for, given the model's bytes per block.
-absl::StatusOr<int> kv_blocks_for(const LoadOptions& options, const ModelConfig& config,
-                                  int block_size) {
-  int64_t num_blocks = options.num_kv_blocks;
-  if (num_blocks == 0 && options.kv_cache_tokens > 0) {
-    num_blocks = (options.kv_cache_tokens + block_size - 1) / block_size;
-  }
-  if (num_blocks == 0) {
-    const int64_t mb = options.kv_cache_mb > 0 ? options.kv_cache_mb : kDefaultKvCacheMb;
-    const int64_t per_block = PagedKvCache::bytes_per_block(
-        config.num_layers, config.num_kv_heads, block_size, config.head_dim);
-    num_blocks = (mb << 20) / per_block;
-    if (num_blocks > (1 << 30)) num_blocks = 1 << 30;
-  }
-  const int64_t needed = options.max_num_seqs > 0 ? options.max_num_seqs : 1;
-  if (num_blocks < needed) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "KV cache of ", num_blocks, " blocks (kv_cache_mb ", options.kv_cache_mb,
-        ", num_kv_blocks ", options.num_kv_blocks, ") cannot hold one block for each of ",
-        needed, " sequences"));
-  }
-  return static_cast<int>(num_blocks);
+// The user's request for the cache size, as the resolver (model/memory_budget.h) takes it.
+KvCacheRequest kv_request(const LoadOptions& o) {
+  return {o.num_kv_blocks, o.kv_cache_tokens, o.kv_cache_mb};
+}
+
+// Bytes the fp32 weights of the file take once dequantized (every tensor, 4 bytes an element).
+int64_t fp32_weight_bytes(const GgufFile& file) {
+  int64_t n = 0;
+  for (const GgufTensorInfo& t : file.tensors()) n += t.num_elements;
+  return n * int64_t{sizeof(float)};
+}
+
+// The CPU cache: fp32 in host memory, kDefaultKvCacheMb unless asked otherwise, never more
+// than what the machine has available beside the fp32 weights still to be loaded.
+absl::StatusOr<KvCacheBudget> cpu_kv_budget(const LoadOptions& options, const GgufFile& file,
+                                            const ModelConfig& config, int block_size) {
+  KvCacheGeometry g;
+  g.bytes_per_block = PagedKvCache::bytes_per_block(config.num_layers, config.num_kv_heads,
+                                                    block_size, config.head_dim);
+  g.block_size = block_size;
+  g.available_bytes = host_available_bytes() - fp32_weight_bytes(file);
+  g.default_bytes = kDefaultKvCacheMb << 20;
+  g.default_source = absl::StrCat("the CPU default of ", kDefaultKvCacheMb, " MiB");
+  g.memory_name = "host memory (after the fp32 weights)";
+  g.min_blocks = std::max(options.max_num_seqs, 1);
+  return resolve_kv_cache(kv_request(options), g);
 }
 
 // The file's chat template; none when the file has no template key.
@@ -60,21 +66,18 @@ absl::Status check_options(const LoadOptions& o) {
 
 absl::Status load_cpu_runner(const LoadOptions& options, LoadedModel* m, std::string why) {
   CpuRunnerOptions runner_options;
-  ASSIGN_OR_RETURN(const int num_blocks,
-                   kv_blocks_for(options, m->config, runner_options.block_size));
-  runner_options.num_kv_blocks = num_blocks;
+  ASSIGN_OR_RETURN(const KvCacheBudget kv,
+                   cpu_kv_budget(options, *m->file, m->config, runner_options.block_size));
+  runner_options.num_kv_blocks = kv.num_blocks;
   runner_options.num_threads = options.num_threads;
   ASSIGN_OR_RETURN(std::unique_ptr<CpuModelRunner> runner,
                    CpuModelRunner::from_gguf(*m->file, m->config, runner_options));
-  const int64_t cache_bytes =
-      int64_t{num_blocks} * PagedKvCache::bytes_per_block(m->config.num_layers,
-                                                           m->config.num_kv_heads,
-                                                           runner_options.block_size,
-                                                           m->config.head_dim);
   m->backend_summary = absl::StrFormat(
-      "cpu%s: weights %.1f MiB fp32; KV cache %d blocks x %d tokens, %.1f MiB fp32",
+      "cpu%s: weights %.1f MiB fp32; KV cache %d blocks x %d tokens = %d tokens, %.1f MiB "
+      "fp32 (%s)",
       why.empty() ? "" : " (" + why + ")", runner->weights()->num_parameters() * 4.0 / (1 << 20),
-      num_blocks, runner_options.block_size, cache_bytes / double(1 << 20));
+      kv.num_blocks, runner_options.block_size, kv.num_blocks * runner_options.block_size,
+      kv.bytes / double(1 << 20), kv.source);
   m->runner = std::move(runner);
   m->device = "cpu";
   return absl::OkStatus();
@@ -82,14 +85,7 @@ absl::Status load_cpu_runner(const LoadOptions& options, LoadedModel* m, std::st
 
 absl::Status load_cuda_runner(const LoadOptions& options, LoadedModel* m) {
   CudaRunnerOptions o;
-  o.num_kv_blocks = options.num_kv_blocks;
-  o.kv_cache_tokens = options.kv_cache_tokens;
-  if (o.num_kv_blocks == 0 && o.kv_cache_tokens == 0 && options.kv_cache_mb > 0) {
-    o.kv_cache_tokens = (options.kv_cache_mb << 20) /
-                        (PagedKvCache::bytes_per_block(m->config.num_layers,
-                                                       m->config.num_kv_heads, 1,
-                                                       m->config.head_dim) / 2);
-  }
+  o.kv_cache = kv_request(options);
   o.gpu_memory_fraction = options.gpu_memory_fraction;
   if (options.max_batch_tokens > 0) o.max_batch_tokens = options.max_batch_tokens;
   o.max_num_seqs = std::max(options.max_num_seqs, 1);
@@ -107,11 +103,11 @@ absl::Status check_device_available(Device device) {
   if (device != Device::kCuda) return absl::OkStatus();
   if (!cuda_backend_built()) {
     return absl::FailedPreconditionError(
-        "--device cuda: this build has no CUDA backend (built without nvcc or with "
+        "device cuda: this build has no CUDA backend (built without nvcc or with "
         "-DFLASHSERVE_CUDA=OFF)");
   }
   if (kernels::cuda_device_count() == 0) {
-    return absl::FailedPreconditionError("--device cuda: no CUDA device is visible");
+    return absl::FailedPreconditionError("device cuda: no CUDA device is visible");
   }
   return absl::OkStatus();
 }
@@ -121,7 +117,7 @@ absl::StatusOr<Device> parse_device(const std::string& name) {
   if (name == "cpu") return Device::kCpu;
   if (name == "cuda") return Device::kCuda;
   return absl::InvalidArgumentError(
-      absl::StrCat("--device: '", name, "' is not one of auto, cpu, cuda"));
+      absl::StrCat("device: '", name, "' is not one of auto, cpu, cuda"));
 }
 
 absl::StatusOr<LoadedModel> load_model(const std::string& path, const LoadOptions& options) {
@@ -129,6 +125,7 @@ absl::StatusOr<LoadedModel> load_model(const std::string& path, const LoadOption
   LoadedModel m;
   ASSIGN_OR_RETURN(m.file, GgufFile::open(path));
   ASSIGN_OR_RETURN(m.config, config_from_gguf(*m.file));
+  RETURN_IF_ERROR(validate_model_tensors(*m.file, m.config));  // before anything is sized
   ASSIGN_OR_RETURN(m.tokenizer, tokenizer_from_gguf(*m.file));
   ASSIGN_OR_RETURN(m.chat_template, chat_template_of(*m.file));
 

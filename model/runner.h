@@ -1,7 +1,7 @@
 #pragma once
 // The model as the engine sees it: one forward pass over one flat batch per engine step.
-// Implemented by the CPU backend (model/cpu_runner.*) and later the CUDA backend; faked in
-// the engine's unit tests. Exactly one thread (the engine's) calls a runner.
+// Implemented by the CPU backend (model/cpu/cpu_runner.h) and the CUDA backend
+// (model/cuda/cuda_backend.h); faked in the engine's unit tests. Exactly one thread (the engine's) calls a runner.
 #include <cstdint>
 #include <vector>
 
@@ -69,11 +69,20 @@ class ModelRunner {
   // backend. `stats` may be null.
   virtual absl::Status forward(const ForwardBatch& batch, std::vector<SampledToken>* sampled,
                                ForwardStats* stats) = 0;
-  // For tests and tools: runs the batch like forward() (appending its K/V to the cache) but
-  // through the first `num_layers` layers only (1..config().num_layers; the final norm and
-  // LM head then read that layer's output: a "logit lens" that compares backends layer by
-  // layer) and writes fp32 logits of the last query token of every sequence:
-  // logits->size() == num_seqs * vocab_size, row s for sequence s. Sampling fields ignored.
+};
+
+// The two real backends' forward pass up to the logits, for comparing backends with each
+// other layer by layer (tests and tools reach it with a dynamic_cast from a ModelRunner;
+// the engine never does, and fakes need not implement it). forward() is this pass followed
+// by sampling.
+class LogitsRunner {
+ public:
+  virtual ~LogitsRunner() = default;
+  // Runs the batch like forward() (appending its K/V to the cache) but through the first
+  // `num_layers` layers only (1..config().num_layers; the final norm and LM head then read
+  // that layer's output: a "logit lens") and writes fp32 logits of the last query token of
+  // every sequence: logits->size() == num_seqs * vocab_size, row s for sequence s.
+  // Sampling fields are ignored.
   virtual absl::Status forward_logits(const ForwardBatch& batch, int num_layers,
                                       std::vector<float>* logits) = 0;
 };

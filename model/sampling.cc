@@ -98,17 +98,6 @@ kernels::SampleSpec Sampler::next_spec(std::span<const int32_t> prompt_tokens,
   return s;
 }
 
-SampledToken Sampler::sample(std::span<float> logits, std::span<const int32_t> prompt_tokens,
-                             std::span<const int32_t> generated_tokens) {
-  std::vector<int32_t> penalty_tokens, penalty_counts;
-  const int vocab = static_cast<int>(logits.size());
-  const kernels::SampleSpec spec =
-      next_spec(prompt_tokens, generated_tokens, vocab, &penalty_tokens, &penalty_counts);
-  const kernels::SampleResult r = kernels::sample_row_cpu(
-      logits.data(), vocab, spec, penalty_tokens.data(), penalty_counts.data());
-  return to_sampled_token(r, spec, vocab);
-}
-
 SampledToken to_sampled_token(const kernels::SampleResult& r, const kernels::SampleSpec& spec,
                               int vocab) {
   SampledToken t;

@@ -71,11 +71,6 @@ class Sampler {
                                 std::vector<int32_t>* penalty_tokens,
                                 std::vector<int32_t>* penalty_counts);
 
-  // next_spec + the CPU reference on one row of logits ([vocab], modified in place).
-  // REQUIRES: !logits.empty().
-  SampledToken sample(std::span<float> logits, std::span<const int32_t> prompt_tokens,
-                      std::span<const int32_t> generated_tokens);
-
  private:
   SamplingParams params_;
   bool want_logprob_;

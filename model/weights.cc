@@ -1,12 +1,16 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
+
+#include "absl/container/flat_hash_set.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "model/gguf/ggml_type.h"
 #include "model/gguf/gguf.h"
 
 namespace flashserve::model {
@@ -28,36 +32,83 @@ absl::StatusOr<std::vector<float>> load_weight_tensor(const GgufFile& file,
 
 namespace {
 
-absl::Status load_layer(const GgufFile& file, const ModelConfig& c, int layer,
-                        LayerWeights* w) {
-  const std::string prefix = absl::StrCat("blk.", layer, ".");
+// One tensor of a layer: its name after `blk.<i>.`, ggml dims and where it goes.
+struct LayerTensor {
+  std::string name;
+  std::vector<int64_t> dims;  // ggml order: [in, out]
+  std::vector<float> LayerWeights::*member;
+  bool rope_rows = false;     // Q/K rows (or a per-head vector) that RoPE pairs
+};
+
+// The tensors of one layer that the config needs, in load order.
+std::vector<LayerTensor> layer_tensors(const ModelConfig& c) {
   const int64_t hidden = c.hidden_size;
   const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
-  for (const char* bias : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) {
-    if (file.find_tensor(prefix + bias) != nullptr) {
-      return absl::UnimplementedError(
-          absl::StrCat("weights: tensor '", prefix, bias, "' (attention bias) is not supported"));
+  std::vector<LayerTensor> t = {
+      {"attn_norm.weight", {hidden}, &LayerWeights::attn_norm},
+      {"attn_q.weight", {hidden, q_dim}, &LayerWeights::wq, true},
+      {"attn_k.weight", {hidden, kv_dim}, &LayerWeights::wk, true},
+      {"attn_v.weight", {hidden, kv_dim}, &LayerWeights::wv},
+      {"attn_output.weight", {q_dim, hidden}, &LayerWeights::wo},
+      {"ffn_norm.weight", {hidden}, &LayerWeights::ffn_norm},
+      {"ffn_gate.weight", {hidden, c.ffn_size}, &LayerWeights::w_gate},
+      {"ffn_up.weight", {hidden, c.ffn_size}, &LayerWeights::w_up},
+      {"ffn_down.weight", {c.ffn_size, hidden}, &LayerWeights::w_down},
+  };
+  if (c.qkv_bias) {
+    t.push_back({"attn_q.bias", {q_dim}, &LayerWeights::bq, true});
+    t.push_back({"attn_k.bias", {kv_dim}, &LayerWeights::bk, true});
+    t.push_back({"attn_v.bias", {kv_dim}, &LayerWeights::bv});
+  }
+  if (c.qk_norm) {
+    t.push_back({"attn_q_norm.weight", {c.head_dim}, &LayerWeights::q_norm, true});
+    t.push_back({"attn_k_norm.weight", {c.head_dim}, &LayerWeights::k_norm, true});
+  }
+  return t;
+}
+
+// Every tensor name the config needs, with its dims.
+std::vector<std::pair<std::string, std::vector<int64_t>>> model_tensors(const ModelConfig& c) {
+  const int64_t hidden = c.hidden_size, vocab = c.vocab_size;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> all = {
+      {"token_embd.weight", {hidden, vocab}}, {"output_norm.weight", {hidden}}};
+  if (!c.tied_embeddings) all.push_back({"output.weight", {hidden, vocab}});
+  if (!c.rope_freq_factors.empty()) {
+    all.push_back({"rope_freqs.weight", {static_cast<int64_t>(c.head_dim / 2)}});
+  }
+  const std::vector<LayerTensor> layer = layer_tensors(c);
+  for (int i = 0; i < c.num_layers; ++i) {
+    for (const LayerTensor& t : layer) all.push_back({absl::StrCat("blk.", i, ".", t.name), t.dims});
+  }
+  return all;
+}
+
+// Rows of every head reordered from HF's half-split RoPE order to adjacent pairs: row i and
+// row i + head_dim/2 of a head become rows 2i and 2i+1 (what llama.cpp's converter does to
+// llama files). `v` is [num_rows, row_length] with num_rows a multiple of head_dim.
+void permute_to_adjacent_pairs(int head_dim, int64_t row_length, std::vector<float>* v) {
+  const int half = head_dim / 2;
+  const int64_t head_size = head_dim * row_length;
+  std::vector<float> head(head_size);
+  for (int64_t h = 0; h * head_size < static_cast<int64_t>(v->size()); ++h) {
+    float* base = v->data() + h * head_size;
+    std::copy(base, base + head_size, head.begin());
+    for (int i = 0; i < half; ++i) {
+      std::copy_n(head.data() + i * row_length, row_length, base + (2 * i) * row_length);
+      std::copy_n(head.data() + (i + half) * row_length, row_length,
+                  base + (2 * i + 1) * row_length);
     }
   }
-  struct Entry {
-    const char* name;
-    std::vector<int64_t> dims;  // ggml order: [in, out]
-    std::vector<float>* dst;
-  };
-  const Entry entries[] = {
-      {"attn_norm.weight", {hidden}, &w->attn_norm},
-      {"attn_q.weight", {hidden, q_dim}, &w->wq},
-      {"attn_k.weight", {hidden, kv_dim}, &w->wk},
-      {"attn_v.weight", {hidden, kv_dim}, &w->wv},
-      {"attn_output.weight", {q_dim, hidden}, &w->wo},
-      {"ffn_norm.weight", {hidden}, &w->ffn_norm},
-      {"ffn_gate.weight", {hidden, c.ffn_size}, &w->w_gate},
-      {"ffn_up.weight", {hidden, c.ffn_size}, &w->w_up},
-      {"ffn_down.weight", {c.ffn_size, hidden}, &w->w_down},
-  };
-  for (const Entry& e : entries) {
-    ASSIGN_OR_RETURN(*e.dst, load_weight_tensor(file, prefix + e.name, e.dims));
+}
+
+absl::Status load_layer(const GgufFile& file, const ModelConfig& c, int layer,
+                        LayerWeights* w) {
+  const std::string prefix = absl::StrCat("blk.", layer, ".");
+  for (const LayerTensor& t : layer_tensors(c)) {
+    std::vector<float>& dst = w->*t.member;
+    ASSIGN_OR_RETURN(dst, load_weight_tensor(file, prefix + t.name, t.dims));
+    if (t.rope_rows && c.neox_rows) permute_to_adjacent_pairs(c.head_dim, t.dims.size() == 2 ? t.dims[0] : 1, &dst);
   }
   return absl::OkStatus();
 }
@@ -67,11 +118,42 @@ absl::Status load_layer(const GgufFile& file, const ModelConfig& c, int layer,
 int64_t LlamaWeights::num_parameters() const {
   int64_t n = static_cast<int64_t>(token_embd.size() + output_norm.size() + output.size());
   for (const LayerWeights& l : layers) {
-    n += static_cast<int64_t>(l.attn_norm.size() + l.wq.size() + l.wk.size() + l.wv.size() +
-                              l.wo.size() + l.ffn_norm.size() + l.w_gate.size() +
-                              l.w_up.size() + l.w_down.size());
+    for (const auto* v : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.bq, &l.bk, &l.bv, &l.q_norm,
+                          &l.k_norm, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down}) {
+      n += static_cast<int64_t>(v->size());
+    }
   }
   return n;
+}
+
+absl::Status validate_model_tensors(const GgufFile& file, const ModelConfig& config) {
+  RETURN_IF_ERROR(check_llama_config(config));
+  absl::flat_hash_set<std::string> needed;
+  for (const auto& [name, dims] : model_tensors(config)) {
+    const GgufTensorInfo* info = file.find_tensor(name);
+    if (info == nullptr) {
+      return absl::NotFoundError(absl::StrCat("weights: tensor '", name, "' is missing"));
+    }
+    if (info->dims != dims) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weights: tensor '", name, "' has dims [", absl::StrJoin(info->dims, ", "),
+          "], the config expects [", absl::StrJoin(dims, ", "), "]"));
+    }
+    if (!ggml_type_can_dequantize(info->type)) {
+      return absl::UnimplementedError(absl::StrCat("weights: tensor '", name, "' has type ",
+                                                   ggml_type_name(info->type),
+                                                   ", which flashserve cannot read"));
+    }
+    needed.insert(name);
+  }
+  for (const GgufTensorInfo& t : file.tensors()) {
+    if (!needed.contains(t.name)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "weights: tensor '", t.name, "' is not used by flashserve's '", config.architecture,
+          "' architecture; refusing the file rather than ignoring it"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<LayerWeights> load_llama_layer(const GgufFile& file, const ModelConfig& config,

@@ -5,9 +5,12 @@
 // [in, out] (dims[0] fastest) is the row-major matrix [out][in], so y = x W^T is one
 // sgemm with W transposed (`cblas_sgemm(RowMajor, NoTrans, Trans, ...)`).
 //
-// Q and K rows are kept as GGUF stores them: llama.cpp's converter permutes the rows of
-// each head so that RoPE rotates ADJACENT pairs (x[2i], x[2i+1]) ("normal" mode). The
-// forward pass therefore applies adjacent-pair RoPE; no un-permutation happens here.
+// Q and K rows are in adjacent-pair RoPE order: llama.cpp's converter permutes the rows of
+// each llama head so that RoPE rotates ADJACENT pairs (x[2i], x[2i+1]) ("normal" mode), and
+// files whose rows are in HF order (config.neox_rows: qwen2, qwen3, which rotate
+// (x[i], x[i + head_dim/2]), llama.cpp's NEOX mode) are permuted here the same way, with
+// their Q/K biases and Q/K norm weights. Both forward passes therefore apply adjacent-pair
+// RoPE only, whatever the architecture.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +27,8 @@ struct LayerWeights {
   std::vector<float> wq;         // [num_heads * head_dim, hidden_size]
   std::vector<float> wk;         // [num_kv_heads * head_dim, hidden_size]
   std::vector<float> wv;         // [num_kv_heads * head_dim, hidden_size]
+  std::vector<float> bq, bk, bv;  // [num_heads * head_dim], [kv_dim], [kv_dim]; config.qkv_bias
+  std::vector<float> q_norm, k_norm;  // [head_dim] each; config.qk_norm
   std::vector<float> wo;         // [hidden_size, num_heads * head_dim]
   std::vector<float> ffn_norm;   // [hidden_size]
   std::vector<float> w_gate;     // [ffn_size, hidden_size]
@@ -43,13 +48,17 @@ struct LlamaWeights {
   int64_t num_parameters() const;
 };
 
-// Loads and dequantizes every tensor the config needs (`token_embd.weight`,
-// `blk.<i>.{attn_norm,attn_q,attn_k,attn_v,attn_output,ffn_norm,ffn_gate,ffn_up,ffn_down}
-// .weight`, `output_norm.weight`, and `output.weight` unless config.tied_embeddings).
-// Errors: NotFound naming a missing tensor; InvalidArgument naming a tensor whose dims do
-// not match the config (expected and actual); Unimplemented for an undecodable type.
-// Bias tensors (`attn_q.bias`, Qwen2-style) are rejected with Unimplemented rather than
-// silently ignored.
+// Checks, before anything is read or sized, that the file holds exactly the tensors the
+// config needs (`token_embd.weight`, `blk.<i>.{attn_norm,attn_q,attn_k,attn_v,attn_output,
+// ffn_norm,ffn_gate,ffn_up,ffn_down}.weight`, the architecture's biases and Q/K norms,
+// `output_norm.weight`, `output.weight` unless tied, `rope_freqs.weight` if present) with
+// the dims the config implies and a type flashserve can decode. Errors: NotFound naming a
+// missing tensor; InvalidArgument naming a tensor whose dims differ (expected and actual);
+// Unimplemented naming a tensor whose type cannot be decoded, or a tensor the architecture
+// does not use (refused rather than silently ignored).
+absl::Status validate_model_tensors(const GgufFile& file, const ModelConfig& config);
+
+// Loads and dequantizes every tensor the config needs, with the errors above.
 absl::StatusOr<LlamaWeights> load_llama_weights(const GgufFile& file,
                                                 const ModelConfig& config);
 

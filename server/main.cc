@@ -25,6 +25,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -269,12 +270,29 @@ std::unique_ptr<Server> start_server(const ServerOptions& options) {
   return std::move(*server);
 }
 
+// model/ names option fields in its messages; this names the flags that set them.
+std::string flags_named_in(const absl::Status& status) {
+  static constexpr std::pair<const char*, const char*> kFieldFlags[] = {
+      {"kv_cache_mb", "--kv-cache-mb"},          {"kv_cache_tokens", "--kv-cache-tokens"},
+      {"gpu_memory_fraction", "--gpu-memory-fraction"}, {"max_num_seqs", "--max-num-seqs"},
+      {"max_batch_tokens", "--max-batch-tokens"}, {"device", "--device"},
+      {"cuda_graphs", "--cuda-graphs"}};
+  std::string flags;
+  for (const auto& [field, flag] : kFieldFlags) {
+    if (status.message().find(field) != std::string_view::npos) {
+      absl::StrAppend(&flags, flags.empty() ? " (flags: " : ", ", flag);
+    }
+  }
+  return flags.empty() ? flags : flags + ")";
+}
+
 std::thread start_loader(Server* server, const ServerOptions& options, StopRequest* stop) {
   log(absl::StrCat("loading ", options.model_path, " ..."));
   return std::thread([server, stop] {
     const absl::Status status = server->load_model();
     if (!status.ok()) {
-      stop->request(absl::StrCat("cannot load the model: ", status.ToString()), 1);
+      stop->request(
+          absl::StrCat("cannot load the model: ", status.ToString(), flags_named_in(status)), 1);
       return;
     }
     log(absl::StrCat("model loaded: ", server->model_summary()));

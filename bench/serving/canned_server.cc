@@ -105,18 +105,6 @@ class CannedRunner final : public model::ModelRunner {
     return absl::OkStatus();
   }
 
-  // For tools: logits 0 for the canned token, -100 elsewhere.
-  absl::Status forward_logits(const model::ForwardBatch& batch, int /*num_layers*/,
-                              std::vector<float>* logits) override {
-    RETURN_IF_ERROR(model::validate_forward_batch(batch, config_, num_kv_blocks_, kBlockSize));
-    logits->assign(static_cast<size_t>(batch.num_seqs()) * config_.vocab_size, -100.f);
-    for (int s = 0; s < batch.num_seqs(); ++s) {
-      const int32_t token = next_token(batch.positions[batch.cu_seqlens_q[s + 1] - 1] + 1);
-      (*logits)[static_cast<size_t>(s) * config_.vocab_size + token] = 0.f;
-    }
-    return absl::OkStatus();
-  }
-
  private:
   int32_t next_token(int position) const {
     return canned_[static_cast<size_t>(position) % canned_.size()];

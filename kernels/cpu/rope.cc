@@ -19,11 +19,12 @@ PairIndex pair_index(RopeStyle style, int i, int half) {
 }  // namespace
 
 void rope_cos_sin_cpu(const int32_t* positions, int num_tokens, int head_dim, float theta_base,
-                      float* cos, float* sin) {
+                      float* cos, float* sin, const float* freq_factors) {
   const int half = head_dim / 2;
   std::vector<double> inv_freq(half);
   for (int i = 0; i < half; ++i) {
     inv_freq[i] = std::pow(static_cast<double>(theta_base), -2.0 * i / head_dim);
+    if (freq_factors != nullptr) inv_freq[i] /= freq_factors[i];
   }
   for (int t = 0; t < num_tokens; ++t) {
     const double pos = positions[t];

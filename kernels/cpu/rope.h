@@ -30,9 +30,11 @@ enum class RopeStyle {
 
 // cos, sin: [num_tokens, head_dim / 2], filled for positions [num_tokens]. Compute once per
 // step and reuse for every layer with rope_apply_cpu.
-// REQUIRES: head_dim even, theta_base > 0.
+// freq_factors: null, or [head_dim / 2] divisors of pair i's frequency (Llama 3's
+// rope_freqs, llama.cpp's ggml_rope_ext freq_factors): angle = pos * theta^(-2i/d) / f_i.
+// REQUIRES: head_dim even, theta_base > 0, freq_factors (when set) > 0.
 void rope_cos_sin_cpu(const int32_t* positions, int num_tokens, int head_dim, float theta_base,
-                      float* cos, float* sin);
+                      float* cos, float* sin, const float* freq_factors = nullptr);
 
 // x: [num_tokens, num_heads, head_dim], rotated in place with the table above.
 void rope_apply_cpu(float* x, int num_tokens, int num_heads, int head_dim, const float* cos,

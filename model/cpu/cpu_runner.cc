@@ -36,10 +36,6 @@ absl::StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::create(
     return absl::InvalidArgumentError(
         absl::StrCat("cpu runner: num_threads must be >= 0, got ", options.num_threads));
   }
-  if (config.architecture != "llama") {
-    return absl::UnimplementedError(absl::StrCat(
-        "cpu runner: architecture '", config.architecture, "' is not supported (llama only)"));
-  }
   if (config.num_kv_heads < 1 || config.num_heads % config.num_kv_heads != 0) {
     return absl::UnimplementedError(
         absl::StrCat("cpu runner: num_heads ", config.num_heads,

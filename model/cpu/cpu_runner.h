@@ -25,12 +25,12 @@ struct CpuRunnerOptions {
   int num_threads = 0;                      // OpenBLAS threads (process-wide); 0 = default
 };
 
-class CpuModelRunner final : public ModelRunner {
+class CpuModelRunner final : public ModelRunner, public LogitsRunner {
  public:
   // Shares the (immutable) weights, so several runners (e.g. tests with different block
   // sizes) can use one copy. InvalidArgument naming the option for a bad option or weights
-  // that do not match the config; Unimplemented for an architecture other than "llama" or
-  // num_heads not a multiple of num_kv_heads.
+  // that do not match the config; Unimplemented for num_heads not a multiple of
+  // num_kv_heads. Every architecture config_from_gguf accepts runs (model/config.h).
   static absl::StatusOr<std::unique_ptr<CpuModelRunner>> create(
       const ModelConfig& config, std::shared_ptr<const LlamaWeights> weights,
       const CpuRunnerOptions& options);

@@ -120,6 +120,13 @@ void attention_all(const ModelConfig& c, const ForwardBatch& b, PagedKvCache* ca
   }
 }
 
+// x[r, j] += bias[j] for r in [0, rows): x is [rows, dim].
+void add_bias(const float* bias, int rows, int dim, float* x) {
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < dim; ++j) x[static_cast<int64_t>(r) * dim + j] += bias[j];
+  }
+}
+
 void attention_block(const ModelConfig& c, const LayerWeights& w, const ForwardBatch& b,
                      PagedKvCache* cache, int layer, ForwardWorkspace* ws,
                      ForwardStats* stats) {
@@ -131,7 +138,18 @@ void attention_block(const ModelConfig& c, const LayerWeights& w, const ForwardB
   linear(ws->xn.data(), w.wq.data(), ws->q.data(), t, q_dim, hidden, 0.0f, ws);
   linear(ws->xn.data(), w.wk.data(), ws->k.data(), t, kv_dim, hidden, 0.0f, ws);
   linear(ws->xn.data(), w.wv.data(), ws->v.data(), t, kv_dim, hidden, 0.0f, ws);
-  const auto style = kernels::RopeStyle::kAdjacentPairs;  // GGUF llama rows (weights.h)
+  if (c.qkv_bias) {
+    add_bias(w.bq.data(), t, q_dim, ws->q.data());
+    add_bias(w.bk.data(), t, kv_dim, ws->k.data());
+    add_bias(w.bv.data(), t, kv_dim, ws->v.data());
+  }
+  if (c.qk_norm) {  // per head, over head_dim: each head is one row of the norm
+    kernels::rmsnorm_cpu(ws->q.data(), w.q_norm.data(), int64_t{t} * c.num_heads, c.head_dim,
+                         c.rms_eps, ws->q.data());
+    kernels::rmsnorm_cpu(ws->k.data(), w.k_norm.data(), int64_t{t} * c.num_kv_heads,
+                         c.head_dim, c.rms_eps, ws->k.data());
+  }
+  const auto style = kernels::RopeStyle::kAdjacentPairs;  // every file's rows (weights.h)
   kernels::rope_apply_cpu(ws->q.data(), t, c.num_heads, c.head_dim, ws->rope_cos.data(),
                           ws->rope_sin.data(), style);
   kernels::rope_apply_cpu(ws->k.data(), t, c.num_kv_heads, c.head_dim, ws->rope_cos.data(),
@@ -207,7 +225,8 @@ void llama_forward_cpu(const ModelConfig& c, const LlamaWeights& weights,
   const double attention_before =
       stats != nullptr ? stats->prefill.seconds + stats->decode.seconds : 0.0;
   kernels::rope_cos_sin_cpu(b.positions.data(), t, c.head_dim, c.rope_theta,
-                            ws->rope_cos.data(), ws->rope_sin.data());
+                            ws->rope_cos.data(), ws->rope_sin.data(),
+                            c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data());
   for (int i = 0; i < t; ++i) {
     std::memcpy(ws->x.data() + i * hidden, weights.token_embd.data() + b.token_ids[i] * hidden,
                 hidden * sizeof(float));

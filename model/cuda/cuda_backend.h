@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/config.h"
+#include "model/memory_budget.h"
 #include "model/runner.h"
 
 namespace flashserve::model {
@@ -19,11 +20,10 @@ namespace flashserve::model {
 class GgufFile;
 
 struct CudaRunnerOptions {
-  // KV cache size, first that is set: num_kv_blocks; kv_cache_tokens (rounded up to whole
-  // blocks); otherwise what fits in gpu_memory_fraction of the device's memory after the
-  // weights, the step workspace and whatever other processes hold.
-  int num_kv_blocks = 0;
-  int64_t kv_cache_tokens = 0;
+  // KV cache size (model/memory_budget.h): what the request asks, else what fits in
+  // gpu_memory_fraction of the device's memory after the weights, the step workspace and
+  // whatever other processes hold.
+  KvCacheRequest kv_cache;
   double gpu_memory_fraction = 0.9;  // (0, 1]
   // Largest step the workspace is sized for at start (it grows if a batch is larger).
   int max_batch_tokens = 2048;

@@ -18,6 +18,7 @@
 #include "model/cuda/decode_graph.h"
 #include "model/cuda/llama_forward.h"
 #include "model/gguf/gguf.h"
+#include "model/memory_budget.h"
 #include "model/sampling.h"
 
 namespace flashserve::model {
@@ -40,9 +41,6 @@ constexpr double kMiB = 1 << 20;
 // Decode graphs' block tables are at least this wide (1,024 tokens of 64-token blocks): one
 // width, one set of graphs, for every sequence up to that length.
 constexpr int kMinGraphTableWidth = 16;
-// Batch metadata bytes reserved at start beyond the per-token and per-sequence arrays (the
-// penalty lists; more only reallocates, and re-captures the graphs once).
-constexpr size_t kMetadataSlack = size_t{1} << 20;
 
 struct DeviceProps {
   std::string name;
@@ -52,7 +50,7 @@ struct DeviceProps {
 
 absl::StatusOr<DeviceProps> query_device() {
   if (kernels::cuda_device_count() == 0) {
-    return absl::FailedPreconditionError("--device cuda: no CUDA device is visible");
+    return absl::FailedPreconditionError("device cuda: no CUDA device is visible");
   }
   FS_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
   cudaDeviceProp prop;
@@ -66,12 +64,8 @@ absl::Status check_supported(const ModelConfig& c, const DeviceProps& d,
                              const CudaRunnerOptions& o) {
   if (d.major < 8) {
     return absl::UnimplementedError(absl::StrFormat(
-        "--device cuda: %s has compute capability %d.%d; the kernels need 8.0 or newer", d.name,
+        "device cuda: %s has compute capability %d.%d; the kernels need 8.0 or newer", d.name,
         d.major, d.minor));
-  }
-  if (c.architecture != "llama") {
-    return absl::UnimplementedError(
-        absl::StrCat("cuda runner: architecture '", c.architecture, "' is not supported"));
   }
   if (c.head_dim != 64 && c.head_dim != 128) {
     return absl::UnimplementedError(absl::StrCat("cuda runner: unsupported head_dim ",
@@ -83,54 +77,47 @@ absl::Status check_supported(const ModelConfig& c, const DeviceProps& d,
                                                  " / num_kv_heads ", c.num_kv_heads,
                                                  " is not a GQA ratio in 1..16"));
   }
-  if (!(o.gpu_memory_fraction > 0 && o.gpu_memory_fraction <= 1) || o.num_kv_blocks < 0 ||
-      o.kv_cache_tokens < 0 || o.max_batch_tokens < 1 || o.max_num_seqs < 1) {
+  if (!(o.gpu_memory_fraction > 0 && o.gpu_memory_fraction <= 1) || o.max_batch_tokens < 1 ||
+      o.max_num_seqs < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cuda runner: gpu_memory_fraction ", o.gpu_memory_fraction, " must be in (0, 1], ",
-        "num_kv_blocks ", o.num_kv_blocks, " and kv_cache_tokens ", o.kv_cache_tokens,
-        " >= 0, max_batch_tokens ", o.max_batch_tokens, " and max_num_seqs ", o.max_num_seqs,
+        "max_batch_tokens ", o.max_batch_tokens, " and max_num_seqs ", o.max_num_seqs,
         " >= 1"));
   }
   return absl::OkStatus();
 }
 
-// Device bytes the step workspace takes at max_batch_tokens / max_num_seqs.
-int64_t workspace_bytes(const ModelConfig& c, const CudaRunnerOptions& o) {
-  const int64_t t = o.max_batch_tokens, s = o.max_num_seqs;
-  const int64_t q = int64_t{c.num_heads} * c.head_dim;
-  const int64_t qkv = int64_t{c.num_heads + 2 * c.num_kv_heads} * c.head_dim;
-  const int64_t per_token = c.hidden_size * 6 + qkv * 2 + q * 4 + c.ffn_size * 6;
-  const int64_t per_seq = c.hidden_size * 2 + int64_t{c.vocab_size} * 4 +
-                          int64_t{kernels::kMaxDecodeSplits} * c.num_heads * (c.head_dim + 2) * 4;
-  return t * per_token + s * per_seq + (int64_t{32} << 20);  // + cuBLASLt workspace
+// The batch metadata reserved at start: decode graphs' tables are kMinGraphTableWidth wide.
+size_t start_metadata_bytes(const CudaRunnerOptions& o) {
+  return cuda::metadata_bytes(o.max_batch_tokens, cuda::decode_bucket(o.max_num_seqs),
+                              kMinGraphTableWidth);
 }
 
-absl::StatusOr<int> kv_blocks(const ModelConfig& c, const CudaRunnerOptions& o,
-                              const DeviceProps& d, int block_size) {
-  const int64_t per_block = DeviceKvCache::bytes_per_block(c, block_size);
-  int64_t blocks = o.num_kv_blocks;
-  if (blocks == 0 && o.kv_cache_tokens > 0) blocks = (o.kv_cache_tokens + block_size - 1) / block_size;
-  if (blocks == 0) {
-    size_t free = 0, total = 0;
-    FS_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free, &total));
-    const int64_t reserve = static_cast<int64_t>((1 - o.gpu_memory_fraction) * total);
-    const int64_t budget = static_cast<int64_t>(free) - reserve - kMarginBytes -
-                           workspace_bytes(c, o);
-    blocks = std::max<int64_t>(budget, 0) / per_block;
-  }
-  blocks = std::min<int64_t>(blocks, 1 << 30);
-  if (blocks < o.max_num_seqs) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "cuda runner: a KV cache of %d blocks (%.1f MiB, %.1f of %.1f MiB free on %s) cannot "
-        "hold one block for each of %d sequences; lower --max-num-seqs or raise "
-        "--gpu-memory-fraction / --kv-cache-tokens",
-        blocks, blocks * per_block / kMiB, d.free / kMiB, d.total / kMiB, d.name,
-        o.max_num_seqs));
-  }
-  return static_cast<int>(blocks);
+// The cache: bf16 on the device; by default what gpu_memory_fraction of the device leaves
+// after the weights (already uploaded), the step workspace and a margin; an explicit size
+// may use everything free beyond the workspace and the margin.
+absl::StatusOr<KvCacheBudget> cuda_kv_budget(const ModelConfig& c, const CudaRunnerOptions& o,
+                                             const DeviceProps& d, int block_size) {
+  size_t free = 0, total = 0;
+  FS_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free, &total));
+  const int64_t workspace = cuda::workspace_bytes(c, o.max_batch_tokens,
+                                                  cuda::decode_bucket(o.max_num_seqs),
+                                                  start_metadata_bytes(o));
+  KvCacheGeometry g;
+  g.bytes_per_block = DeviceKvCache::bytes_per_block(c, block_size);
+  g.block_size = block_size;
+  g.available_bytes = static_cast<int64_t>(free) - kMarginBytes - workspace;
+  const int64_t reserve = static_cast<int64_t>((1 - o.gpu_memory_fraction) * total);
+  g.default_bytes = g.available_bytes - reserve;
+  g.default_source = absl::StrFormat("gpu_memory_fraction %.2f", o.gpu_memory_fraction);
+  g.memory_name = absl::StrFormat("%s (%.1f of %.1f MiB free after the weights, less the "
+                                  "%.1f MiB step workspace)",
+                                  d.name, free / kMiB, total / kMiB, workspace / kMiB);
+  g.min_blocks = o.max_num_seqs;
+  return resolve_kv_cache(o.kv_cache, g);
 }
 
-class CudaModelRunner final : public ModelRunner {
+class CudaModelRunner final : public ModelRunner, public LogitsRunner {
  public:
   CudaModelRunner(const ModelConfig& config, DeviceProps device)
       : config_(config), device_(std::move(device)) {}
@@ -199,7 +186,8 @@ absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions
   ASSIGN_OR_RETURN(weights_, cuda::upload_llama_weights(file, config_));
   ASSIGN_OR_RETURN(gemm_, cuda::Gemm::create());
   const int block_size = kernels::kKvBlockSize;
-  ASSIGN_OR_RETURN(const int blocks, kv_blocks(config_, o, device_, block_size));
+  ASSIGN_OR_RETURN(const KvCacheBudget kv, cuda_kv_budget(config_, o, device_, block_size));
+  const int blocks = kv.num_blocks;
   cache_.num_blocks = blocks;
   cache_.block_size = block_size;
   cache_.layer_elements = int64_t{blocks} * config_.num_kv_heads * block_size * config_.head_dim;
@@ -213,14 +201,10 @@ absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions
         "tokens = %d tokens, %.1f MiB bf16 (%s); decode steps %s",
         device_.name, device_.major, device_.minor, device_.num_sms, device_.total / kMiB / 1024,
         weights_.bytes / kMiB, cache_.num_blocks, block_size, cache_.num_blocks * block_size,
-        2.0 * cache_bytes / kMiB,
-        o.num_kv_blocks > 0       ? "--num-kv-blocks"
-        : o.kv_cache_tokens > 0   ? "--kv-cache-tokens"
-                                  : absl::StrFormat("--gpu-memory-fraction %.2f",
-                                                    o.gpu_memory_fraction).c_str(),
+        2.0 * cache_bytes / kMiB, kv.source,
         use_graphs_ ? absl::StrCat("through CUDA graphs (", graphs_.num_graphs(),
                                    " captured at start)")
-                    : std::string("launched eagerly (--nocuda_graphs)"));
+                    : std::string("launched eagerly (cuda_graphs off)"));
   }
   return absl::OkStatus();
 }
@@ -228,11 +212,8 @@ absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions
 absl::Status CudaModelRunner::prepare_decode_graphs(const CudaRunnerOptions& o) {
   const cuda::ForwardContext ctx = context();
   const int max_seqs = cuda::decode_bucket(o.max_num_seqs);
-  const size_t ints = 3 * static_cast<size_t>(std::max(o.max_batch_tokens, max_seqs)) +
-                      static_cast<size_t>(max_seqs) * (4 + 2 * kMinGraphTableWidth);
-  RETURN_IF_ERROR(cuda::reserve_workspace(
-      ctx, o.max_batch_tokens, max_seqs,
-      ints * sizeof(int32_t) + max_seqs * sizeof(kernels::SampleSpec) + kMetadataSlack));
+  RETURN_IF_ERROR(
+      cuda::reserve_workspace(ctx, o.max_batch_tokens, max_seqs, start_metadata_bytes(o)));
   if (!use_graphs_) return absl::OkStatus();
   for (int n = 1; n <= max_seqs; n = cuda::decode_bucket(n) + 1) {
     // Every row padding: nothing is read from or written to the KV cache.

@@ -32,19 +32,27 @@ absl::Status upload_bf16(std::initializer_list<const std::vector<float>*> parts,
   return absl::OkStatus();
 }
 
-absl::Status upload_fp32(const std::vector<float>& v, DeviceBuffer* dst, int64_t* bytes) {
-  RETURN_IF_ERROR(dst->allocate(v.size() * sizeof(float)));
-  FS_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(dst->get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
-  *bytes += static_cast<int64_t>(v.size() * sizeof(float));
+// Uploads the concatenation of `parts` as fp32; nothing when they are all empty.
+absl::Status upload_fp32(std::initializer_list<const std::vector<float>*> parts,
+                         DeviceBuffer* dst, int64_t* bytes) {
+  std::vector<float> host;
+  for (const auto* p : parts) host.insert(host.end(), p->begin(), p->end());
+  if (host.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(dst->allocate(host.size() * sizeof(float)));
+  FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->get(), host.data(), host.size() * sizeof(float),
+                                     cudaMemcpyHostToDevice));
+  *bytes += static_cast<int64_t>(host.size() * sizeof(float));
   return absl::OkStatus();
 }
 
 absl::Status upload_layer(const LayerWeights& w, DeviceLayer* d, int64_t* bytes) {
-  RETURN_IF_ERROR(upload_fp32(w.attn_norm, &d->attn_norm, bytes));
+  RETURN_IF_ERROR(upload_fp32({&w.attn_norm}, &d->attn_norm, bytes));
   RETURN_IF_ERROR(upload_bf16({&w.wq, &w.wk, &w.wv}, &d->wqkv, bytes));
+  RETURN_IF_ERROR(upload_fp32({&w.bq, &w.bk, &w.bv}, &d->bqkv, bytes));
+  RETURN_IF_ERROR(upload_fp32({&w.q_norm}, &d->q_norm, bytes));
+  RETURN_IF_ERROR(upload_fp32({&w.k_norm}, &d->k_norm, bytes));
   RETURN_IF_ERROR(upload_bf16({&w.wo}, &d->wo, bytes));
-  RETURN_IF_ERROR(upload_fp32(w.ffn_norm, &d->ffn_norm, bytes));
+  RETURN_IF_ERROR(upload_fp32({&w.ffn_norm}, &d->ffn_norm, bytes));
   RETURN_IF_ERROR(upload_bf16({&w.w_gate, &w.w_up}, &d->w_gate_up, bytes));
   return upload_bf16({&w.w_down}, &d->w_down, bytes);
 }
@@ -72,7 +80,7 @@ absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file,
     RETURN_IF_ERROR(upload_layer(layer, &d.layers[i], &d.bytes));
   }
   ASSIGN_OR_RETURN(t, load_weight_tensor(file, "output_norm.weight", {hidden}));
-  RETURN_IF_ERROR(upload_fp32(t, &d.output_norm, &d.bytes));
+  RETURN_IF_ERROR(upload_fp32({&t}, &d.output_norm, &d.bytes));
   if (!config.tied_embeddings) {
     ASSIGN_OR_RETURN(t, load_weight_tensor(file, "output.weight", {hidden, vocab}));
     RETURN_IF_ERROR(upload_bf16({&t}, &d.output, &d.bytes));

@@ -22,6 +22,9 @@ namespace flashserve::model::cuda {
 struct DeviceLayer {
   DeviceBuffer attn_norm;  // [hidden] fp32
   DeviceBuffer wqkv;       // [(num_heads + 2 * num_kv_heads) * head_dim, hidden] bf16
+  DeviceBuffer bqkv;       // [(num_heads + 2 * num_kv_heads) * head_dim] fp32; config.qkv_bias
+  DeviceBuffer q_norm;     // [head_dim] fp32; config.qk_norm
+  DeviceBuffer k_norm;     // [head_dim] fp32; config.qk_norm
   DeviceBuffer wo;         // [hidden, num_heads * head_dim] bf16
   DeviceBuffer ffn_norm;   // [hidden] fp32
   DeviceBuffer w_gate_up;  // [2 * ffn_size, hidden] bf16

@@ -9,13 +9,6 @@
 #include "model/cuda/cuda_status.h"
 
 namespace flashserve::model::cuda {
-namespace {
-
-// cuBLASLt's scratch: enough for its split-K and stream-K algorithms at our shapes.
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-
-}  // namespace
-
 struct Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;

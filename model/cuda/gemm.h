@@ -40,6 +40,10 @@ class Gemm {
   absl::Status linear(const void* x, const void* w, void* y, int m, int n, int k, GemmOut out,
                       cudaStream_t stream);
 
+ // cuBLASLt's scratch, allocated by create(): enough for its split-K and stream-K
+  // algorithms at our shapes.
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
  private:
   struct Plan;
   struct Key {

@@ -82,23 +82,50 @@ kernels::AttentionParams attention_params(const ForwardContext& ctx, const Devic
   return p;
 }
 
-// Grows the step buffers to `t` tokens and `rows` output rows.
-absl::Status reserve_token_buffers(const ForwardContext& ctx, size_t t, size_t rows) {
-  const ModelConfig& c = *ctx.config;
-  DeviceWorkspace& ws = *ctx.ws;
+// The step buffers' sizes for `t` tokens and `rows` output rows, in DeviceWorkspace order.
+struct TokenBufferSizes {
+  size_t x, xn, qkv, q, attn, gate_up, ffn, last, logits, results;
+  size_t total() const { return x + xn + qkv + q + attn + gate_up + ffn + last + logits + results; }
+};
+
+TokenBufferSizes token_buffer_sizes(const ModelConfig& c, size_t t, size_t rows) {
   const size_t q_dim = static_cast<size_t>(c.num_heads) * c.head_dim;
   const size_t qkv_dim = static_cast<size_t>(c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-  RETURN_IF_ERROR(ws.x.reserve(t * c.hidden_size * sizeof(float)));
-  RETURN_IF_ERROR(ws.xn.reserve(t * c.hidden_size * kBf16Bytes));
-  RETURN_IF_ERROR(ws.qkv.reserve(t * qkv_dim * kBf16Bytes));
-  RETURN_IF_ERROR(ws.q.reserve(t * q_dim * kBf16Bytes));
-  RETURN_IF_ERROR(ws.attn.reserve(t * q_dim * kBf16Bytes));
-  RETURN_IF_ERROR(ws.gate_up.reserve(t * 2 * c.ffn_size * kBf16Bytes));
-  RETURN_IF_ERROR(ws.ffn.reserve(t * c.ffn_size * kBf16Bytes));
-  RETURN_IF_ERROR(ws.last.reserve(rows * c.hidden_size * kBf16Bytes));
-  RETURN_IF_ERROR(ws.logits.reserve(rows * c.vocab_size * sizeof(float)));
-  RETURN_IF_ERROR(ws.results.reserve(rows * sizeof(kernels::SampleResult)));
-  return absl::OkStatus();
+  return {t * c.hidden_size * sizeof(float), t * c.hidden_size * kBf16Bytes,
+          t * qkv_dim * kBf16Bytes,          t * q_dim * kBf16Bytes,
+          t * q_dim * kBf16Bytes,            t * 2 * c.ffn_size * kBf16Bytes,
+          t * c.ffn_size * kBf16Bytes,       rows * c.hidden_size * kBf16Bytes,
+          rows * c.vocab_size * sizeof(float), rows * sizeof(kernels::SampleResult)};
+}
+
+// Grows the step buffers to `t` tokens and `rows` output rows.
+absl::Status reserve_token_buffers(const ForwardContext& ctx, size_t t, size_t rows) {
+  DeviceWorkspace& ws = *ctx.ws;
+  const TokenBufferSizes z = token_buffer_sizes(*ctx.config, t, rows);
+  RETURN_IF_ERROR(ws.x.reserve(z.x));
+  RETURN_IF_ERROR(ws.xn.reserve(z.xn));
+  RETURN_IF_ERROR(ws.qkv.reserve(z.qkv));
+  RETURN_IF_ERROR(ws.q.reserve(z.q));
+  RETURN_IF_ERROR(ws.attn.reserve(z.attn));
+  RETURN_IF_ERROR(ws.gate_up.reserve(z.gate_up));
+  RETURN_IF_ERROR(ws.ffn.reserve(z.ffn));
+  RETURN_IF_ERROR(ws.last.reserve(z.last));
+  RETURN_IF_ERROR(ws.logits.reserve(z.logits));
+  return ws.results.reserve(z.results);
+}
+
+// Split-KV partials of a decode over `num_seqs` sequences in `num_splits` splits.
+size_t decode_scratch_bytes(const ModelConfig& c, int num_seqs, int num_splits) {
+  kernels::AttentionParams p;
+  p.num_seqs = num_seqs;
+  p.num_heads = c.num_heads;
+  p.head_dim = c.head_dim;
+  return kernels::attention_decode_workspace_bytes(p, num_splits);
+}
+
+// RoPE table bytes (cos and sin, fp32) for positions [0, num_positions).
+size_t rope_table_bytes(const ModelConfig& c, int64_t num_positions) {
+  return 2 * static_cast<size_t>(num_positions) * (c.head_dim / 2) * sizeof(float);
 }
 
 // Grows the step's device buffers to what `b` needs.
@@ -128,7 +155,9 @@ absl::Status reserve_rope_tables(const ForwardContext& ctx, int max_position) {
   std::iota(positions.begin(), positions.end(), 0);
   const size_t half = c.head_dim / 2;
   std::vector<float> cos(n * half), sin(n * half);
-  kernels::rope_cos_sin_cpu(positions.data(), n, c.head_dim, c.rope_theta, cos.data(), sin.data());
+  static_assert(sizeof(float) * 2 == 8);  // rope_table_bytes counts cos and sin in fp32
+  kernels::rope_cos_sin_cpu(positions.data(), n, c.head_dim, c.rope_theta, cos.data(), sin.data(),
+                            c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data());
   FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx.stream));  // old tables may be in use
   RETURN_IF_ERROR(ws.rope_cos.allocate(cos.size() * sizeof(float)));
   RETURN_IF_ERROR(ws.rope_sin.allocate(sin.size() * sizeof(float)));
@@ -259,9 +288,10 @@ absl::Status attention_all(const ForwardContext& ctx, const DeviceBatch& b, int 
   return absl::OkStatus();
 }
 
-// Where RoPE puts this layer's Q (packed) and K, V (the paged cache), from ws.qkv.
-kernels::RopeAppendParams rope_params(const ForwardContext& ctx, const DeviceBatch& b,
-                                      int layer) {
+// Where RoPE puts this layer's Q (packed) and K, V (the paged cache), from ws.qkv, with the
+// layer's Q/K/V bias and Q/K norms where the architecture has them.
+kernels::RopeAppendParams rope_params(const ForwardContext& ctx, const DeviceLayer& w,
+                                      const DeviceBatch& b, int layer) {
   const ModelConfig& c = *ctx.config;
   kernels::RopeAppendParams rope;
   rope.dtype = kAct;
@@ -278,12 +308,18 @@ kernels::RopeAppendParams rope_params(const ForwardContext& ctx, const DeviceBat
   rope.num_kv_heads = c.num_kv_heads;
   rope.head_dim = c.head_dim;
   rope.block_size = ctx.cache->block_size;
-  rope.style = kernels::RopeStyle::kAdjacentPairs;  // GGUF llama rows (model/weights.h)
+  rope.style = kernels::RopeStyle::kAdjacentPairs;  // every file's rows (model/weights.h)
+  rope.bias = w.bqkv.get<float>();
+  rope.q_norm = w.q_norm.get<float>();
+  rope.k_norm = w.k_norm.get<float>();
+  rope.norm_eps = c.rms_eps;
   return rope;
 }
 
 // x += O(attention(RoPE(QKV(RMSNorm(x))))): at small batch the norm, the QKV projection,
-// RoPE and the KV append are one GEMV.
+// RoPE and the KV append are one GEMV, unless the architecture adds a bias or normalises Q
+// and K per head (the GEMV epilogue rotates pairs as they come out, with no view of a whole
+// head): then the GEMV writes QKV and rope_qkv_append does the rest.
 absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
                              const DeviceBatch& b, int layer, ForwardStats* stats) {
   const ModelConfig& c = *ctx.config;
@@ -291,16 +327,19 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
   const int t = b.num_tokens;
   const int q_dim = c.num_heads * c.head_dim;
   const int qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-  const kernels::RopeAppendParams rope = rope_params(ctx, b, layer);
+  const kernels::RopeAppendParams rope = rope_params(ctx, w, b, layer);
   if (use_gemv(t, c.hidden_size)) {
-    kernels::GemvParams g = gemv_params(kernels::GemvInput::kRmsNorm, ws.x.get(), w.wqkv.get(),
-                                        kernels::GemvOutput::kRopeAppend, nullptr, t, qkv_dim,
-                                        c.hidden_size);
+    const bool fused_rope = rope.bias == nullptr && rope.q_norm == nullptr;
+    kernels::GemvParams g = gemv_params(
+        kernels::GemvInput::kRmsNorm, ws.x.get(), w.wqkv.get(),
+        fused_rope ? kernels::GemvOutput::kRopeAppend : kernels::GemvOutput::kBf16,
+        fused_rope ? nullptr : ws.qkv.get(), t, qkv_dim, c.hidden_size);
     g.norm_weight = w.attn_norm.get<float>();
     g.eps = c.rms_eps;
     g.rope = rope;
     RETURN_IF_ERROR(kernels::gemv(g, ctx.num_sms, ctx.stream));
     RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
+    if (!fused_rope) RETURN_IF_ERROR(kernels::rope_qkv_append(rope, ctx.stream));
   } else {
     RETURN_IF_ERROR(norm_linear(ctx, w.attn_norm, nullptr, t, w.wqkv.get(), qkv_dim,
                                 ws.xn.get(), ws.qkv.get(), GemmOut::kBf16));
@@ -352,10 +391,26 @@ absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int ma
   RETURN_IF_ERROR(reserve_token_buffers(ctx, std::max(max_tokens, max_seqs), max_seqs));
   RETURN_IF_ERROR(ctx.ws->penalty_scratch.reserve(sizeof(float)));
   RETURN_IF_ERROR(ctx.ws->decode_scratch.reserve(
-      static_cast<size_t>(kernels::kMaxDecodeSplits) * max_seqs * c.num_heads *
-      (c.head_dim + 1) * sizeof(float)));
+      decode_scratch_bytes(c, max_seqs, kernels::kMaxDecodeSplits)));
   RETURN_IF_ERROR(ctx.ws->metadata.reserve(metadata_bytes));
   return reserve_rope_tables(ctx, 0);
+}
+
+size_t metadata_bytes(int max_tokens, int max_seqs, int table_width) {
+  // Penalty lists beyond the per-token and per-sequence arrays: more only reallocates.
+  constexpr size_t kMetadataSlack = size_t{1} << 20;
+  const size_t ints = 3 * static_cast<size_t>(std::max(max_tokens, max_seqs)) +
+                      static_cast<size_t>(max_seqs) * (4 + 2 * table_width);
+  return ints * sizeof(int32_t) + max_seqs * sizeof(kernels::SampleSpec) + kMetadataSlack;
+}
+
+int64_t workspace_bytes(const ModelConfig& c, int max_tokens, int max_seqs,
+                        size_t metadata_bytes) {
+  const size_t tokens = std::max(max_tokens, max_seqs);
+  return static_cast<int64_t>(token_buffer_sizes(c, tokens, max_seqs).total() + sizeof(float) +
+                              decode_scratch_bytes(c, max_seqs, kernels::kMaxDecodeSplits) +
+                              metadata_bytes + rope_table_bytes(c, c.context_length) +
+                              Gemm::kWorkspaceBytes);
 }
 
 int64_t DeviceKvCache::bytes_per_block(const ModelConfig& c, int block_size) {

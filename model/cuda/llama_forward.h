@@ -121,6 +121,15 @@ int attention_decode_splits(const ForwardContext& ctx, const AttentionRun& r);
 // reallocate it: a reallocation moves buffers that captured decode graphs point into.
 absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int max_seqs,
                                size_t metadata_bytes);
+// Device bytes that reserve_workspace(ctx, max_tokens, max_seqs, metadata_bytes) allocates
+// for this config (RoPE tables for the context length and cuBLASLt's workspace included):
+// the KV cache's budget leaves this much free. Computed from the sizes the reserve uses.
+int64_t workspace_bytes(const ModelConfig& c, int max_tokens, int max_seqs,
+                        size_t metadata_bytes);
+// Bytes of batch metadata reserved at start for steps of up to max_tokens tokens and
+// max_seqs sequences with block tables table_width wide (penalty lists beyond
+// kMetadataSlack grow the buffer, which re-captures the decode graphs once).
+size_t metadata_bytes(int max_tokens, int max_seqs, int table_width);
 
 // Runs the first num_layers layers, the final norm and the LM head: ws->logits holds
 // [num_out_rows, vocab] fp32 when the stream reaches it. `stats` (may be null) gets the

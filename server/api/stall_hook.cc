@@ -22,11 +22,6 @@ class StallHookRunner final : public model::ModelRunner {
     wait_while_stalled();
     return inner_->forward(batch, sampled, stats);
   }
-  absl::Status forward_logits(const model::ForwardBatch& batch, int num_layers,
-                              std::vector<float>* logits) override {
-    wait_while_stalled();
-    return inner_->forward_logits(batch, num_layers, logits);
-  }
 
  private:
   void wait_while_stalled() const {

@@ -193,11 +193,6 @@ class FakeRunner : public model::ModelRunner {
     return absl::OkStatus();
   }
 
-  absl::Status forward_logits(const model::ForwardBatch& batch, int /*num_layers*/,
-                              std::vector<float>* logits) override {
-    return run_batch(batch, logits, nullptr);
-  }
-
  private:
   absl::Status run_batch(const model::ForwardBatch& batch, std::vector<float>* logits,
                          model::ForwardStats* stats) {

@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "model/runner.h"
 
 namespace flashserve::testing {
@@ -21,6 +23,14 @@ struct TestSequence {
 
 // Appends `tokens` of `seq` (positions num_cached..) to the batch; call finish_batch after
 // the last sequence. Advances seq->num_cached.
+// The backend's forward pass up to the logits (model/runner.h LogitsRunner) of a runner
+// that load_model made: one of the two real backends, never a fake.
+inline model::LogitsRunner* logits_runner(model::ModelRunner* runner) {
+  auto* r = dynamic_cast<model::LogitsRunner*>(runner);
+  EXPECT_NE(r, nullptr) << "the runner is not a real backend";
+  return r;
+}
+
 inline void add_to_batch(TestSequence* seq, std::span<const int32_t> tokens, int block_size,
                          model::ForwardBatch* b) {
   if (b->cu_seqlens_q.empty()) b->cu_seqlens_q.push_back(0);

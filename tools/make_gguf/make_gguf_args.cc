@@ -24,7 +24,8 @@ const std::pair<const char*, GgmlType> kTypes[] = {
 const char* const kValueFlags[] = {"--tokenizer-from", "--out",  "--preset",     "--type",
                                    "--seed",           "--threads", "--layers",  "--hidden",
                                    "--heads",          "--kv-heads", "--ffn",    "--context",
-                                   "--rope-theta",     "--rms-eps", "--tied-embeddings", "--name"};
+                                   "--rope-theta",     "--rms-eps", "--tied-embeddings", "--name",
+                                   "--arch",           "--head-dim"};
 
 absl::Status bad_value(const std::string& flag, const std::string& value, const std::string& expected) {
   return absl::InvalidArgumentError(absl::StrCat("bad value '", value, "' for ", flag, ": expected ", expected));
@@ -63,6 +64,8 @@ absl::Status apply_flag(const std::string& flag, const std::string& value, Rando
   else if (flag == "--context") return parse_int(flag, value, &s.context_length);
   else if (flag == "--rope-theta") return parse_float(flag, value, &s.rope_theta);
   else if (flag == "--rms-eps") return parse_float(flag, value, &s.rms_eps);
+  else if (flag == "--head-dim") return parse_int(flag, value, &s.head_dim);
+  else if (flag == "--arch") s.architecture = value;
   else if (flag == "--seed") {
     if (!absl::SimpleAtoi(value, &o->seed)) return bad_value(flag, value, "an unsigned 64-bit integer");
   } else if (flag == "--threads") {
@@ -109,9 +112,10 @@ std::string make_gguf_usage() {
       "usage: flashserve-make-gguf --tokenizer-from GGUF --out PATH [--preset NAME] [--type TYPE]\n"
       "                            [--seed N] [--threads N] [--layers N] [--hidden N] [--heads N]\n"
       "                            [--kv-heads N] [--ffn N] [--context N] [--rope-theta F] [--rms-eps F]\n"
-      "                            [--tied-embeddings true|false] [--name TEXT] [--vocab-only]\n"
+      "                            [--tied-embeddings true|false] [--arch NAME] [--head-dim N]\n"
+      "                            [--name TEXT] [--vocab-only]\n"
       "\n"
-      "Writes a Llama-architecture GGUF with random weights (not a trained model) and the tokenizer\n"
+      "Writes a Llama-family GGUF with random weights (not a trained model) and the tokenizer\n"
       "of another GGUF: every tokenizer.* key (vocabulary, merges, special ids, chat template) is\n"
       "copied, and the vocabulary size is its token count. The file is streamed tensor by tensor\n"
       "(memory: two tensors; the next is generated and quantized on all threads while one is\n"
@@ -124,14 +128,21 @@ std::string make_gguf_usage() {
       "                           smollm2-135m  30 layers, hidden 576, 9/3 heads, ffn 1536, tied,\n"
       "                                         rope_theta 1e5, context 8192\n"
       "                           llama-3.2-1b  16 layers, hidden 2048, 32/8 heads, ffn 8192, tied,\n"
-      "                                         rope_theta 5e5, context 131072\n"
+      "                                         rope_theta 5e5, context 131072, Llama 3 RoPE x32\n"
       "                           llama-3.1-8b  32 layers, hidden 4096, 32/8 heads (head_dim 128),\n"
-      "                                         ffn 14336, untied, rope_theta 5e5, context 131072\n"
+      "                                         ffn 14336, untied, rope_theta 5e5, context 131072,\n"
+      "                                         Llama 3 RoPE x8\n"
+      "                           qwen2.5-0.5b  qwen2: 24 layers, hidden 896, 14/2 heads, ffn 4864,\n"
+      "                                         tied, Q/K/V biases, rope_theta 1e6\n"
+      "                           qwen3-0.6b    qwen3: 28 layers, hidden 1024, 16/8 heads of 128,\n"
+      "                                         ffn 3072, tied, Q/K norms, rope_theta 1e6\n"
       "  --type TYPE            2-D weights: q4_1 (default), q4_0, q8_0, f16, bf16, f32; norms stay f32\n"
       "  --seed N               random seed (default 0)\n"
       "  --threads N            threads generating/quantizing (default 0: every hardware thread)\n"
       "  --layers --hidden --heads --kv-heads --ffn --context --rope-theta --rms-eps\n"
       "  --tied-embeddings      override the preset's shape (head_dim = hidden / heads)\n"
+      "  --arch NAME            llama, mistral, qwen2 (Q/K/V biases) or qwen3 (Q/K norms)\n"
+      "  --head-dim N           head_dim other than hidden / heads (attention.key_length)\n"
       "  --name TEXT            general.name (default: flashserve-random-<preset>-<type>)\n"
       "  --vocab-only           write only the general.* and tokenizer.* keys (a small file to carry)\n"
       "\n"

@@ -37,9 +37,14 @@ struct Preset {
 // Shapes of the real models (their config.json); vocab comes from --tokenizer-from.
 const Preset kPresets[] = {
     {"smollm2-135m", {30, 576, 9, 3, 1536, 8192, 100000.f, 1e-5f, true}},
-    {"llama-3.2-1b", {16, 2048, 32, 8, 8192, 131072, 500000.f, 1e-5f, true}},
-    {"llama-3.1-8b", {32, 4096, 32, 8, 14336, 131072, 500000.f, 1e-5f, false}},
+    {"llama-3.2-1b", {16, 2048, 32, 8, 8192, 131072, 500000.f, 1e-5f, true, "llama", 0, 32.f}},
+    {"llama-3.1-8b", {32, 4096, 32, 8, 14336, 131072, 500000.f, 1e-5f, false, "llama", 0, 8.f}},
+    {"qwen2.5-0.5b", {24, 896, 14, 2, 4864, 32768, 1000000.f, 1e-6f, true, "qwen2"}},
+    {"qwen3-0.6b", {28, 1024, 16, 8, 3072, 40960, 1000000.f, 1e-6f, true, "qwen3", 128}},
 };
+
+constexpr const char* kArchitectures[] = {"llama", "mistral", "qwen2", "qwen3"};
+constexpr float kBiasStd = 0.5f;  // qwen2's Q/K/V biases: large, as in the real models
 
 // llama.cpp's general.file_type (enum llama_ftype) for a file whose weights are `type`.
 uint32_t llama_file_type(GgmlType type) {
@@ -88,31 +93,49 @@ struct TensorPlan {
   std::vector<uint64_t> dims;  // ggml order
   GgmlType type;
   float mean;                  // 1 for norms, 0 for weights
+  float std = kWeightStd;
+  std::vector<float> values;   // fixed values (rope_freqs) instead of random ones
 };
 
 std::vector<TensorPlan> plan_tensors(const LlamaShape& s, int vocab_size, GgmlType weight_type) {
   const uint64_t hidden = s.hidden_size, ffn = s.ffn_size, vocab = vocab_size;
-  const uint64_t head_dim = s.hidden_size / s.num_heads;
+  const uint64_t head_dim = s.resolved_head_dim();
   const uint64_t q_dim = head_dim * s.num_heads, kv_dim = head_dim * s.num_kv_heads;
   std::vector<TensorPlan> plan;
   auto weight = [&](std::string name, uint64_t in, uint64_t out) {
-    plan.push_back({std::move(name), {in, out}, weight_type, 0.f});
+    plan.push_back({std::move(name), {in, out}, weight_type, 0.f, kWeightStd, {}});
   };
-  auto norm = [&](std::string name) { plan.push_back({std::move(name), {hidden}, GgmlType::kF32, 1.f}); };
+  auto norm = [&](std::string name, uint64_t dim) { plan.push_back({std::move(name), {dim}, GgmlType::kF32, 1.f, kWeightStd, {}}); };
+  auto bias = [&](std::string name, uint64_t dim) {
+    plan.push_back({std::move(name), {dim}, GgmlType::kF32, 0.f, kBiasStd, {}});
+  };
   weight("token_embd.weight", hidden, vocab);
+  if (s.llama3_rope_factor > 0) {
+    plan.push_back({"rope_freqs.weight", {head_dim / 2}, GgmlType::kF32, 0.f, 0.f,
+                    llama3_rope_factors(static_cast<int>(head_dim), s.rope_theta, s.llama3_rope_factor)});
+  }
   for (int i = 0; i < s.num_layers; ++i) {
     const std::string p = absl::StrCat("blk.", i, ".");
-    norm(p + "attn_norm.weight");
+    norm(p + "attn_norm.weight", hidden);
     weight(p + "attn_q.weight", hidden, q_dim);
     weight(p + "attn_k.weight", hidden, kv_dim);
     weight(p + "attn_v.weight", hidden, kv_dim);
+    if (s.architecture == "qwen2") {
+      bias(p + "attn_q.bias", q_dim);
+      bias(p + "attn_k.bias", kv_dim);
+      bias(p + "attn_v.bias", kv_dim);
+    }
+    if (s.architecture == "qwen3") {
+      norm(p + "attn_q_norm.weight", head_dim);
+      norm(p + "attn_k_norm.weight", head_dim);
+    }
     weight(p + "attn_output.weight", q_dim, hidden);
-    norm(p + "ffn_norm.weight");
+    norm(p + "ffn_norm.weight", hidden);
     weight(p + "ffn_gate.weight", hidden, ffn);
     weight(p + "ffn_up.weight", hidden, ffn);
     weight(p + "ffn_down.weight", ffn, hidden);
   }
-  norm("output_norm.weight");
+  norm("output_norm.weight", hidden);
   if (!s.tied_embeddings) weight("output.weight", hidden, vocab);
   return plan;
 }
@@ -134,7 +157,11 @@ absl::Status fill_tensor(const TensorPlan& t, size_t index, uint64_t seed, int n
     for (int64_t c = next_chunk++; c < num_chunks; c = next_chunk++) {
       const int64_t first = c * rows_per_chunk, rows = std::min(rows_per_chunk, num_rows - first);
       values.resize(rows * row);
-      fill_normal(chunk_seed(seed, index, c), t.mean, kWeightStd, values);
+      if (!t.values.empty()) {
+        std::copy_n(t.values.begin() + first * row, rows * row, values.begin());
+      } else {
+        fill_normal(chunk_seed(seed, index, c), t.mean, t.std, values);
+      }
       auto* out = reinterpret_cast<uint8_t*>(data->data()) + first * row_bytes;
       absl::Status s = model::quantize_row(t.type, values, std::span<uint8_t>(out, rows * row_bytes));
       if (!s.ok()) {
@@ -167,27 +194,60 @@ absl::StatusOr<std::unique_ptr<GgufFile>> open_tokenizer_source(const std::strin
 
 void add_model_metadata(const RandomLlamaOptions& o, int vocab_size, GgufWriter* w) {
   const LlamaShape& s = o.shape;
-  w->add("general.architecture", model::gguf_string("llama"))
+  w->add("general.architecture", model::gguf_string(s.architecture))
       .add("general.name", model::gguf_string(o.name))
       .add("general.description",
            model::gguf_string(absl::StrCat("random weights (flashserve-make-gguf --seed ", o.seed,
                                            "), not a trained model")))
       .add("general.file_type", model::gguf_u32(llama_file_type(o.weight_type)));
   if (o.vocab_only) return;
+  const std::string a = s.architecture + ".";
   w->add("general.quantization_version", model::gguf_u32(2))
-      .add("llama.block_count", model::gguf_u32(s.num_layers))
-      .add("llama.context_length", model::gguf_u32(s.context_length))
-      .add("llama.embedding_length", model::gguf_u32(s.hidden_size))
-      .add("llama.feed_forward_length", model::gguf_u32(s.ffn_size))
-      .add("llama.attention.head_count", model::gguf_u32(s.num_heads))
-      .add("llama.attention.head_count_kv", model::gguf_u32(s.num_kv_heads))
-      .add("llama.rope.freq_base", model::gguf_f32(s.rope_theta))
-      .add("llama.rope.dimension_count", model::gguf_u32(s.hidden_size / s.num_heads))
-      .add("llama.attention.layer_norm_rms_epsilon", model::gguf_f32(s.rms_eps))
-      .add("llama.vocab_size", model::gguf_u32(vocab_size));
+      .add(a + "block_count", model::gguf_u32(s.num_layers))
+      .add(a + "context_length", model::gguf_u32(s.context_length))
+      .add(a + "embedding_length", model::gguf_u32(s.hidden_size))
+      .add(a + "feed_forward_length", model::gguf_u32(s.ffn_size))
+      .add(a + "attention.head_count", model::gguf_u32(s.num_heads))
+      .add(a + "attention.head_count_kv", model::gguf_u32(s.num_kv_heads))
+      .add(a + "rope.freq_base", model::gguf_f32(s.rope_theta))
+      .add(a + "rope.dimension_count", model::gguf_u32(s.resolved_head_dim()))
+      .add(a + "attention.layer_norm_rms_epsilon", model::gguf_f32(s.rms_eps))
+      .add(a + "vocab_size", model::gguf_u32(vocab_size));
+  if (s.head_dim > 0) {
+    w->add(a + "attention.key_length", model::gguf_u32(s.head_dim))
+        .add(a + "attention.value_length", model::gguf_u32(s.head_dim));
+  }
 }
 
 }  // namespace
+
+std::vector<std::string> random_architectures() {
+  return std::vector<std::string>(std::begin(kArchitectures), std::end(kArchitectures));
+}
+
+std::vector<float> llama3_rope_factors(int head_dim, float rope_theta, float factor) {
+  // llama.cpp's converter (LlamaModel.generate_extra_tensors) from HF's rope_scaling:
+  // wavelengths shorter than original / high_freq_factor keep their frequency, longer than
+  // original / low_freq_factor are divided by `factor`, and the band between is smoothed.
+  constexpr double kLowFreqFactor = 1, kHighFreqFactor = 4, kOriginalContext = 8192;
+  const double low_wavelen = kOriginalContext / kLowFreqFactor;
+  const double high_wavelen = kOriginalContext / kHighFreqFactor;
+  std::vector<float> factors;
+  for (int i = 0; i < head_dim; i += 2) {
+    // fp32 like the converter's torch.arange(0, dim, 2, dtype=float32) / dim frequencies.
+    const float freq = 1.0f / std::pow(rope_theta, static_cast<float>(i) / head_dim);
+    const double wavelen = 2 * M_PI / freq;
+    if (wavelen < high_wavelen) {
+      factors.push_back(1.f);
+    } else if (wavelen > low_wavelen) {
+      factors.push_back(factor);
+    } else {
+      const double smooth = (kOriginalContext / wavelen - kLowFreqFactor) / (kHighFreqFactor - kLowFreqFactor);
+      factors.push_back(static_cast<float>(1 / ((1 - smooth) / factor + smooth)));
+    }
+  }
+  return factors;
+}
 
 std::vector<std::string> llama_preset_names() {
   std::vector<std::string> names;
@@ -220,9 +280,16 @@ absl::Status validate_shape(const LlamaShape& s, GgmlType type) {
     return absl::InvalidArgumentError(
         absl::StrCat("--heads ", s.num_heads, " is not a multiple of --kv-heads ", s.num_kv_heads));
   }
-  if (s.hidden_size % s.num_heads != 0 || (s.hidden_size / s.num_heads) % 2 != 0) {
+  if (s.head_dim == 0 && (s.hidden_size % s.num_heads != 0 || (s.hidden_size / s.num_heads) % 2 != 0)) {
     return absl::InvalidArgumentError(absl::StrCat("--hidden ", s.hidden_size, " / --heads ", s.num_heads,
                                                    " must give an even whole head_dim (RoPE rotates pairs)"));
+  }
+  if (s.head_dim < 0 || s.head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--head-dim ", s.head_dim, " must be even and positive"));
+  }
+  if (std::find(std::begin(kArchitectures), std::end(kArchitectures), s.architecture) == std::end(kArchitectures)) {
+    return absl::InvalidArgumentError(absl::StrCat("--arch '", s.architecture, "' is not one of ",
+                                                   absl::StrJoin(random_architectures(), ", ")));
   }
   const int64_t block = model::ggml_type_traits(type).block_size;
   for (const auto& [flag, value] : {std::pair<const char*, int>{"--hidden", s.hidden_size}, {"--ffn", s.ffn_size}}) {

@@ -27,13 +27,29 @@ struct LlamaShape {
   int num_layers = 0;
   int hidden_size = 0;
   int num_heads = 0;
-  int num_kv_heads = 0;       // head_dim = hidden_size / num_heads
+  int num_kv_heads = 0;
   int ffn_size = 0;
   int context_length = 0;
   float rope_theta = 10000.f;
   float rms_eps = 1e-5f;
   bool tied_embeddings = true;  // no output.weight: the LM head is token_embd
+  // general.architecture: llama, mistral (the llama layout), qwen2 (+ Q/K/V biases ~
+  // N(0, 0.5^2), large like Qwen's), qwen3 (+ per-head Q/K RMSNorm weights 1 + N(0, 0.02^2)).
+  std::string architecture = "llama";
+  int head_dim = 0;  // 0: hidden_size / num_heads; else written as attention.key_length
+  // Llama 3 RoPE scaling (`rope_freqs.weight`, as llama.cpp's converter writes it from
+  // rope_scaling {rope_type: llama3, factor, low_freq_factor 1, high_freq_factor 4,
+  // original_max_position_embeddings 8192}); 0: none.
+  float llama3_rope_factor = 0;
+
+  int resolved_head_dim() const { return head_dim > 0 ? head_dim : hidden_size / num_heads; }
 };
+
+// The architectures write_random_llama writes.
+std::vector<std::string> random_architectures();
+
+// Llama 3's RoPE frequency factors [head_dim / 2] (the divisors of each pair's frequency).
+std::vector<float> llama3_rope_factors(int head_dim, float rope_theta, float factor);
 
 // The presets' names, in the order --help lists them.
 std::vector<std::string> llama_preset_names();
@@ -41,8 +57,9 @@ std::vector<std::string> llama_preset_names();
 absl::StatusOr<LlamaShape> llama_preset(std::string_view name);
 
 // OK, or InvalidArgument naming the flag (--layers, --hidden, ...) and value at fault:
-// non-positive sizes, heads not a multiple of kv heads, hidden not a multiple of heads, an
-// odd head_dim (RoPE rotates pairs), rows that are not whole blocks of `type`.
+// non-positive sizes, heads not a multiple of kv heads, hidden not a multiple of heads
+// (without --head-dim), an odd head_dim (RoPE rotates pairs), rows that are not whole
+// blocks of `type`, an unknown --arch.
 absl::Status validate_shape(const LlamaShape& shape, model::GgmlType type);
 
 struct RandomLlamaOptions {

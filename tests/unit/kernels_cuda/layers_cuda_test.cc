@@ -185,6 +185,94 @@ TEST(LayersCuda, RopeAppendMatchesRopeThenKvAppend) {
   }
 }
 
+// Qwen-style attention inputs: Q/K/V biases (fp32, added to the stored bf16 values) and a
+// per-head RMSNorm of Q and K (Qwen3) before RoPE, against bias + rmsnorm_cpu per head +
+// rope_cpu; V gets its bias only.
+TEST(LayersCuda, RopeAppendWithBiasAndQkNormMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  auto rng = fresh_rng();
+  for (int head_dim : {64, 128}) {
+    const int heads = 8, kv_heads = 2, tokens = 13, block_size = 64;
+    const int row = (heads + 2 * kv_heads) * head_dim;
+    const Bf16Data qkv = random_bf16(static_cast<size_t>(tokens) * row, 1.f, rng);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    std::vector<float> bias(row), q_norm(head_dim), k_norm(head_dim);
+    for (float& b : bias) b = 0.5f * normal(rng);
+    for (float& w : q_norm) w = 1.f + 0.3f * normal(rng);
+    for (float& w : k_norm) w = 1.f + 0.3f * normal(rng);
+    std::vector<int32_t> positions(tokens), slots(tokens);
+    for (int t = 0; t < tokens; ++t) {
+      positions[t] = 3 + 11 * t;
+      slots[t] = t;
+    }
+    const int num_pos = 200;
+    std::vector<int32_t> all_pos(num_pos);
+    for (int i = 0; i < num_pos; ++i) all_pos[i] = i;
+    std::vector<float> cos(static_cast<size_t>(num_pos) * head_dim / 2), sin(cos.size());
+    rope_cos_sin_cpu(all_pos.data(), num_pos, head_dim, 10000.f, cos.data(), sin.data());
+    DeviceBuffer d_qkv = DeviceBuffer::from(qkv.bits), d_cos = DeviceBuffer::from(cos);
+    DeviceBuffer d_sin = DeviceBuffer::from(sin), d_pos = DeviceBuffer::from(positions);
+    DeviceBuffer d_slots = DeviceBuffer::from(slots), d_bias = DeviceBuffer::from(bias);
+    DeviceBuffer d_qn = DeviceBuffer::from(q_norm), d_kn = DeviceBuffer::from(k_norm);
+    const size_t cache_elems = static_cast<size_t>(1) * kv_heads * block_size * head_dim;
+    DeviceBuffer q_out(static_cast<size_t>(tokens) * heads * head_dim * 2), k_cache(cache_elems * 2),
+        v_cache(cache_elems * 2);
+    q_out.poison();
+    k_cache.poison();
+    v_cache.poison();
+    RopeAppendParams p;
+    p.qkv = d_qkv.get();
+    p.cos = d_cos.get<float>();
+    p.sin = d_sin.get<float>();
+    p.positions = d_pos.get<int32_t>();
+    p.slot_mapping = d_slots.get<int32_t>();
+    p.q_out = q_out.get();
+    p.k_cache = k_cache.get();
+    p.v_cache = v_cache.get();
+    p.num_tokens = tokens;
+    p.num_heads = heads;
+    p.num_kv_heads = kv_heads;
+    p.head_dim = head_dim;
+    p.block_size = block_size;
+    p.bias = d_bias.get<float>();
+    p.q_norm = d_qn.get<float>();
+    p.k_norm = d_kn.get<float>();
+    p.norm_eps = 1e-6f;
+    ASSERT_TRUE(rope_qkv_append(p, nullptr).ok());
+
+    std::vector<float> q, k, v;
+    for (int t = 0; t < tokens; ++t) {
+      std::vector<float> r(qkv.values.begin() + static_cast<size_t>(t) * row,
+                           qkv.values.begin() + static_cast<size_t>(t + 1) * row);
+      for (int j = 0; j < row; ++j) r[j] += bias[j];
+      q.insert(q.end(), r.begin(), r.begin() + heads * head_dim);
+      k.insert(k.end(), r.begin() + heads * head_dim, r.begin() + (heads + kv_heads) * head_dim);
+      v.insert(v.end(), r.begin() + (heads + kv_heads) * head_dim, r.end());
+    }
+    rmsnorm_cpu(q.data(), q_norm.data(), int64_t{tokens} * heads, head_dim, 1e-6f, q.data());
+    rmsnorm_cpu(k.data(), k_norm.data(), int64_t{tokens} * kv_heads, head_dim, 1e-6f, k.data());
+    rope_cpu(q.data(), k.data(), positions.data(), tokens, heads, kv_heads, head_dim, 10000.f);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> kc(cache_elems, nan), vc(cache_elems, nan);
+    kv_append_cpu(k.data(), v.data(), slots.data(), tokens, kv_heads, head_dim, block_size,
+                  kc.data(), vc.data());
+    expect_within_one_ulp(to_floats(q_out.to_host<uint16_t>()), q, "q");
+    const std::vector<float> got_k = to_floats(k_cache.to_host<uint16_t>());
+    const std::vector<float> got_v = to_floats(v_cache.to_host<uint16_t>());
+    std::vector<float> wk, rk, wv, rv;
+    for (size_t i = 0; i < cache_elems; ++i) {
+      if (std::isnan(kc[i])) continue;
+      wk.push_back(got_k[i]);
+      rk.push_back(kc[i]);
+      wv.push_back(got_v[i]);
+      rv.push_back(vc[i]);
+    }
+    ASSERT_EQ(wk.size(), static_cast<size_t>(tokens) * kv_heads * head_dim);
+    expect_within_one_ulp(wk, rk, "k");
+    expect_within_one_ulp(wv, rv, "v");
+  }
+}
+
 TEST(LayersCuda, SwigluMatchesReference) {
   SKIP_WITHOUT_GPU();
   auto rng = fresh_rng();

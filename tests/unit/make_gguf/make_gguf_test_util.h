@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "model/gguf/gguf_writer.h"
 #include "model/runner.h"
+#include "tests/support/forward_test_util.h"
 #include "model/text/bpe_tokenizer.h"
 
 namespace flashserve::tools {
@@ -71,7 +72,7 @@ inline std::vector<float> prefill_and_decode(model::ModelRunner* runner, std::ve
     b.max_blocks_per_seq = (static_cast<int>(ids.size()) + block - 1) / block;
     for (int i = 0; i < b.max_blocks_per_seq; ++i) b.block_tables.push_back(i);
     std::vector<float> logits;
-    absl::Status s = runner->forward_logits(b, runner->config().num_layers, &logits);
+    absl::Status s = testing::logits_runner(runner)->forward_logits(b, runner->config().num_layers, &logits);
     EXPECT_TRUE(s.ok()) << s;
     if (!s.ok() || logits.size() != static_cast<size_t>(vocab)) return all;
     all.insert(all.end(), logits.begin(), logits.end());

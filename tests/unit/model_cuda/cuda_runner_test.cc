@@ -130,7 +130,7 @@ class CudaRunnerTest : public ::testing::Test {
     TestSequence* seqs[] = {&seq};
     finish_batch(seqs, &batch);
     std::vector<float> logits;
-    const absl::Status st = r->forward_logits(batch, layers, &logits);
+    const absl::Status st = testing::logits_runner(r)->forward_logits(batch, layers, &logits);
     EXPECT_TRUE(st.ok()) << st;
     return logits;
   }
@@ -275,7 +275,7 @@ TEST_F(CudaRunnerTest, MixedPrefillAndDecodeBatchMatchesCpu) {
       TestSequence* one[] = {&(*seqs)[s]};
       finish_batch(one, &pre);
       std::vector<float> unused;
-      ASSERT_TRUE(runner->forward_logits(pre, runner->config().num_layers, &unused).ok());
+      ASSERT_TRUE(testing::logits_runner(runner)->forward_logits(pre, runner->config().num_layers, &unused).ok());
     }
     ForwardBatch mixed;
     add_to_batch(&(*seqs)[0], std::span(a).last(1), runner->kv_block_size(), &mixed);
@@ -283,7 +283,7 @@ TEST_F(CudaRunnerTest, MixedPrefillAndDecodeBatchMatchesCpu) {
     add_to_batch(&(*seqs)[2], std::span(c).last(1), runner->kv_block_size(), &mixed);
     TestSequence* all[] = {&(*seqs)[0], &(*seqs)[1], &(*seqs)[2]};
     finish_batch(all, &mixed);
-    ASSERT_TRUE(runner->forward_logits(mixed, runner->config().num_layers, out).ok());
+    ASSERT_TRUE(testing::logits_runner(runner)->forward_logits(mixed, runner->config().num_layers, out).ok());
   }
   const size_t vocab = gpu_->config.vocab_size;
   const std::vector<int32_t>* full[] = {&a, &b, &c};

@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "model/cpu/llama_forward.h"
 #include "model/model_loader.h"
+#include "tests/support/forward_test_util.h"
 
 namespace flashserve::model {
 namespace {
@@ -55,7 +56,9 @@ TEST_F(LoadDefaultModelTest, LoadsEverythingTheServerNeeds) {
   batch.max_blocks_per_seq = 1;
   batch.slot_mapping = {3 * 64, 3 * 64 + 1};
   std::vector<float> logits;
-  ASSERT_TRUE(m.runner->forward_logits(batch, m.config.num_layers, &logits).ok());
+  ASSERT_TRUE(testing::logits_runner(m.runner.get())
+                  ->forward_logits(batch, m.config.num_layers, &logits)
+                  .ok());
   EXPECT_EQ(logits.size(), static_cast<size_t>(m.config.vocab_size));
 }
 

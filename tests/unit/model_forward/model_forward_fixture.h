@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <cblas.h>
+
 #include "gtest/gtest.h"
 #include "model/config.h"
 #include "model/cpu/cpu_runner.h"
@@ -117,13 +119,31 @@ class ModelForwardTest : public ::testing::Test {
                                                   config_.vocab_size);
   }
 
-  // The same tokens computed under another batching, chunking or paging.
+  // The same tokens computed under another batching, chunking or paging. Bitwise identical
+  // where OpenBLAS runs its SkylakeX kernels (the padding of llama_forward.cc's gemm_rows
+  // makes every GEMM take the same path whatever the batch). Its Haswell and Zen kernels
+  // (OpenBLAS 0.3.21 picks Haswell on the AMD EPYC build machines) sum a row in an order
+  // that depends on the number of rows: measured on 2026-12-01, max abs 5.6e-5, relative
+  // 1.7e-6. There the check is what DESIGN.md promises, "the same up to floating-point
+  // ties": the same argmax and a relative error under kMaxBatchingRelativeError, 6x the
+  // measured worst (summation order alone; a wrong block table or position gives > 1e-2).
+  static constexpr double kMaxBatchingRelativeError = 1e-5;
   static void report_and_check(const std::string& what, std::span<const float> ours,
                                std::span<const float> expected) {
     ASSERT_EQ(ours.size(), expected.size()) << what;
     const double diff = testing::max_abs_diff(ours, expected);
-    EXPECT_EQ(diff, 0.0) << what << ": relative error "
-                         << testing::relative_error(ours, expected);
+    const double rel = testing::relative_error(ours, expected);
+    if (std::string(openblas_get_corename()) == "skylakex") {
+      EXPECT_EQ(diff, 0.0) << what << ": relative error " << rel;
+      return;
+    }
+    EXPECT_LT(rel, kMaxBatchingRelativeError) << what << " (OpenBLAS core "
+                                              << openblas_get_corename() << ")";
+    const size_t vocab = static_cast<size_t>(config_.vocab_size);
+    for (size_t r = 0; r + vocab <= ours.size(); r += vocab) {
+      EXPECT_EQ(testing::argmax(ours.subspan(r, vocab)), testing::argmax(expected.subspan(r, vocab)))
+          << what << ", row " << r / vocab;
+    }
   }
 
   static std::vector<int32_t> case_tokens(int c) {  // prompt + greedy continuation

@@ -12,6 +12,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <span>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -21,6 +22,20 @@ namespace flashserve::model {
 namespace {
 
 using ::testing::HasSubstr;
+
+// What a backend does for one sequence: the sampler's next spec, then the CPU reference of
+// the sampling kernel on one row of logits ([vocab], modified in place).
+SampledToken sample_row(Sampler& sampler, std::span<float> logits,
+                        std::span<const int32_t> prompt_tokens,
+                        std::span<const int32_t> generated_tokens) {
+  std::vector<int32_t> penalty_tokens, penalty_counts;
+  const int vocab = static_cast<int>(logits.size());
+  const kernels::SampleSpec spec =
+      sampler.next_spec(prompt_tokens, generated_tokens, vocab, &penalty_tokens, &penalty_counts);
+  const kernels::SampleResult r = kernels::sample_row_cpu(
+      logits.data(), vocab, spec, penalty_tokens.data(), penalty_counts.data());
+  return to_sampled_token(r, spec, vocab);
+}
 
 std::vector<float> log_of(const std::vector<double>& probs) {
   std::vector<float> l;
@@ -43,7 +58,7 @@ std::vector<int> draw_counts(const SamplingParams& params, const std::vector<flo
   std::vector<int> counts(logits.size(), 0);
   for (int i = 0; i < num_draws; ++i) {
     std::vector<float> l = logits;
-    ++counts[sampler.sample(l, {}, {}).token];
+    ++counts[sample_row(sampler, l, {}, {}).token];
   }
   return counts;
 }
@@ -115,9 +130,9 @@ TEST(Sampler, GreedyPicksArgmaxWithTiesToLowerId) {
   Sampler sampler(SamplingParams{}, 0);
   std::vector<float> logits = random_logits(49152, 3.f, 1);
   const auto max_it = std::max_element(logits.begin(), logits.end());
-  EXPECT_EQ(sampler.sample(logits, {}, {}).token, max_it - logits.begin());
+  EXPECT_EQ(sample_row(sampler, logits, {}, {}).token, max_it - logits.begin());
   std::vector<float> tie = {0.f, 5.f, 1.f, 5.f, 5.f};
-  EXPECT_EQ(sampler.sample(tie, {}, {}).token, 1);
+  EXPECT_EQ(sample_row(sampler, tie, {}, {}).token, 1);
 }
 
 TEST(Sampler, TopKOneIsArgmaxAtAnyTemperature) {
@@ -128,7 +143,7 @@ TEST(Sampler, TopKOneIsArgmaxAtAnyTemperature) {
   for (uint32_t seed = 0; seed < 50; ++seed) {
     std::vector<float> logits = random_logits(1000, 1.f, seed);
     logits[seed * 7 + 3] = logits[seed * 7 + 5] = 10.f;  // a tie at the top
-    EXPECT_EQ(sampler.sample(logits, {}, {}).token, static_cast<int32_t>(seed * 7 + 3));
+    EXPECT_EQ(sample_row(sampler, logits, {}, {}).token, static_cast<int32_t>(seed * 7 + 3));
   }
 }
 
@@ -149,7 +164,7 @@ TEST(Sampler, SeededSamplingIsReproducibleAndFallbackSeedIsUsed) {
     for (auto [sampler, tokens] : {std::pair{&a, &ta}, std::pair{&b, &tb}, std::pair{&c, &tc},
                                    std::pair{&d, &td}}) {
       std::vector<float> l = logits;
-      tokens->push_back(sampler->sample(l, {}, {}).token);
+      tokens->push_back(sample_row(*sampler, l, {}, {}).token);
     }
   }
   EXPECT_EQ(ta, tb);  // params.seed wins over the fallback
@@ -260,7 +275,7 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeOnce) {
   std::vector<float> logits = {4.f, -1.f, 3.f, 0.5f, -2.f};
   const std::vector<int32_t> prompt = {0, 1, 1, 99999, -5};  // repeats and ids out of range
   const std::vector<int32_t> generated = {1, 3, 3};
-  sampler.sample(logits, prompt, generated);
+  sample_row(sampler, logits, prompt, generated);
   EXPECT_EQ(logits, (std::vector<float>{2.f, -2.f, 3.f, 0.25f, -2.f}));
 }
 
@@ -272,12 +287,12 @@ TEST(Sampler, FrequencyAndPresencePenaltiesCountGeneratedTokensOnly) {
   std::vector<float> logits = {4.f, -1.f, 3.f, 0.5f};
   const std::vector<int32_t> prompt = {0, 2};         // no effect on these penalties
   const std::vector<int32_t> generated = {3, 1, 3, 3};
-  sampler.sample(logits, prompt, generated);
+  sample_row(sampler, logits, prompt, generated);
   // token 1: once -> -1 - 0.5 - 1; token 3: 3 times -> 0.5 - 1.5 - 1.
   EXPECT_EQ(logits, (std::vector<float>{4.f, -2.5f, 3.f, -2.f}));
   // The scratch state is clean: a second call without history changes nothing.
   std::vector<float> again = {4.f, -1.f, 3.f, 0.5f};
-  sampler.sample(again, {}, {});
+  sample_row(sampler, again, {}, {});
   EXPECT_EQ(again, (std::vector<float>{4.f, -1.f, 3.f, 0.5f}));
 }
 
@@ -287,7 +302,7 @@ TEST(Sampler, PenaltiesChangeTheGreedyChoice) {
   Sampler sampler(p, 0);
   std::vector<float> logits = {1.f, 3.f, 2.5f};
   const std::vector<int32_t> generated = {1};
-  EXPECT_EQ(sampler.sample(logits, {}, generated).token, 2);  // 3 / 1.5 = 2 < 2.5
+  EXPECT_EQ(sample_row(sampler, logits, {}, generated).token, 2);  // 3 / 1.5 = 2 < 2.5
 }
 
 // ---- logprobs -------------------------------------------------------------------------------
@@ -309,7 +324,7 @@ TEST(Sampler, LogprobsAreRawLogSoftmaxWithSortedTopList) {
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return raw[a] > raw[b]; });
   std::vector<float> logits = raw;
   const std::vector<int32_t> generated = {order[0]};  // penalised, yet logprobs stay raw
-  const SampledToken r = sampler.sample(logits, {}, generated);
+  const SampledToken r = sample_row(sampler, logits, {}, generated);
   EXPECT_NEAR(r.logprob, raw[r.token] - lse, 1e-5);
   ASSERT_EQ(r.top_logprobs.size(), 5u);
   for (int i = 0; i < 5; ++i) {
@@ -322,7 +337,7 @@ TEST(Sampler, NanLogitsAreNeverChosen) {
   Sampler sampler(SamplingParams{}, 0);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> logits = {nan, 1.f, nan, 2.f};
-  const SampledToken r = sampler.sample(logits, {}, {});
+  const SampledToken r = sample_row(sampler, logits, {}, {});
   EXPECT_EQ(r.token, 3);
   EXPECT_FALSE(std::isnan(r.logprob));
 }
@@ -338,7 +353,7 @@ TEST(Sampler, TinyTemperatureIsGreedyInEffect) {
     const int32_t best = static_cast<int32_t>(
         std::max_element(logits.begin(), logits.end()) - logits.begin());
     Sampler sampler(p, seed);
-    EXPECT_EQ(sampler.sample(logits, {}, {}).token, best) << "seed " << seed;
+    EXPECT_EQ(sample_row(sampler, logits, {}, {}).token, best) << "seed " << seed;
   }
 }
 
@@ -352,14 +367,14 @@ TEST(Sampler, TinyRepetitionPenaltyNeverPoisonsTheDraw) {
     logits[5] = 3.f;   // positive: 3 / 1e-45 overflows, clamped to FLT_MAX
     logits[7] = -2.f;  // negative: multiplied towards zero
     Sampler sampler(p, seed);
-    const SampledToken r = sampler.sample(logits, prompt, {});
+    const SampledToken r = sample_row(sampler, logits, prompt, {});
     EXPECT_EQ(r.token, 5) << "seed " << seed;  // the only token of non-zero weight
   }
   p.temperature = 0;
   std::vector<float> logits = random_logits(64, 1.f, 1);
   logits[5] = 3.f;
   Sampler greedy(p, 0);
-  EXPECT_EQ(greedy.sample(logits, prompt, {}).token, 5);
+  EXPECT_EQ(sample_row(greedy, logits, prompt, {}).token, 5);
 }
 
 TEST(Sampler, DrawWalksKeptTokensInIdOrder) {

@@ -1,0 +1,123 @@
+// Every architecture against HF transformers: random-weight files written by
+// flashserve-make-gguf (the same bytes the golden script loaded into HF: their FNV-1a hash
+// is checked), run by our CPU runner at the golden's prompts (1, 17 and 300 tokens, and for
+// Llama 3 RoPE scaling one of 8,250 tokens: positions past 8192), logits compared with
+// tests/data/model_arch_random.json (tools/golden/arch_logits_golden.py).
+//
+// Tolerance: the relative error ||ours - HF|| / ||HF|| over the stored logits of a prompt
+// (top-10 and 64 sampled ids) must be < 1e-4. Both sides are fp32 with different summation
+// orders (OpenBLAS vs PyTorch); measured: the largest error over all cases is printed by
+// the test and is ~1e-6 (tests/data/README.md). The argmax must equal HF's wherever HF's
+// best-minus-second margin exceeds 1e-3 of the logit norm (a smaller margin is a tie at this
+// precision). The Llama 3 case also shows the check can fail: without the file's RoPE
+// factors the far-position prompt's error exceeds the tolerance by orders of magnitude.
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "make_gguf_test_util.h"
+#include "model/cpu/cpu_runner.h"
+#include "model/model_loader.h"
+#include "model/weights.h"
+#include "tests/support/arch_cases.h"
+
+namespace flashserve::tools {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kTolerance = 1e-4;
+constexpr double kTieFraction = 1e-3;
+
+// Logits of the last token of `prompt` (one prefill; blocks 0.. of the cache).
+std::vector<float> last_logits(model::ModelRunner* runner, const json& prompt) {
+  const model::ForwardBatch b =
+      testing::prefill_batch(prompt["ids"], prompt["positions"], runner->kv_block_size());
+  std::vector<float> logits;
+  const absl::Status s = testing::logits_runner(runner)->forward_logits(
+      b, runner->config().num_layers, &logits);
+  EXPECT_TRUE(s.ok()) << s;
+  return logits;
+}
+
+// ||ours - ref|| / ||ref|| over the golden's stored logits of one prompt.
+double stored_error(const std::vector<float>& ours, const json& prompt, const json& sample_ids) {
+  double diff = 0, ref = 0;
+  auto add = [&](int id, double value) {
+    diff += (ours[id] - value) * (ours[id] - value);
+    ref += value * value;
+  };
+  for (size_t i = 0; i < prompt["top_ids"].size(); ++i) add(prompt["top_ids"][i], prompt["top_logits"][i]);
+  for (size_t i = 0; i < sample_ids.size(); ++i) add(sample_ids[i], prompt["sample_logits"][i]);
+  return std::sqrt(diff / ref);
+}
+
+class ArchGoldenTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kModelPath)) GTEST_SKIP() << kModelPath << " is absent";
+    golden_case_ = testing::arch_case(GetParam());
+    ASSERT_FALSE(golden_case_.is_null()) << "no golden case " << GetParam();
+  }
+  json golden_case_;
+};
+
+TEST_P(ArchGoldenTest, CpuRunnerMatchesTransformers) {
+  const std::string path = temp_path("arch_" + GetParam() + ".gguf");
+  ASSERT_TRUE(testing::write_arch_case(golden_case_, path));
+  model::LoadOptions options;
+  options.device = model::Device::kCpu;
+  options.num_kv_blocks = 160;  // the 8,250-token prompt of the llama3 case
+  options.num_threads = 1;
+  absl::StatusOr<model::LoadedModel> m = model::load_model(path, options);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->config.architecture, GetParam() == "llama3" ? "llama" : GetParam());
+  double worst = 0;
+  for (const json& prompt : golden_case_["prompts"]) {
+    const std::vector<float> logits = last_logits(m->runner.get(), prompt);
+    ASSERT_EQ(logits.size(), static_cast<size_t>(m->config.vocab_size));
+    const double err = stored_error(logits, prompt, golden_case_["sample_ids"]);
+    worst = std::max(worst, err);
+    EXPECT_LT(err, kTolerance) << prompt["ids"].size() << " tokens";
+    if (prompt["margin"].get<double>() > kTieFraction * prompt["norm"].get<double>()) {
+      EXPECT_EQ(testing::argmax(logits), prompt["argmax"].get<int>()) << prompt["ids"].size() << " tokens";
+    }
+  }
+  std::printf("[arch %s] largest relative error %.3g\n", GetParam().c_str(), worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, ArchGoldenTest,
+                         ::testing::Values("llama3", "mistral", "qwen2", "qwen3"));
+
+// Without the file's Llama 3 factors the far-position prompt misses the reference: the
+// check above would catch a loader that ignores rope_freqs.weight.
+TEST(ArchGoldenScalingTest, IgnoringLlama3FactorsFailsTheCheck) {
+  if (!std::filesystem::exists(kModelPath)) GTEST_SKIP() << kModelPath << " is absent";
+  const json c = testing::arch_case("llama3");
+  ASSERT_FALSE(c.is_null());
+  const std::string path = temp_path("arch_llama3_noscale.gguf");
+  ASSERT_TRUE(testing::write_arch_case(c, path));
+  absl::StatusOr<std::unique_ptr<model::GgufFile>> file = model::GgufFile::open(path);
+  ASSERT_TRUE(file.ok());
+  absl::StatusOr<model::ModelConfig> config = model::config_from_gguf(**file);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->rope_freq_factors.size(), 32u);
+  absl::StatusOr<model::LlamaWeights> weights = model::load_llama_weights(**file, *config);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  config->rope_freq_factors.clear();
+  auto runner = model::CpuModelRunner::create(
+      *config, std::make_shared<const model::LlamaWeights>(std::move(*weights)),
+      model::CpuRunnerOptions{.num_kv_blocks = 160});
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  const json& far = c["prompts"].back();
+  ASSERT_GT(far["positions"].back().get<int>(), 8192);
+  const double err = stored_error(last_logits(runner->get(), far), far, c["sample_ids"]);
+  std::printf("[arch llama3] error without the RoPE factors: %.3g\n", err);
+  EXPECT_GT(err, 10 * kTolerance);
+}
+
+}  // namespace
+}  // namespace flashserve::tools

@@ -1,0 +1,132 @@
+// The CUDA runner against the CPU runner (itself checked against HF transformers by
+// tests/unit/make_gguf/arch_golden_test.cc) for every architecture's random-weight case of
+// tests/data/model_arch_random.json: Q/K/V biases (qwen2), per-head Q/K norms (qwen3), Llama 3
+// RoPE factors over 8,250 positions (llama3), the llama layout under another name
+// (mistral). Each golden prompt runs as a prefill (1 token: the GEMV path; 17 and 300: the
+// GEMM path), then 4 decode steps (the GEMV path: with a bias or Q/K norms, the GEMV writes
+// QKV and rope_qkv_append adds them), logits compared at every step.
+//
+// Tolerance: as cuda_runner_test.cc, relative to the error that bf16 weights alone cause (a
+// CPU runner over the same weights rounded to bf16): at most kActivationFactor times it.
+// Skipped (reported as skipped) without a GPU or the default model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/device.h"
+#include "model/cpu/cpu_runner.h"
+#include "model/cuda/device_weights.h"
+#include "model/model_loader.h"
+#include "model/weights.h"
+#include "tests/support/arch_cases.h"
+#include "tests/support/forward_test_util.h"
+
+namespace flashserve::model {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kActivationFactor = 2 * 4.28;  // cuda_runner_test.cc's bound
+constexpr int kDecodeSteps = 4;
+
+float bf16_round(float x) {
+  uint32_t bits = static_cast<uint32_t>(cuda::to_bf16_bits(x)) << 16;
+  float y;
+  std::memcpy(&y, &bits, sizeof y);
+  return y;
+}
+
+// A CPU runner over the file's weights rounded to bf16: the yardstick.
+std::unique_ptr<CpuModelRunner> bf16_weights_runner(const LoadedModel& m) {
+  absl::StatusOr<LlamaWeights> w = load_llama_weights(*m.file, m.config);
+  EXPECT_TRUE(w.ok()) << w.status();
+  if (!w.ok()) return nullptr;
+  auto round_all = [](std::vector<float>& v) {
+    for (float& x : v) x = bf16_round(x);
+  };
+  round_all(w->token_embd);
+  round_all(w->output);
+  for (LayerWeights& l : w->layers) {
+    for (auto* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) round_all(*v);
+  }
+  auto r = CpuModelRunner::create(m.config, std::make_shared<const LlamaWeights>(std::move(*w)),
+                                  CpuRunnerOptions{.num_kv_blocks = 160});
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+// Logits of `runner` for the prompt's prefill, then of kDecodeSteps decode steps. The
+// tokens decoded: *feed when it holds kDecodeSteps tokens, else the runner's own greedy
+// choices, appended to *feed (the CPU's, so that every runner then sees the same inputs).
+std::vector<std::vector<float>> run(ModelRunner* runner, const json& prompt,
+                                    std::vector<int32_t>* feed) {
+  std::vector<int32_t> ids = prompt["ids"], positions = prompt["positions"];
+  const bool choose = feed->empty();
+  std::vector<std::vector<float>> out(1);
+  LogitsRunner* lr = testing::logits_runner(runner);
+  const int layers = runner->config().num_layers, block = runner->kv_block_size();
+  EXPECT_TRUE(lr->forward_logits(testing::prefill_batch(ids, positions, block), layers, &out[0]).ok());
+  for (int i = 0; i < kDecodeSteps; ++i) {
+    if (choose) feed->push_back(testing::argmax(out.back()));
+    ids.push_back((*feed)[i]);
+    positions.push_back(positions.back() + 1);
+    ForwardBatch step = testing::prefill_batch(ids, positions, block);  // tables of the whole
+    step.token_ids = {ids.back()};                                      // sequence, but only
+    step.positions = {positions.back()};                                // the new token runs
+    step.slot_mapping = {step.slot_mapping.back()};
+    step.cu_seqlens_q = {0, 1};
+    out.emplace_back();
+    EXPECT_TRUE(lr->forward_logits(step, layers, &out.back()).ok());
+  }
+  return out;
+}
+
+class CudaArchTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaArchTest, LogitsWithinTheBf16Yardstick) {
+  if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  if (!std::filesystem::exists(testing::kArchTokenizerSource)) GTEST_SKIP() << "no default model";
+  const json c = testing::arch_case(GetParam());
+  ASSERT_FALSE(c.is_null());
+  const std::string path =
+      (std::filesystem::path(::testing::TempDir()) / ("cuda_arch_" + GetParam() + ".gguf")).string();
+  ASSERT_TRUE(testing::write_arch_case(c, path));
+  LoadOptions o;
+  o.num_kv_blocks = 160;  // the 8,250-token prompt of the llama3 case
+  o.max_num_seqs = 4;
+  o.device = Device::kCpu;
+  absl::StatusOr<LoadedModel> cpu = load_model(path, o);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  o.device = Device::kCuda;
+  absl::StatusOr<LoadedModel> gpu = load_model(path, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  std::unique_ptr<CpuModelRunner> w16 = bf16_weights_runner(*cpu);
+  ASSERT_NE(w16, nullptr);
+  for (const json& prompt : c["prompts"]) {
+    std::vector<int32_t> feed;
+    const auto ref = run(cpu->runner.get(), prompt, &feed);
+    const auto yard = run(w16.get(), prompt, &feed);
+    const auto got = run(gpu->runner.get(), prompt, &feed);
+    for (size_t s = 0; s < ref.size(); ++s) {
+      for (float x : got[s]) ASSERT_TRUE(std::isfinite(x));
+      const double err = testing::relative_error(got[s], ref[s]);
+      const double yardstick = testing::relative_error(yard[s], ref[s]);
+      std::printf("[cuda arch %s] %zu tokens, step %zu: rel err %.3e, bf16-weights %.3e (x%.2f)\n",
+                  GetParam().c_str(), prompt["ids"].size(), s, err, yardstick, err / yardstick);
+      EXPECT_LE(err, kActivationFactor * yardstick)
+          << prompt["ids"].size() << " tokens, step " << s;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, CudaArchTest,
+                         ::testing::Values("llama3", "mistral", "qwen2", "qwen3"));
+
+}  // namespace
+}  // namespace flashserve::model
