@@ -7,8 +7,9 @@
 #include <initializer_list>
 #include <string>
 
+#include "base/bf16.h"
 #include "base/status_macros.h"
-#include "model/cuda/cuda_status.h"
+#include "kernels/cuda_check.h"
 #include "model/gguf/gguf.h"
 #include "model/weights.h"
 
@@ -23,10 +24,10 @@ absl::Status upload_bf16(std::initializer_list<const std::vector<float>*> parts,
   std::vector<uint16_t> host(n);
   size_t at = 0;
   for (const auto* p : parts) {
-    for (float v : *p) host[at++] = to_bf16_bits(v);
+    for (float v : *p) host[at++] = fp32_to_bf16_bits(v);
   }
   RETURN_IF_ERROR(dst->allocate(n * sizeof(uint16_t)));
-  FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->get(), host.data(), n * sizeof(uint16_t),
+  CUDA_CHECK(cudaMemcpy(dst->get(), host.data(), n * sizeof(uint16_t),
                                      cudaMemcpyHostToDevice));
   *bytes += static_cast<int64_t>(n * sizeof(uint16_t));
   return absl::OkStatus();
@@ -34,7 +35,7 @@ absl::Status upload_bf16(std::initializer_list<const std::vector<float>*> parts,
 
 absl::Status upload_fp32(const std::vector<float>& v, DeviceBuffer* dst, int64_t* bytes) {
   RETURN_IF_ERROR(dst->allocate(v.size() * sizeof(float)));
-  FS_CUDA_RETURN_IF_ERROR(
+  CUDA_CHECK(
       cudaMemcpy(dst->get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
   *bytes += static_cast<int64_t>(v.size() * sizeof(float));
   return absl::OkStatus();
@@ -50,13 +51,6 @@ absl::Status upload_layer(const LayerWeights& w, DeviceLayer* d, int64_t* bytes)
 }
 
 }  // namespace
-
-uint16_t to_bf16_bits(float x) {
-  uint32_t u = std::bit_cast<uint32_t>(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
-  return static_cast<uint16_t>(u >> 16);
-}
 
 absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file,
                                                    const ModelConfig& config) {

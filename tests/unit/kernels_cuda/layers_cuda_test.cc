@@ -30,9 +30,7 @@ namespace flashserve::kernels {
 namespace {
 
 using testing::Bf16Data;
-using testing::bf16_to_float;
 using testing::DeviceBuffer;
-using testing::float_to_bf16;
 using testing::random_bf16;
 
 #define SKIP_WITHOUT_GPU() \
@@ -42,7 +40,7 @@ std::mt19937 fresh_rng() { return std::mt19937(std::random_device{}()); }
 
 std::vector<float> to_floats(const std::vector<uint16_t>& bits) {
   std::vector<float> f;
-  for (uint16_t b : bits) f.push_back(bf16_to_float(b));
+  for (uint16_t b : bits) f.push_back(bf16_bits_to_fp32(b));
   return f;
 }
 
