@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lists repository paths named in comments and documents that do not exist.
 
-    scripts/check-paths.py [FILE...]
+    scripts/check-paths.py [--root DIR] [FILE...]
 
 Reads the tracked files (`git ls-files`, or the FILEs given, relative to the repository
 root): the whole text of documents (.md), the comments of source files (`//` and `/* */` in
@@ -29,10 +29,12 @@ form). Absolute paths are not checked either, except one machine's folders (a ho
 import argparse
 import fnmatch
 import glob
+import io
 import os
 import re
 import subprocess
 import sys
+import tokenize
 
 # Extensions of our sources and documents: a word ending in one is a path wherever it is.
 OUR_EXTENSIONS = ("h", "cc", "cu", "cuh", "py", "sh", "md", "proto", "cmake")
@@ -87,13 +89,29 @@ def c_comments(text):
             i += 1
 
 
-def hash_comments(text, python):
-    """Yields (line, comment) for # comments, and Python's triple-quoted strings."""
-    if python:
-        for m in re.finditer(r'("""|\'\'\')(.*?)\1', text, re.S):
-            first = text.count("\n", 0, m.start()) + 1
-            for offset, line in enumerate(m.group(2).split("\n")):
-                yield first + offset, line
+def python_comments(text):
+    """Yields (line, comment) for the comments and docstrings (strings standing alone as a
+    statement) of Python source; falls back to # lines when it does not tokenize."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        yield from hash_comments(text)
+        return
+    statement_start = True
+    for tok in tokens:
+        if tok.type == tokenize.COMMENT:
+            yield tok.start[0], tok.string[1:]
+        elif tok.type == tokenize.STRING and statement_start:
+            for offset, line in enumerate(tok.string.split("\n")):
+                yield tok.start[0] + offset, line
+        if tok.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+            statement_start = True
+        elif tok.type not in (tokenize.NL, tokenize.COMMENT):
+            statement_start = False
+
+
+def hash_comments(text):
+    """Yields (line, comment) for # comments (shell, CMake, YAML)."""
     for number, line in enumerate(text.split("\n"), 1):
         m = re.search(r"(?:^|\s)#(?![!{])(.*)$", line)
         if m and not re.match(r"\s*(include|define|pragma|if|endif)\b", m.group(1)):
@@ -106,8 +124,10 @@ def documented_text(path, text):
         return [(number, line) for number, line in enumerate(text.split("\n"), 1)]
     if path.endswith(C_LIKE):
         return list(c_comments(text))
+    if path.endswith(".py"):
+        return list(python_comments(text))
     if path.endswith(HASH_LIKE) or name in HASH_NAMES:
-        return list(hash_comments(text, path.endswith(".py")))
+        return list(hash_comments(text))
     return []
 
 
@@ -215,9 +235,10 @@ def check_file(repo, path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--root", help="the repository (default: the one holding this script)")
     parser.add_argument("files", nargs="*")
     args = parser.parse_args()
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = args.root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     repo = Repo(root)
     files = args.files or [f for f in repo.files if not SKIPPED.match(f)]
     problems = []
