@@ -211,6 +211,13 @@ TEST(LayersCuda, RejectsUnsupportedShapes) {
   p.head_dim = 63;
   p.num_heads = p.num_kv_heads = p.block_size = 1;
   EXPECT_EQ(rope_qkv_append(p, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  SwigluParams bad_dtype;  // rejected before any launch: needs no GPU
+  bad_dtype.dtype = static_cast<DType>(7);
+  bad_dtype.num_rows = 1;
+  bad_dtype.ffn_size = 8;
+  const absl::Status s = swiglu(bad_dtype, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("swiglu: unsupported dtype 7"), absl::string_view::npos) << s;
   SamplingBatch b;
   b.vocab = 0;
   EXPECT_EQ(sample_tokens(b, nullptr).code(), absl::StatusCode::kInvalidArgument);
