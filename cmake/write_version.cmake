@@ -1,5 +1,5 @@
-# Writes flashserve/version.h from version.h.in at build time, so that the commit is the one
-# built, not the one configured. configure_file rewrites the header only when its text changes,
+# Writes OUTPUT (the build tree's generated version header) from version.h.in at build time,
+# so that the commit is the one built, not the one configured. configure_file rewrites the header only when its text changes,
 # so an unchanged commit rebuilds nothing.
 #   cmake -DSOURCE_DIR=... -DOUTPUT=... -DVERSION=... -DCOMMIT_OVERRIDE=... -P write_version.cmake
 if(COMMIT_OVERRIDE)

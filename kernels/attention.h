@@ -14,7 +14,6 @@
 //                      all query heads of a GQA group share each K/V tile.
 //   attention_naive    the unfused baseline: S = QK^T materialised in device memory in the
 //                      input dtype, a separate softmax kernel writes P, a third computes PV.
-//   kv_append          writes new K/V rows into the cache at slot_mapping.
 //
 // Supported: head_dim 64 and 128, bf16 and fp16 inputs/outputs, fp32 accumulation; the cache
 // block_size must be a multiple of 64 (the kernels' K/V tile). Anything else is rejected with
@@ -26,7 +25,7 @@
 #include "absl/status/status.h"
 #include "kernels/dtype.h"
 
-// The runtime's own opaque stream type (identical to cuda_runtime_api.h's typedef), so this
+// The runtime's own opaque stream type (identical to <cuda_runtime_api.h>'s typedef), so this
 // header needs no CUDA headers.
 typedef struct CUstream_st* cudaStream_t;
 
@@ -87,22 +86,6 @@ absl::Status attention_decode(const AttentionParams& p, int num_splits, void* wo
 size_t attention_naive_workspace_bytes(const AttentionParams& p);
 absl::Status attention_naive(const AttentionParams& p, void* workspace, size_t workspace_bytes,
                              cudaStream_t stream);
-
-// Writes new_k/new_v rows into the cache at slot_mapping[t] (slot = block * block_size + row);
-// a negative slot marks a padding token and is skipped.
-struct KvAppendParams {
-  DType dtype = DType::kBf16;
-  const void* new_k = nullptr;             // [num_tokens, num_kv_heads, head_dim]
-  const void* new_v = nullptr;             // [num_tokens, num_kv_heads, head_dim]
-  const int32_t* slot_mapping = nullptr;   // [num_tokens]
-  void* k_cache = nullptr;                 // [num_blocks, num_kv_heads, block_size, head_dim]
-  void* v_cache = nullptr;                 // [num_blocks, num_kv_heads, block_size, head_dim]
-  int num_tokens = 0;
-  int num_kv_heads = 0;
-  int head_dim = 0;
-  int block_size = 0;
-};
-absl::Status kv_append(const KvAppendParams& p, cudaStream_t stream);
 
 // The work of one attention call over num_seqs packed sequences, for benchmarks and metrics
 // alike (the one formula both use). Sequence s has q_len(s) = cu_seqlens_q[s+1] -

@@ -1,11 +1,12 @@
 // Host-side pieces shared by the attention launchers: parameter validation, the decode split
-// heuristic and workspace sizes, and the KV append kernel.
+// heuristic and workspace sizes. (New K/V rows reach the cache through the production path's
+// kernels::rope_qkv_append or gemv's kRopeAppend epilogue, kernels/layers.h and gemv.h.)
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/attention.h"
 #include "kernels/attention_dispatch.cuh"
-#include "kernels/paged_kv.h"
+#include "kernels/cuda_plumbing.cuh"
 
 namespace flashserve::kernels {
 namespace {
@@ -76,51 +77,6 @@ size_t attention_decode_workspace_bytes(const AttentionParams& p, int num_splits
 size_t attention_naive_workspace_bytes(const AttentionParams& p) {
   return size_t(p.num_seqs) * p.num_heads * p.max_seqlen_q * p.max_seqlen_k *
          dtype_bytes(p.dtype);
-}
-
-namespace device {
-
-// One thread copies 16 bytes (8 elements) of one (token, kv_head) row of K and of V.
-__global__ void kv_append_kernel(const KvAppendParams p) {
-  const int chunks_per_row = p.head_dim / 8;
-  const int64_t idx = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  const int64_t total = int64_t{p.num_tokens} * p.num_kv_heads * chunks_per_row;
-  if (idx >= total) return;
-  const int chunk = idx % chunks_per_row;
-  const int kv_head = (idx / chunks_per_row) % p.num_kv_heads;
-  const int64_t token = idx / (int64_t{chunks_per_row} * p.num_kv_heads);
-  const int slot = p.slot_mapping[token];
-  if (slot < 0) return;
-  const int64_t src = (token * p.num_kv_heads + kv_head) * p.head_dim + chunk * 8;
-  const int64_t dst = kv_cache_offset(slot / p.block_size, kv_head, slot % p.block_size,
-                                      p.num_kv_heads, p.block_size, p.head_dim) + chunk * 8;
-  // 2-byte elements: 8 of them are one uint4.
-  reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_cache) + dst)[0] =
-      reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.new_k) + src)[0];
-  reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.v_cache) + dst)[0] =
-      reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.new_v) + src)[0];
-}
-
-}  // namespace device
-
-absl::Status kv_append(const KvAppendParams& p, cudaStream_t stream) {
-  if (absl::Status s = device::check_head_dim(p.head_dim); !s.ok()) return s;
-  if (p.dtype != DType::kBf16 && p.dtype != DType::kFp16) {
-    return invalid("kv_append: unsupported dtype", static_cast<int>(p.dtype));
-  }
-  if (p.num_kv_heads <= 0) return invalid("kv_append: bad num_kv_heads", p.num_kv_heads);
-  if (p.block_size <= 0) return invalid("kv_append: bad block_size", p.block_size);
-  if (p.num_tokens < 0) return invalid("kv_append: bad num_tokens", p.num_tokens);
-  if (p.num_tokens == 0) return absl::OkStatus();
-  if (p.new_k == nullptr || p.new_v == nullptr || p.slot_mapping == nullptr ||
-      p.k_cache == nullptr || p.v_cache == nullptr) {
-    return absl::InvalidArgumentError("kv_append: a required pointer is null");
-  }
-  constexpr int kThreads = 256;
-  const int64_t total = int64_t{p.num_tokens} * p.num_kv_heads * (p.head_dim / 8);
-  device::kv_append_kernel<<<(total + kThreads - 1) / kThreads, kThreads, 0, stream>>>(p);
-  CUDA_CHECK(cudaGetLastError());
-  return absl::OkStatus();
 }
 
 }  // namespace flashserve::kernels

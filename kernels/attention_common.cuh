@@ -1,7 +1,8 @@
 #pragma once
-// Device building blocks shared by the attention kernels: dtype traits, the sm_80 tensor-core
-// instruction (mma.sync m16n8k16, fp32 accumulate), ldmatrix, cp.async and the swizzled
-// shared-memory tile layout. Host code never includes this file.
+// Device building blocks shared by the attention kernels: the sm_80 tensor-core instruction
+// (mma.sync m16n8k16, fp32 accumulate), ldmatrix, cp.async and the swizzled shared-memory tile
+// layout (dtype traits and error checks: kernels/cuda_plumbing.cuh). Host code never includes
+// this file.
 //
 // Fragment layouts of mma.sync.m16n8k16 (g = lane / 4, t = lane % 4), as the PTX ISA defines:
 //   A (16x16, row-major) a0: (g, 2t..2t+1)  a1: (g+8, 2t..)  a2: (g, 2t+8..)  a3: (g+8, 2t+8..)
@@ -9,54 +10,16 @@
 //   C (16x8,  fp32)      c0,c1: (g, 2t..2t+1)    c2,c3: (g+8, 2t..2t+1)
 // The C layout of two adjacent 8-key n-tiles equals the A layout of one 16-key k-step, which
 // is what lets P go from the softmax straight into the PV product without shared memory.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <type_traits>
 
-#include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
-
-// For launchers returning absl::Status: a failed runtime call or launch returns InternalError
-// naming the file, line and call.
-#define CUDA_CHECK(expr)                                                                  \
-  do {                                                                                    \
-    const cudaError_t cuda_check_err_ = (expr);                                           \
-    if (cuda_check_err_ != cudaSuccess) {                                                 \
-      return absl::InternalError(absl::StrCat(__FILE__, ":", __LINE__, ": ", #expr, ": ", \
-                                              cudaGetErrorString(cuda_check_err_)));      \
-    }                                                                                     \
-  } while (0)
+#include "kernels/cuda_plumbing.cuh"
 
 namespace flashserve::kernels::device {
 
 inline constexpr float kLog2e = 1.4426950408889634f;
-inline constexpr float kNegInf = -__builtin_huge_valf();
-
-template <typename T>
-struct DTypeTraits;
-template <>
-struct DTypeTraits<__nv_bfloat16> {
-  using Pair = __nv_bfloat162;
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    Pair v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-  static __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-  static __device__ __forceinline__ __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
-};
-template <>
-struct DTypeTraits<__half> {
-  using Pair = __half2;
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    Pair v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-  static __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-  static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
-};
 
 // d += a * b for one 16x8x16 tile; T selects the bf16 or fp16 instruction.
 template <typename T>

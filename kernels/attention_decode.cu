@@ -3,6 +3,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_decode.cuh"
 #include "kernels/attention_dispatch.cuh"
+#include "kernels/cuda_plumbing.cuh"
 #include "kernels/dependent_launch.cuh"
 
 namespace flashserve::kernels {

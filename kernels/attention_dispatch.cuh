@@ -10,14 +10,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/attention.h"
-#include "kernels/attention_common.cuh"
+#include "kernels/cuda_plumbing.cuh"
 
 namespace flashserve::kernels::device {
 
-template <typename T>
-struct TypeTag {
-  using type = T;
-};
 template <int kHeadDim>
 using HeadDimTag = std::integral_constant<int, kHeadDim>;
 
@@ -31,27 +27,13 @@ inline absl::Status check_head_dim(int head_dim) {
 template <typename F>
 absl::Status dispatch_dtype_head_dim(DType dtype, int head_dim, F&& f) {
   if (absl::Status s = check_head_dim(head_dim); !s.ok()) return s;
-  auto by_dim = [&](auto type_tag) -> absl::Status {
+  return dispatch_dtype("attention", dtype, [&](auto type_tag) -> absl::Status {
     switch (head_dim) {
       case 64: return f(type_tag, HeadDimTag<64>{});
       case 128: return f(type_tag, HeadDimTag<128>{});
     }
     return check_head_dim(head_dim);
-  };
-  switch (dtype) {
-    case DType::kBf16: return by_dim(TypeTag<__nv_bfloat16>{});
-    case DType::kFp16: return by_dim(TypeTag<__half>{});
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("attention: unsupported dtype ", static_cast<int>(dtype)));
-}
-
-// Raises a kernel's dynamic shared-memory limit (needed above 48 KiB). Cheap enough to call
-// on every launch (no synchronisation), which keeps it correct on any current device.
-template <typename Kernel>
-absl::Status set_smem_limit(Kernel kernel, int bytes) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  return absl::OkStatus();
+  });
 }
 
 }  // namespace flashserve::kernels::device

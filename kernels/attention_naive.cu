@@ -9,6 +9,7 @@
 // 16x16 shared-memory tiles of fp32 FMAs; simple, not fast.
 #include "kernels/attention.h"
 #include "kernels/attention_dispatch.cuh"
+#include "kernels/cuda_plumbing.cuh"
 #include "kernels/paged_kv.h"
 
 namespace flashserve::kernels {

@@ -3,13 +3,14 @@
 // (kernels/attention_prefill_sm90_ws.cuh). Each is instantiated for {bf16, fp16} x head_dim
 // {64, 128}; causal is a runtime flag (it only moves the loop bound and decides which tiles
 // need the mask), so it costs no extra instantiation.
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "kernels/attention.h"
 #include "kernels/attention_dispatch.cuh"
 #include "kernels/attention_prefill.cuh"
 #include "kernels/attention_prefill_sm90_ws.cuh"
-
-#include <vector>
+#include "kernels/cuda_plumbing.cuh"
 
 namespace flashserve::kernels {
 namespace {
@@ -41,22 +42,14 @@ absl::StatusOr<bool> current_device_is_hopper() {
 }
 
 // kAuto's choice on a Hopper GPU, from the measured grid (bench/attention/RESULTS.md and
-// NOTES.md): at head_dim 128 the warp-specialized wgmma kernel is faster at every length;
-// at head_dim 64 it wins from 512 queries without the causal mask and from 2048 with it
-// (below that, the mma.sync kernel with Q in registers is as fast or faster).
+// bench/attention/NOTES.md): at head_dim 128 the warp-specialized wgmma kernel is faster at
+// every length; at head_dim 64 it wins from 512 queries without the causal mask and from 2048
+// with it (below that, the mma.sync kernel with Q in registers is as fast or faster).
 constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q) {
   return head_dim >= 128 || max_seqlen_q >= (causal ? 2048 : 512);
 }
 
-// Raises the dynamic shared-memory limit of kernel<T, kHeadDim> (one instantiation of
-// `Launcher`'s kernel) once per process: the attribute is not a stream operation, so doing
-// it at every launch would only add host work to each step. The function-local static is
-// per template instantiation, hence per kernel.
-template <typename Tag, typename Kernel>
-absl::Status smem_limit_once(Kernel kernel, int bytes) {
-  static const absl::Status status = device::set_smem_limit(kernel, bytes);
-  return status;
-}
+// One smem limit per kernel instantiation (kernels/cuda_plumbing.cuh, set_smem_limit_once).
 template <typename T, int kHeadDim, bool kHopper>
 struct KernelTag {};
 
@@ -64,9 +57,8 @@ template <typename T, int kHeadDim>
 absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
   auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim>;
   const int smem = device::sm90ws_smem_bytes(kHeadDim);
-  if (absl::Status s = smem_limit_once<KernelTag<T, kHeadDim, true>>(kernel, smem); !s.ok()) {
-    return s;
-  }
+  using Tag = KernelTag<T, kHeadDim, true>;
+  if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
   constexpr int kBlockM = device::sm90ws_block_m(kHeadDim);
   const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.num_heads, p.num_seqs);
   kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(p);
@@ -78,9 +70,8 @@ template <typename T, int kHeadDim>
 absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
   auto* kernel = device::attention_prefill_kernel<T, kHeadDim>;
   const int smem = device::prefill_smem_bytes(kHeadDim);
-  if (absl::Status s = smem_limit_once<KernelTag<T, kHeadDim, false>>(kernel, smem); !s.ok()) {
-    return s;
-  }
+  using Tag = KernelTag<T, kHeadDim, false>;
+  if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
   const dim3 grid((p.max_seqlen_q + device::prefill_block_m() - 1) / device::prefill_block_m(),
                   p.num_heads, p.num_seqs);
   kernel<<<grid, device::prefill_threads(), smem, stream>>>(p);

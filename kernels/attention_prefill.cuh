@@ -33,7 +33,8 @@ constexpr int prefill_block_m() { return prefill_warps() * 16 * prefill_m_tiles_
 constexpr int prefill_block_n() { return 64; }
 constexpr int prefill_threads() { return prefill_warps() * 32; }
 // CTAs per SM the register allocation aims for (launch bounds): 2, i.e. up to 255 registers.
-// (3 at d64 caps registers at 168 and spills; measured +4 % at s=1k, +-0 at 8k: NOTES.md v4.)
+// (3 at d64 caps registers at 168 and spills, for a gain that vanishes at long sequences:
+// measured in bench/attention/NOTES.md.)
 constexpr int prefill_ctas_per_sm() { return 2; }
 // Q tile + two stages of K and V tiles, all [rows][head_dim] b16.
 constexpr int prefill_smem_bytes(int head_dim) {

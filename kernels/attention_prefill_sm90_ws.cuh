@@ -1,7 +1,7 @@
 #pragma once
 // Fused FlashAttention forward for prefill, Hopper path, warp-specialized (a producer
 // warpgroup feeding 2 consumer warpgroups at head_dim 128, 3 at head_dim 64). Its history and
-// measurements are in bench/attention/NOTES.md (v7, v8).
+// measurements are in bench/attention/NOTES.md.
 //
 // Same algorithm and numerics as the portable kernel (kernels/attention_prefill.cuh), on
 // Hopper's wgmma: 128 query rows per CTA at d128 (2 consumer warpgroups x 64 rows), 128-key
@@ -21,7 +21,8 @@
 //     NaN in the tests); cp.async's src-size 0 does it per row for free. The producer
 //     warpgroup has nothing else to do, so its 32 cp.async per thread and K+V tile are off the
 //     consumers' issue slots.
-//   * Proxy ordering (HOPPER.md): wgmma reads shared memory through the async proxy, so the
+//   * Proxy ordering (PTX ISA, "Proxies" and fence.proxy.async): wgmma reads shared memory
+//     through the async proxy, cp.async writes it through the generic proxy, so the
 //     thread that wrote (each producer thread) waits for its cp.async group, fences
 //     (fence.proxy.async.shared::cta) and only then arrives on the "full" barrier. To avoid
 //     stalling on every group, the producer signals group g when group g+1 has been issued
@@ -62,8 +63,8 @@ constexpr int sm90ws_block_m(int head_dim) { return 64 * sm90ws_consumer_warpgro
 // 128 keys: S is one m64n128 wgmma chain per warpgroup; a wider tile would add 32+ S/P
 // registers per consumer thread, which d64's 160 cannot hold.
 constexpr int sm90ws_block_n() { return 128; }
-// Two stages: deeper copy pipelining did not help in v6 (NOTES.md), and d128 at 2 stages is
-// already 160 KiB of shared memory.
+// Two stages: a third did not help (measured: bench/attention/NOTES.md), and d128 at 2 stages
+// is already 160 KiB of shared memory.
 constexpr int sm90ws_stages() { return 2; }
 // Q + kStages K + kStages V tiles, 1 KiB to align them to 1024 B, 256 B for the mbarriers
 // (d128: 161 KiB, d64: 89 KiB).

@@ -10,8 +10,7 @@
 
 #include <algorithm>
 
-#include "kernels/attention_common.cuh"
-#include "kernels/attention_dispatch.cuh"
+#include "kernels/cuda_plumbing.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/gemv.h"
 #include "kernels/paged_kv.h"
@@ -52,10 +51,11 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc)
 // still runs, and the loads after the wait hit L2. A hint: the bulk prefetch (sm_90, TMA)
 // returns at once and the loads stay correct without it.
 //
-// It pays only where a GEMV is latency-bound, i.e. its weights are small: on SmolLM2's
-// layers (0.7-3.5 MB per GEMV) one stream gained 8-9 %; on the 1B shape's (8-67 MB), where
-// the previous kernel is itself streaming weights at full bandwidth, it lost 4.5 %, and a
-// prefetch one pass ahead inside the loop lost more (bench/serving/NOTES.md, step 7).
+// It pays only where a GEMV is latency-bound, i.e. its weights are small (SmolLM2's layers,
+// 0.7-3.5 MB per GEMV); where the previous kernel is itself streaming weights at full
+// bandwidth (the 1B shape's 8-67 MB) it costs, and so did a prefetch one pass ahead inside
+// the loop. Hence the cap below and no in-loop prefetch (measured: bench/serving/NOTES.md,
+// step 7).
 constexpr int64_t kPrefetchMaxWeightBytes = int64_t{8} << 20;
 
 __device__ __forceinline__ int64_t weight_bytes(const GemvParams& p) {
@@ -130,8 +130,8 @@ __device__ __forceinline__ void store_rope_pair(const GemvParams& p, int col, co
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     if (r >= p.m || lane != r) continue;  // lane r stores token r
-    float x = __bfloat162float(__float2bfloat16(a0[r]));
-    float y = __bfloat162float(__float2bfloat16(a1[r]));
+    float x = round_to_bf16(a0[r]);
+    float y = round_to_bf16(a1[r]);
     if (head < q.num_heads + q.num_kv_heads) {  // Q or K: rotate
       const int64_t at = static_cast<int64_t>(q.positions[r]) * half + i;
       const float c = q.cos[at], s = q.sin[at];
@@ -173,8 +173,8 @@ __device__ __forceinline__ void store_outputs(const GemvParams& p, int col, cons
       case GemvOutput::kFp32Accumulate: static_cast<float*>(p.y)[at] += a0[r]; break;
       case GemvOutput::kRopeAppend: break;  // store_rope_pair
       case GemvOutput::kSwiglu: {
-        const float g = __bfloat162float(__float2bfloat16(a0[r]));
-        const float u = __bfloat162float(__float2bfloat16(a1[r]));
+        const float g = round_to_bf16(a0[r]);
+        const float u = round_to_bf16(a1[r]);
         static_cast<__nv_bfloat16*>(p.y)[at] = __float2bfloat16(g / (1.f + expf(-g)) * u);
         break;
       }

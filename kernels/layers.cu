@@ -3,7 +3,7 @@
 // that a warp's loads and stores are contiguous.
 #include <cub/block/block_reduce.cuh>
 
-#include "kernels/attention_common.cuh"
+#include "kernels/cuda_plumbing.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/layers.h"
 #include "kernels/paged_kv.h"
@@ -139,23 +139,15 @@ __global__ void swiglu_kernel(SwigluParams p) {
   }
 }
 
-template <typename T>
-struct TypeTag {
-  using type = T;
-};
-
 // Runs f(TypeTag<T>{}) (a launch returning its cudaError_t) for the element type of
 // `dtype`, then checks the launch.
 template <typename F>
-absl::Status with_dtype(DType dtype, F&& f) {
-  cudaError_t launched = cudaSuccess;
-  switch (dtype) {
-    case DType::kBf16: launched = f(TypeTag<__nv_bfloat16>{}); break;
-    case DType::kFp16: launched = f(TypeTag<__half>{}); break;
-  }
-  CUDA_CHECK(launched);
-  CUDA_CHECK(cudaGetLastError());
-  return absl::OkStatus();
+absl::Status with_dtype(const char* op, DType dtype, F&& f) {
+  return dispatch_dtype(op, dtype, [&](auto tag) -> absl::Status {
+    CUDA_CHECK(f(tag));
+    CUDA_CHECK(cudaGetLastError());
+    return absl::OkStatus();
+  });
 }
 
 absl::Status invalid(const char* what, int64_t value) {
@@ -168,7 +160,7 @@ absl::Status invalid(const char* what, int64_t value) {
 absl::Status embedding_gather(const EmbeddingParams& p, cudaStream_t stream) {
   if (p.num_tokens < 0 || p.dim < 1) return device::invalid("embedding_gather: bad dim ", p.dim);
   if (p.num_tokens == 0) return absl::OkStatus();
-  return device::with_dtype(p.dtype, [&](auto tag) {
+  return device::with_dtype("embedding_gather", p.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return device::launch_dependent(device::embedding_kernel<T>, p.num_tokens,
                                     device::kElementwiseThreads, 0, stream, p);
@@ -178,7 +170,7 @@ absl::Status embedding_gather(const EmbeddingParams& p, cudaStream_t stream) {
 absl::Status rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
   if (p.num_rows < 0 || p.dim < 1) return device::invalid("rmsnorm: bad dim ", p.dim);
   if (p.num_rows == 0) return absl::OkStatus();
-  return device::with_dtype(p.dtype, [&](auto tag) {
+  return device::with_dtype("rmsnorm", p.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return device::launch_dependent(device::rmsnorm_kernel<T>, p.num_rows, device::kNormThreads,
                                     0, stream, p);
@@ -200,7 +192,7 @@ absl::Status rope_qkv_append(const RopeAppendParams& p, cudaStream_t stream) {
   const int num_pairs = (p.num_heads + 2 * p.num_kv_heads) * p.head_dim / 2;
   const int threads = std::min(1024, (num_pairs + 31) / 32 * 32);
   const size_t smem = p.q_norm != nullptr ? (p.num_heads + p.num_kv_heads) * sizeof(float) : 0;
-  return device::with_dtype(p.dtype, [&](auto tag) {
+  return device::with_dtype("rope_qkv_append", p.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return device::launch_dependent(device::rope_append_kernel<T>, p.num_tokens, threads,
                                     static_cast<unsigned>(smem), stream, p);
@@ -214,7 +206,7 @@ absl::Status swiglu(const SwigluParams& p, cudaStream_t stream) {
   const int64_t blocks = std::min<int64_t>(
       (n + device::kElementwiseThreads - 1) / device::kElementwiseThreads,
       device::kMaxGridStrideBlocks);
-  return device::with_dtype(p.dtype, [&](auto tag) {
+  return device::with_dtype("swiglu", p.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return device::launch_dependent(device::swiglu_kernel<T>, static_cast<unsigned>(blocks),
                                     device::kElementwiseThreads, 0, stream, p);

@@ -17,7 +17,7 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
-#include "kernels/attention_common.cuh"
+#include "kernels/cuda_plumbing.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/sampling.h"
 
@@ -264,10 +264,10 @@ __device__ int draw(Block& block, const Row& row, const Selection& sel, float lo
 
 // One block-wide pass over a row, in 16-byte loads, kInFlight of them per thread issued
 // before any is used: the row (192 KiB at a 49152 vocabulary) is one block's to read, so
-// bytes in flight set the pass's time (with scalar loads and two passes the greedy step was
-// 1.5 % slower at one stream: bench/serving/NOTES.md, step 7). kSanitize: NaN logits become -inf in place
-// (step 0); kArgMax: returns this thread's best (value, id) after that (step 3; NaN is never
-// before anything, and the caller reads an all -inf row as token 0). Every element is
+// bytes in flight set the pass's time (scalar loads and two passes were slower: measured in
+// bench/serving/NOTES.md, step 7). kSanitize: NaN logits become -inf in place (step 0);
+// kArgMax: returns this thread's best (value, id) after that (step 3; NaN is never before
+// anything, and the caller reads an all -inf row as token 0). Every element is
 // visited once, in no particular order: both steps are order-free (`before` is a total order).
 template <bool kSanitize, bool kArgMax>
 __device__ __forceinline__ ArgMax scan_row(float* logits, int vocab) {

@@ -1,6 +1,6 @@
 #pragma once
 // Hyper-parameters of a Llama-family decoder, read from GGUF metadata (`<arch>.*` keys), and
-// the architecture's forward-pass differences as data (DESIGN.md "Architectures as data"):
+// the architecture's forward-pass differences as data (docs/design.md):
 // both backends read these fields once; neither compares architecture names.
 //
 // Architectures (llama.cpp's converter decides how a file stores them):

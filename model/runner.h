@@ -1,7 +1,8 @@
 #pragma once
 // The model as the engine sees it: one forward pass over one flat batch per engine step.
-// Implemented by the CPU backend (model/cpu/cpu_runner.h) and the CUDA backend
-// (model/cuda/cuda_backend.h); faked in the engine's unit tests. Exactly one thread (the engine's) calls a runner.
+// Implemented by the CPU backend (model/cpu/cpu_runner.*) and the CUDA backend
+// (model/cuda/cuda_runner.cc); faked in the engine's unit tests. Exactly one thread (the
+// engine's) calls a runner.
 #include <cstdint>
 #include <vector>
 
@@ -34,8 +35,8 @@ struct ForwardBatch {
 };
 
 // Attention kernel work done in one forward pass, per phase, for the metrics. Bytes and
-// FLOPs follow DESIGN.md: bytes = Q, K, V read once + O written once; FLOPs = 4*q*k*h*d
-// over the pairs actually attended (causal halves it).
+// FLOPs follow docs/design.md (kernels::attention_cost): bytes = Q, K, V read once + O
+// written once; FLOPs = 4*q*k*h*d over the pairs actually attended (causal halves it).
 struct AttentionPhaseStats {
   double seconds = 0;
   double bytes = 0;

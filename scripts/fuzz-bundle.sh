@@ -12,7 +12,7 @@
 # and is written as OUT_DIR (default .fuzz-bundle/, git-ignored) and OUT_DIR.tar.gz.
 #
 #   scripts/fuzz-bundle.sh [OUT_DIR=.fuzz-bundle]
-# There:  tar xzf fuzz-bundle.tar.gz && fuzz-bundle/run.sh SECONDS [JOBS]   (see run.sh)
+# There:  tar xzf OUT_DIR.tar.gz && OUT_DIR/run.sh SECONDS [JOBS]   (see run.sh)
 # Environment: FLASHSERVE_FUZZ_BUILD (build dir, default build-fuzz), FLASHSERVE_FUZZ_JOBS
 # (build jobs, default 2), FLASHSERVE_FUZZ_MODEL (the GGUF whose tokenizer is bundled; default
 # the fetched SmolLM2 file).

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: checks file and function sizes (scripts/check-size.py), installs
+# The README's test command: checks file and function sizes (scripts/check-size.py) and that
+# the paths comments and documents name exist (scripts/check-paths.py), installs
 # dependencies, fetches the default model, builds everything (CUDA kernels too when nvcc is
 # present) and runs the whole suite with ctest, then the parsers', sampling's, engine's, api's
 # and metrics' unit tests under ASan + UBSan and a short fuzz run.
@@ -9,6 +10,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 python3 scripts/check-size.py  # files over 800 lines, host functions over 80
+python3 scripts/check-paths.py  # repository paths named in comments and documents exist
 build="${FLASHSERVE_BUILD_DIR:-build}"
 jobs="${FLASHSERVE_JOBS:-$(nproc)}"
 

@@ -4,7 +4,7 @@
 #   bench/serving/run.sh BUNDLE_DIR MODEL_PATH OUT_DIR
 #
 # BUNDLE_DIR holds bin/flashserve and bin/flashserve-cli (and bin/flashserve-canned-server
-# for CANNED=1) and lib/ (../shared/tools/gpu-bundle makes it). Starts `flashserve --model
+# for CANNED=1) and lib/ (scripts/gpu-bundle.sh makes it). Starts `flashserve --model
 # MODEL_PATH --device auto` on localhost, waits until it is SERVING, then for each concurrency
 # runs `flashserve-cli load` closed-loop: exactly PROMPT_TOKENS prompt token ids -> exactly
 # NEW_TOKENS new tokens (EOS ignored, greedy), REQUESTS_PER_STREAM requests per stream. Around
@@ -165,7 +165,7 @@ warm_up() {
     || { echo "$0: the warm-up failed:" >&2; cat "$out/warmup.txt" >&2; exit 1; }
 }
 
-# summarize OUT.md LOG LABEL NEW_TOKENS LOAD_OUTPUT...: one table (status 1 on problems).
+# summarize MARKDOWN_OUT LOG LABEL NEW_TOKENS LOAD_OUTPUT...: one table (status 1 on problems).
 summarize() {
   local md=$1 log=$2 label=$3 new_tokens=$4
   shift 4

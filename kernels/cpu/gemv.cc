@@ -3,23 +3,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/bf16.h"
 #include "kernels/cpu/rmsnorm.h"
 
 namespace flashserve::kernels {
-
-float round_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if (std::isnan(x)) {
-    u = 0x7fc00000u;
-  } else {
-    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
-    u &= 0xffff0000u;
-  }
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 void gemv_cpu(const GemvCpuParams& p) {
   const int64_t k = p.k;
@@ -29,7 +16,7 @@ void gemv_cpu(const GemvCpuParams& p) {
     float* dst = xs.data() + r * k;
     if (p.input == GemvInput::kRmsNorm) {
       rmsnorm_cpu(row, p.norm_weight, 1, p.k, p.eps, dst);
-      for (int64_t i = 0; i < k; ++i) dst[i] = round_bf16(dst[i]);
+      for (int64_t i = 0; i < k; ++i) dst[i] = round_to_bf16(dst[i]);
     } else {
       std::memcpy(dst, row, k * sizeof(float));
     }
@@ -45,13 +32,13 @@ void gemv_cpu(const GemvCpuParams& p) {
       switch (p.output) {
         case GemvOutput::kBf16:
         case GemvOutput::kRopeAppend:  // the bf16 QKV that RoPE then reads (rope_cpu)
-          y = round_bf16(dot(r, j));
+          y = round_to_bf16(dot(r, j));
           break;
         case GemvOutput::kFp32: y = dot(r, j); break;
         case GemvOutput::kFp32Accumulate: y += dot(r, j); break;
         case GemvOutput::kSwiglu: {
-          const float g = round_bf16(dot(r, j)), u = round_bf16(dot(r, p.n + j));
-          y = round_bf16(g / (1.f + std::exp(-g)) * u);
+          const float g = round_to_bf16(dot(r, j)), u = round_to_bf16(dot(r, p.n + j));
+          y = round_to_bf16(g / (1.f + std::exp(-g)) * u);
           break;
         }
       }

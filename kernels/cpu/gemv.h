@@ -25,7 +25,4 @@ struct GemvCpuParams {
 };
 void gemv_cpu(const GemvCpuParams& p);
 
-// Round to the nearest bf16 (ties to even), as the kernels' stores do.
-float round_bf16(float x);
-
 }  // namespace flashserve::kernels

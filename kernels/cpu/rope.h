@@ -10,8 +10,9 @@
 //    llama.cpp converter permutes each head's Q/K weight rows from HF's order
 //    (reshape(n_head, 2, head_dim/2) -> swap the last two axes), so HF row i and row
 //    i + head_dim/2 become rows 2i and 2i+1. HF transformers, loading such a GGUF, undoes it
-//    (reverse_permute_weights in integrations/ggml.py) and then applies its half-split
-//    rotate_half RoPE, which is the same computation.
+//    (reverse_permute_weights, LlamaTensorProcessor in
+//    huggingface/transformers:src/transformers/modeling_gguf_pytorch_utils.py) and then
+//    applies its half-split rotate_half RoPE, which is the same computation.
 //  - RopeStyle::kHalfSplit: (x[i], x[i + head_dim/2]), HF's rotate_half / llama.cpp's NEOX
 //    mode, for architectures whose GGUF rows are not permuted (e.g. qwen2).
 // The tests check that kAdjacentPairs on permuted rows equals kHalfSplit on HF rows.

@@ -1,6 +1,6 @@
 #pragma once
 // The CPU backend: a ModelRunner (model/runner.h) that runs the fp32 forward pass
-// (model/llama_forward.h) with weights dequantized to fp32 at load, GEMMs through OpenBLAS
+// (model/cpu/llama_forward.h) with weights dequantized to fp32 at load, GEMMs through OpenBLAS
 // and attention through kernels::attention_tiled_cpu over an fp32 paged KV cache of
 // [num_blocks, num_kv_heads, block_size, head_dim] per layer for K and for V.
 //

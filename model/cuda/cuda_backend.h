@@ -2,7 +2,7 @@
 // The CUDA backend as the model loader sees it: a factory that needs no CUDA headers, so that
 // a build without CUDA links the same loader (model/cuda/cuda_backend_none.cc answers it).
 //
-// The runner (model/cuda/cuda_runner.h) runs the whole forward pass on one GPU: bf16
+// The runner (model/cuda/cuda_runner.cc) runs the whole forward pass on one GPU: bf16
 // weights dequantized from any GGUF type at load, GEMMs through cuBLASLt (bf16 operands,
 // fp32 accumulation), our attention kernels in every layer, sampling on the device, and a
 // bf16 paged KV cache sized from the memory left after the weights.

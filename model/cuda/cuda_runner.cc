@@ -14,7 +14,7 @@
 #include "model/batch_validation.h"
 #include "model/cuda/cuda_backend.h"
 #include "base/status_macros.h"
-#include "model/cuda/cuda_status.h"
+#include "kernels/cuda_check.h"
 #include "model/cuda/decode_graph.h"
 #include "model/cuda/llama_forward.h"
 #include "model/gguf/gguf.h"
@@ -27,13 +27,12 @@ namespace {
 using cuda::DeviceKvCache;
 
 // Every kProfileEvery-th step records the full attention / GEMM / other breakdown. Such a
-// step runs eagerly (not from a graph), ~0.7 ms more than a graph step at one stream: one
-// in 64 cost 1.7 % there (one in 16: 3-6 %; bench/serving/NOTES.md), one in 256 ~0.4 %,
-// and still samples ~5 steps a second at one stream, ~1.5 at 256 streams.
+// step runs eagerly (not from a graph), which costs throughput; the interval trades that cost
+// against how often the breakdown is sampled (measured: bench/serving/NOTES.md, steps 6 and 8).
 constexpr uint64_t kProfileEvery = 256;
 // Of the other eager steps (prefill and mixed; decode with --nocuda_graphs), every
-// kAttentionEvery-th, from the first, has its attention launches timed (~60 event records and
-// reads a step: at 256 streams, timing every eager step cost ~1.4 %, bench/serving/NOTES.md).
+// kAttentionEvery-th, from the first, has its attention launches timed: each timed step adds
+// ~60 event records and reads (measured: bench/serving/NOTES.md, step 9).
 constexpr uint64_t kAttentionEvery = 8;
 // Device memory left free beyond the fraction's reserve, for allocator slack and cuBLASLt.
 constexpr int64_t kMarginBytes = int64_t{256} << 20;
@@ -52,11 +51,11 @@ absl::StatusOr<DeviceProps> query_device() {
   if (kernels::cuda_device_count() == 0) {
     return absl::FailedPreconditionError("device cuda: no CUDA device is visible");
   }
-  FS_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
+  CUDA_CHECK(cudaSetDevice(0));
   cudaDeviceProp prop;
-  FS_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, 0));
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   DeviceProps d{prop.name, prop.major, prop.minor, prop.multiProcessorCount};
-  FS_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&d.free, &d.total));
+  CUDA_CHECK(cudaMemGetInfo(&d.free, &d.total));
   return d;
 }
 
@@ -99,7 +98,7 @@ size_t start_metadata_bytes(const CudaRunnerOptions& o) {
 absl::StatusOr<KvCacheBudget> cuda_kv_budget(const ModelConfig& c, const CudaRunnerOptions& o,
                                              const DeviceProps& d, int block_size) {
   size_t free = 0, total = 0;
-  FS_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free, &total));
+  CUDA_CHECK(cudaMemGetInfo(&free, &total));
   const int64_t workspace = cuda::workspace_bytes(c, o.max_batch_tokens,
                                                   cuda::decode_bucket(o.max_num_seqs),
                                                   start_metadata_bytes(o));
@@ -182,7 +181,7 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
 absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions& o,
                                    CudaRunnerInfo* info) {
   use_graphs_ = o.cuda_graphs;
-  FS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   ASSIGN_OR_RETURN(weights_, cuda::upload_llama_weights(file, config_));
   ASSIGN_OR_RETURN(gemm_, cuda::Gemm::create());
   const int block_size = kernels::kKvBlockSize;
@@ -227,7 +226,7 @@ absl::Status CudaModelRunner::prepare_decode_graphs(const CudaRunnerOptions& o) 
     for (int use = 0; use < 2; ++use) {  // eager, then captured (decode_graph.h)
       RETURN_IF_ERROR(graphs_.run(ctx, b, shape, config_.num_layers));
     }
-    FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   return absl::OkStatus();
 }
@@ -252,7 +251,7 @@ absl::Status CudaModelRunner::forward(const ForwardBatch& batch,
   const cuda::TimerMode mode = stats == nullptr ? cuda::TimerMode::kOff : next_timer_mode(batch);
   ASSIGN_OR_RETURN(const kernels::SampleResult* results,
                    enqueue_step(batch, mode, mode == cuda::TimerMode::kOff ? nullptr : stats));
-  FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the step's one host sync
+  CUDA_CHECK(cudaStreamSynchronize(stream_));  // the step's one host sync
   ASSIGN_OR_RETURN(const cuda::StepTimes times, timer_.collect());
   fill_stats(times, stats);
   sampled->resize(batch.sample_seqs.size());
@@ -327,10 +326,10 @@ absl::Status CudaModelRunner::forward_logits(const ForwardBatch& batch, int num_
   ASSIGN_OR_RETURN(const cuda::DeviceBatch b, cuda::upload_batch(ctx, batch, all, false));
   RETURN_IF_ERROR(cuda::llama_forward_cuda(ctx, b, num_layers, nullptr));
   logits->resize(static_cast<size_t>(batch.num_seqs()) * config_.vocab_size);
-  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), ws_.logits.get(),
+  CUDA_CHECK(cudaMemcpyAsync(logits->data(), ws_.logits.get(),
                                           logits->size() * sizeof(float),
                                           cudaMemcpyDeviceToHost, stream_));
-  FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
 }
 

@@ -6,7 +6,7 @@
 #include <bit>
 
 #include "base/status_macros.h"
-#include "model/cuda/cuda_status.h"
+#include "kernels/cuda_check.h"
 
 namespace flashserve::model::cuda {
 namespace {
@@ -80,14 +80,14 @@ absl::Status DecodeGraphs::run(const ForwardContext& ctx, const DeviceBatch& b,
                                const DecodeShape& shape, int num_layers) {
   Entry& entry = graphs_[shape];
   if (entry.exec != nullptr && entry.pointers != graph_pointers(ctx)) {
-    FS_CUDA_RETURN_IF_ERROR(cudaGraphExecDestroy(entry.exec));
+    CUDA_CHECK(cudaGraphExecDestroy(entry.exec));
     entry.exec = nullptr;
   }
   if (entry.exec == nullptr && ++entry.num_uses >= 2) {
     RETURN_IF_ERROR(capture(ctx, b, num_layers, &entry));
   }
   if (entry.exec == nullptr) return llama_forward_cuda(ctx, b, num_layers, nullptr);
-  FS_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(entry.exec, ctx.stream));
+  CUDA_CHECK(cudaGraphLaunch(entry.exec, ctx.stream));
   return absl::OkStatus();
 }
 
@@ -95,18 +95,18 @@ absl::Status DecodeGraphs::capture(const ForwardContext& ctx, const DeviceBatch&
                                    int num_layers, Entry* entry) {
   // Thread-local mode: a stray synchronising call on this thread fails the capture instead
   // of silently leaving work outside the graph.
-  FS_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+  CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
   const absl::Status forward = llama_forward_cuda(ctx, b, num_layers, nullptr);
   cudaGraph_t graph = nullptr;
   const cudaError_t end = cudaStreamEndCapture(ctx.stream, &graph);
   if (!forward.ok() || end != cudaSuccess) {
     if (graph != nullptr) cudaGraphDestroy(graph);
     RETURN_IF_ERROR(forward);
-    FS_CUDA_RETURN_IF_ERROR(end);
+    CUDA_CHECK(end);
   }
   const cudaError_t instantiated = cudaGraphInstantiate(&entry->exec, graph, 0);
   cudaGraphDestroy(graph);
-  FS_CUDA_RETURN_IF_ERROR(instantiated);
+  CUDA_CHECK(instantiated);
   entry->pointers = graph_pointers(ctx);
   return absl::OkStatus();
 }

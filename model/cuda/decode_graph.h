@@ -1,7 +1,8 @@
 #pragma once
-// Decode steps through CUDA graphs. A decode step of a small model is ~300 kernel launches
-// of a few microseconds each; launched one by one from the host, the launches, not the
-// kernels, set the step time. A CUDA graph replays all of them with one launch.
+// Decode steps through CUDA graphs. A decode step of a small model is ~200 kernel launches
+// (SmolLM2: 5-6 per layer over 30 layers) of a few microseconds each; launched one by one
+// from the host, the launches, not the kernels, set the step time. A CUDA graph replays all
+// of them with one launch.
 //
 // A graph bakes in every pointer and every launch shape, so decode batches are padded to a
 // fixed shape first (pad_decode_batch): the number of sequences rounded up to a bucket
@@ -35,7 +36,8 @@ bool is_decode_batch(const ForwardBatch& batch);
 int decode_bucket(int num_seqs);
 
 // `batch` (is_decode_batch) padded to num_seqs sequences and block tables
-// max_blocks_per_seq wide (rows past a sequence's blocks are 0, a valid block never read).
+// max_blocks_per_seq wide (entries past a sequence's blocks are -1, never read: attention
+// reads only the blocks that hold its seqlens_k keys).
 // REQUIRES: num_seqs >= batch.num_seqs(), max_blocks_per_seq >= batch.max_blocks_per_seq.
 ForwardBatch pad_decode_batch(const ForwardBatch& batch, int num_seqs, int max_blocks_per_seq);
 

@@ -30,7 +30,7 @@ void DeviceBuffer::reset() {
 absl::Status PinnedBuffer::reserve(size_t bytes) {
   if (bytes <= bytes_) return absl::OkStatus();
   reset();
-  FS_CUDA_RETURN_IF_ERROR(cudaMallocHost(&ptr_, bytes));
+  CUDA_CHECK(cudaMallocHost(&ptr_, bytes));
   bytes_ = bytes;
   return absl::OkStatus();
 }

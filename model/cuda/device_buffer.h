@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "model/cuda/cuda_status.h"
+#include "kernels/cuda_check.h"
 
 namespace flashserve::model::cuda {
 

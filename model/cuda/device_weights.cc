@@ -7,8 +7,9 @@
 #include <initializer_list>
 #include <string>
 
+#include "base/bf16.h"
 #include "base/status_macros.h"
-#include "model/cuda/cuda_status.h"
+#include "kernels/cuda_check.h"
 #include "model/gguf/gguf.h"
 #include "model/weights.h"
 
@@ -23,10 +24,10 @@ absl::Status upload_bf16(std::initializer_list<const std::vector<float>*> parts,
   std::vector<uint16_t> host(n);
   size_t at = 0;
   for (const auto* p : parts) {
-    for (float v : *p) host[at++] = to_bf16_bits(v);
+    for (float v : *p) host[at++] = fp32_to_bf16_bits(v);
   }
   RETURN_IF_ERROR(dst->allocate(n * sizeof(uint16_t)));
-  FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->get(), host.data(), n * sizeof(uint16_t),
+  CUDA_CHECK(cudaMemcpy(dst->get(), host.data(), n * sizeof(uint16_t),
                                      cudaMemcpyHostToDevice));
   *bytes += static_cast<int64_t>(n * sizeof(uint16_t));
   return absl::OkStatus();
@@ -39,7 +40,7 @@ absl::Status upload_fp32(std::initializer_list<const std::vector<float>*> parts,
   for (const auto* p : parts) host.insert(host.end(), p->begin(), p->end());
   if (host.empty()) return absl::OkStatus();
   RETURN_IF_ERROR(dst->allocate(host.size() * sizeof(float)));
-  FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst->get(), host.data(), host.size() * sizeof(float),
+  CUDA_CHECK(cudaMemcpy(dst->get(), host.data(), host.size() * sizeof(float),
                                      cudaMemcpyHostToDevice));
   *bytes += static_cast<int64_t>(host.size() * sizeof(float));
   return absl::OkStatus();
@@ -58,13 +59,6 @@ absl::Status upload_layer(const LayerWeights& w, DeviceLayer* d, int64_t* bytes)
 }
 
 }  // namespace
-
-uint16_t to_bf16_bits(float x) {
-  uint32_t u = std::bit_cast<uint32_t>(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
-  return static_cast<uint16_t>(u >> 16);
-}
 
 absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file,
                                                    const ModelConfig& config) {

@@ -47,7 +47,4 @@ struct DeviceWeights {
 absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file,
                                                    const ModelConfig& config);
 
-// fp32 -> bf16 bits, round to nearest even (NaN stays NaN). Exposed for tests.
-uint16_t to_bf16_bits(float x);
-
 }  // namespace flashserve::model::cuda

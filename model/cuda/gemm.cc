@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "model/cuda/cuda_status.h"
+#include "model/cuda/cublas_check.h"
 
 namespace flashserve::model::cuda {
 struct Gemm::Plan {
@@ -24,7 +24,7 @@ struct Gemm::Plan {
 
 absl::StatusOr<std::unique_ptr<Gemm>> Gemm::create() {
   std::unique_ptr<Gemm> g(new Gemm());
-  FS_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&g->handle_));
+  CUBLAS_CHECK(cublasLtCreate(&g->handle_));
   RETURN_IF_ERROR(g->workspace_.allocate(kWorkspaceBytes));
   return g;
 }
@@ -45,16 +45,16 @@ absl::StatusOr<const Gemm::Plan*> Gemm::plan(const Key& key) {
   auto p = std::make_unique<Plan>();
   const cudaDataType_t y_type = key.out == GemmOut::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
   p->beta = key.out == GemmOut::kFp32Accumulate ? 1.f : 0.f;
-  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans = CUBLAS_OP_T, no_trans = CUBLAS_OP_N;
-  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
       p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
-  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
       p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &no_trans, sizeof(no_trans)));
   // Column-major views: w is [k, n] (ld k), x is [k, m] (ld k), y is [n, m] (ld n).
-  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->w, CUDA_R_16BF, key.k, key.n, key.k));
-  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->x, CUDA_R_16BF, key.k, key.m, key.k));
-  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p->y, y_type, key.n, key.m, key.n));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->w, CUDA_R_16BF, key.k, key.n, key.k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->x, CUDA_R_16BF, key.k, key.m, key.k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->y, y_type, key.n, key.m, key.n));
   bool have_algo = false;
   if (bucket_plan != nullptr) {
     cublasLtMatmulHeuristicResult_t check;
@@ -71,7 +71,7 @@ absl::StatusOr<const Gemm::Plan*> Gemm::plan(const Key& key) {
 
 absl::Status Gemm::query_algo(const Key& key, Plan* p) {
   cublasLtMatmulPreference_t pref;
-  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const size_t ws = workspace_.bytes();
   cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
@@ -82,7 +82,7 @@ absl::Status Gemm::query_algo(const Key& key, Plan* p) {
                                         &result, &num_results);
   }
   cublasLtMatmulPreferenceDestroy(pref);
-  FS_CUBLAS_RETURN_IF_ERROR(st);
+  CUBLAS_CHECK(st);
   if (num_results == 0) {
     return absl::UnimplementedError(absl::StrCat("cublasLt: no algorithm for m ", key.m, " n ",
                                                  key.n, " k ", key.k));
@@ -96,7 +96,7 @@ absl::Status Gemm::linear(const void* x, const void* w, void* y, int m, int n, i
   if (m == 0) return absl::OkStatus();
   ASSIGN_OR_RETURN(const Plan* p, plan(Key{m, n, k, out}));
   const float alpha = 1.f;
-  FS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, p->desc, &alpha, w, p->w, x, p->x, &p->beta,
+  CUBLAS_CHECK(cublasLtMatmul(handle_, p->desc, &alpha, w, p->w, x, p->x, &p->beta,
                                            y, p->y, y, p->y, &p->algo, workspace_.get(),
                                            workspace_.bytes(), stream));
   return absl::OkStatus();

@@ -13,7 +13,7 @@
 #include "kernels/gemv.h"
 #include "kernels/layers.h"
 #include "base/status_macros.h"
-#include "model/cuda/cuda_status.h"
+#include "kernels/cuda_check.h"
 
 namespace flashserve::model::cuda {
 namespace {
@@ -158,12 +158,12 @@ absl::Status reserve_rope_tables(const ForwardContext& ctx, int max_position) {
   static_assert(sizeof(float) * 2 == 8);  // rope_table_bytes counts cos and sin in fp32
   kernels::rope_cos_sin_cpu(positions.data(), n, c.head_dim, c.rope_theta, cos.data(), sin.data(),
                             c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data());
-  FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx.stream));  // old tables may be in use
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));  // old tables may be in use
   RETURN_IF_ERROR(ws.rope_cos.allocate(cos.size() * sizeof(float)));
   RETURN_IF_ERROR(ws.rope_sin.allocate(sin.size() * sizeof(float)));
-  FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(ws.rope_cos.get(), cos.data(), cos.size() * sizeof(float),
+  CUDA_CHECK(cudaMemcpy(ws.rope_cos.get(), cos.data(), cos.size() * sizeof(float),
                                      cudaMemcpyHostToDevice));
-  FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(ws.rope_sin.get(), sin.data(), sin.size() * sizeof(float),
+  CUDA_CHECK(cudaMemcpy(ws.rope_sin.get(), sin.data(), sin.size() * sizeof(float),
                                      cudaMemcpyHostToDevice));
   ws.num_rope_positions = n;
   return absl::OkStatus();
@@ -465,7 +465,7 @@ absl::StatusOr<DeviceBatch> upload_batch(const ForwardContext& ctx, const Forwar
   b.penalty_counts = at(pen_counts);
   RETURN_IF_ERROR(reserve_workspace(ctx, b));
   RETURN_IF_ERROR(reserve_rope_tables(ctx, b.max_position));
-  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws.metadata.get(), ws.staging.get(), bytes,
+  CUDA_CHECK(cudaMemcpyAsync(ws.metadata.get(), ws.staging.get(), bytes,
                                           cudaMemcpyHostToDevice, ctx.stream));
   return b;
 }
@@ -509,7 +509,7 @@ absl::Status sample_cuda(const ForwardContext& ctx, const DeviceBatch& b,
   RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
   // Results land after the metadata in the staging buffer (upload_batch sized it so).
   char* host = ws.staging.get<char>() + b.results_offset;
-  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, ws.results.get(),
+  CUDA_CHECK(cudaMemcpyAsync(host, ws.results.get(),
                                           b.num_out_rows * sizeof(kernels::SampleResult),
                                           cudaMemcpyDeviceToHost, ctx.stream));
   *results = reinterpret_cast<const kernels::SampleResult*>(host);

@@ -2,7 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "model/cuda/cuda_status.h"
+#include "kernels/cuda_check.h"
 
 namespace flashserve::model::cuda {
 
@@ -29,10 +29,10 @@ absl::Status StepTimer::mark(StepPart part, bool always) {
 absl::Status StepTimer::record(StepPart part) {
   if (num_recorded_ == events_.size()) {
     cudaEvent_t e;
-    FS_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+    CUDA_CHECK(cudaEventCreate(&e));
     events_.push_back(e);
   }
-  FS_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[num_recorded_], stream_));
+  CUDA_CHECK(cudaEventRecord(events_[num_recorded_], stream_));
   parts_.push_back(part);
   ++num_recorded_;
   return absl::OkStatus();
@@ -49,7 +49,7 @@ absl::StatusOr<StepTimes> StepTimer::collect() {
     // Outside profiled steps the stretch before an attention start spans untimed work.
     if (!profile && !attention) continue;
     float ms = 0;
-    FS_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events_[i - 1], events_[i]));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i - 1], events_[i]));
     const double s = ms * 1e-3;
     switch (part) {
       case StepPart::kAttentionPrefill: t.attention_prefill += s; break;

@@ -5,8 +5,8 @@
 namespace flashserve::model {
 namespace {
 
-// Block geometry from ggml/src/ggml-common.h (block_* structs) and ggml.c's type_traits;
-// cross-checked with gguf-py 0.19.0's GGML_QUANT_SIZES.
+// Block geometry from ggml-org/llama.cpp:ggml/src/ggml-common.h (block_* structs) and
+// ggml/src/ggml.c's type_traits there; cross-checked with gguf-py 0.19.0's GGML_QUANT_SIZES.
 constexpr GgmlTypeTraits kUnknown = {"unknown", 0, 0};
 
 GgmlTypeTraits traits_of(GgmlType type) {

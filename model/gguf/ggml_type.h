@@ -1,5 +1,6 @@
 #pragma once
-// ggml tensor element types (the numbering of ggml.h's `enum ggml_type`, which GGUF stores)
+// ggml tensor element types (the numbering of `enum ggml_type` in
+// ggml-org/llama.cpp:ggml/include/ggml.h, which GGUF stores)
 // and their block geometry: a tensor of a block type is a sequence of blocks, each encoding
 // `block_size` consecutive elements of a row in `block_bytes` bytes.
 #include <cstdint>
@@ -60,7 +61,7 @@ GgmlTypeTraits ggml_type_traits(GgmlType type);
 // "q4_1", or "unknown(<id>)" for ids this build does not know.
 std::string ggml_type_name(GgmlType type);
 
-// True for the types `dequantize_row` (model/dequant.h) supports:
+// True for the types `dequantize_row` (model/gguf/dequant.h) supports:
 // F32, F16, BF16, Q8_0, Q4_0, Q4_1.
 bool ggml_type_can_dequantize(GgmlType type);
 

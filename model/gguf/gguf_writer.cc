@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/bf16.h"
 #include "base/status_macros.h"
 
 namespace flashserve::model {
@@ -136,7 +137,7 @@ GgufWriter& GgufWriter::add_tensor_bf16(const std::string& name, const std::vect
                                         const std::vector<float>& values) {
   std::string data;
   data.reserve(values.size() * 2);
-  for (float v : values) put_le(&data, fp32_to_bf16(v), 2);
+  for (float v : values) put_le(&data, fp32_to_bf16_bits(v), 2);
   return add_tensor(name, dims, GgmlType::kBF16, std::move(data));
 }
 

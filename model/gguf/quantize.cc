@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/bf16.h"
 #include "base/status_macros.h"
 
 namespace flashserve::model {
@@ -27,7 +28,7 @@ void encode_f16(const float* x, int64_t n, uint8_t* out) {
 }
 
 void encode_bf16(const float* x, int64_t n, uint8_t* out) {
-  for (int64_t i = 0; i < n; ++i) put_u16(out + 2 * i, fp32_to_bf16(x[i]));
+  for (int64_t i = 0; i < n; ++i) put_u16(out + 2 * i, fp32_to_bf16_bits(x[i]));
 }
 
 // One 34-byte block: fp16 d | 32 x int8.
@@ -105,12 +106,6 @@ uint16_t fp32_to_fp16(float f) {
   }
   const uint32_t rounded = abs + 0xFFF + ((abs >> 13) & 1);  // round mantissa to 10 bits
   return sign | static_cast<uint16_t>((rounded - (112u << 23)) >> 13);
-}
-
-uint16_t fp32_to_bf16(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
-  if ((x & 0x7FFFFFFF) > 0x7F800000) return static_cast<uint16_t>((x >> 16) | 0x40);
-  return static_cast<uint16_t>((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
 }
 
 bool ggml_type_can_quantize(GgmlType type) {

@@ -22,8 +22,7 @@ namespace flashserve::model {
 
 // fp32 -> IEEE binary16, round to nearest even (overflow -> inf, NaN stays NaN).
 uint16_t fp32_to_fp16(float f);
-// fp32 -> bfloat16, round to nearest even (NaN stays a quiet NaN).
-uint16_t fp32_to_bf16(float f);
+// fp32 -> bfloat16: flashserve::fp32_to_bf16_bits (base/bf16.h).
 
 // True for the types quantize_row can encode: F32, F16, BF16, Q8_0, Q4_0, Q4_1.
 bool ggml_type_can_quantize(GgmlType type);

@@ -1,7 +1,7 @@
 #pragma once
 // What the BPE and SentencePiece tokenizers share: the vocabulary tables, special-token
-// splitting, BOS/EOS handling and end-of-generation ids. Internal to model/ (the public API
-// is model/tokenizer.h).
+// splitting, BOS/EOS handling and end-of-generation ids. Internal to model/text/ (the public
+// API is model/text/tokenizer.h).
 #include <cstdint>
 #include <span>
 #include <string>

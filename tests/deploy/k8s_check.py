@@ -6,7 +6,7 @@ PrometheusRule carries exactly deploy/prometheus/rules.yml; the Deployment's pro
 are the ones the server serves.
 
     k8s_check.py --venv .venv          # check
-    k8s_check.py --venv .venv --write  # regenerate base/prometheusrule.yaml from rules.yml
+    k8s_check.py --venv .venv --write  # regenerate deploy/k8s/base/prometheusrule.yaml
 """
 import argparse
 import json

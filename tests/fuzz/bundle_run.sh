@@ -15,7 +15,7 @@
 # executions, exec/s, coverage, corpus, crashes/timeouts/ooms; the total executions over all
 # runs, and whether the goal of 10M executions with 0 crashes is reached),
 # RESULTS/fuzz_<target>.log and the reproducers under RESULTS/artifacts/<target>/. RESULTS is
-# $FUZZ_RESULTS or ./results next to this script. Exit 1 if any target crashed, timed out or
+# $FUZZ_RESULTS or the folder results/ next to this script. Exit 1 if any target crashed, timed out or
 # ran out of memory.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

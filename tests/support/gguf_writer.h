@@ -3,6 +3,7 @@
 // (model/gguf/gguf_writer.h, model/gguf/quantize.h): one writer for tests and tools. Tests
 // build in-memory images (GgufWriter::bytes() -> GgufFile::from_bytes) or files, including
 // hostile ones (wrong counts, raw value types, explicit tensor offsets).
+#include "base/bf16.h"
 #include "model/gguf/gguf_writer.h"
 #include "model/gguf/quantize.h"
 
@@ -32,7 +33,6 @@ using model::gguf_u64;
 using model::gguf_u8;
 using model::gguf_uint;
 
-using model::fp32_to_bf16;
 using model::fp32_to_fp16;
 using model::quantize_q4_0;
 using model::quantize_q4_1;

@@ -22,9 +22,9 @@ ids and logits, the logits at 64 fixed ids spread over the vocabulary, the L2 no
 full logit row and the best-minus-second margin, plus the greedy argmax.
 
 Usage (venv outside the repo; torch's PyPI wheel is large):
-  python3 -m venv /work/venvs/golden
-  /work/venvs/golden/bin/pip install torch transformers==5.24.0 gguf==0.19.0 accelerate numpy
-  /work/venvs/golden/bin/python tools/golden/arch_logits_golden.py \
+  python3 -m venv "$VENV"
+  "$VENV"/bin/pip install torch transformers==5.24.0 gguf==0.19.0 accelerate numpy
+  "$VENV"/bin/python tools/golden/arch_logits_golden.py \
       --make-gguf build/bin/flashserve-make-gguf \
       --tokenizer-from models/SmolLM2-135M-Instruct.Q4_1.gguf \
       --out tests/data/model_arch_random.json

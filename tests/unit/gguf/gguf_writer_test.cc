@@ -11,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "base/bf16.h"
 #include "model/gguf/gguf.h"
 #include "model/gguf/quantize.h"
 
@@ -93,7 +94,7 @@ TEST(QuantizeTest, RowEncoderMatchesTheBlockEncodersAndChecksSizes) {
   }
   std::vector<uint8_t> out(96 * 2);
   ASSERT_TRUE(quantize_row(GgmlType::kBF16, x, out).ok());
-  EXPECT_EQ(out[0] | (out[1] << 8), fp32_to_bf16(x[0]));
+  EXPECT_EQ(out[0] | (out[1] << 8), fp32_to_bf16_bits(x[0]));
   EXPECT_EQ(quantize_row(GgmlType::kQ8_0, std::span<const float>(x).first(40), out).code(),
             absl::StatusCode::kInvalidArgument);  // not whole blocks
   EXPECT_EQ(quantize_row(GgmlType::kF16, x, out).code(), absl::StatusCode::kOk);

@@ -214,57 +214,6 @@ INSTANTIATE_TEST_SUITE_P(All, DecodeTest,
                                             ::testing::Values(1, 3, 8), ::testing::Values(1, 3, 0)),
                          decode_name);
 
-// ---- KV append ----------------------------------------------------------------------------
-
-TEST(KvAppendTest, WritesExactlyTheMappedSlots) {
-  SKIP_WITHOUT_GPU();
-  for (DType dtype : {DType::kBf16, DType::kFp16}) {
-    for (int head_dim : {64, 128}) {
-      constexpr int kBlock = 64, kBlocks = 5, kKvHeads = 3, kTokens = 150;
-      std::mt19937 rng(fresh_seed());
-      std::vector<float> cache_k, cache_v, new_k, new_v;
-      const size_t cache_elems = size_t(kBlocks) * kKvHeads * kBlock * head_dim;
-      Problem::fill(dtype, rng, cache_k, cache_elems, 1.f);
-      Problem::fill(dtype, rng, cache_v, cache_elems, 1.f);
-      Problem::fill(dtype, rng, new_k, size_t(kTokens) * kKvHeads * head_dim, 1.f);
-      Problem::fill(dtype, rng, new_v, size_t(kTokens) * kKvHeads * head_dim, 1.f);
-      std::vector<int32_t> slots(kBlocks * kBlock);
-      std::iota(slots.begin(), slots.end(), 0);
-      std::shuffle(slots.begin(), slots.end(), rng);
-      slots.resize(kTokens);
-      for (int t = 0; t < kTokens; t += 7) slots[t] = -1;  // padding tokens
-      DeviceBuffer d_k = Problem::upload_half(dtype, cache_k);
-      DeviceBuffer d_v = Problem::upload_half(dtype, cache_v);
-      DeviceBuffer d_nk = Problem::upload_half(dtype, new_k);
-      DeviceBuffer d_nv = Problem::upload_half(dtype, new_v);
-      DeviceBuffer d_slots = DeviceBuffer::from(slots);
-      KvAppendParams p;
-      p.dtype = dtype;
-      p.new_k = d_nk.get();
-      p.new_v = d_nv.get();
-      p.slot_mapping = d_slots.get<int32_t>();
-      p.k_cache = d_k.get();
-      p.v_cache = d_v.get();
-      p.num_tokens = kTokens;
-      p.num_kv_heads = kKvHeads;
-      p.head_dim = head_dim;
-      p.block_size = kBlock;
-      ASSERT_TRUE(kv_append(p, nullptr).ok());
-      FS_CUDA_OR_DIE(cudaDeviceSynchronize());
-      kv_append_cpu(new_k.data(), new_v.data(), slots.data(), kTokens, kKvHeads, head_dim,
-                    kBlock, cache_k.data(), cache_v.data());
-      const auto got_k = d_k.to_host<uint16_t>();
-      const auto got_v = d_v.to_host<uint16_t>();
-      size_t mismatches = 0;
-      for (size_t i = 0; i < cache_elems; ++i) {
-        mismatches += got_k[i] != testing::to_half_bits(dtype, cache_k[i]);
-        mismatches += got_v[i] != testing::to_half_bits(dtype, cache_v[i]);
-      }
-      EXPECT_EQ(mismatches, 0u) << testing::dtype_name(dtype) << " d" << head_dim;
-    }
-  }
-}
-
 // ---- configuration errors (no GPU needed: rejected before any launch) ----------------------
 
 AttentionParams valid_looking_params() {

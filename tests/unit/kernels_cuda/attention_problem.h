@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "base/bf16.h"
 #include "kernels/attention.h"
 #include "kernels/cpu/attention_ref.h"
 
@@ -30,21 +31,6 @@ namespace flashserve::kernels::testing {
     }                                                                                        \
   } while (0)
 
-// Round-to-nearest-even conversions of the two 16-bit formats (finite inputs; NaN stays NaN).
-inline uint16_t float_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if (std::isnan(f)) return 0x7fc0;
-  u += 0x7fff + ((u >> 16) & 1);
-  return static_cast<uint16_t>(u >> 16);
-}
-inline float bf16_to_float(uint16_t h) {
-  const uint32_t u = uint32_t{h} << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 // n random bf16 values ~ N(0, scale^2), as bits and as their exact float values.
 struct Bf16Data {
   std::vector<uint16_t> bits;
@@ -54,11 +40,12 @@ inline Bf16Data random_bf16(size_t n, float scale, std::mt19937& rng) {
   std::normal_distribution<float> dist(0.f, scale);
   Bf16Data d;
   for (size_t i = 0; i < n; ++i) {
-    d.bits.push_back(float_to_bf16(dist(rng)));
-    d.values.push_back(bf16_to_float(d.bits.back()));
+    d.bits.push_back(fp32_to_bf16_bits(dist(rng)));
+    d.values.push_back(bf16_bits_to_fp32(d.bits.back()));
   }
   return d;
 }
+// fp32 <-> fp16, round to nearest even (NaN stays NaN); bf16 is base/bf16.h's.
 inline uint16_t float_to_fp16(float f) {
   if (std::isnan(f)) return 0x7e00;
   uint32_t u;
@@ -94,10 +81,10 @@ inline float fp16_to_float(uint16_t h) {
   return f;
 }
 inline uint16_t to_half_bits(DType t, float f) {
-  return t == DType::kBf16 ? float_to_bf16(f) : float_to_fp16(f);
+  return t == DType::kBf16 ? fp32_to_bf16_bits(f) : float_to_fp16(f);
 }
 inline float from_half_bits(DType t, uint16_t h) {
-  return t == DType::kBf16 ? bf16_to_float(h) : fp16_to_float(h);
+  return t == DType::kBf16 ? bf16_bits_to_fp32(h) : fp16_to_float(h);
 }
 inline const char* dtype_name(DType t) { return t == DType::kBf16 ? "bf16" : "fp16"; }
 

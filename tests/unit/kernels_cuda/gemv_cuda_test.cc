@@ -28,9 +28,7 @@
 namespace flashserve::kernels {
 namespace {
 
-using testing::bf16_to_float;
 using testing::DeviceBuffer;
-using testing::float_to_bf16;
 using testing::random_bf16;
 using Bf16 = testing::Bf16Data;
 
@@ -97,7 +95,7 @@ void run_case(const Case& c, std::mt19937& rng) {
   if (fp32_out) {
     got = d_y.to_host<float>();
   } else {
-    for (uint16_t b : d_y.to_host<uint16_t>()) got.push_back(bf16_to_float(b));
+    for (uint16_t b : d_y.to_host<uint16_t>()) got.push_back(bf16_bits_to_fp32(b));
   }
 
   GemvCpuParams r;
@@ -251,7 +249,7 @@ TEST(GemvCuda, RopeEpilogueMatchesGemvThenRopeAppend) {
       ASSERT_TRUE(rope_qkv_append(rope[1], nullptr).ok());
       auto floats = [](const DeviceBuffer& b) {
         std::vector<float> f;
-        for (uint16_t bits : b.to_host<uint16_t>()) f.push_back(bf16_to_float(bits));
+        for (uint16_t bits : b.to_host<uint16_t>()) f.push_back(bf16_bits_to_fp32(bits));
         return f;
       };
       const std::vector<float> q0 = floats(q[0]), q1 = floats(q[1]);

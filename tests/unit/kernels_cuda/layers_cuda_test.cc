@@ -30,9 +30,7 @@ namespace flashserve::kernels {
 namespace {
 
 using testing::Bf16Data;
-using testing::bf16_to_float;
 using testing::DeviceBuffer;
-using testing::float_to_bf16;
 using testing::random_bf16;
 
 #define SKIP_WITHOUT_GPU() \
@@ -42,7 +40,7 @@ std::mt19937 fresh_rng() { return std::mt19937(std::random_device{}()); }
 
 std::vector<float> to_floats(const std::vector<uint16_t>& bits) {
   std::vector<float> f;
-  for (uint16_t b : bits) f.push_back(bf16_to_float(b));
+  for (uint16_t b : bits) f.push_back(bf16_bits_to_fp32(b));
   return f;
 }
 
@@ -301,6 +299,13 @@ TEST(LayersCuda, RejectsUnsupportedShapes) {
   p.head_dim = 63;
   p.num_heads = p.num_kv_heads = p.block_size = 1;
   EXPECT_EQ(rope_qkv_append(p, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  SwigluParams bad_dtype;  // rejected before any launch: needs no GPU
+  bad_dtype.dtype = static_cast<DType>(7);
+  bad_dtype.num_rows = 1;
+  bad_dtype.ffn_size = 8;
+  const absl::Status s = swiglu(bad_dtype, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("swiglu: unsupported dtype 7"), absl::string_view::npos) << s;
   SamplingBatch b;
   b.vocab = 0;
   EXPECT_EQ(sample_tokens(b, nullptr).code(), absl::StatusCode::kInvalidArgument);

@@ -12,7 +12,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -21,7 +20,7 @@
 
 #include "kernels/device.h"
 #include "model/cpu/cpu_runner.h"
-#include "model/cuda/device_weights.h"
+#include "base/bf16.h"
 #include "model/model_loader.h"
 #include "model/weights.h"
 #include "tests/support/arch_cases.h"
@@ -35,20 +34,13 @@ using nlohmann::json;
 constexpr double kActivationFactor = 2 * 4.28;  // cuda_runner_test.cc's bound
 constexpr int kDecodeSteps = 4;
 
-float bf16_round(float x) {
-  uint32_t bits = static_cast<uint32_t>(cuda::to_bf16_bits(x)) << 16;
-  float y;
-  std::memcpy(&y, &bits, sizeof y);
-  return y;
-}
-
 // A CPU runner over the file's weights rounded to bf16: the yardstick.
 std::unique_ptr<CpuModelRunner> bf16_weights_runner(const LoadedModel& m) {
   absl::StatusOr<LlamaWeights> w = load_llama_weights(*m.file, m.config);
   EXPECT_TRUE(w.ok()) << w.status();
   if (!w.ok()) return nullptr;
   auto round_all = [](std::vector<float>& v) {
-    for (float& x : v) x = bf16_round(x);
+    for (float& x : v) x = round_to_bf16(x);
   };
   round_all(w->token_embd);
   round_all(w->output);

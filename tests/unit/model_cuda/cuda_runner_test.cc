@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "base/bf16.h"
 #include "kernels/device.h"
 #include "model/cpu/cpu_runner.h"
 #include "model/cuda/device_weights.h"
@@ -58,13 +59,6 @@ std::string model_path() {
                               "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
-float bf16_round(float x) {
-  const uint32_t u = uint32_t{cuda::to_bf16_bits(x)} << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 class CudaRunnerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -85,7 +79,7 @@ class CudaRunnerTest : public ::testing::Test {
     auto weights = load_llama_weights(*cpu_->file, cpu_->config);
     ASSERT_TRUE(weights.ok());
     auto round_all = [](std::vector<float>& v) {
-      for (float& x : v) x = bf16_round(x);
+      for (float& x : v) x = round_to_bf16(x);
     };
     round_all(weights->token_embd);
     round_all(weights->output);

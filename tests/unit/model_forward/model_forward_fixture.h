@@ -124,7 +124,7 @@ class ModelForwardTest : public ::testing::Test {
   // makes every GEMM take the same path whatever the batch). Its Haswell and Zen kernels
   // (OpenBLAS 0.3.21 picks Haswell on the AMD EPYC build machines) sum a row in an order
   // that depends on the number of rows: measured on 2026-12-01, max abs 5.6e-5, relative
-  // 1.7e-6. There the check is what DESIGN.md promises, "the same up to floating-point
+  // 1.7e-6. There the check is what docs/design.md promises, "the same up to floating-point
   // ties": the same argmax and a relative error under kMaxBatchingRelativeError, 6x the
   // measured worst (summation order alone; a wrong block table or position gives > 1e-2).
   static constexpr double kMaxBatchingRelativeError = 1e-5;

@@ -1,4 +1,4 @@
-// model/sampling: validation, greedy, penalties, raw logprobs, seeded reproducibility, and
+// model/sampling.h: validation, greedy, penalties, raw logprobs, seeded reproducibility, and
 // the filters (top-k, top-p, min-p) checked on exact small distributions with many draws.
 // Statistical checks use fixed seeds (the outcome is deterministic, so they cannot flake)
 // and bounds of at least 5 standard deviations (they would hold for almost any seed too).
