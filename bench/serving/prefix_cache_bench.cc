@@ -58,14 +58,13 @@ Args parse_args(int argc, char** argv) {
       argc, argv,
       "--model PATH [--requests N] [--system-tokens N] [--turn-tokens N] [--max-new-tokens N] "
       "[--threads N] [--max-batch-tokens N]");
-  Args a;
-  a.model = absl::GetFlag(FLAGS_model);
-  a.requests = absl::GetFlag(FLAGS_requests);
-  a.system_tokens = absl::GetFlag(FLAGS_system_tokens);
-  a.turn_tokens = absl::GetFlag(FLAGS_turn_tokens);
-  a.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
-  a.threads = absl::GetFlag(FLAGS_threads);
-  a.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  const Args a{.model = absl::GetFlag(FLAGS_model),
+               .requests = absl::GetFlag(FLAGS_requests),
+               .system_tokens = absl::GetFlag(FLAGS_system_tokens),
+               .turn_tokens = absl::GetFlag(FLAGS_turn_tokens),
+               .max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens),
+               .threads = absl::GetFlag(FLAGS_threads),
+               .max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens)};
   if (a.model.empty()) flashserve::exit_with_usage("--model is required");
   for (const int n : {a.requests, a.system_tokens, a.turn_tokens, a.max_new_tokens,
                       a.max_batch_tokens}) {

@@ -1,6 +1,6 @@
 #pragma once
-// What the server is started with (main.cc fills it from flags) and the check that refuses,
-// before anything starts, options that would leave the server unable to serve.
+// What the server is started with (server/server_main.cc fills it from flags) and the check
+// that refuses, before anything starts, options that would leave the server unable to serve.
 #include <chrono>
 #include <string>
 #include <vector>

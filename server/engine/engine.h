@@ -89,8 +89,9 @@ struct GenerationEvent {
 
 using EventSink = std::function<void(GenerationEvent)>;
 
-// REQUIRES: max_num_seqs >= 1, max_batch_tokens >= 1 (flags are validated by main.cc). A
-// budget below max_num_seqs is legal, but then decodes past the budget wait their turn.
+// REQUIRES: max_num_seqs >= 1, max_batch_tokens >= 1 (api::validate_server_options checks the
+// flags). A budget below max_num_seqs is legal, but then decodes past the budget wait their
+// turn.
 struct EngineOptions {
   int max_num_seqs = 64;          // running sequences per step
   int max_batch_tokens = 2048;    // tokens (prefill chunks + decodes) per step
@@ -139,7 +140,7 @@ class Engine {
   // Stops admitting (submit -> Unavailable), lets running and waiting requests finish within
   // `limit`, joins. When the limit passes first, what remains (running or waiting) finishes
   // with kError and an Unavailable status saying so, after the step in progress; returns
-  // false then. A runner that never returns from a step blocks this (main.cc bounds it).
+  // false then. A runner that never returns from a step blocks this (server_main.cc bounds it).
   bool drain(std::chrono::milliseconds limit = std::chrono::milliseconds::max());
 
   // InvalidArgument: empty prompt, prompt + max_new_tokens over the context, token ids
