@@ -18,6 +18,7 @@
 #include "server/engine/engine_metrics.h"
 #include "server/engine/event_delivery.h"
 #include "server/engine/output_processor.h"
+#include "server/engine/request_state.h"
 #include "server/engine/scheduler.h"
 #include "server/engine/sequence.h"
 
@@ -39,10 +40,6 @@ namespace {
 
 using TimePoint = Clock::TimePoint;
 
-double seconds_between(TimePoint from, TimePoint to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
 FinishReason finish_reason_of(StopReason r) {
   switch (r) {
     case StopReason::kStopSequence: return FinishReason::kStopSequence;
@@ -50,30 +47,6 @@ FinishReason finish_reason_of(StopReason r) {
     default: return FinishReason::kStop;
   }
 }
-
-// One accepted request: its sequence for the scheduler plus everything that turns logits into
-// events.
-struct Request {
-  Request(RequestId id, GenerationRequest req, EventSink event_sink,
-          const model::Tokenizer& tokenizer, uint64_t fallback_seed, TimePoint now)
-      : seq(id, std::move(req.prompt_tokens), now),
-        sampler(req.sampling, fallback_seed, req.logprobs),
-        output(tokenizer, StopConditions{req.max_new_tokens, std::move(req.stop_strings),
-                                         std::move(req.stop_token_ids), req.ignore_eos}),
-        sink(std::make_shared<EventSink>(std::move(event_sink))),
-        deadline(req.deadline),
-        want_logprobs(req.logprobs || req.sampling.num_logprobs > 0) {}
-
-  Sequence seq;
-  model::Sampler sampler;
-  OutputProcessor output;
-  std::shared_ptr<EventSink> sink;
-  std::optional<TimePoint> deadline;
-  bool want_logprobs;
-  GenerationEvent pending;  // tokens and text since the last event
-  std::optional<TimePoint> first_token_time;
-  TimePoint last_token_time;
-};
 
 // What makes two runners' K/V differ, for the root of the prefix-cache hash chains.
 std::string model_identity(const model::ModelConfig& c, int block_size) {
@@ -129,12 +102,12 @@ class Engine::Impl {
   void postprocess(const SchedulerOutput& out, TimePoint begin);
   void abort_expired(TimePoint now);
   kernels::SampleSpec next_sample_spec(const Sequence& seq, model::ForwardBatch* batch);
-  void take_token(Request* req, const model::SampledToken& t, TimePoint now);
-  void emit(Request* req);
+  void take_token(RequestState* req, const model::SampledToken& t, TimePoint now);
+  void emit(RequestState* req);
   // Hands the events of this iteration to their sinks, after publish(): a client that sees
   // a final event also sees its blocks freed in snapshot() and the metrics.
   void deliver();
-  void finish(Request* req, FinishReason reason, absl::Status status, TimePoint now);
+  void finish(RequestState* req, FinishReason reason, absl::Status status, TimePoint now);
   void finish_all(FinishReason reason, const absl::Status& status = absl::OkStatus());
   // The runner failed the step `out`: fails every request and serves no more.
   void fail_runner(const SchedulerOutput& out, const absl::Status& error, TimePoint now);
@@ -153,7 +126,7 @@ class Engine::Impl {
   // Engine thread only (and the destroying thread once the engine thread is gone).
   BlockManager blocks_;
   Scheduler scheduler_;
-  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
+  std::unordered_map<RequestId, std::unique_ptr<RequestState>> requests_;
   model::ForwardBatch batch_;                 // the current step's (capacity reused)
   std::vector<model::SampledToken> sampled_;  // [num_samples] of the current step
   model::ForwardStats stats_;                 // the current step's
@@ -167,7 +140,7 @@ class Engine::Impl {
   std::condition_variable input_cv_;        // has_input() may have turned true
   std::condition_variable loop_exited_cv_;  // loop_exited_ turned true
   // Guarded by mu_:
-  std::vector<std::unique_ptr<Request>> inbox_;
+  std::vector<std::unique_ptr<RequestState>> inbox_;
   std::vector<RequestId> cancelled_;
   RequestId next_id_ = 1;
   bool started_ = false;
@@ -318,9 +291,9 @@ absl::StatusOr<RequestId> Engine::Impl::submit(GenerationRequest request, EventS
       if (published_.num_running + published_.num_waiting == 0 && inbox_.empty()) {
         last_progress_ = now;  // idle until now: the stall clock starts with this request
       }
-      inbox_.push_back(std::make_unique<Request>(id, std::move(request), std::move(sink),
-                                                 tokenizer_, seed_base_ ^ (id * 0x9E3779B97F4A7C15ull),
-                                                 now));
+      const uint64_t fallback_seed = seed_base_ ^ (id * 0x9E3779B97F4A7C15ull);
+      inbox_.push_back(std::make_unique<RequestState>(id, std::move(request), std::move(sink),
+                                                      tokenizer_, fallback_seed, now));
     }
   }
   if (status.ok()) input_cv_.notify_one();
@@ -372,7 +345,7 @@ void Engine::Impl::loop() {
 }
 
 bool Engine::Impl::take_input() {
-  std::vector<std::unique_ptr<Request>> arrived;
+  std::vector<std::unique_ptr<RequestState>> arrived;
   std::vector<RequestId> cancelled;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -383,7 +356,7 @@ bool Engine::Impl::take_input() {
     cancelled.swap(cancelled_);
   }
   for (auto& req : arrived) {
-    Request* r = req.get();
+    RequestState* r = req.get();
     requests_.emplace(r->seq.id(), std::move(req));
     scheduler_.add(&r->seq);
   }
@@ -393,8 +366,8 @@ bool Engine::Impl::take_input() {
   for (RequestId id : cancelled) {
     auto it = requests_.find(id);
     if (it == requests_.end()) continue;
-    Request* req = it->second.get();
-    const bool expired = req->deadline && now >= *req->deadline;
+    RequestState* req = it->second.get();
+    const bool expired = req->expired(now);
     finish(req, expired ? FinishReason::kDeadlineExceeded : FinishReason::kCancelled, {}, now);
   }
   return true;
@@ -453,13 +426,13 @@ void Engine::Impl::postprocess(const SchedulerOutput& out, TimePoint begin) {
 }
 
 void Engine::Impl::abort_expired(TimePoint now) {
-  std::vector<Request*> expired;
+  std::vector<RequestState*> expired;
   for (auto& [id, req] : requests_) {
-    if (req->deadline && now >= *req->deadline) expired.push_back(req.get());
+    if (req->expired(now)) expired.push_back(req.get());
   }
   std::sort(expired.begin(), expired.end(),
-            [](Request* a, Request* b) { return a->seq.id() < b->seq.id(); });
-  for (Request* req : expired) finish(req, FinishReason::kDeadlineExceeded, {}, now);
+            [](RequestState* a, RequestState* b) { return a->seq.id() < b->seq.id(); });
+  for (RequestState* req : expired) finish(req, FinishReason::kDeadlineExceeded, {}, now);
 }
 
 kernels::SampleSpec Engine::Impl::next_sample_spec(const Sequence& seq,
@@ -469,64 +442,38 @@ kernels::SampleSpec Engine::Impl::next_sample_spec(const Sequence& seq,
                                                    &batch->penalty_counts);
 }
 
-void Engine::Impl::take_token(Request* req, const model::SampledToken& r, TimePoint now) {
-  Sequence& seq = req->seq;
-  seq.append_token(r.token);
-  const std::optional<TimePoint> previous =
-      req->first_token_time ? std::optional(req->last_token_time) : std::nullopt;
-  metrics_->token_sampled(seq.arrival_time(), previous, now);
-  if (!req->first_token_time) req->first_token_time = now;
-  req->last_token_time = now;
-
-  req->pending.token_ids.push_back(r.token);
-  if (req->want_logprobs) {
-    req->pending.logprobs.push_back({r.token, r.logprob, r.top_logprobs});
-  }
-  OutputProcessor::Output o = req->output.append(r.token);
-  req->pending.text += o.text;
-  if (o.stop != StopReason::kNone) {
-    finish(req, finish_reason_of(o.stop), {}, now);
+void Engine::Impl::take_token(RequestState* req, const model::SampledToken& t, TimePoint now) {
+  metrics_->token_sampled(req->seq.arrival_time(), req->previous_token_time(), now);
+  const StopReason stop = req->take_token(t, now);
+  if (stop != StopReason::kNone) {
+    finish(req, finish_reason_of(stop), {}, now);
   } else if (!req->pending.text.empty()) {
     emit(req);
   }
 }
 
-void Engine::Impl::emit(Request* req) {
+void Engine::Impl::emit(RequestState* req) {
   outbox_.emplace_back(req->sink, std::move(req->pending));
   req->pending = GenerationEvent();
 }
 
 void Engine::Impl::deliver() { delivery_.post(&outbox_); }
 
-void Engine::Impl::finish(Request* req, FinishReason reason, absl::Status status,
+void Engine::Impl::finish(RequestState* req, FinishReason reason, absl::Status status,
                           TimePoint now) {
-  Sequence& seq = req->seq;
-  GenerationEvent event = std::move(req->pending);
-  if (reason == FinishReason::kCancelled || reason == FinishReason::kDeadlineExceeded ||
-      reason == FinishReason::kError) {
-    event.text += req->output.flush();  // held-back text that never became a stop string
-  }
-  event.finished = true;
-  event.finish_reason = reason;
-  event.status = std::move(status);
-  event.usage = {seq.num_prompt_tokens(), seq.num_generated_tokens()};
-  event.timings.queue_seconds = seconds_between(
-      seq.arrival_time(), seq.was_scheduled() ? seq.first_scheduled_time() : now);
-  event.timings.time_to_first_token =
-      req->first_token_time ? seconds_between(seq.arrival_time(), *req->first_token_time) : 0;
-  event.timings.total_seconds = seconds_between(seq.arrival_time(), now);
-  scheduler_.finish(&seq);
+  GenerationEvent event = req->final_event(reason, std::move(status), now);
+  scheduler_.finish(&req->seq);
   metrics_->request_finished(reason, event.status, event.timings.total_seconds,
-                             seq.num_prompt_tokens());
+                             req->seq.num_prompt_tokens());
   outbox_.emplace_back(std::move(req->sink), std::move(event));
-  requests_.erase(seq.id());  // `req` is gone from here on
+  requests_.erase(req->seq.id());  // `req` is gone from here on
 }
 
 void Engine::Impl::finish_all(FinishReason reason, const absl::Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& req : inbox_) {
-      Request* r = req.get();
+      RequestState* r = req.get();
       requests_.emplace(r->seq.id(), std::move(req));
     }
     inbox_.clear();
