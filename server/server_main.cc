@@ -71,7 +71,6 @@ ABSL_FLAG(bool, auth_open_reflection, false,
 namespace flashserve::server {
 namespace {
 
-
 using api::Server;
 using api::ServerOptions;
 
