@@ -34,7 +34,7 @@ inline constexpr float kMaxAbsPenalty = 2.f;  // presence_penalty and frequency_
 
 struct SamplingParams {
   float temperature = 0;  // 0 = greedy; [0, kMaxTemperature]
-  int top_k = 0;          // 0 = off; >= 0 (<= vocab: the engine checks, it knows the vocab)
+  int top_k = 0;          // 0 = off; >= 0 (>= the vocabulary keeps every token)
   float top_p = 1;        // (0, 1]
   float min_p = 0;        // [0, 1]
   float repetition_penalty = 1;  // (0, kMaxRepetitionPenalty]; 1 = off

@@ -5,7 +5,8 @@
 #     stages: info kernels runner e2e python serve load trace sanitize   (default: all)
 #
 # Needs BIN_DIR (default .gpu/bin) with flashserve, flashserve-cli, flashserve-canned-server
-# (e2e_server_test's CannedLoadE2E runs the load client against it), layers_cuda_test,
+# (e2e_server_test's CannedLoadE2E runs the load client against it), flashserve-stall-server
+# (SoakE2E's stalled-engine test: tests/e2e/server/stall_server.cc), layers_cuda_test,
 # attention_cuda_test, cuda_runner_test and e2e_server_test, their libraries in .gpu/lib
 # (made by scripts/gpu-bundle.sh), and MODEL (default
 # models/SmolLM2-135M-Instruct.Q4_1.gguf). Every stage is bounded in time; results go to
@@ -29,6 +30,7 @@ export LD_LIBRARY_PATH=.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIB
 export FLASHSERVE_TEST_MODEL=$model FLASHSERVE_E2E_MODEL=$model
 export FLASHSERVE_E2E_SERVER_BIN=$bin/flashserve FLASHSERVE_E2E_CLI_BIN=$bin/flashserve-cli
 export FLASHSERVE_E2E_CANNED_SERVER_BIN=$bin/flashserve-canned-server
+export FLASHSERVE_E2E_STALL_SERVER_BIN=$bin/flashserve-stall-server
 mkdir -p "$out"
 summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }

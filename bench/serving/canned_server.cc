@@ -2,28 +2,20 @@
 // the pipeline itself sustains (issue 8: the load client and gRPC must carry well over 100k
 // tokens/s, so that the GPU is what a load run measures).
 //
-//   flashserve-canned-server --model PATH [--host 127.0.0.1] [--port 50051]
-//       [--metrics-port 9464 | -1] [--max-num-seqs 256] [--max-batch-tokens 2048]
-//       [--max-waiting 1024] [--noprefix_caching] [--kv-cache-tokens N] [--step-us 0]
-//       [--canned-text TEXT]
+//   flashserve-canned-server --model PATH [--step-us 0] [--canned-text TEXT] [server flags]
 //
-// Everything but the forward pass is flashserve's own: api::Server (gRPC services, request
-// validation, transport limits, health, metrics, access log), the tokenizer and chat template
-// of the GGUF file (its weights are never read), the engine (scheduler, paged KV block
-// bookkeeping, batch building, sampling specs, incremental detokenizing, stop checks) and the
-// streaming reactor. The runner checks each batch like the real runners
+// Everything but the forward pass is flashserve's own: the server binary's flags, logs and
+// life cycle (server/server_main.h: `--host`, `--port`, `--max-num-seqs`, `--kv-cache-tokens`,
+// ... as flashserve takes them; SIGINT/SIGTERM drain and stop), api::Server (gRPC services,
+// request validation, transport limits, health, metrics, access log), the tokenizer and chat
+// template of the GGUF file (its weights are never read), the engine (scheduler, paged KV
+// block bookkeeping, batch building, sampling specs, incremental detokenizing, stop checks)
+// and the streaming reactor. The runner checks each batch like the real runners
 // (model::validate_forward_batch) and answers at once (or after --step-us microseconds per
 // step, to emulate a GPU's step time) with the tokens of --canned-text, cycled by position,
-// so a stream's text is that text repeated. Logs as flashserve does ("listening on
-// HOST:PORT (gRPC)"); SIGINT/SIGTERM drain and stop.
-#include <fcntl.h>
-#include <signal.h>
-#include <unistd.h>
-
-#include <cerrno>
+// so a stream's text is that text repeated. `--device` is not used.
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -31,8 +23,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
@@ -43,21 +33,9 @@
 #include "model/runner.h"
 #include "model/text/chat_template.h"
 #include "model/text/tokenizer.h"
-#include "server/api/log.h"
-#include "server/api/server.h"
 #include "server/api/server_options.h"
+#include "server/server_main.h"
 
-ABSL_FLAG(std::string, model, "",
-          "GGUF file whose config, tokenizer and chat template are served (weights unread)");
-ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on (gRPC and metrics)");
-ABSL_FLAG(int, port, 50051, "gRPC port (0 = any free port, printed at start-up)");
-ABSL_FLAG(int, metrics_port, 9464, "Prometheus /metrics port (0 = any free port, -1 = off)");
-ABSL_FLAG(int, max_num_seqs, 256, "Sequences batched together per engine step");
-ABSL_FLAG(int, max_batch_tokens, 2048, "Tokens (prefill chunks + decodes) per engine step");
-ABSL_FLAG(int, max_waiting, 1024, "Requests that may wait for admission");
-ABSL_FLAG(bool, prefix_caching, true, "Reuse the KV blocks of prompt prefixes seen before");
-ABSL_FLAG(int64_t, kv_cache_tokens, 0,
-          "KV cache size in tokens (bookkeeping only; 0 = max-num-seqs full contexts)");
 ABSL_FLAG(int, step_us, 0,
           "Microseconds each engine step takes at least (0 = answer at once)");
 ABSL_FLAG(std::string, canned_text, " The quick brown fox jumps over the lazy dog.",
@@ -121,13 +99,17 @@ struct CannedOptions {
   std::chrono::microseconds step_time{0};
 };
 
-// ServerOptions::model_loader: the GGUF's config, tokenizer and chat template (as
-// model::load_model reads them) and a CannedRunner instead of a backend.
-absl::StatusOr<model::LoadedModel> load_canned(const std::string& path,
-                                               const model::LoadOptions& load,
+// The model this binary serves: the GGUF's config, tokenizer and chat template (as
+// model::load_model reads them) and a CannedRunner instead of a backend. The KV bookkeeping
+// covers --kv-cache-tokens, or --max-num-seqs full contexts.
+absl::StatusOr<model::LoadedModel> load_canned(const api::ServerOptions& options,
                                                const CannedOptions& canned) {
+  if (canned.step_time.count() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--step-us ", canned.step_time.count(), " must be >= 0"));
+  }
   model::LoadedModel m;
-  ASSIGN_OR_RETURN(m.file, model::GgufFile::open(path));
+  ASSIGN_OR_RETURN(m.file, model::GgufFile::open(options.model_path));
   ASSIGN_OR_RETURN(m.config, model::config_from_gguf(*m.file));
   ASSIGN_OR_RETURN(m.tokenizer, model::tokenizer_from_gguf(*m.file));
   if (m.file->find("tokenizer.chat_template") != nullptr) {
@@ -140,9 +122,10 @@ absl::StatusOr<model::LoadedModel> load_canned(const std::string& path,
     return absl::InvalidArgumentError(
         absl::StrCat("--canned-text: '", canned.text, "' has no tokens"));
   }
-  const int64_t tokens = load.kv_cache_tokens > 0
-                             ? load.kv_cache_tokens
-                             : int64_t{std::max(load.max_num_seqs, 1)} * m.config.context_length;
+  const int64_t tokens =
+      options.kv_cache_tokens > 0
+          ? options.kv_cache_tokens
+          : int64_t{std::max(options.engine.max_num_seqs, 1)} * m.config.context_length;
   const int64_t num_blocks = (tokens + kBlockSize - 1) / kBlockSize;
   if (num_blocks > std::numeric_limits<int>::max()) {
     return absl::InvalidArgumentError(absl::StrCat("--kv-cache-tokens: ", tokens, " too many"));
@@ -160,90 +143,20 @@ absl::StatusOr<model::LoadedModel> load_canned(const std::string& path,
   return m;
 }
 
-int g_signal_pipe[2] = {-1, -1};
-
-extern "C" void on_signal(int signal) {
-  const char byte = static_cast<char>(signal);
-  (void)!write(g_signal_pipe[1], &byte, 1);
-}
-
-int run(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "flashserve-canned-server --model PATH [--port N] [--metrics-port N|-1] "
-      "[--max-num-seqs N] [--step-us US] [--canned-text TEXT]");
-  std::vector<std::string> args = api::dashes_to_underscores(argc, argv);
-  std::vector<char*> pointers;
-  for (std::string& a : args) pointers.push_back(a.data());
-  absl::ParseCommandLine(static_cast<int>(pointers.size()), pointers.data());
-  const api::Logger logger;
-
-  api::ServerOptions options;
-  options.model_path = absl::GetFlag(FLAGS_model);
-  options.device = "cpu";  // not used by the canned loader
-  options.host = absl::GetFlag(FLAGS_host);
-  options.port = absl::GetFlag(FLAGS_port);
-  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  options.engine.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
-  options.engine.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
-  options.engine.max_waiting = absl::GetFlag(FLAGS_max_waiting);
-  options.engine.prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
-  options.kv_cache_tokens = absl::GetFlag(FLAGS_kv_cache_tokens);
-  options.logger = &logger;
-  const int step_us = absl::GetFlag(FLAGS_step_us);
-  if (step_us < 0) {
-    logger.error(absl::StrCat("--step-us ", step_us, " must be >= 0"));
-    return 2;
-  }
-  const CannedOptions canned{absl::GetFlag(FLAGS_canned_text),
-                             std::chrono::microseconds(step_us)};
-  options.model_loader = [canned](const std::string& path, const model::LoadOptions& load) {
-    return load_canned(path, load, canned);
-  };
-  if (absl::Status st = api::validate_server_options(options); !st.ok()) {
-    logger.error(std::string(st.message()));
-    return 2;
-  }
-
-  // Signal handlers that write to a pipe (threads started before main, such as a BLAS pool,
-  // do not block signals, so sigwait would not see them).
-  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
-    logger.error(absl::StrCat("cannot create the signal pipe: ", std::strerror(errno)));
-    return 1;
-  }
-  struct sigaction action = {};
-  action.sa_handler = on_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  for (int signal : {SIGINT, SIGTERM}) sigaction(signal, &action, nullptr);
-
-  absl::StatusOr<std::unique_ptr<api::Server>> server = api::Server::start(options);
-  if (!server.ok()) {
-    logger.error(absl::StrCat("cannot start: ", server.status().ToString()));
-    return 1;
-  }
-  // The same lines as flashserve's (tests and bench/serving/run.sh read them).
-  logger.info(absl::StrCat("listening on ", options.host, ":", (*server)->grpc_port(),
-                           " (gRPC)"));
-  if ((*server)->metrics_port() > 0) {
-    logger.info(absl::StrCat("metrics on http://", options.host, ":",
-                             (*server)->metrics_port(), "/metrics"));
-  }
-  if (absl::Status st = (*server)->load_model(); !st.ok()) {
-    logger.error(absl::StrCat("cannot load the model: ", st.ToString()));
-    return 1;
-  }
-  logger.info(absl::StrCat("model loaded: ", (*server)->model_summary()));
-  logger.info("serving");
-  char byte = 0;
-  while (read(g_signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
-  }
-  logger.info(absl::StrCat("received ", strsignal(byte), ": draining"));
-  (*server)->shutdown();
-  logger.info("stopped");
-  return 0;
-}
-
 }  // namespace
 }  // namespace flashserve::bench
 
-int main(int argc, char** argv) { return flashserve::bench::run(argc, argv); }
+int main(int argc, char** argv) {
+  using flashserve::api::ServerOptions;
+  return flashserve::server::run_server(
+      argc, argv,
+      {.name = "flashserve-canned-server",
+       .usage = "--model PATH [--step-us US] [--canned-text TEXT] [flashserve's flags]",
+       .flags_file = __FILE__,
+       .load_model = [](const ServerOptions& options) {
+         const flashserve::bench::CannedOptions canned{
+             absl::GetFlag(FLAGS_canned_text),
+             std::chrono::microseconds(absl::GetFlag(FLAGS_step_us))};
+         return flashserve::bench::load_canned(options, canned);
+       }});
+}

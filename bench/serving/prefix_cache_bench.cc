@@ -16,60 +16,64 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "base/command_line.h"
 #include "model/model_loader.h"
 #include "server/engine/engine.h"
 #include "server/metrics/metrics.h"
+
+ABSL_FLAG(std::string, model, "", "Path of the GGUF model file (required)");
+ABSL_FLAG(int, requests, 64, "Requests, all submitted at once (>= 1)");
+ABSL_FLAG(int, system_tokens, 1024, "Tokens of the shared system prompt (>= 1)");
+ABSL_FLAG(int, turn_tokens, 32, "Tokens of each request's own user turn (>= 1)");
+ABSL_FLAG(int, max_new_tokens, 1, "Tokens generated per request (>= 1)");
+ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = the BLAS default)");
+ABSL_FLAG(int, max_batch_tokens, 2048, "Tokens per engine step (>= 1)");
 
 namespace fe = flashserve::engine;
 namespace fm = flashserve::model;
 
 namespace {
 
+// The flags' values.
 struct Args {
   std::string model;
-  int requests = 64;
-  int system_tokens = 1024;
-  int turn_tokens = 32;
-  int max_new_tokens = 1;
+  int requests = 0;
+  int system_tokens = 0;
+  int turn_tokens = 0;
+  int max_new_tokens = 0;
   int threads = 0;
-  int max_batch_tokens = 2048;
+  int max_batch_tokens = 0;
 };
 
-[[noreturn]] void usage(const std::string& error) {
-  std::fprintf(stderr,
-               "flashserve-bench-prefix-cache: %s\nusage: flashserve-bench-prefix-cache "
-               "--model PATH [--requests N] [--system-tokens N] [--turn-tokens N] "
-               "[--max-new-tokens N] [--threads N] [--max-batch-tokens N]\n",
-               error.c_str());
-  std::exit(2);
+[[noreturn]] void fail(const std::string& why) {
+  std::fprintf(stderr, "flashserve-bench-prefix-cache: %s\n", why.c_str());
+  std::exit(1);
 }
 
 Args parse_args(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + flag);
-    const std::string value = argv[++i];
-    int* target = nullptr;
-    if (flag == "--model") {
-      a.model = value;
-      continue;
-    }
-    if (flag == "--requests") target = &a.requests;
-    else if (flag == "--system-tokens") target = &a.system_tokens;
-    else if (flag == "--turn-tokens") target = &a.turn_tokens;
-    else if (flag == "--max-new-tokens") target = &a.max_new_tokens;
-    else if (flag == "--threads") target = &a.threads;
-    else if (flag == "--max-batch-tokens") target = &a.max_batch_tokens;
-    else usage("unknown flag " + flag);
-    if (!absl::SimpleAtoi(value, target) || *target < (flag == "--threads" ? 0 : 1)) {
-      usage("bad value '" + value + "' for " + flag);
+  flashserve::parse_command_line(
+      argc, argv,
+      "--model PATH [--requests N] [--system-tokens N] [--turn-tokens N] [--max-new-tokens N] "
+      "[--threads N] [--max-batch-tokens N]");
+  const Args a{.model = absl::GetFlag(FLAGS_model),
+               .requests = absl::GetFlag(FLAGS_requests),
+               .system_tokens = absl::GetFlag(FLAGS_system_tokens),
+               .turn_tokens = absl::GetFlag(FLAGS_turn_tokens),
+               .max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens),
+               .threads = absl::GetFlag(FLAGS_threads),
+               .max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens)};
+  if (a.model.empty()) flashserve::exit_with_usage("--model is required");
+  for (const int n : {a.requests, a.system_tokens, a.turn_tokens, a.max_new_tokens,
+                      a.max_batch_tokens}) {
+    if (n < 1) {
+      flashserve::exit_with_usage("--requests, --system-tokens, --turn-tokens, "
+                                  "--max-new-tokens and --max-batch-tokens must be >= 1");
     }
   }
-  if (a.model.empty()) usage("--model is required");
+  if (a.threads < 0) flashserve::exit_with_usage("--threads must be >= 0");
   return a;
 }
 
@@ -132,7 +136,7 @@ Outcome run_mode(const Args& a, bool prefix_caching) {
   load.num_threads = a.threads;
   load.max_num_seqs = a.requests;
   absl::StatusOr<fm::LoadedModel> m = fm::load_model(a.model, load);
-  if (!m.ok()) usage(std::string(m.status().message()));
+  if (!m.ok()) fail(m.status().ToString());
   const std::vector<std::vector<int32_t>> prompts = make_prompts(*m->tokenizer, a);
   flashserve::metrics::Metrics metrics;
   fe::EngineOptions options;
@@ -158,11 +162,11 @@ Outcome run_mode(const Args& a, bool prefix_caching) {
       absl::MutexLock lock(&mu);
       out.tokens[i].insert(out.tokens[i].end(), e.token_ids.begin(), e.token_ids.end());
       if (!e.finished) return;
-      if (!e.status.ok()) usage("request failed: " + e.status.ToString());
+      if (!e.status.ok()) fail("request failed: " + e.status.ToString());
       out.ttft[i] = e.timings.time_to_first_token;
       ++num_done;
     });
-    if (!got.ok()) usage("submit: " + got.status().ToString());
+    if (!got.ok()) fail("submit: " + got.status().ToString());
   }
   engine.start();
   {

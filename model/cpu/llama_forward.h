@@ -65,7 +65,7 @@ struct ForwardWorkspace {
 };
 
 // Runs the first `num_layers` layers of the model over `batch` (all of them normally; fewer
-// for ModelRunner::forward_logits' layer-by-layer comparison), then the final norm and the LM
+// for LogitsRunner::forward_logits' layer-by-layer comparison), then the final norm and the LM
 // head, writing logits [num_seqs, vocab_size] (resized).
 // REQUIRES: `batch` passed validate_forward_batch (model/batch_validation.h) for this
 // config and cache; 1 <= num_layers <= config.num_layers.

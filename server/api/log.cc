@@ -92,6 +92,11 @@ std::string Logger::format_line(std::string_view time, LogLevel level, std::stri
   return line;
 }
 
+const Logger& default_logger() {
+  static const Logger* const logger = new Logger(LogFormat::kText, stderr);
+  return *logger;
+}
+
 void Logger::log(LogLevel level, std::string_view message,
                  std::initializer_list<LogField> fields) const {
   const std::string line = format_line(utc_now(), level, message, fields) + "\n";

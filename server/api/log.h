@@ -53,4 +53,8 @@ class Logger {
   mutable std::mutex mu_;
 };
 
+// A text logger on stderr that lives as long as the process: where lines go when no logger
+// was configured (ServerOptions::logger unset, before --log-format is parsed).
+const Logger& default_logger();
+
 }  // namespace flashserve::api

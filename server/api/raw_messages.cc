@@ -1,6 +1,6 @@
 #include "server/api/raw_messages.h"
 
-#include <cstdio>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -13,6 +13,14 @@ namespace {
 
 // Set while this thread parses a request: protobuf's complaint goes here, not to the log.
 thread_local std::string* t_capture = nullptr;
+
+// Where the lines go (route_protobuf_log); null = default_logger().
+std::atomic<const Logger*> g_logger{nullptr};
+
+const Logger& logger() {
+  const Logger* l = g_logger.load();
+  return l != nullptr ? *l : default_logger();
+}
 
 struct LogState {
   std::mutex mu;
@@ -44,8 +52,8 @@ void rate_limited_log(google::protobuf::LogLevel level, const char* filename, in
     if (t_capture->empty()) *t_capture = message;
     return;
   }
-  if (level == google::protobuf::LOGLEVEL_FATAL) {
-    std::fprintf(stderr, "[libprotobuf FATAL %s:%d] %s\n", filename, line, message.c_str());
+  if (level == google::protobuf::LOGLEVEL_FATAL) {  // never rate-limited
+    logger().error(absl::StrCat("[libprotobuf FATAL ", filename, ":", line, "] ", message));
     return;
   }
   log_rate_limited(absl::StrCat("[libprotobuf ", level_name(level), " ", filename, ":", line,
@@ -95,13 +103,14 @@ void log_rate_limited(const std::string& line) {
     suffix = absl::StrCat(" (", s.suppressed_since_print, " similar lines suppressed in the last ",
                           kLogInterval.count(), " s)");
   }
-  std::fprintf(stderr, "flashserve: %s%s\n", line.c_str(), suffix.c_str());
-  std::fflush(stderr);
+  logger().log(LogLevel::kWarning, absl::StrCat(line, suffix));
   s.printed_once = true;
   s.last_print = now;
   s.suppressed_since_print = 0;
   ++s.printed;
 }
+
+void route_protobuf_log(const Logger* logger) { g_logger.store(logger); }
 
 void install_protobuf_log_handler() {
   static std::once_flag once;

@@ -9,9 +9,10 @@
 //
 // Protobuf reports why a parse failed only through its log (e.g. "String field ... contains
 // invalid UTF-8 data"). install_protobuf_log_handler() routes that log through a handler
-// that, during parse_request(), captures the reason for the status instead of printing it,
-// and otherwise prints at most one line per kLogInterval (with the number suppressed), so a
-// client cannot flood the server's log.
+// that, during parse_request(), captures the reason for the status instead of logging it,
+// and otherwise logs at most one line per kLogInterval (with the number suppressed), so a
+// client cannot flood the server's log. The lines go through the server's logger (log.h:
+// text or JSON as --log-format says), set by route_protobuf_log().
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -19,6 +20,7 @@
 #include "absl/status/status.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "server/api/log.h"
 
 namespace flashserve::api {
 
@@ -27,12 +29,16 @@ inline constexpr std::chrono::seconds kLogInterval{10};
 absl::Status parse_request(const grpc::ByteBuffer& bytes, google::protobuf::Message* message);
 grpc::ByteBuffer to_byte_buffer(const google::protobuf::Message& message);
 
-// Prints `line` to stderr unless a line was printed less than kLogInterval ago (then counts
-// it; the next printed line says how many were suppressed). Shared by all callers.
+// Logs `line` (level warning) unless a line was logged less than kLogInterval ago (then
+// counts it; the next logged line says how many were suppressed). Shared by all callers.
 void log_rate_limited(const std::string& line);
 
-// Idempotent; call before serving. The rate-limited lines go to stderr.
+// Idempotent; call before serving.
 void install_protobuf_log_handler();
+// The logger of log_rate_limited() and of protobuf's lines; null = default_logger(). It must
+// stay alive until it is replaced (Server routes its own there and resets it on destruction).
+// Process-wide, like protobuf's log handler.
+void route_protobuf_log(const Logger* logger);
 // Lines printed and suppressed by the handler so far (for tests).
 struct ProtobufLogCounts {
   int64_t printed = 0;

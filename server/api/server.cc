@@ -2,9 +2,8 @@
 
 #include <atomic>
 #include <fstream>
-#include <sstream>
-#include <cstdio>
 #include <mutex>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -16,7 +15,6 @@
 #include "server/api/generation_service.h"
 #include "server/api/health.h"
 #include "server/api/raw_messages.h"
-#include "server/api/stall_hook.h"
 #include "server/metrics/metrics.h"
 
 namespace flashserve::api {
@@ -82,14 +80,18 @@ void apply_transport_limits(const TransportLimits& limits, grpc::ServerBuilder* 
 
 class Server::Impl {
  public:
-  explicit Impl(const ServerOptions& options) : options_(options) {}
+  explicit Impl(const ServerOptions& options)
+      : options_(options),
+        logger_(options.logger != nullptr ? *options.logger : default_logger()) {}
+  ~Impl() { route_protobuf_log(nullptr); }  // logger_ may not outlive the server
 
   absl::Status start();
-  absl::Status load_model();
+  void serve(model::LoadedModel model);
   void shutdown();
   bool is_serving() const;
 
   ServerOptions options_;
+  const Logger& logger_;
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<TokenAuth> auth_;  // null without --auth-token-file
   std::unique_ptr<GenerationService> service_;
@@ -101,7 +103,7 @@ class Server::Impl {
   std::atomic<bool> shut_down_{false};
   std::mutex shutdown_mu_;
 
-  // Set by load_model(). Declaration order matters: the engine (which uses the tokenizer)
+  // Set by serve(). Declaration order matters: the engine (which uses the tokenizer)
   // is destroyed before the model.
   model::LoadedModel model_;
   std::unique_ptr<engine::Engine> engine_;
@@ -112,11 +114,12 @@ class Server::Impl {
 
 absl::Status Server::Impl::start() {
   install_protobuf_log_handler();  // malformed requests must not flood the log
+  route_protobuf_log(&logger_);
   if (options_.metrics_port >= 0) {
     metrics::BuildInfo info;
     info.version = kVersion;
     info.commit = kGitCommit;
-    info.device = options_.device;  // what was asked for, until load_model() resolves it
+    info.device = options_.device;  // what was asked for, until serve() says what it got
     info.model = options_.model_name.empty() ? default_model_name(options_.model_path)
                                              : options_.model_name;
     metrics_ = std::make_unique<metrics::Metrics>(info);
@@ -127,7 +130,7 @@ absl::Status Server::Impl::start() {
   }
   ASSIGN_OR_RETURN(const std::shared_ptr<grpc::ServerCredentials> credentials,
                    server_credentials(options_.tls));
-  service_ = std::make_unique<GenerationService>(metrics_.get(), auth_.get(), options_.logger);
+  service_ = std::make_unique<GenerationService>(metrics_.get(), auth_.get(), &logger_);
   health_service_ = std::make_unique<HealthService>(
       std::vector<std::string>{v1::Generation::service_full_name()},
       options_.auth.open_health ? nullptr : auth_.get());
@@ -157,23 +160,8 @@ bool Server::Impl::is_serving() const {
   return engine_serving(engine->snapshot());
 }
 
-absl::Status Server::Impl::load_model() {
-  model::LoadOptions load_options;
-  ASSIGN_OR_RETURN(load_options.device, model::parse_device(options_.device));
-  load_options.num_threads = options_.num_threads;
-  load_options.kv_cache_mb = options_.kv_cache_mb;
-  load_options.kv_cache_tokens = options_.kv_cache_tokens;
-  load_options.gpu_memory_fraction = options_.gpu_memory_fraction;
-  load_options.cuda_graphs = options_.cuda_graphs;
-  load_options.max_num_seqs = options_.engine.max_num_seqs;
-  load_options.max_batch_tokens = options_.engine.max_batch_tokens;
-  ASSIGN_OR_RETURN(model_, options_.model_loader
-                               ? options_.model_loader(options_.model_path, load_options)
-                               : model::load_model(options_.model_path, load_options));
-  if (!options_.fault_stall_file.empty()) {
-    model_.runner = with_stall_hook(std::move(model_.runner), options_.fault_stall_file);
-  }
-
+void Server::Impl::serve(model::LoadedModel model) {
+  model_ = std::move(model);
   RequestLimits limits = options_.limits;
   limits.context_length = options_.engine.max_context > 0
                               ? std::min(options_.engine.max_context,
@@ -183,16 +171,10 @@ absl::Status Server::Impl::load_model() {
   limits.max_new_tokens = std::min(limits.max_new_tokens, limits.context_length - 1);
   engine::EngineOptions engine_options = options_.engine;
   engine_options.max_context = limits.context_length;
-  engine_options.on_runner_failure = [logger = options_.logger,
+  engine_options.on_runner_failure = [logger = &logger_,
                                       health = health_service_.get()](const absl::Status& error) {
     health->fail();  // liveness too: only a restart brings the device back
-    const std::string text = error.ToString();
-    if (logger == nullptr) {
-      std::fprintf(stderr, "flashserve: the model runner failed (%s); not serving any more\n",
-                   text.c_str());
-      return;
-    }
-    logger->error("model runner failed; not serving any more", {{"error", text}});
+    logger->error("model runner failed; not serving any more", {{"error", error.ToString()}});
   };
 
   engine_ = std::make_unique<engine::Engine>(std::move(model_.runner), *model_.tokenizer,
@@ -210,7 +192,6 @@ absl::Status Server::Impl::load_model() {
   if (metrics_ != nullptr) metrics_->set_device(model_.device);
   service_->set_backend(&backend_);
   ready_engine_.store(engine_.get());
-  return absl::OkStatus();
 }
 
 void Server::Impl::shutdown() {
@@ -223,8 +204,8 @@ void Server::Impl::shutdown() {
   if (health_) health_->stop();          // NOT_SERVING from here on
   // New requests UNAVAILABLE; admitted ones finish until the drain limit, then fail.
   if (engine_ && !engine_->drain(options_.drain_timeout)) {
-    std::fprintf(stderr, "flashserve: drain limit of %lld ms passed; unfinished requests "
-                 "failed with UNAVAILABLE\n", static_cast<long long>(options_.drain_timeout.count()));
+    logger_.error(absl::StrCat("drain limit of ", options_.drain_timeout.count(),
+                               " ms passed; unfinished requests failed with UNAVAILABLE"));
   }
   if (health_service_) health_service_->shutdown();  // ends open Watch streams
   if (grpc_) {
@@ -247,7 +228,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::start(const ServerOptions& optio
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
-absl::Status Server::load_model() { return impl_->load_model(); }
+void Server::serve(model::LoadedModel model) { impl_->serve(std::move(model)); }
 
 absl::Status Server::reload_auth_tokens() {
   if (impl_->auth_ == nullptr) {

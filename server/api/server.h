@@ -1,12 +1,14 @@
 #pragma once
 // The flashserve server: wires model loading, the engine, metrics and the gRPC services.
 //
-// Life cycle (main.cc):
+// Life cycle (server/server_main.h runs it for every server binary):
 //   start()       binds the metrics HTTP port and the gRPC port and starts serving at once:
 //                 health NOT_SERVING, Generation answers UNAVAILABLE ("model is loading"),
 //                 reflection and health work — so orchestrators can watch the start-up.
-//   load_model()  loads the model, starts the engine thread and publishes it to the service;
-//                 health turns SERVING once the engine runs and is not stalled.
+//   serve()       takes the model the caller loaded (flashserve: the GGUF loader; the
+//                 benches and tests: models they build), starts the engine thread over it and
+//                 publishes it to the service; health turns SERVING once the engine runs and
+//                 is not stalled.
 //   shutdown()    NOT_SERVING, the engine drains (new requests UNAVAILABLE, admitted ones
 //                 finish), then the gRPC server shuts down and waits for in-flight calls.
 #include <chrono>
@@ -14,6 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "model/model_loader.h"
 #include "server/api/server_options.h"
 
 namespace flashserve::api {
@@ -25,9 +28,8 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Blocking. InvalidArgument/NotFound/Unimplemented etc. from the loader, or for a bad
-  // --device. Call once.
-  absl::Status load_model();
+  // Starts the engine over `model` and publishes it. Call once.
+  void serve(model::LoadedModel model);
   // Graceful stop, bounded by options.drain_timeout: NOT_SERVING, admitted work may finish
   // until then, what remains then fails with UNAVAILABLE ("drain limit ... passed"), and the
   // gRPC server gets a short moment to deliver those statuses. Idempotent.

@@ -94,16 +94,17 @@ absl::StatusOr<std::chrono::milliseconds> seconds_flag(absl::string_view flag, d
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
 }
 
-std::vector<std::string> dashes_to_underscores(int argc, char** argv) {
-  std::vector<std::string> args(argv, argv + argc);
-  for (std::string& a : args) {
-    if (a.rfind("--", 0) != 0) continue;
-    const size_t end = std::min(a.find('='), a.size());
-    for (size_t i = 2; i < end; ++i) {
-      if (a[i] == '-') a[i] = '_';
-    }
-  }
-  return args;
+absl::StatusOr<model::LoadOptions> load_options(const ServerOptions& options) {
+  model::LoadOptions load;
+  ASSIGN_OR_RETURN(load.device, model::parse_device(options.device));
+  load.num_threads = options.num_threads;
+  load.kv_cache_mb = options.kv_cache_mb;
+  load.kv_cache_tokens = options.kv_cache_tokens;
+  load.gpu_memory_fraction = options.gpu_memory_fraction;
+  load.cuda_graphs = options.cuda_graphs;
+  load.max_num_seqs = options.engine.max_num_seqs;
+  load.max_batch_tokens = options.engine.max_batch_tokens;
+  return load;
 }
 
 }  // namespace flashserve::api

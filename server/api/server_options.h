@@ -1,13 +1,13 @@
 #pragma once
-// What the server is started with (main.cc fills it from flags) and the check that refuses,
-// before anything starts, options that would leave the server unable to serve.
+// What the server is started with (server/server_main.cc fills it from flags) and the check
+// that refuses, before anything starts, options that would leave the server unable to serve.
 #include <chrono>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/command_line.h"
 #include "model/model_loader.h"
 #include "server/api/log.h"
 #include "server/api/validation.h"
@@ -60,7 +60,8 @@ struct ServerOptions {
   double gpu_memory_fraction = 0.9;  // CUDA backend: device memory weights + cache may fill
   int num_threads = 0;          // CPU backend threads; 0 = library default
   RequestLimits limits;         // policy part; context/vocab are filled from the model
-  // Receives the access lines (one per generation call); null = none. Must outlive the server.
+  // Every line the server logs (start-up, access lines, errors, protobuf's parse messages);
+  // null = default_logger() (text on stderr). Must outlive the server.
   const Logger* logger = nullptr;
   // How often the health watcher re-evaluates SERVING.
   std::chrono::milliseconds health_period{100};
@@ -70,16 +71,11 @@ struct ServerOptions {
   TlsOptions tls;
   AuthOptions auth;
   TransportLimits transport;
-  // Test hook (stall_hook.h): while this file exists every engine step blocks. Empty = off.
-  std::string fault_stall_file;
-  // Benchmark hook: what load_model() calls instead of model::load_model (same arguments:
-  // model_path and the load options built from these options). Null = model::load_model.
-  // bench/serving/canned_server.cc serves the real gRPC and engine path over a runner that
-  // answers every step at once, to measure what the serving pipeline itself sustains.
-  std::function<absl::StatusOr<model::LoadedModel>(const std::string& path,
-                                                   const model::LoadOptions& options)>
-      model_loader;
 };
+
+// What the model loader is asked for under `options`: device, KV cache size, threads, CUDA
+// graphs, and the batch shape the engine will run. InvalidArgument for a bad --device.
+absl::StatusOr<model::LoadOptions> load_options(const ServerOptions& options);
 
 // OK, or InvalidArgument naming the flag (dashed, as typed: "--max-waiting") and its value
 // when the options cannot serve: no model, a port out of range, a queue of 0, a context
@@ -88,9 +84,9 @@ struct ServerOptions {
 // Server::start().
 absl::Status validate_server_options(const ServerOptions& options);
 
-// docs/api.md spells flags with dashes (--metrics-port); absl flags use underscores. Returns
-// argv with the dashes of every "--flag" name (up to any '=') turned into underscores.
-std::vector<std::string> dashes_to_underscores(int argc, char** argv);
+// docs/api.md spells flags with dashes (--metrics-port); absl flags use underscores
+// (base/command_line.h, the one command-line parser of every binary).
+using ::flashserve::dashes_to_underscores;
 
 // A duration flag given in seconds (--drain-timeout 2.5): finite, >= 0, at most a day.
 // InvalidArgument naming the flag otherwise.

@@ -28,13 +28,16 @@ struct RequestLimits {
   int max_stop_strings = 16;
   int max_stop_string_length = 256;  // bytes
   int max_stop_token_ids = 64;
-  int max_top_logprobs = 20;
+  // What the sampling kernels can report (kernels::kMaxTopLogprobs, through model/sampling.h);
+  // a server may lower it, never raise it.
+  int max_top_logprobs = model::kMaxLogprobs;
   int max_chat_messages = 1024;
   int max_input_bytes = 1 << 20;     // prompt text / all chat contents together
 };
 
-// Ranges accepted for sampling parameters (documented in generation.proto): the model's,
-// checked here once more only to name the request field in the error.
+// Ranges accepted for sampling parameters (documented in generation.proto): the model's
+// constants. model::validate() enforces them in the engine for every caller; the api checks
+// them first only to name the request field in the error (CONTRIBUTING.md "Errors").
 using model::kMaxAbsPenalty;
 using model::kMaxRepetitionPenalty;
 using model::kMaxTemperature;

@@ -1,5 +1,4 @@
 #include "server/engine/engine.h"
-#include "server/engine/event_delivery.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -13,12 +12,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "model/text/utf8.h"
+#include "base/status_macros.h"
+#include "server/engine/batch_builder.h"
 #include "server/engine/block_manager.h"
+#include "server/engine/engine_metrics.h"
+#include "server/engine/event_delivery.h"
 #include "server/engine/output_processor.h"
+#include "server/engine/request_state.h"
 #include "server/engine/scheduler.h"
 #include "server/engine/sequence.h"
-#include "server/metrics/metrics.h"
 
 namespace flashserve::engine {
 
@@ -38,28 +40,6 @@ namespace {
 
 using TimePoint = Clock::TimePoint;
 
-double seconds_between(TimePoint from, TimePoint to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
-// By the status the client sees: a kError request counts as internal or, when the server
-// ended it for a reason of its own (a drain limit, another step's runner failure), as
-// unavailable.
-metrics::RequestStatus metrics_status(FinishReason r, const absl::Status& status) {
-  switch (r) {
-    case FinishReason::kStop: return metrics::RequestStatus::kStop;
-    case FinishReason::kLength: return metrics::RequestStatus::kLength;
-    case FinishReason::kStopSequence: return metrics::RequestStatus::kStopSequence;
-    case FinishReason::kCancelled: return metrics::RequestStatus::kCancelled;
-    case FinishReason::kDeadlineExceeded: return metrics::RequestStatus::kDeadlineExceeded;
-    case FinishReason::kError:
-      return status.code() == absl::StatusCode::kUnavailable
-                 ? metrics::RequestStatus::kUnavailable
-                 : metrics::RequestStatus::kInternal;
-  }
-  return metrics::RequestStatus::kInternal;
-}
-
 FinishReason finish_reason_of(StopReason r) {
   switch (r) {
     case StopReason::kStopSequence: return FinishReason::kStopSequence;
@@ -67,30 +47,6 @@ FinishReason finish_reason_of(StopReason r) {
     default: return FinishReason::kStop;
   }
 }
-
-// One accepted request: its sequence for the scheduler plus everything that turns logits into
-// events.
-struct Request {
-  Request(RequestId id, GenerationRequest req, EventSink event_sink,
-          const model::Tokenizer& tokenizer, uint64_t fallback_seed, TimePoint now)
-      : seq(id, std::move(req.prompt_tokens), now),
-        sampler(req.sampling, fallback_seed, req.logprobs),
-        output(tokenizer, StopConditions{req.max_new_tokens, std::move(req.stop_strings),
-                                         std::move(req.stop_token_ids), req.ignore_eos}),
-        sink(std::make_shared<EventSink>(std::move(event_sink))),
-        deadline(req.deadline),
-        want_logprobs(req.logprobs || req.sampling.num_logprobs > 0) {}
-
-  Sequence seq;
-  model::Sampler sampler;
-  OutputProcessor output;
-  std::shared_ptr<EventSink> sink;
-  std::optional<TimePoint> deadline;
-  bool want_logprobs;
-  GenerationEvent pending;  // tokens and text since the last event
-  std::optional<TimePoint> first_token_time;
-  TimePoint last_token_time;
-};
 
 // What makes two runners' K/V differ, for the root of the prefix-cache hash chains.
 std::string model_identity(const model::ModelConfig& c, int block_size) {
@@ -136,27 +92,32 @@ class Engine::Impl {
   // Moves submitted requests into the scheduler and applies cancellations. Returns false
   // when the loop should exit.
   bool take_input();
+  // schedule -> run -> postprocess (docs/design.md "The path of one request").
   void step();
+  // Aborts expired requests, picks the step's batch and publishes what it runs.
+  SchedulerOutput schedule(TimePoint now);
+  // Builds batch_ and runs it through the model runner into sampled_ / stats_.
+  absl::Status run(const SchedulerOutput& out);
+  // Takes the sampled tokens (events, stop checks), completes the step and publishes it.
+  void postprocess(const SchedulerOutput& out, TimePoint begin);
   void abort_expired(TimePoint now);
-  model::ForwardBatch build_batch(const SchedulerOutput& out);
-  void postprocess(const SchedulerOutput& out, const model::ForwardBatch& batch, TimePoint now);
-  void take_token(Request* req, const model::SampledToken& t, TimePoint now);
-  void emit(Request* req);
+  kernels::SampleSpec next_sample_spec(const Sequence& seq, model::ForwardBatch* batch);
+  void take_token(RequestState* req, const model::SampledToken& t, TimePoint now);
+  void emit(RequestState* req);
   // Hands the events of this iteration to their sinks, after publish(): a client that sees
   // a final event also sees its blocks freed in snapshot() and the metrics.
   void deliver();
-  void finish(Request* req, FinishReason reason, absl::Status status, TimePoint now);
+  void finish(RequestState* req, FinishReason reason, absl::Status status, TimePoint now);
   void finish_all(FinishReason reason, const absl::Status& status = absl::OkStatus());
   // The runner failed the step `out`: fails every request and serves no more.
   void fail_runner(const SchedulerOutput& out, const absl::Status& error, TimePoint now);
+  // Publishes the queues and the KV cache to snapshot() and the metrics.
   void publish(TimePoint now, bool made_progress);
-  void record_step_metrics(const SchedulerOutput& out, const model::ForwardStats& stats,
-                           TimePoint begin, TimePoint end);
 
   std::unique_ptr<model::ModelRunner> runner_;
   const model::Tokenizer& tokenizer_;
   const EngineOptions options_;
-  metrics::Metrics* const metrics_;
+  const std::unique_ptr<EngineMetrics> metrics_;  // never null (a null sink without metrics)
   const Clock& clock_;
   const int max_context_;
   const int vocab_size_;       // valid token ids: [0, vocab_size_)
@@ -165,13 +126,13 @@ class Engine::Impl {
   // Engine thread only (and the destroying thread once the engine thread is gone).
   BlockManager blocks_;
   Scheduler scheduler_;
-  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
+  std::unordered_map<RequestId, std::unique_ptr<RequestState>> requests_;
+  model::ForwardBatch batch_;                 // the current step's (capacity reused)
   std::vector<model::SampledToken> sampled_;  // [num_samples] of the current step
-  std::vector<double> step_inter_token_seconds_;  // the current step's, for the metrics
+  model::ForwardStats stats_;                 // the current step's
   EventDelivery::Batch outbox_;  // this step's events, then posted to delivery_
   EventDelivery delivery_;       // runs the sinks on its own thread
   uint64_t num_steps_ = 0;
-  PrefixCacheStats published_prefix_;  // as last added to the metrics
 
   // std::mutex/std::condition_variable rather than absl::Mutex: ThreadSanitizer intercepts
   // them, while Debian's Abseil is not built with it (scripts/sanitize.sh tsan).
@@ -179,7 +140,7 @@ class Engine::Impl {
   std::condition_variable input_cv_;        // has_input() may have turned true
   std::condition_variable loop_exited_cv_;  // loop_exited_ turned true
   // Guarded by mu_:
-  std::vector<std::unique_ptr<Request>> inbox_;
+  std::vector<std::unique_ptr<RequestState>> inbox_;
   std::vector<RequestId> cancelled_;
   RequestId next_id_ = 1;
   bool started_ = false;
@@ -201,7 +162,7 @@ Engine::Impl::Impl(std::unique_ptr<model::ModelRunner> runner,
     : runner_(std::move(runner)),
       tokenizer_(tokenizer),
       options_(options),
-      metrics_(metrics),
+      metrics_(make_engine_metrics(metrics)),
       clock_(options.clock != nullptr ? *options.clock : Clock::steady()),
       max_context_(options.max_context > 0 ? options.max_context
                                            : runner_->config().context_length),
@@ -212,10 +173,7 @@ Engine::Impl::Impl(std::unique_ptr<model::ModelRunner> runner,
       last_progress_(clock_.now()) {
   published_.num_kv_blocks_total = blocks_.num_total_blocks();
   published_.prefix_caching = blocks_.prefix_caching();
-  if (metrics_ != nullptr) {
-    metrics_->set_kv_blocks(0, blocks_.num_total_blocks());
-    metrics_->set_waiting_capacity(options_.max_waiting);
-  }
+  metrics_->engine_created(blocks_.num_total_blocks(), options_.max_waiting);
 }
 
 Engine::Impl::~Impl() {
@@ -272,6 +230,9 @@ bool Engine::Impl::wait_loop_exited(std::unique_lock<std::mutex>& lock,
   return loop_exited_cv_.wait_for(lock, limit, exited);
 }
 
+// The engine's own invariants, whoever calls it (CONTRIBUTING.md "Errors": what the api
+// checks and what the engine checks): rules that only shape a request's result (top_k above
+// the vocabulary, stop strings) are the api's alone.
 absl::Status Engine::Impl::validate(const GenerationRequest& r) const {
   if (r.prompt_tokens.empty()) return absl::InvalidArgumentError("prompt_tokens is empty");
   for (size_t i = 0; i < r.prompt_tokens.size(); ++i) {
@@ -290,17 +251,6 @@ absl::Status Engine::Impl::validate(const GenerationRequest& r) const {
     return absl::InvalidArgumentError(absl::StrCat(
         "prompt_tokens (", r.prompt_tokens.size(), ") + max_new_tokens (", r.max_new_tokens,
         ") = ", total, " exceeds the context length ", max_context_));
-  }
-  for (size_t i = 0; i < r.stop_strings.size(); ++i) {
-    const std::string& s = r.stop_strings[i];
-    if (s.empty() || !model::is_valid_utf8(s)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("stop_strings[", i, "] is ", s.empty() ? "empty" : "not valid UTF-8"));
-    }
-  }
-  if (r.sampling.top_k > vocab_size_) {
-    return absl::InvalidArgumentError(absl::StrCat("sampling: top_k must be in [0, ", vocab_size_,
-                                                   "] (the vocabulary), got ", r.sampling.top_k));
   }
   return model::validate(r.sampling);
 }
@@ -341,14 +291,14 @@ absl::StatusOr<RequestId> Engine::Impl::submit(GenerationRequest request, EventS
       if (published_.num_running + published_.num_waiting == 0 && inbox_.empty()) {
         last_progress_ = now;  // idle until now: the stall clock starts with this request
       }
-      inbox_.push_back(std::make_unique<Request>(id, std::move(request), std::move(sink),
-                                                 tokenizer_, seed_base_ ^ (id * 0x9E3779B97F4A7C15ull),
-                                                 now));
+      const uint64_t fallback_seed = seed_base_ ^ (id * 0x9E3779B97F4A7C15ull);
+      inbox_.push_back(std::make_unique<RequestState>(id, std::move(request), std::move(sink),
+                                                      tokenizer_, fallback_seed, now));
     }
   }
   if (status.ok()) input_cv_.notify_one();
   if (!status.ok()) {
-    if (metrics_ != nullptr) metrics_->record_request(metrics::rejected_status(status));
+    metrics_->request_refused(status);
     return status;
   }
   return id;
@@ -395,7 +345,7 @@ void Engine::Impl::loop() {
 }
 
 bool Engine::Impl::take_input() {
-  std::vector<std::unique_ptr<Request>> arrived;
+  std::vector<std::unique_ptr<RequestState>> arrived;
   std::vector<RequestId> cancelled;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -406,7 +356,7 @@ bool Engine::Impl::take_input() {
     cancelled.swap(cancelled_);
   }
   for (auto& req : arrived) {
-    Request* r = req.get();
+    RequestState* r = req.get();
     requests_.emplace(r->seq.id(), std::move(req));
     scheduler_.add(&r->seq);
   }
@@ -416,8 +366,8 @@ bool Engine::Impl::take_input() {
   for (RequestId id : cancelled) {
     auto it = requests_.find(id);
     if (it == requests_.end()) continue;
-    Request* req = it->second.get();
-    const bool expired = req->deadline && now >= *req->deadline;
+    RequestState* req = it->second.get();
+    const bool expired = req->expired(now);
     finish(req, expired ? FinishReason::kDeadlineExceeded : FinishReason::kCancelled, {}, now);
   }
   return true;
@@ -425,163 +375,105 @@ bool Engine::Impl::take_input() {
 
 void Engine::Impl::step() {
   const TimePoint begin = clock_.now();
-  abort_expired(begin);
-  const SchedulerOutput out = scheduler_.schedule();
-  if (metrics_ != nullptr) metrics_->add_preemptions(static_cast<int>(out.preempted.size()));
-  publish(begin, /*made_progress=*/false);  // what this step runs is visible while it runs
-  if (out.empty()) {
-    deliver();
-    return;
-  }
-  for (const ScheduledSequence& s : out.scheduled) {
-    if (!s.seq->was_scheduled() && metrics_ != nullptr) {
-      metrics_->observe_queue_seconds(seconds_between(s.seq->arrival_time(), begin));
+  const SchedulerOutput out = schedule(begin);
+  if (!out.empty()) {
+    if (const absl::Status status = run(out); !status.ok()) {
+      fail_runner(out, status, clock_.now());
+      return;
     }
-    s.seq->mark_scheduled(begin);
+    postprocess(out, begin);
   }
-  const model::ForwardBatch batch = build_batch(out);
-  model::ForwardStats stats;
-  // Without metrics nothing reads the stats: a null pointer lets the runner skip measuring.
-  absl::Status status =
-      runner_->forward(batch, &sampled_, metrics_ != nullptr ? &stats : nullptr);
-  if (status.ok() && sampled_.size() != batch.sample_seqs.size()) {
-    status = absl::InternalError(absl::StrCat("model runner returned ", sampled_.size(),
-                                              " tokens for ", batch.sample_seqs.size(),
-                                              " sampled sequences"));
-  }
-  const TimePoint end = clock_.now();
-  if (!status.ok()) {
-    fail_runner(out, status, end);
-    return;
-  }
-  scheduler_.complete(out);
-  postprocess(out, batch, end);
-  ++num_steps_;
-  record_step_metrics(out, stats, begin, clock_.now());
-  publish(clock_.now(), /*made_progress=*/true);
   deliver();
 }
 
+SchedulerOutput Engine::Impl::schedule(TimePoint now) {
+  abort_expired(now);
+  SchedulerOutput out = scheduler_.schedule();
+  metrics_->step_scheduled(out, now);
+  for (const ScheduledSequence& s : out.scheduled) s.seq->mark_scheduled(now);
+  publish(now, /*made_progress=*/false);  // what this step runs is visible while it runs
+  return out;
+}
+
+absl::Status Engine::Impl::run(const SchedulerOutput& out) {
+  build_batch(out, blocks_.block_size(),
+              [this](const Sequence& seq, model::ForwardBatch* batch) {
+                return next_sample_spec(seq, batch);
+              },
+              &batch_);
+  stats_ = model::ForwardStats();
+  RETURN_IF_ERROR(runner_->forward(batch_, &sampled_,
+                                   metrics_->wants_forward_stats() ? &stats_ : nullptr));
+  if (sampled_.size() != batch_.sample_seqs.size()) {
+    return absl::InternalError(absl::StrCat("model runner returned ", sampled_.size(),
+                                            " tokens for ", batch_.sample_seqs.size(),
+                                            " sampled sequences"));
+  }
+  return absl::OkStatus();
+}
+
+void Engine::Impl::postprocess(const SchedulerOutput& out, TimePoint begin) {
+  const TimePoint end = clock_.now();
+  scheduler_.complete(out);
+  for (size_t i = 0; i < batch_.sample_seqs.size(); ++i) {
+    const ScheduledSequence& s = out.scheduled[batch_.sample_seqs[i]];
+    take_token(requests_.at(s.seq->id()).get(), sampled_[i], end);
+  }
+  ++num_steps_;
+  metrics_->step_done(out, static_cast<int>(batch_.sample_seqs.size()), stats_, begin,
+                      clock_.now());
+  publish(clock_.now(), /*made_progress=*/true);
+}
+
 void Engine::Impl::abort_expired(TimePoint now) {
-  std::vector<Request*> expired;
+  std::vector<RequestState*> expired;
   for (auto& [id, req] : requests_) {
-    if (req->deadline && now >= *req->deadline) expired.push_back(req.get());
+    if (req->expired(now)) expired.push_back(req.get());
   }
   std::sort(expired.begin(), expired.end(),
-            [](Request* a, Request* b) { return a->seq.id() < b->seq.id(); });
-  for (Request* req : expired) finish(req, FinishReason::kDeadlineExceeded, {}, now);
+            [](RequestState* a, RequestState* b) { return a->seq.id() < b->seq.id(); });
+  for (RequestState* req : expired) finish(req, FinishReason::kDeadlineExceeded, {}, now);
 }
 
-model::ForwardBatch Engine::Impl::build_batch(const SchedulerOutput& out) {
-  model::ForwardBatch b;
-  const int block_size = blocks_.block_size();
-  b.cu_seqlens_q.push_back(0);
-  for (const ScheduledSequence& s : out.scheduled) {
-    b.max_blocks_per_seq =
-        std::max(b.max_blocks_per_seq, static_cast<int>(s.seq->block_table().size()));
-  }
-  b.block_tables.assign(out.scheduled.size() * b.max_blocks_per_seq, -1);
-  for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    const Sequence& seq = *out.scheduled[i].seq;
-    const int first = seq.num_computed_tokens();
-    const int last = first + out.scheduled[i].num_new_tokens;  // exclusive
-    for (int pos = first; pos < last; ++pos) {
-      b.token_ids.push_back(seq.tokens()[pos]);
-      b.positions.push_back(pos);
-      b.slot_mapping.push_back(seq.block_table()[pos / block_size] * block_size +
-                               pos % block_size);
-    }
-    b.cu_seqlens_q.push_back(static_cast<int32_t>(b.token_ids.size()));
-    b.seqlens_k.push_back(last);
-    std::copy(seq.block_table().begin(), seq.block_table().end(),
-              b.block_tables.begin() + i * b.max_blocks_per_seq);
-    if (!out.scheduled[i].samples) continue;  // intermediate prefill chunk: nothing sampled
-    b.sample_seqs.push_back(static_cast<int32_t>(i));
-    b.sample_specs.push_back(requests_.at(seq.id())->sampler.next_spec(
-        seq.prompt_tokens(), seq.generated_tokens(), vocab_size_, &b.penalty_tokens,
-        &b.penalty_counts));
-  }
-  return b;
+kernels::SampleSpec Engine::Impl::next_sample_spec(const Sequence& seq,
+                                                   model::ForwardBatch* batch) {
+  return requests_.at(seq.id())->sampler.next_spec(seq.prompt_tokens(), seq.generated_tokens(),
+                                                   vocab_size_, &batch->penalty_tokens,
+                                                   &batch->penalty_counts);
 }
 
-void Engine::Impl::postprocess(const SchedulerOutput& out, const model::ForwardBatch& batch,
-                               TimePoint now) {
-  for (size_t i = 0; i < batch.sample_seqs.size(); ++i) {
-    const ScheduledSequence& s = out.scheduled[batch.sample_seqs[i]];
-    take_token(requests_.at(s.seq->id()).get(), sampled_[i], now);
-  }
-  if (metrics_ != nullptr) {  // once per step, not per token: one lock each
-    metrics_->add_generated_tokens(static_cast<int64_t>(batch.sample_seqs.size()));
-    metrics_->observe_inter_token_latencies(step_inter_token_seconds_);
-    step_inter_token_seconds_.clear();
-  }
-}
-
-void Engine::Impl::take_token(Request* req, const model::SampledToken& r, TimePoint now) {
-  Sequence& seq = req->seq;
-  seq.append_token(r.token);
-  if (metrics_ != nullptr) {
-    if (req->first_token_time) {
-      step_inter_token_seconds_.push_back(seconds_between(req->last_token_time, now));
-    } else {
-      metrics_->observe_time_to_first_token(seconds_between(seq.arrival_time(), now));
-    }
-  }
-  if (!req->first_token_time) req->first_token_time = now;
-  req->last_token_time = now;
-
-  req->pending.token_ids.push_back(r.token);
-  if (req->want_logprobs) {
-    req->pending.logprobs.push_back({r.token, r.logprob, r.top_logprobs});
-  }
-  OutputProcessor::Output o = req->output.append(r.token);
-  req->pending.text += o.text;
-  if (o.stop != StopReason::kNone) {
-    finish(req, finish_reason_of(o.stop), {}, now);
+void Engine::Impl::take_token(RequestState* req, const model::SampledToken& t, TimePoint now) {
+  metrics_->token_sampled(req->seq.arrival_time(), req->previous_token_time(), now);
+  const StopReason stop = req->take_token(t, now);
+  if (stop != StopReason::kNone) {
+    finish(req, finish_reason_of(stop), {}, now);
   } else if (!req->pending.text.empty()) {
     emit(req);
   }
 }
 
-void Engine::Impl::emit(Request* req) {
+void Engine::Impl::emit(RequestState* req) {
   outbox_.emplace_back(req->sink, std::move(req->pending));
   req->pending = GenerationEvent();
 }
 
 void Engine::Impl::deliver() { delivery_.post(&outbox_); }
 
-void Engine::Impl::finish(Request* req, FinishReason reason, absl::Status status,
+void Engine::Impl::finish(RequestState* req, FinishReason reason, absl::Status status,
                           TimePoint now) {
-  Sequence& seq = req->seq;
-  GenerationEvent event = std::move(req->pending);
-  if (reason == FinishReason::kCancelled || reason == FinishReason::kDeadlineExceeded ||
-      reason == FinishReason::kError) {
-    event.text += req->output.flush();  // held-back text that never became a stop string
-  }
-  event.finished = true;
-  event.finish_reason = reason;
-  event.status = std::move(status);
-  event.usage = {seq.num_prompt_tokens(), seq.num_generated_tokens()};
-  event.timings.queue_seconds = seconds_between(
-      seq.arrival_time(), seq.was_scheduled() ? seq.first_scheduled_time() : now);
-  event.timings.time_to_first_token =
-      req->first_token_time ? seconds_between(seq.arrival_time(), *req->first_token_time) : 0;
-  event.timings.total_seconds = seconds_between(seq.arrival_time(), now);
-  scheduler_.finish(&seq);
-  if (metrics_ != nullptr) {
-    metrics_->record_request(metrics_status(reason, event.status));
-    metrics_->observe_request_duration(event.timings.total_seconds);
-    metrics_->add_prompt_tokens(seq.num_prompt_tokens());
-  }
+  GenerationEvent event = req->final_event(reason, std::move(status), now);
+  scheduler_.finish(&req->seq);
+  metrics_->request_finished(reason, event.status, event.timings.total_seconds,
+                             req->seq.num_prompt_tokens());
   outbox_.emplace_back(std::move(req->sink), std::move(event));
-  requests_.erase(seq.id());  // `req` is gone from here on
+  requests_.erase(req->seq.id());  // `req` is gone from here on
 }
 
 void Engine::Impl::finish_all(FinishReason reason, const absl::Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& req : inbox_) {
-      Request* r = req.get();
+      RequestState* r = req.get();
       requests_.emplace(r->seq.id(), std::move(req));
     }
     inbox_.clear();
@@ -627,34 +519,7 @@ void Engine::Impl::publish(TimePoint now, bool made_progress) {
     published_.num_steps = num_steps_;
     if (made_progress || !scheduler_.has_work()) last_progress_ = now;
   }
-  if (metrics_ != nullptr) {
-    metrics_->set_num_running(num_running);
-    metrics_->set_num_waiting(num_waiting);
-    metrics_->set_kv_blocks(blocks_.num_used_blocks(), blocks_.num_total_blocks());
-    const PrefixCacheStats& p = blocks_.prefix_stats();
-    metrics_->record_prefix_cache(p.num_queried_tokens - published_prefix_.num_queried_tokens,
-                                  p.num_hit_tokens - published_prefix_.num_hit_tokens,
-                                  p.num_evictions - published_prefix_.num_evictions,
-                                  blocks_.num_cached_blocks());
-    published_prefix_ = p;
-  }
-}
-
-void Engine::Impl::record_step_metrics(const SchedulerOutput& out,
-                                       const model::ForwardStats& stats,
-                                       TimePoint begin, TimePoint end) {
-  if (metrics_ == nullptr) return;
-  metrics_->record_step(static_cast<int>(out.scheduled.size()), out.num_tokens,
-                        seconds_between(begin, end));
-  const auto record = [&](metrics::AttentionPhase phase, const model::AttentionPhaseStats& s) {
-    metrics_->record_attention(phase, s.calls, s.seconds, s.bytes, s.flops, end);
-  };
-  record(metrics::AttentionPhase::kPrefill, stats.prefill);
-  record(metrics::AttentionPhase::kDecode, stats.decode);
-  if (stats.breakdown.measured) {
-    metrics_->record_step_breakdown(stats.breakdown.attention_seconds,
-                                    stats.breakdown.gemm_seconds, stats.breakdown.other_seconds);
-  }
+  metrics_->state(num_running, num_waiting, blocks_);
 }
 
 // ---- Engine --------------------------------------------------------------------------------

@@ -42,7 +42,9 @@ struct GenerationRequest {
   std::vector<int32_t> prompt_tokens;       // already tokenized (api/ renders + tokenizes)
   model::SamplingParams sampling;           // validated by model::validate()
   int max_new_tokens = 16;                  // >= 1
-  std::vector<std::string> stop_strings;    // not emitted; never split across events
+  // Not emitted; never split across events. Callers pass non-empty ones (the api refuses
+  // empty ones; the engine does not check: an empty one would end the request at once).
+  std::vector<std::string> stop_strings;
   std::vector<int32_t> stop_token_ids;      // in addition to the model's end-of-generation ids
   bool ignore_eos = false;                  // keep going past end-of-generation tokens
   // Return the logprob of every sampled token (and its top sampling.num_logprobs
@@ -87,8 +89,9 @@ struct GenerationEvent {
 
 using EventSink = std::function<void(GenerationEvent)>;
 
-// REQUIRES: max_num_seqs >= 1, max_batch_tokens >= 1 (flags are validated by main.cc). A
-// budget below max_num_seqs is legal, but then decodes past the budget wait their turn.
+// REQUIRES: max_num_seqs >= 1, max_batch_tokens >= 1 (api::validate_server_options checks the
+// flags). A budget below max_num_seqs is legal, but then decodes past the budget wait their
+// turn.
 struct EngineOptions {
   int max_num_seqs = 64;          // running sequences per step
   int max_batch_tokens = 2048;    // tokens (prefill chunks + decodes) per step
@@ -125,7 +128,8 @@ struct EngineSnapshot {
 
 class Engine {
  public:
-  // The runner is owned; the tokenizer must outlive the engine; metrics may be null.
+  // The runner is owned; the tokenizer must outlive the engine; metrics may be null (then
+  // nothing is published: engine_metrics.h's null sink).
   Engine(std::unique_ptr<model::ModelRunner> runner, const model::Tokenizer& tokenizer,
          EngineOptions options, metrics::Metrics* metrics);
   ~Engine();  // stops the thread; outstanding requests finish with kCancelled
@@ -136,12 +140,14 @@ class Engine {
   // Stops admitting (submit -> Unavailable), lets running and waiting requests finish within
   // `limit`, joins. When the limit passes first, what remains (running or waiting) finishes
   // with kError and an Unavailable status saying so, after the step in progress; returns
-  // false then. A runner that never returns from a step blocks this (main.cc bounds it).
+  // false then. A runner that never returns from a step blocks this (server_main.cc bounds it).
   bool drain(std::chrono::milliseconds limit = std::chrono::milliseconds::max());
 
-  // InvalidArgument: empty prompt, prompt + max_new_tokens over the context, unknown token
-  // ids, invalid sampling. ResourceExhausted: waiting queue full, or the request could never
-  // fit in the KV cache. Unavailable: draining/stopped.
+  // InvalidArgument: empty prompt, prompt + max_new_tokens over the context, token ids
+  // outside the vocabulary, sampling outside model::validate()'s ranges — the engine's own
+  // invariants, checked for every caller (CONTRIBUTING.md "Errors"). ResourceExhausted:
+  // waiting queue full, or the request could never fit in the KV cache. Unavailable:
+  // draining/stopped.
   absl::StatusOr<RequestId> submit(GenerationRequest request, EventSink sink);
   // Aborts the request at the next step (final event kCancelled); unknown ids are ignored.
   void cancel(RequestId id);

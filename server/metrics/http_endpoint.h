@@ -3,10 +3,11 @@
 // path. Why not prometheus-cpp's Exposer: it runs on civetweb, whose worker threads get a
 // fixed ~100 KiB stack; glibc carves every loaded library's static TLS out of that stack
 // (OpenBLAS alone takes 60 KiB, cudart 4 KiB more), and a scrape then overflows the stack and
-// kills the server. This endpoint's one thread has the process's default stack.
+// kills the server. This endpoint's threads get the process's default stack.
 //
-// Connections are served concurrently, each on its own short-lived thread (default stack), at
-// most `max_connections` at once (beyond that: 503 at once). Each connection has one total
+// Threads: one accept loop (started by start(), joined by the destructor) and one short-lived
+// detached thread per connection, at most `max_connections` at once (beyond that: 503 at
+// once); the destructor waits until every connection thread has finished. Each connection has one total
 // deadline for reading its request and writing the answer, so a silent client or one that
 // sends a byte a second is dropped when the deadline passes and never delays other scrapes.
 // A request line longer than `max_request_line` bytes gets 414, headers over

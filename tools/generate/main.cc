@@ -6,92 +6,80 @@
 // Generation stops at max-tokens or an end-of-generation token.
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "absl/flags/flag.h"
+#include "base/command_line.h"
 #include "model/model_loader.h"
 #include "model/sampling.h"
 #include "tools/generate/generate.h"
+
+ABSL_FLAG(std::string, model, "", "Path of the GGUF model file (required)");
+ABSL_FLAG(std::string, prompt, "", "The prompt text (required)");
+ABSL_FLAG(int, max_tokens, 64, "Tokens to generate at most (>= 1)");
+ABSL_FLAG(float, temperature, 0, "Sampling temperature (0 = greedy)");
+ABSL_FLAG(std::optional<uint64_t>, seed, std::nullopt,
+          "Sampling seed (default: a seed of the engine's choosing)");
+ABSL_FLAG(bool, chat, false, "Render the prompt as one user message with the chat template");
+ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = the BLAS default)");
 
 namespace fm = flashserve::model;
 
 namespace {
 
-struct Args {
-  std::string model;
-  std::string prompt;
-  int max_tokens = 64;
-  float temperature = 0;
-  uint64_t seed = 0;
-  bool has_seed = false;
-  bool chat = false;
-  int threads = 0;
-};
-
-[[noreturn]] void usage(const std::string& error) {
-  std::fprintf(stderr,
-               "flashserve-generate: %s\nusage: flashserve-generate --model PATH --prompt TEXT "
-               "[--max-tokens N] [--temperature T] [--seed S] [--chat] [--threads N]\n",
-               error.c_str());
-  std::exit(2);
-}
-
-Args parse_args(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--chat") {
-      a.chat = true;
-      continue;
-    }
-    if (i + 1 >= argc) usage("missing value after " + flag);
-    const std::string value = argv[++i];
-    bool ok = true;
-    if (flag == "--model") a.model = value;
-    else if (flag == "--prompt") a.prompt = value;
-    else if (flag == "--max-tokens") ok = absl::SimpleAtoi(value, &a.max_tokens) && a.max_tokens >= 1;
-    else if (flag == "--temperature") ok = absl::SimpleAtof(value, &a.temperature) && a.temperature >= 0;
-    else if (flag == "--seed") ok = a.has_seed = absl::SimpleAtoi(value, &a.seed);
-    else if (flag == "--threads") ok = absl::SimpleAtoi(value, &a.threads) && a.threads >= 0;
-    else usage("unknown flag " + flag);
-    if (!ok) usage("bad value '" + value + "' for " + flag);
-  }
-  if (a.model.empty() || a.prompt.empty()) usage("--model and --prompt are required");
-  return a;
-}
-
 // The prompt's token ids: raw text, or the chat template's rendering of one user message.
-std::vector<int32_t> encode_prompt(const fm::LoadedModel& m, const Args& args) {
-  std::string text = args.prompt;
-  if (args.chat) {
-    if (!m.chat_template) usage("--chat: the model file has no chat template");
-    const fm::ChatMessage message{"user", args.prompt};
+std::vector<int32_t> encode_prompt(const fm::LoadedModel& m, const std::string& prompt,
+                                   bool chat) {
+  std::string text = prompt;
+  if (chat) {
+    if (!m.chat_template) {
+      flashserve::exit_with_usage("--chat: the model file has no chat template");
+    }
+    const fm::ChatMessage message{"user", prompt};
     auto rendered = m.chat_template->render({&message, 1}, /*add_generation_prompt=*/true);
-    if (!rendered.ok()) usage(std::string(rendered.status().message()));
+    if (!rendered.ok()) flashserve::exit_with_usage(rendered.status().message());
     text = *rendered;
   }
-  return m.tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/args.chat);
+  return m.tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/chat);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args args = parse_args(argc, argv);
+  flashserve::parse_command_line(
+      argc, argv,
+      "--model PATH --prompt TEXT [--max-tokens N] [--temperature T] [--seed S] [--chat] "
+      "[--threads N]");
+  const std::string model_path = absl::GetFlag(FLAGS_model);
+  const std::string prompt = absl::GetFlag(FLAGS_prompt);
+  const std::optional<uint64_t> seed = absl::GetFlag(FLAGS_seed);
+  if (model_path.empty() || prompt.empty()) {
+    flashserve::exit_with_usage("--model and --prompt are required");
+  }
+  if (absl::GetFlag(FLAGS_max_tokens) < 1) {
+    flashserve::exit_with_usage("--max-tokens must be >= 1");
+  }
+  if (!(absl::GetFlag(FLAGS_temperature) >= 0)) {
+    flashserve::exit_with_usage("--temperature must be >= 0");
+  }
+  if (absl::GetFlag(FLAGS_threads) < 0) flashserve::exit_with_usage("--threads must be >= 0");
   fm::LoadOptions options;
-  options.num_threads = args.threads;
-  auto loaded = fm::load_model(args.model, options);
+  options.num_threads = absl::GetFlag(FLAGS_threads);
+  auto loaded = fm::load_model(model_path, options);
   if (!loaded.ok()) {
-    std::fprintf(stderr, "flashserve-generate: %s\n", std::string(loaded.status().message()).c_str());
+    std::fprintf(stderr, "flashserve-generate: %s\n",
+                 std::string(loaded.status().message()).c_str());
     return 1;
   }
   fm::LoadedModel& m = *loaded;
   flashserve::tools::GenerateOptions request;
-  request.prompt_tokens = encode_prompt(m, args);
-  request.max_new_tokens = args.max_tokens;
-  request.sampling.temperature = args.temperature;
-  request.sampling.seed = args.seed;
-  request.sampling.has_seed = args.has_seed;
+  request.prompt_tokens = encode_prompt(m, prompt, absl::GetFlag(FLAGS_chat));
+  request.max_new_tokens = absl::GetFlag(FLAGS_max_tokens);
+  request.sampling.temperature = absl::GetFlag(FLAGS_temperature);
+  request.sampling.seed = seed.value_or(0);
+  request.sampling.has_seed = seed.has_value();
   auto result = flashserve::tools::generate(std::move(m.runner), *m.tokenizer, request,
                                             [](std::string_view text) {
                                               std::fwrite(text.data(), 1, text.size(), stdout);

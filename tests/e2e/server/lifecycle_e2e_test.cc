@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "gmock/gmock.h"
+#include "grpcpp/impl/client_unary_call.h"
 #include "gtest/gtest.h"
 #include "kernels/device.h"
 #include "tests/e2e/server/e2e_util.h"
@@ -305,8 +306,8 @@ TEST_F(LifecycleE2E, FullQueueIsResourceExhaustedAtOnce) {
   EXPECT_EQ(server_->stop(SIGTERM), 0);
 }
 
-// --log-format json: every line is one JSON object, and each generation call writes one access
-// line. The build (version, commit) is the same in --version, GetModelInfo and
+// --log-format json: every line is one JSON object (the rate-limited line about a malformed
+// request too), and each generation call writes one access line. The build (version, commit) is the same in --version, GetModelInfo and
 // flashserve_build_info, whose model label is --model-name.
 TEST_F(LifecycleE2E, JsonLogsAccessLinesAndTheBuildEverywhere) {
   ASSERT_NO_FATAL_FAILURE(
@@ -319,6 +320,19 @@ TEST_F(LifecycleE2E, JsonLogsAccessLinesAndTheBuildEverywhere) {
   invalid.mutable_sampling()->set_top_p(7);
   EXPECT_EQ(generate(stub.get(), invalid, kRpcTimeout).status.error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+  {  // bytes that are not a GenerateRequest (invalid UTF-8 in the prompt)
+    grpc::Slice slice(std::string("\x0a\x02\xc3\x28", 4));
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    auto context = context_with_timeout(kRpcTimeout);
+    const grpc::Status status =
+        grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+            server_->channel().get(),
+            grpc::internal::RpcMethod("/flashserve.v1.Generation/Generate",
+                                      grpc::internal::RpcMethod::NORMAL_RPC),
+            context.get(), request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
   const v1::ModelInfo info = model_info(stub.get());
   EXPECT_FALSE(info.server_version().empty());
   EXPECT_FALSE(info.server_commit().empty());
@@ -338,9 +352,13 @@ TEST_F(LifecycleE2E, JsonLogsAccessLinesAndTheBuildEverywhere) {
   EXPECT_EQ(server_->stop(SIGTERM), 0);
   std::istringstream log(server_->log());
   std::string entry;
-  int num_lines = 0, num_ok = 0, num_invalid = 0;
+  int num_lines = 0, num_ok = 0, num_invalid = 0, num_malformed = 0;
   while (std::getline(log, entry)) {
     ++num_lines;
+    if (entry.find("malformed request from") != std::string::npos) {
+      ++num_malformed;
+      EXPECT_THAT(entry, ::testing::HasSubstr("\"level\":\"warning\""));
+    }
     EXPECT_THAT(entry, ::testing::MatchesRegex("\\{\"time\":\"[^\"]+\",\"level\":\"(info|warning|error)\",\"msg\":.*\\}"));
     if (entry.find("\"msg\":\"access\"") == std::string::npos) continue;
     if (entry.find("\"status\":\"OK\"") != std::string::npos) {
@@ -356,6 +374,7 @@ TEST_F(LifecycleE2E, JsonLogsAccessLinesAndTheBuildEverywhere) {
   EXPECT_GT(num_lines, 5);
   EXPECT_EQ(num_ok, 1);
   EXPECT_EQ(num_invalid, 1);
+  EXPECT_EQ(num_malformed, 1);
 }
 
 // --device cuda serves from the GPU where one is visible, and fails at start with a message

@@ -59,6 +59,10 @@ std::string canned_server_binary() {
   return binary("FLASHSERVE_E2E_CANNED_SERVER_BIN", FLASHSERVE_CANNED_SERVER_BIN);
 }
 
+std::string stall_server_binary() {
+  return binary("FLASHSERVE_E2E_STALL_SERVER_BIN", FLASHSERVE_STALL_SERVER_BIN);
+}
+
 CommandResult run_command(const std::string& command) {
   CommandResult result;
   FILE* pipe = ::popen(command.c_str(), "r");

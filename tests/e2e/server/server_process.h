@@ -27,6 +27,9 @@ std::string server_binary();
 std::string cli_binary();
 // bench/serving's flashserve-canned-server (or FLASHSERVE_E2E_CANNED_SERVER_BIN).
 std::string canned_server_binary();
+// This folder's flashserve-stall-server, flashserve with a stallable runner (or
+// FLASHSERVE_E2E_STALL_SERVER_BIN).
+std::string stall_server_binary();
 
 // Runs a shell command line; its exit code (-1 if it did not exit normally) and its stdout
 // (append " 2>&1" to the command for stderr too).

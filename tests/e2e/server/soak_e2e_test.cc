@@ -6,7 +6,9 @@
 //     and RSS grows < 5 % after warm-up. ctest runs a small version; scripts/soak.sh runs
 //     10,000 requests at concurrency 64 (FLASHSERVE_SOAK_REQUESTS / _CONCURRENCY);
 //   - a client process killed mid-stream (SIGKILL) does not leave its sequence running;
-//   - a stalled engine (--fault-stall-file): NOT_SERVING, new requests UNAVAILABLE, recovery.
+//   - a stalled engine (flashserve-stall-server, stall_server.cc: flashserve whose runner
+//     blocks while --fault-stall-file exists): NOT_SERVING, new requests UNAVAILABLE,
+//     recovery.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -60,8 +62,9 @@ class SoakE2E : public ::testing::Test {
     model_ = default_model_path();
     if (model_.empty()) GTEST_SKIP() << "default model not in models/";
   }
-  void start(const std::vector<std::string>& args) {
-    auto server = ServerProcess::start(model_, args);
+  // `binary`: flashserve unless given (stall_server_binary()).
+  void start(const std::vector<std::string>& args, const std::string& binary = server_binary()) {
+    auto server = ServerProcess::start_binary(binary, model_, args);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     ASSERT_TRUE(server_->wait_serving().ok()) << server_->log();
@@ -250,7 +253,7 @@ TEST_F(SoakE2E, StalledEngineIsNotServingThenRecovers) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string stall_file = std::string(dir) + "/stall";
   ASSERT_NO_FATAL_FAILURE(
-      start({"--fault-stall-file", stall_file, "--stall-timeout", "1"}));
+      start({"--fault-stall-file", stall_file, "--stall-timeout", "1"}, stall_server_binary()));
   auto stub = server_->stub();
   std::ofstream(stall_file) << "stall\n";
   StreamResult stuck;
