@@ -11,6 +11,10 @@ possible). Half of the blocks keep full-range random scales, half get realistic 
   type <name> <num_blocks> <num_elements> <fnv1a64 of the float32 LE output>
   hex <name> <up to 64 bytes of the blocks, hex>         (in order, concatenated)
   sample <name> <element index> <float32 bits hex>
+and, for the types whose quantizer gguf-py implements with ggml's reference rounding
+(Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, BF16), its encoding of 1024 random values:
+  qinput <up to 16 float32 values, hex of their LE bytes>   (in order, concatenated)
+  quant <name> <fnv1a64 of the encoded bytes>
 
 Subcommand `roundtrip`: runs our flashserve-make-gguf for a list of argument sets (every
 type we write with --type, and the --ftype mixtures), reads each file with
@@ -141,6 +145,15 @@ def cmd_blocks(args) -> None:
         bits = values.view("<u4")
         for i in rng.choice(num_elements, size=NUM_SAMPLES, replace=False):
             lines.append(f"sample {name} {int(i)} {int(bits[i]):08x}")
+    # Weights-like values plus a few outliers, exact ties of the rounding rules avoided by
+    # nothing in particular: the same inputs go through both implementations.
+    qinput = (rng.normal(0, 0.02, size=1024) * np.where(rng.random(1024) < 0.01, 50, 1)).astype("<f4")
+    data = qinput.tobytes()
+    for i in range(0, len(data), 64):
+        lines.append(f"qinput {data[i:i + 64].hex()}")
+    for t in (Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.BF16):
+        encoded = np.asarray(gguf.quants.quantize(qinput, t)).view(np.uint8).reshape(-1)
+        lines.append(f"quant {t.name.lower()} {fnv1a64(encoded.tobytes()):016x}")
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -1,8 +1,10 @@
 // Every decoder of model/gguf/dequant.h against gguf-py's numpy decoders (gguf.quants) on
 // random blocks: tests/data/gguf_quant_blocks.txt (tools/golden/gguf_quants_golden.py
 // blocks, see tests/data/README.md) holds the blocks, a hash of the whole fp32 output and
-// sampled elements; every bit must match.
+// sampled elements; every bit must match. Also our reference-rounding encoders against
+// gguf-py's quantizers, byte for byte.
 #include <bit>
+#include <cstring>
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -14,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "model/gguf/dequant.h"
 #include "model/gguf/ggml_type.h"
+#include "model/gguf/quantize.h"
 
 namespace flashserve::model {
 namespace {
@@ -35,7 +38,13 @@ uint64_t fnv1a64(const void* data, size_t size) {
   return h;
 }
 
-void read_golden(std::map<std::string, GoldenType>* golden) {
+// The reference encodings: gguf-py's quantizer (ggml's reference rounding) of `input`.
+struct GoldenQuant {
+  std::vector<float> input;
+  std::map<std::string, uint64_t> hashes;  // type name -> fnv1a64 of the encoding
+};
+
+void read_golden(std::map<std::string, GoldenType>* golden, GoldenQuant* quant) {
   std::ifstream in(kGoldenPath);
   EXPECT_TRUE(in.good()) << kGoldenPath;
   std::map<std::string, GoldenType>& out = *golden;
@@ -45,6 +54,18 @@ void read_golden(std::map<std::string, GoldenType>* golden) {
     std::istringstream fields(line);
     std::string kind, name;
     fields >> kind >> name;
+    if (kind == "qinput") {  // `name` is the hex of up to 16 floats
+      const std::string bytes = absl::HexStringToBytes(name);
+      ASSERT_EQ(bytes.size() % 4, 0u) << line;
+      const size_t old_size = quant->input.size();
+      quant->input.resize(old_size + bytes.size() / 4);
+      std::memcpy(quant->input.data() + old_size, bytes.data(), bytes.size());
+      continue;
+    }
+    if (kind == "quant") {
+      fields >> std::hex >> quant->hashes[name];
+      continue;
+    }
     GoldenType& t = out[name];
     if (kind == "type") {
       fields >> t.num_bytes >> t.num_elements >> std::hex >> t.hash;
@@ -75,7 +96,8 @@ GgmlType type_named(const std::string& name) {
 
 TEST(QuantGoldenTest, EveryReadableTypeDecodesBitForBitAsGgufPy) {
   std::map<std::string, GoldenType> golden;
-  read_golden(&golden);
+  GoldenQuant quant;
+  read_golden(&golden, &quant);
   std::vector<std::string> seen;
   for (const auto& [name, g] : golden) {
     SCOPED_TRACE(name);
@@ -110,6 +132,24 @@ TEST(QuantGoldenTest, EveryReadableTypeDecodesBitForBitAsGgufPy) {
     EXPECT_TRUE(golden.contains(ggml_type_name(t))) << ggml_type_name(t) << " has no golden";
   }
   EXPECT_EQ(seen.size(), 15u);
+}
+
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and BF16 encode with ggml's reference rounding: byte for
+// byte what gguf-py's quantizer (a port of it) writes.
+TEST(QuantGoldenTest, ReferenceRoundingEncodersMatchGgufPyByteForByte) {
+  std::map<std::string, GoldenType> golden;
+  GoldenQuant quant;
+  read_golden(&golden, &quant);
+  ASSERT_EQ(quant.input.size(), 1024u);
+  ASSERT_EQ(quant.hashes.size(), 6u);
+  for (const auto& [name, hash] : quant.hashes) {
+    const GgmlType type = type_named(name);
+    auto size = quantized_size(type, static_cast<int64_t>(quant.input.size()));
+    ASSERT_TRUE(size.ok()) << size.status();
+    std::vector<uint8_t> out(*size);
+    ASSERT_TRUE(quantize_row(type, quant.input, out).ok()) << name;
+    EXPECT_EQ(fnv1a64(out.data(), out.size()), hash) << name;
+  }
 }
 
 }  // namespace
