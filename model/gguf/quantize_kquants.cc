@@ -7,6 +7,7 @@
 // and every element is re-quantized against its final (decoded) sub-block scale, so the
 // encoding is exactly what a decoder reproduces. Byte layouts: quant_blocks.h.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -24,7 +25,14 @@ using blocks::kQK;
 
 constexpr int kNumTries = 6;  // candidate scales on each side of the extreme-value one
 
-int nearest(float v) { return static_cast<int>(std::nearbyint(v)); }
+// Round to nearest, ties to even, without a libm call: adding 1.5 * 2^23 leaves the
+// rounded integer in the low mantissa bits (exact for |v| < 2^22; v is clamped first, and
+// every caller clamps the result to its level range).
+int nearest(float v) {
+  v = std::min(std::max(v, -4194304.f), 4194304.f);
+  const float shifted = v + 12582912.f;
+  return static_cast<int>(std::bit_cast<uint32_t>(shifted) & 0x007FFFFF) - 0x00400000;
+}
 int clampi(int v, int lo, int hi) { return std::min(hi, std::max(lo, v)); }
 
 // Sub-block fit x ~= scale * q - min with q in [0, nmax], scale >= 0, min >= 0 (the range
@@ -92,6 +100,7 @@ Affine fit_affine(const float* x, const float* w, int n, int nmax, uint8_t* q) {
 // the (signed) scale.
 float fit_symmetric(const float* x, const float* w, int n, const float* levels, int num_levels, float extreme,
                     float step) {
+  const bool uniform = levels[num_levels - 1] - levels[0] == static_cast<float>(num_levels - 1);
   float amax = 0, max = 0;
   for (int i = 0; i < n; ++i) {
     if (std::fabs(x[i]) > amax) {
@@ -106,7 +115,10 @@ float fit_symmetric(const float* x, const float* w, int n, const float* levels, 
     const float iscale = (extreme + step * t) / max;
     double sqx = 0, sqq = 0;
     for (int i = 0; i < n; ++i) {
-      const float level = levels[nearest_level(levels, num_levels, iscale * x[i])];
+      // Integer grids (Q3_K, Q6_K: levels[k] = levels[0] + k) round directly.
+      const int k = uniform ? clampi(nearest(iscale * x[i]) - static_cast<int>(levels[0]), 0, num_levels - 1)
+                            : nearest_level(levels, num_levels, iscale * x[i]);
+      const float level = levels[k];
       sqx += w[i] * level * x[i];
       sqq += w[i] * level * level;
     }
