@@ -31,7 +31,7 @@ Usage (venv outside the repo with gguf==0.19.0; numpy comes with it):
   /work/venvs/kquant-gguf/bin/python tools/golden/gguf_quants_golden.py blocks \\
       --out tests/data/gguf_quant_blocks.txt
   /work/venvs/kquant-gguf/bin/python tools/golden/gguf_quants_golden.py roundtrip \\
-      --make-gguf build/tools/make_gguf/flashserve-make-gguf --out tests/data/gguf_quant_roundtrip.txt
+      --make-gguf build/bin/flashserve-make-gguf --out tests/data/gguf_quant_roundtrip.txt
 """
 import argparse
 import importlib.metadata
