@@ -20,21 +20,29 @@ using blocks::load_u16;
 
 }  // namespace
 
+// Q2_K, Q3_K and Q6_K walk their super-block as h (two halves of 128), k (four runs of 32
+// sharing a byte array position and shift), then two sub-blocks of 16 with one scale each:
+// element 128 h + 32 k + 16 half + j, in output order.
 void dequantize_q2_k(const uint8_t* src, int64_t num_elements, float* dst) {
   for (int64_t b = 0; b < num_elements / kQK; ++b) {
     const uint8_t* block = src + b * blocks::kQ2_KBytes;
     const uint8_t* scales = block;
-    const uint8_t* qs = block + 16;
     const float d = fp16_to_fp32(load_u16(block + 80));
     const float dmin = fp16_to_fp32(load_u16(block + 82));
     float* out = dst + b * kQK;
-    for (int e = 0; e < kQK; ++e) {
-      const int h = e / 128, k = (e / 32) % 4, l = e % 32;
-      const int q = (qs[32 * h + l] >> (2 * k)) & 3;
-      const uint8_t sc = scales[e / 16];
-      const float dl = d * static_cast<float>(sc & 0x0F);
-      const float ml = dmin * static_cast<float>(sc >> 4);
-      out[e] = dl * static_cast<float>(q) - ml;
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* qs = block + 16 + 32 * h;
+      for (int k = 0; k < 4; ++k) {
+        for (int half = 0; half < 2; ++half) {
+          const uint8_t sc = scales[8 * h + 2 * k + half];
+          const float dl = d * static_cast<float>(sc & 0x0F);
+          const float ml = dmin * static_cast<float>(sc >> 4);
+          for (int j = 0; j < 16; ++j) {
+            const int q = (qs[16 * half + j] >> (2 * k)) & 3;
+            *out++ = dl * static_cast<float>(q) - ml;
+          }
+        }
+      }
     }
   }
 }
@@ -43,17 +51,23 @@ void dequantize_q3_k(const uint8_t* src, int64_t num_elements, float* dst) {
   for (int64_t b = 0; b < num_elements / kQK; ++b) {
     const uint8_t* block = src + b * blocks::kQ3_KBytes;
     const uint8_t* hmask = block;
-    const uint8_t* qs = block + 32;
     const uint8_t* scales = block + 96;
     const float d = fp16_to_fp32(load_u16(block + 108));
     float* out = dst + b * kQK;
-    for (int e = 0; e < kQK; ++e) {
-      const int h = e / 128, k = (e / 32) % 4, l = e % 32;
-      const int low = (qs[32 * h + l] >> (2 * k)) & 3;
-      const int high = (hmask[l] >> (e / 32)) & 1;  // set: +0, clear: -4
-      const int q = low - (high != 0 ? 0 : 4);
-      const float dl = d * static_cast<float>(blocks::unpack_q3_k_scale(scales, e / 16));
-      out[e] = dl * static_cast<float>(q);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* qs = block + 32 + 32 * h;
+      for (int k = 0; k < 4; ++k) {
+        const int mask_bit = 4 * h + k;  // element 32 i + l is bit i of hmask[l]
+        for (int half = 0; half < 2; ++half) {
+          const float dl = d * static_cast<float>(blocks::unpack_q3_k_scale(scales, 8 * h + 2 * k + half));
+          for (int j = 0; j < 16; ++j) {
+            const int l = 16 * half + j;
+            const int low = (qs[l] >> (2 * k)) & 3;
+            const int high = (hmask[l] >> mask_bit) & 1;  // set: +0, clear: -4
+            *out++ = dl * static_cast<float>(low - (high != 0 ? 0 : 4));
+          }
+        }
+      }
     }
   }
 }
@@ -107,17 +121,24 @@ void dequantize_q5_k(const uint8_t* src, int64_t num_elements, float* dst) {
 void dequantize_q6_k(const uint8_t* src, int64_t num_elements, float* dst) {
   for (int64_t b = 0; b < num_elements / kQK; ++b) {
     const uint8_t* block = src + b * blocks::kQ6_KBytes;
-    const uint8_t* ql = block;
-    const uint8_t* qh = block + 128;
     const int8_t* scales = reinterpret_cast<const int8_t*>(block + 192);
     const float d = fp16_to_fp32(load_u16(block + 208));
     float* out = dst + b * kQK;
-    for (int e = 0; e < kQK; ++e) {
-      const int h = e / 128, k = (e / 32) % 4, l = e % 32;
-      const int low = (ql[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 0x0F;
-      const int high = (qh[32 * h + l] >> (2 * k)) & 3;
-      const float dl = d * static_cast<float>(scales[e / 16]);
-      out[e] = dl * static_cast<float>((low | (high << 4)) - 32);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* qh = block + 128 + 32 * h;
+      for (int k = 0; k < 4; ++k) {
+        const uint8_t* ql = block + 64 * h + 32 * (k % 2);
+        const int low_shift = 4 * (k / 2);
+        for (int half = 0; half < 2; ++half) {
+          const float dl = d * static_cast<float>(scales[8 * h + 2 * k + half]);
+          for (int j = 0; j < 16; ++j) {
+            const int l = 16 * half + j;
+            const int low = (ql[l] >> low_shift) & 0x0F;
+            const int high = (qh[l] >> (2 * k)) & 3;
+            *out++ = dl * static_cast<float>((low | (high << 4)) - 32);
+          }
+        }
+      }
     }
   }
 }

@@ -6,9 +6,6 @@
 
 namespace flashserve::model::quant_internal {
 
-// Index of the entry of `levels` (ascending) nearest to v; ties go to the lower one.
-int nearest_level(const float* levels, int num_levels, float v);
-
 void encode_q2_k_block(const float* x, uint8_t* out);
 void encode_q3_k_block(const float* x, uint8_t* out);
 void encode_q4_k_block(const float* x, uint8_t* out);

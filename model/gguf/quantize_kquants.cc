@@ -94,13 +94,45 @@ Affine fit_affine(const float* x, const float* w, int n, int nmax, uint8_t* q) {
   return best;
 }
 
-// Sub-block fit x ~= scale * levels[index]: `levels` ascending, `extreme` the level the
-// value of largest magnitude maps to in the first candidate (-32 for Q6_K's [-32, 31], -127
-// for the IQ4 grid), `step` the spacing of the other candidates in level units. Returns
-// the (signed) scale.
-float fit_symmetric(const float* x, const float* w, int n, const float* levels, int num_levels, float extreme,
-                    float step) {
-  const bool uniform = levels[num_levels - 1] - levels[0] == static_cast<float>(num_levels - 1);
+// A grid of levels, ascending: an integer range (Q3_K [-4, 3], Q6_K [-32, 31]), where the
+// nearest level is a rounding, or the IQ4 grid, where it is the number of midpoints below
+// the value (a value on a midpoint goes to the lower level).
+struct Grid {
+  int num_levels = 0;
+  bool uniform = false;
+  float levels[64] = {};
+  float mids[63] = {};
+
+  static Grid integers(int lo, int hi) {
+    Grid g;
+    g.num_levels = hi - lo + 1;
+    g.uniform = true;
+    for (int i = 0; i < g.num_levels; ++i) g.levels[i] = static_cast<float>(lo + i);
+    return g;
+  }
+  static Grid iq4() {
+    Grid g;
+    g.num_levels = 16;
+    for (int i = 0; i < 16; ++i) g.levels[i] = blocks::kIq4Values[i];
+    for (int i = 0; i < 15; ++i) g.mids[i] = 0.5f * (g.levels[i] + g.levels[i + 1]);
+    return g;
+  }
+  int index(float v) const {
+    if (uniform) return clampi(nearest(v) - static_cast<int>(levels[0]), 0, num_levels - 1);
+    int k = 0;
+    for (int i = 0; i + 1 < num_levels; ++i) k += v > mids[i] ? 1 : 0;
+    return k;
+  }
+};
+
+const Grid kQ3Grid = Grid::integers(-4, 3);
+const Grid kQ6Grid = Grid::integers(-32, 31);
+const Grid kIq4Grid = Grid::iq4();
+
+// Sub-block fit x ~= scale * grid.levels[index]: `extreme` the level the value of largest
+// magnitude maps to in the first candidate (-32 for Q6_K, -127 for the IQ4 grid), `step`
+// the spacing of the other candidates in level units. Returns the (signed) scale.
+float fit_symmetric(const float* x, const float* w, int n, const Grid& grid, float extreme, float step) {
   float amax = 0, max = 0;
   for (int i = 0; i < n; ++i) {
     if (std::fabs(x[i]) > amax) {
@@ -115,10 +147,7 @@ float fit_symmetric(const float* x, const float* w, int n, const float* levels, 
     const float iscale = (extreme + step * t) / max;
     double sqx = 0, sqq = 0;
     for (int i = 0; i < n; ++i) {
-      // Integer grids (Q3_K, Q6_K: levels[k] = levels[0] + k) round directly.
-      const int k = uniform ? clampi(nearest(iscale * x[i]) - static_cast<int>(levels[0]), 0, num_levels - 1)
-                            : nearest_level(levels, num_levels, iscale * x[i]);
-      const float level = levels[k];
+      const float level = grid.levels[grid.index(iscale * x[i])];
       sqx += w[i] * level * x[i];
       sqq += w[i] * level * level;
     }
@@ -199,51 +228,29 @@ void affine_super_block(const float* x, int sub, int nmax, int scale_max, uint8_
 // Symmetric super-block on an integer grid [lo, hi] (Q3_K: [-4, 3], Q6_K: [-32, 31]):
 // sub-blocks of 16, signed sub-block scales in [scale_lo, scale_hi] against one fp16 d.
 // Fills q (level - lo, i.e. in [0, hi - lo]) and the integer scales.
-void symmetric_super_block(const float* x, int lo, int hi, float step, int scale_lo, int scale_hi, uint8_t* q,
+void symmetric_super_block(const float* x, const Grid& grid, float step, int scale_lo, int scale_hi, uint8_t* q,
                            int* scales, uint8_t* d_out) {
   constexpr int kSub = 16;
-  float levels[64], w[kQK], sub_scale[kQK / kSub];
-  const int num_levels = hi - lo + 1;
-  for (int i = 0; i < num_levels; ++i) levels[i] = static_cast<float>(lo + i);
+  const int lo = static_cast<int>(grid.levels[0]);
+  float w[kQK], sub_scale[kQK / kSub];
   square_weights(x, kQK, w);
   for (int s = 0; s < kQK / kSub; ++s) {
-    sub_scale[s] = fit_symmetric(x + s * kSub, w + s * kSub, kSub, levels, num_levels, static_cast<float>(lo), step);
+    sub_scale[s] = fit_symmetric(x + s * kSub, w + s * kSub, kSub, grid, static_cast<float>(lo), step);
   }
   const float d = super_scale(sub_scale, kQK / kSub, scale_lo, scale_hi, d_out);
   for (int s = 0; s < kQK / kSub; ++s) {
     scales[s] = quantize_scale(sub_scale[s], d, scale_lo, scale_hi);
     const float dl = d * static_cast<float>(scales[s]);
     for (int i = s * kSub; i < (s + 1) * kSub; ++i) {
-      q[i] = static_cast<uint8_t>((dl == 0 ? 0 : clampi(nearest(x[i] / dl), lo, hi)) - lo);
+      q[i] = static_cast<uint8_t>(dl == 0 ? -lo : grid.index(x[i] / dl));
     }
   }
 }
 
-// The IQ4 grid as floats, and the index of its level nearest to x / dl.
-struct Iq4Grid {
-  float levels[16];
-  Iq4Grid() {
-    for (int i = 0; i < 16; ++i) levels[i] = blocks::kIq4Values[i];
-  }
-  uint8_t index(float x, float dl) const {
-    return dl == 0 ? static_cast<uint8_t>(nearest_level(levels, 16, 0.f))
-                   : static_cast<uint8_t>(nearest_level(levels, 16, x / dl));
-  }
-};
-const Iq4Grid kIq4Grid;
-
-}  // namespace
-
-int nearest_level(const float* levels, int num_levels, float v) {
-  // Levels are ascending: binary search, then the closer neighbour.
-  const float* it = std::lower_bound(levels, levels + num_levels, v);
-  if (it == levels) return 0;
-  if (it == levels + num_levels) return num_levels - 1;
-  const int i = static_cast<int>(it - levels);
-  return (v - levels[i - 1] <= levels[i] - v) ? i - 1 : i;
+// The index of the IQ4 level nearest to x / dl.
+uint8_t iq4_index(float x, float dl) {
+  return static_cast<uint8_t>(kIq4Grid.index(dl == 0 ? 0.f : x / dl));
 }
-
-namespace {
 
 // Q4_K / Q5_K: eight 6-bit scales and mins into 12 bytes (the inverse of
 // blocks::unpack_k_scale_min).
@@ -271,7 +278,7 @@ void encode_q3_k_block(const float* x, uint8_t* out) {
   std::memset(out, 0, blocks::kQ3_KBytes);
   uint8_t q[kQK];  // level + 4, in [0, 7]
   int scales[16];
-  symmetric_super_block(x, -4, 3, 0.1f, -32, 31, q, scales, out + 108);
+  symmetric_super_block(x, kQ3Grid, 0.1f, -32, 31, q, scales, out + 108);
   uint8_t* hmask = out;
   uint8_t* qs = out + 32;
   uint8_t* packed = out + 96;
@@ -319,7 +326,7 @@ void encode_q6_k_block(const float* x, uint8_t* out) {
   std::memset(out, 0, blocks::kQ6_KBytes);
   uint8_t q[kQK];  // level + 32, in [0, 63]
   int scales[16];
-  symmetric_super_block(x, -32, 31, 0.15f, -128, 127, q, scales, out + 208);
+  symmetric_super_block(x, kQ6Grid, 0.15f, -128, 127, q, scales, out + 208);
   uint8_t* ql = out;
   uint8_t* qh = out + 128;
   for (int s = 0; s < 16; ++s) out[192 + s] = static_cast<uint8_t>(static_cast<int8_t>(scales[s]));
@@ -334,12 +341,12 @@ void encode_iq4_nl_block(const float* x, uint8_t* out) {
   constexpr int kN = blocks::kQ32;
   float w[kN];
   square_weights(x, kN, w);
-  const float scale = fit_symmetric(x, w, kN, kIq4Grid.levels, 16, -127.f, 1.f);
+  const float scale = fit_symmetric(x, w, kN, kIq4Grid, -127.f, 1.f);
   const uint16_t bits = fp32_to_fp16(scale);
   blocks::store_u16(out, bits);
   const float d = fp16_to_fp32(bits);
   for (int j = 0; j < kN / 2; ++j) {
-    out[2 + j] = static_cast<uint8_t>(kIq4Grid.index(x[j], d) | (kIq4Grid.index(x[j + kN / 2], d) << 4));
+    out[2 + j] = static_cast<uint8_t>(iq4_index(x[j], d) | (iq4_index(x[j + kN / 2], d) << 4));
   }
 }
 
@@ -348,7 +355,7 @@ void encode_iq4_xs_block(const float* x, uint8_t* out) {
   float w[kQK], sub_scale[8];
   square_weights(x, kQK, w);
   for (int s = 0; s < 8; ++s) {
-    sub_scale[s] = fit_symmetric(x + 32 * s, w + 32 * s, 32, kIq4Grid.levels, 16, -127.f, 1.f);
+    sub_scale[s] = fit_symmetric(x + 32 * s, w + 32 * s, 32, kIq4Grid, -127.f, 1.f);
   }
   const float d = super_scale(sub_scale, 8, -32, 31, out);
   uint16_t scales_h = 0;
@@ -361,8 +368,7 @@ void encode_iq4_xs_block(const float* x, uint8_t* out) {
     scales_h |= static_cast<uint16_t>((u >> 4) << (2 * s));
     const float dl = d * static_cast<float>(ls);
     for (int j = 0; j < 16; ++j) {
-      qs[16 * s + j] = static_cast<uint8_t>(kIq4Grid.index(x[32 * s + j], dl) |
-                                            (kIq4Grid.index(x[32 * s + 16 + j], dl) << 4));
+      qs[16 * s + j] = static_cast<uint8_t>(iq4_index(x[32 * s + j], dl) | (iq4_index(x[32 * s + 16 + j], dl) << 4));
     }
   }
   blocks::store_u16(out + 2, scales_h);
