@@ -54,16 +54,21 @@ Affine fit_affine(const float* x, const float* w, int n, int nmax, uint8_t* q) {
   Affine best{(hi - lo) / nmax, -lo};
   double best_err = std::numeric_limits<double>::infinity();
   uint8_t trial[kQK];
+  double sw = 0, sx = 0, sxx = 0;  // the sums that do not depend on the levels
+  for (int i = 0; i < n; ++i) {
+    sw += w[i];
+    sx += static_cast<double>(w[i]) * x[i];
+    sxx += static_cast<double>(w[i]) * x[i] * x[i];
+  }
   for (int t = -kNumTries; t <= kNumTries; ++t) {
     const float iscale = (nmax + 0.15f * t) / (hi - lo);
-    double sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
+    double sq = 0, sqq = 0, sqx = 0;
     for (int i = 0; i < n; ++i) {
       trial[i] = static_cast<uint8_t>(clampi(nearest(iscale * (x[i] - lo)), 0, nmax));
-      sw += w[i];
-      sq += w[i] * trial[i];
-      sqq += w[i] * trial[i] * trial[i];
-      sx += w[i] * x[i];
-      sqx += w[i] * trial[i] * x[i];
+      const double wq = static_cast<double>(w[i]) * trial[i];
+      sq += wq;
+      sqq += wq * trial[i];
+      sqx += wq * x[i];
     }
     const double det = sw * sqq - sq * sq;
     double a = 0, b = 0;  // x ~= a q + b
@@ -76,11 +81,8 @@ Affine fit_affine(const float* x, const float* w, int n, int nmax, uint8_t* q) {
       a = sqx / sqq;
     }
     if (!(a > 0)) continue;
-    double err = 0;
-    for (int i = 0; i < n; ++i) {
-      const double diff = a * trial[i] + b - x[i];
-      err += w[i] * diff * diff;
-    }
+    // sum w (a q + b - x)^2, expanded into the sums above (no second pass over the values).
+    const double err = a * a * sqq + 2 * a * b * sq + b * b * sw - 2 * a * sqx - 2 * b * sx + sxx;
     if (err < best_err) {
       best_err = err;
       best = {static_cast<float>(a), static_cast<float>(-b)};
