@@ -6,17 +6,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "model/gguf/quant_blocks.h"
 
 namespace flashserve::model {
 namespace {
 
-// Little-endian loads that do not assume alignment (GGUF data is only 32-byte aligned per
-// tensor; blocks of 18 / 20 / 34 bytes leave their fields unaligned).
-uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-
-constexpr int64_t kQ4_0BlockBytes = 18;  // fp16 d + 16 nibble pairs
-constexpr int64_t kQ4_1BlockBytes = 20;  // fp16 d + fp16 m + 16 nibble pairs
-constexpr int64_t kQ8_0BlockBytes = 34;  // fp16 d + 32 int8
+using blocks::load_u16;
+using blocks::load_u32;
 
 }  // namespace
 
@@ -57,7 +53,7 @@ void dequantize_bf16(const uint8_t* src, int64_t num_elements, float* dst) {
 void dequantize_q8_0(const uint8_t* src, int64_t num_elements, float* dst) {
   const int64_t num_blocks = num_elements / kQuantBlockSize;
   for (int64_t b = 0; b < num_blocks; ++b) {
-    const uint8_t* block = src + b * kQ8_0BlockBytes;
+    const uint8_t* block = src + b * blocks::kQ8_0Bytes;
     const float d = fp16_to_fp32(load_u16(block));
     const int8_t* qs = reinterpret_cast<const int8_t*>(block + 2);
     float* out = dst + b * kQuantBlockSize;
@@ -69,7 +65,7 @@ void dequantize_q4_0(const uint8_t* src, int64_t num_elements, float* dst) {
   const int64_t num_blocks = num_elements / kQuantBlockSize;
   constexpr int kHalf = kQuantBlockSize / 2;
   for (int64_t b = 0; b < num_blocks; ++b) {
-    const uint8_t* block = src + b * kQ4_0BlockBytes;
+    const uint8_t* block = src + b * blocks::kQ4_0Bytes;
     const float d = fp16_to_fp32(load_u16(block));
     const uint8_t* qs = block + 2;
     float* out = dst + b * kQuantBlockSize;
@@ -84,7 +80,7 @@ void dequantize_q4_1(const uint8_t* src, int64_t num_elements, float* dst) {
   const int64_t num_blocks = num_elements / kQuantBlockSize;
   constexpr int kHalf = kQuantBlockSize / 2;
   for (int64_t b = 0; b < num_blocks; ++b) {
-    const uint8_t* block = src + b * kQ4_1BlockBytes;
+    const uint8_t* block = src + b * blocks::kQ4_1Bytes;
     const float d = fp16_to_fp32(load_u16(block));
     const float m = fp16_to_fp32(load_u16(block + 2));
     const uint8_t* qs = block + 4;
@@ -92,6 +88,58 @@ void dequantize_q4_1(const uint8_t* src, int64_t num_elements, float* dst) {
     for (int j = 0; j < kHalf; ++j) {
       out[j] = static_cast<float>(qs[j] & 0x0F) * d + m;
       out[j + kHalf] = static_cast<float>(qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+void dequantize_q5_0(const uint8_t* src, int64_t num_elements, float* dst) {
+  const int64_t num_blocks = num_elements / kQuantBlockSize;
+  constexpr int kHalf = kQuantBlockSize / 2;
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* block = src + b * blocks::kQ5_0Bytes;
+    const float d = fp16_to_fp32(load_u16(block));
+    const uint32_t qh = load_u32(block + 2);
+    const uint8_t* qs = block + 6;
+    float* out = dst + b * kQuantBlockSize;
+    for (int j = 0; j < kHalf; ++j) {
+      const int lo = (qs[j] & 0x0F) | (((qh >> j) & 1) << 4);
+      const int hi = (qs[j] >> 4) | (((qh >> (j + kHalf)) & 1) << 4);
+      out[j] = static_cast<float>(lo - 16) * d;
+      out[j + kHalf] = static_cast<float>(hi - 16) * d;
+    }
+  }
+}
+
+void dequantize_q5_1(const uint8_t* src, int64_t num_elements, float* dst) {
+  const int64_t num_blocks = num_elements / kQuantBlockSize;
+  constexpr int kHalf = kQuantBlockSize / 2;
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* block = src + b * blocks::kQ5_1Bytes;
+    const float d = fp16_to_fp32(load_u16(block));
+    const float m = fp16_to_fp32(load_u16(block + 2));
+    const uint32_t qh = load_u32(block + 4);
+    const uint8_t* qs = block + 8;
+    float* out = dst + b * kQuantBlockSize;
+    for (int j = 0; j < kHalf; ++j) {
+      const int lo = (qs[j] & 0x0F) | (((qh >> j) & 1) << 4);
+      const int hi = (qs[j] >> 4) | (((qh >> (j + kHalf)) & 1) << 4);
+      out[j] = static_cast<float>(lo) * d + m;
+      out[j + kHalf] = static_cast<float>(hi) * d + m;
+    }
+  }
+}
+
+void dequantize_iq4_nl(const uint8_t* src, int64_t num_elements, float* dst) {
+  const int64_t num_blocks = num_elements / kQuantBlockSize;
+  constexpr int kHalf = kQuantBlockSize / 2;
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* block = src + b * blocks::kIQ4_NLBytes;
+    const float d = fp16_to_fp32(load_u16(block));
+    const uint8_t* qs = block + 2;
+    float* out = dst + b * kQuantBlockSize;
+    for (int j = 0; j < kHalf; ++j) {
+      out[j] = d * static_cast<float>(blocks::kIq4Values[qs[j] & 0x0F]);
+      out[j + kHalf] = d * static_cast<float>(blocks::kIq4Values[qs[j] >> 4]);
     }
   }
 }
@@ -115,6 +163,15 @@ absl::Status dequantize_row(GgmlType type, const uint8_t* src, int64_t num_eleme
     case GgmlType::kQ8_0: dequantize_q8_0(src, num_elements, dst); break;
     case GgmlType::kQ4_0: dequantize_q4_0(src, num_elements, dst); break;
     case GgmlType::kQ4_1: dequantize_q4_1(src, num_elements, dst); break;
+    case GgmlType::kQ5_0: dequantize_q5_0(src, num_elements, dst); break;
+    case GgmlType::kQ5_1: dequantize_q5_1(src, num_elements, dst); break;
+    case GgmlType::kIQ4_NL: dequantize_iq4_nl(src, num_elements, dst); break;
+    case GgmlType::kQ2_K: dequantize_q2_k(src, num_elements, dst); break;
+    case GgmlType::kQ3_K: dequantize_q3_k(src, num_elements, dst); break;
+    case GgmlType::kQ4_K: dequantize_q4_k(src, num_elements, dst); break;
+    case GgmlType::kQ5_K: dequantize_q5_k(src, num_elements, dst); break;
+    case GgmlType::kQ6_K: dequantize_q6_k(src, num_elements, dst); break;
+    case GgmlType::kIQ4_XS: dequantize_iq4_xs(src, num_elements, dst); break;
     default: break;  // unreachable: filtered by ggml_type_can_dequantize
   }
   return absl::OkStatus();

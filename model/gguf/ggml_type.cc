@@ -9,6 +9,13 @@ namespace {
 // ggml/src/ggml.c's type_traits there; cross-checked with gguf-py 0.19.0's GGML_QUANT_SIZES.
 constexpr GgmlTypeTraits kUnknown = {"unknown", 0, 0};
 
+// The types model/gguf/dequant.h decodes, in the order error messages list them.
+constexpr GgmlType kDequantizable[] = {
+    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,   GgmlType::kQ8_0, GgmlType::kQ4_0,
+    GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,   GgmlType::kQ2_K, GgmlType::kQ3_K,
+    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,   GgmlType::kIQ4_NL, GgmlType::kIQ4_XS,
+};
+
 GgmlTypeTraits traits_of(GgmlType type) {
   switch (type) {
     case GgmlType::kF32: return {"f32", 1, 4};
@@ -64,17 +71,16 @@ std::string ggml_type_name(GgmlType type) {
 }
 
 bool ggml_type_can_dequantize(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1:
-      return true;
-    default:
-      return false;
+  for (GgmlType t : kDequantizable) {
+    if (t == type) return true;
   }
+  return false;
+}
+
+std::string dequantizable_type_names() {
+  std::string names;
+  for (GgmlType t : kDequantizable) absl::StrAppend(&names, names.empty() ? "" : ", ", ggml_type_name(t));
+  return names;
 }
 
 }  // namespace flashserve::model

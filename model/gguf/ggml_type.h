@@ -61,8 +61,12 @@ GgmlTypeTraits ggml_type_traits(GgmlType type);
 // "q4_1", or "unknown(<id>)" for ids this build does not know.
 std::string ggml_type_name(GgmlType type);
 
-// True for the types `dequantize_row` (model/gguf/dequant.h) supports:
-// F32, F16, BF16, Q8_0, Q4_0, Q4_1.
+// True for the types `dequantize_row` (model/gguf/dequant.h) supports: F32, F16, BF16,
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (blocks of 32) and Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+// IQ4_XS (super-blocks of 256): every type llama.cpp's Q2_K ... Q8_0 and IQ4 presets write.
 bool ggml_type_can_dequantize(GgmlType type);
+
+// Their names, comma-separated, for error messages: "f32, f16, bf16, q8_0, ...".
+std::string dequantizable_type_names();
 
 }  // namespace flashserve::model

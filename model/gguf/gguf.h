@@ -143,4 +143,10 @@ class GgufFile {
   std::vector<GgufTensorInfo> tensors_;
 };
 
+// OK if every tensor of `file` has a type dequantize() supports; otherwise Unimplemented
+// naming the first tensor (file order) that does not: "gguf: tensor 'X' has type iq2_xxs,
+// which flashserve cannot read (supported: f32, ...)". Loaders call it before sizing
+// anything from the file, so an unsupported type is never reported as something else.
+absl::Status check_tensor_types(const GgufFile& file);
+
 }  // namespace flashserve::model

@@ -158,12 +158,25 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
   return nullptr;
 }
 
-absl::StatusOr<std::vector<float>> GgufFile::dequantize(const GgufTensorInfo& t) const {
-  if (!ggml_type_can_dequantize(t.type)) {
-    return absl::UnimplementedError(absl::StrCat("gguf: tensor '", t.name, "' has type ", ggml_type_name(t.type),
-                                                 ", which cannot be dequantized (supported: f32, f16, bf16, "
-                                                 "q8_0, q4_0, q4_1)"));
+namespace {
+
+absl::Status unreadable_type_error(const GgufTensorInfo& t) {
+  return absl::UnimplementedError(absl::StrCat("gguf: tensor '", t.name, "' has type ", ggml_type_name(t.type),
+                                               ", which flashserve cannot read (supported: ",
+                                               dequantizable_type_names(), ")"));
+}
+
+}  // namespace
+
+absl::Status check_tensor_types(const GgufFile& file) {
+  for (const GgufTensorInfo& t : file.tensors()) {
+    if (!ggml_type_can_dequantize(t.type)) return unreadable_type_error(t);
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> GgufFile::dequantize(const GgufTensorInfo& t) const {
+  if (!ggml_type_can_dequantize(t.type)) return unreadable_type_error(t);
   if (t.data == nullptr && t.num_elements > 0) {
     return absl::InvalidArgumentError(absl::StrCat("gguf: tensor '", t.name, "' has no data in this file"));
   }

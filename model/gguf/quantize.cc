@@ -10,11 +10,15 @@
 #include "absl/strings/str_cat.h"
 #include "base/bf16.h"
 #include "base/status_macros.h"
+#include "model/gguf/quant_blocks.h"
+#include "model/gguf/quantize_internal.h"
 
 namespace flashserve::model {
 namespace {
 
-constexpr int kBlock = 32;  // elements per block of Q8_0, Q4_0 and Q4_1
+namespace qi = quant_internal;
+
+constexpr int kBlock = 32;  // elements per block of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL
 
 void put_u16(uint8_t* out, uint16_t v) {
   out[0] = static_cast<uint8_t>(v & 0xFF);
@@ -78,10 +82,64 @@ void encode_q4_1_block(const float* x, uint8_t* out) {
   }
 }
 
-template <void (*kEncodeBlock)(const float*, uint8_t*), int kBlockBytes>
-void encode_blocks(const float* x, int64_t n, uint8_t* out) {
-  for (int64_t b = 0; b < n / kBlock; ++b) kEncodeBlock(x + b * kBlock, out + b * kBlockBytes);
+// One 22-byte block: fp16 d | u32 qh (fifth bits) | 16 bytes of nibbles; d = max / -16,
+// q = min(31, trunc(x / d + 16.5)) (ggml's quantize_row_q5_0_ref).
+void encode_q5_0_block(const float* x, uint8_t* out) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < kBlock; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  const float d = max / -16.f;
+  const float id = d != 0 ? 1.f / d : 0.f;
+  put_u16(out, fp32_to_fp16(d));
+  uint32_t qh = 0;
+  for (int j = 0; j < kBlock / 2; ++j) {
+    const int q0 = std::min(31, static_cast<int>(x[j] * id + 16.5f));
+    const int q1 = std::min(31, static_cast<int>(x[j + 16] * id + 16.5f));
+    out[6 + j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+    qh |= static_cast<uint32_t>(q0 >> 4) << j;
+    qh |= static_cast<uint32_t>(q1 >> 4) << (j + 16);
+  }
+  blocks::store_u32(out + 2, qh);
 }
+
+// One 24-byte block: fp16 d | fp16 m | u32 qh | 16 bytes of nibbles; d = (max - min) / 31,
+// m = min, q = min(31, trunc((x - m) / d + 0.5)) (ggml's quantize_row_q5_1_ref).
+void encode_q5_1_block(const float* x, uint8_t* out) {
+  float lo = x[0], hi = x[0];
+  for (int j = 1; j < kBlock; ++j) {
+    lo = std::min(lo, x[j]);
+    hi = std::max(hi, x[j]);
+  }
+  const float d = (hi - lo) / 31.f;
+  const float id = d != 0 ? 1.f / d : 0.f;
+  put_u16(out, fp32_to_fp16(d));
+  put_u16(out + 2, fp32_to_fp16(lo));
+  uint32_t qh = 0;
+  for (int j = 0; j < kBlock / 2; ++j) {
+    const int q0 = std::min(31, static_cast<int>((x[j] - lo) * id + 0.5f));
+    const int q1 = std::min(31, static_cast<int>((x[j + 16] - lo) * id + 0.5f));
+    out[8 + j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+    qh |= static_cast<uint32_t>(q0 >> 4) << j;
+    qh |= static_cast<uint32_t>(q1 >> 4) << (j + 16);
+  }
+  blocks::store_u32(out + 4, qh);
+}
+
+template <void (*kEncodeBlock)(const float*, uint8_t*), int kBlockBytes, int kElements = kBlock>
+void encode_blocks(const float* x, int64_t n, uint8_t* out) {
+  for (int64_t b = 0; b < n / kElements; ++b) kEncodeBlock(x + b * kElements, out + b * kBlockBytes);
+}
+
+// The types quantize_row encodes, in the order error messages list them.
+constexpr GgmlType kQuantizable[] = {
+    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
+    GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K,
+    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS,
+};
 
 template <void (*kEncodeBlock)(const float*, uint8_t*), int kBlockBytes>
 std::string encode_whole_blocks(const std::vector<float>& x) {
@@ -109,21 +167,22 @@ uint16_t fp32_to_fp16(float f) {
 }
 
 bool ggml_type_can_quantize(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1: return true;
-    default: return false;
+  for (GgmlType t : kQuantizable) {
+    if (t == type) return true;
   }
+  return false;
+}
+
+std::string quantizable_type_names() {
+  std::string names;
+  for (GgmlType t : kQuantizable) absl::StrAppend(&names, names.empty() ? "" : ", ", ggml_type_name(t));
+  return names;
 }
 
 absl::StatusOr<uint64_t> quantized_size(GgmlType type, int64_t num_elements) {
   if (!ggml_type_can_quantize(type)) {
     return absl::UnimplementedError(absl::StrCat("quantize: cannot encode tensor type ", ggml_type_name(type),
-                                                 " (supported: f32, f16, bf16, q8_0, q4_0, q4_1)"));
+                                                 " (supported: ", quantizable_type_names(), ")"));
   }
   const GgmlTypeTraits traits = ggml_type_traits(type);
   if (num_elements < 0 || num_elements % traits.block_size != 0) {
@@ -147,6 +206,15 @@ absl::Status quantize_row(GgmlType type, std::span<const float> x, std::span<uin
     case GgmlType::kQ8_0: encode_blocks<encode_q8_0_block, 34>(x.data(), n, out.data()); break;
     case GgmlType::kQ4_0: encode_blocks<encode_q4_0_block, 18>(x.data(), n, out.data()); break;
     case GgmlType::kQ4_1: encode_blocks<encode_q4_1_block, 20>(x.data(), n, out.data()); break;
+    case GgmlType::kQ5_0: encode_blocks<encode_q5_0_block, 22>(x.data(), n, out.data()); break;
+    case GgmlType::kQ5_1: encode_blocks<encode_q5_1_block, 24>(x.data(), n, out.data()); break;
+    case GgmlType::kIQ4_NL: encode_blocks<qi::encode_iq4_nl_block, 18>(x.data(), n, out.data()); break;
+    case GgmlType::kQ2_K: encode_blocks<qi::encode_q2_k_block, 84, 256>(x.data(), n, out.data()); break;
+    case GgmlType::kQ3_K: encode_blocks<qi::encode_q3_k_block, 110, 256>(x.data(), n, out.data()); break;
+    case GgmlType::kQ4_K: encode_blocks<qi::encode_q4_k_block, 144, 256>(x.data(), n, out.data()); break;
+    case GgmlType::kQ5_K: encode_blocks<qi::encode_q5_k_block, 176, 256>(x.data(), n, out.data()); break;
+    case GgmlType::kQ6_K: encode_blocks<qi::encode_q6_k_block, 210, 256>(x.data(), n, out.data()); break;
+    case GgmlType::kIQ4_XS: encode_blocks<qi::encode_iq4_xs_block, 136, 256>(x.data(), n, out.data()); break;
     default: return absl::InternalError("quantize: unreachable type");
   }
   return absl::OkStatus();

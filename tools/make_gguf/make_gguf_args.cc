@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -15,13 +16,15 @@ namespace {
 
 using model::GgmlType;
 
-const std::pair<const char*, GgmlType> kTypes[] = {
-    {"q4_1", GgmlType::kQ4_1}, {"q4_0", GgmlType::kQ4_0}, {"q8_0", GgmlType::kQ8_0},
-    {"f16", GgmlType::kF16},   {"bf16", GgmlType::kBF16}, {"f32", GgmlType::kF32},
+// --type values in the order the usage lists them (every type we can encode).
+const GgmlType kTypes[] = {
+    GgmlType::kQ4_1, GgmlType::kQ4_0, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
+    GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
+    GgmlType::kIQ4_NL, GgmlType::kIQ4_XS, GgmlType::kF16, GgmlType::kBF16, GgmlType::kF32,
 };
 
 // Flags that take a value, in the order the usage lists them.
-const char* const kValueFlags[] = {"--tokenizer-from", "--out",  "--preset",     "--type",
+const char* const kValueFlags[] = {"--tokenizer-from", "--out",  "--preset",     "--type",  "--ftype",
                                    "--seed",           "--threads", "--layers",  "--hidden",
                                    "--heads",          "--kv-heads", "--ffn",    "--context",
                                    "--rope-theta",     "--rms-eps", "--tied-embeddings", "--name",
@@ -31,10 +34,12 @@ absl::Status bad_value(const std::string& flag, const std::string& value, const 
   return absl::InvalidArgumentError(absl::StrCat("bad value '", value, "' for ", flag, ": expected ", expected));
 }
 
+// ggml's names ("q4_K"), matched case-insensitively ("q4_k" too).
 absl::StatusOr<GgmlType> parse_type(const std::string& value) {
   std::vector<std::string> names;
-  for (const auto& [name, type] : kTypes) {
-    if (value == name) return type;
+  for (GgmlType type : kTypes) {
+    const std::string name = model::ggml_type_name(type);
+    if (absl::AsciiStrToLower(value) == absl::AsciiStrToLower(name)) return type;
     names.push_back(name);
   }
   return bad_value("--type", value, absl::StrJoin(names, ", "));
@@ -77,6 +82,8 @@ absl::Status apply_flag(const std::string& flag, const std::string& value, Rando
     s.tied_embeddings = value == "true";
   } else if (flag == "--type") {
     ASSIGN_OR_RETURN(o->weight_type, parse_type(value));
+  } else if (flag == "--ftype") {
+    ASSIGN_OR_RETURN(o->mix, parse_quant_mix(value));
   }
   return absl::OkStatus();
 }
@@ -109,7 +116,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> split_flags(con
 
 std::string make_gguf_usage() {
   return absl::StrCat(
-      "usage: flashserve-make-gguf --tokenizer-from GGUF --out PATH [--preset NAME] [--type TYPE]\n"
+      "usage: flashserve-make-gguf --tokenizer-from GGUF --out PATH [--preset NAME] [--type TYPE | --ftype MIX]\n"
       "                            [--seed N] [--threads N] [--layers N] [--hidden N] [--heads N]\n"
       "                            [--kv-heads N] [--ffn N] [--context N] [--rope-theta F] [--rms-eps F]\n"
       "                            [--tied-embeddings true|false] [--arch NAME] [--head-dim N]\n"
@@ -136,7 +143,13 @@ std::string make_gguf_usage() {
       "                                         tied, Q/K/V biases, rope_theta 1e6\n"
       "                           qwen3-0.6b    qwen3: 28 layers, hidden 1024, 16/8 heads of 128,\n"
       "                                         ffn 3072, tied, Q/K norms, rope_theta 1e6\n"
-      "  --type TYPE            2-D weights: q4_1 (default), q4_0, q8_0, f16, bf16, f32; norms stay f32\n"
+      "  --type TYPE            every 2-D weight in TYPE: q4_1 (default), q4_0, q5_0, q5_1, q8_0, q2_K, q3_K,\n"
+      "                         q4_K, q5_K, q6_K, iq4_nl, iq4_xs, f16, bf16, f32; norms stay f32. Rows that\n"
+      "                         are not whole 256-value blocks fall back as llama.cpp does (q4_K -> q5_0,\n"
+      "                         q5_K -> q5_1, q6_K -> q8_0, q2_K/q3_K -> q4_0, iq4_xs -> iq4_nl)\n"
+      "  --ftype MIX            llama.cpp's per-tensor mixture of a quantize preset: q4_k_m, q5_k_m\n"
+      "                         (q6_K for output, tied token_embd and some layers' attn_v / ffn_down),\n"
+      "                         q6_k, q8_0; general.file_type is the preset's\n"
       "  --seed N               random seed (default 0)\n"
       "  --threads N            threads generating/quantizing (default 0: every hardware thread)\n"
       "  --layers --hidden --heads --kv-heads --ffn --context --rope-theta --rms-eps\n"
@@ -148,7 +161,10 @@ std::string make_gguf_usage() {
       "\n"
       "Time, measured on the 2-core build machine (shared, load ~8; RelWithDebInfo): the smollm2-135m\n"
       "shape in q4_1 (134.5M parameters, 86 MB) takes 1.2-1.6 s (0.6 s of CPU); the llama-3.1-8b shape\n"
-      "(7.4G parameters, 4.6 GB) ~35 s of CPU, spread over every core, plus the disk's write time.\n");
+      "(7.4G parameters, 4.6 GB) ~35 s of CPU, spread over every core, plus the disk's write time.\n"
+      "K-quants and IQ4 search their scales: the llama-3.2-1b shape with --layers 2 (121M parameters)\n"
+      "takes ~4 s of CPU in q4_k_m or q6_K (~30M values per second and core), ~8 s in q2_K, ~11 s in\n"
+      "iq4_xs; the llama-3.1-8b shape in q4_k_m ~250 CPU-seconds.\n");
 }
 
 absl::StatusOr<MakeGgufArgs> parse_make_gguf_args(const std::vector<std::string>& args) {
@@ -166,9 +182,21 @@ absl::StatusOr<MakeGgufArgs> parse_make_gguf_args(const std::vector<std::string>
   }
   if (o.tokenizer_from.empty()) return absl::InvalidArgumentError("--tokenizer-from GGUF is required");
   if (o.out.empty()) return absl::InvalidArgumentError("--out PATH is required");
-  if (o.name.empty()) o.name = absl::StrCat("flashserve-random-", preset, "-", model::ggml_type_name(o.weight_type));
+  bool has_type = false, has_ftype = false;
+  for (const auto& [flag, value] : flags) {
+    has_type = has_type || flag == "--type";
+    has_ftype = has_ftype || flag == "--ftype";
+  }
+  if (has_type && has_ftype) {
+    return absl::InvalidArgumentError("--type and --ftype exclude each other (one type, or a preset's mixture)");
+  }
+  const bool pure = o.mix == QuantMix::kPure;
+  if (o.name.empty()) {
+    o.name = absl::StrCat("flashserve-random-", preset, "-",
+                          pure ? model::ggml_type_name(o.weight_type) : quant_mix_name(o.mix));
+  }
   if (!o.vocab_only) {
-    RETURN_IF_ERROR(validate_shape(o.shape, o.weight_type));
+    RETURN_IF_ERROR(validate_shape(o.shape, pure ? o.weight_type : quant_mix_default_type(o.mix)));
   }
   return out;
 }

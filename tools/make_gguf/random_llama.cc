@@ -46,19 +46,6 @@ const Preset kPresets[] = {
 constexpr const char* kArchitectures[] = {"llama", "mistral", "qwen2", "qwen3"};
 constexpr float kBiasStd = 0.5f;  // qwen2's Q/K/V biases: large, as in the real models
 
-// llama.cpp's general.file_type (enum llama_ftype) for a file whose weights are `type`.
-uint32_t llama_file_type(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32: return 0;
-    case GgmlType::kF16: return 1;
-    case GgmlType::kQ4_0: return 2;
-    case GgmlType::kQ4_1: return 3;
-    case GgmlType::kQ8_0: return 7;
-    case GgmlType::kBF16: return 32;
-    default: return 0;
-  }
-}
-
 // ---- random values -------------------------------------------------------------------------
 uint64_t splitmix64(uint64_t* state) {
   uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
@@ -97,13 +84,21 @@ struct TensorPlan {
   std::vector<float> values;   // fixed values (rope_freqs) instead of random ones
 };
 
-std::vector<TensorPlan> plan_tensors(const LlamaShape& s, int vocab_size, GgmlType weight_type) {
+absl::StatusOr<std::vector<TensorPlan>> plan_tensors(const RandomLlamaOptions& o, int vocab_size) {
+  const LlamaShape& s = o.shape;
   const uint64_t hidden = s.hidden_size, ffn = s.ffn_size, vocab = vocab_size;
   const uint64_t head_dim = s.resolved_head_dim();
   const uint64_t q_dim = head_dim * s.num_heads, kv_dim = head_dim * s.num_kv_heads;
   std::vector<TensorPlan> plan;
+  absl::Status status;
   auto weight = [&](std::string name, uint64_t in, uint64_t out) {
-    plan.push_back({std::move(name), {in, out}, weight_type, 0.f, kWeightStd, {}});
+    absl::StatusOr<GgmlType> type = weight_tensor_type(o.mix, o.weight_type, name, static_cast<int64_t>(in),
+                                                       s.num_layers, s.tied_embeddings);
+    if (!type.ok()) {
+      status.Update(type.status());
+      return;
+    }
+    plan.push_back({std::move(name), {in, out}, *type, 0.f, kWeightStd, {}});
   };
   auto norm = [&](std::string name, uint64_t dim) { plan.push_back({std::move(name), {dim}, GgmlType::kF32, 1.f, kWeightStd, {}}); };
   auto bias = [&](std::string name, uint64_t dim) {
@@ -137,6 +132,7 @@ std::vector<TensorPlan> plan_tensors(const LlamaShape& s, int vocab_size, GgmlTy
   }
   norm("output_norm.weight", hidden);
   if (!s.tied_embeddings) weight("output.weight", hidden, vocab);
+  RETURN_IF_ERROR(status);
   return plan;
 }
 
@@ -199,7 +195,7 @@ void add_model_metadata(const RandomLlamaOptions& o, int vocab_size, GgufWriter*
       .add("general.description",
            model::gguf_string(absl::StrCat("random weights (flashserve-make-gguf --seed ", o.seed,
                                            "), not a trained model")))
-      .add("general.file_type", model::gguf_u32(llama_file_type(o.weight_type)));
+      .add("general.file_type", model::gguf_u32(llama_file_type(o.mix, o.weight_type)));
   if (o.vocab_only) return;
   const std::string a = s.architecture + ".";
   w->add("general.quantization_version", model::gguf_u32(2))
@@ -291,9 +287,9 @@ absl::Status validate_shape(const LlamaShape& s, GgmlType type) {
     return absl::InvalidArgumentError(absl::StrCat("--arch '", s.architecture, "' is not one of ",
                                                    absl::StrJoin(random_architectures(), ", ")));
   }
-  const int64_t block = model::ggml_type_traits(type).block_size;
   for (const auto& [flag, value] : {std::pair<const char*, int>{"--hidden", s.hidden_size}, {"--ffn", s.ffn_size}}) {
-    if (value % block != 0) {
+    if (!fallback_for_row(type, value).ok()) {
+      const int64_t block = model::ggml_type_traits(type).block_size;
       return absl::InvalidArgumentError(absl::StrCat("--type ", model::ggml_type_name(type), " stores rows in blocks of ",
                                                      block, " values: ", flag, " ", value, " is not a multiple of ", block));
     }
@@ -302,11 +298,12 @@ absl::Status validate_shape(const LlamaShape& s, GgmlType type) {
 }
 
 absl::StatusOr<RandomLlamaSummary> write_random_llama(const RandomLlamaOptions& o) {
-  if (!model::ggml_type_can_quantize(o.weight_type)) {
-    return absl::InvalidArgumentError(absl::StrCat("--type ", model::ggml_type_name(o.weight_type),
-                                                   " cannot be written (f32, f16, bf16, q8_0, q4_0, q4_1)"));
+  const GgmlType default_type = o.mix == QuantMix::kPure ? o.weight_type : quant_mix_default_type(o.mix);
+  if (!model::ggml_type_can_quantize(default_type)) {
+    return absl::InvalidArgumentError(absl::StrCat("--type ", model::ggml_type_name(default_type),
+                                                   " cannot be written (", model::quantizable_type_names(), ")"));
   }
-  RETURN_IF_ERROR(validate_shape(o.shape, o.weight_type));
+  RETURN_IF_ERROR(validate_shape(o.shape, default_type));
   RandomLlamaSummary summary;
   ASSIGN_OR_RETURN(const std::unique_ptr<GgufFile> source,
                    open_tokenizer_source(o.tokenizer_from, &summary.vocab_size));
@@ -315,8 +312,10 @@ absl::StatusOr<RandomLlamaSummary> write_random_llama(const RandomLlamaOptions& 
   for (const auto& [key, value] : source->metadata()) {
     if (key.starts_with("tokenizer.")) w.add(key, value);
   }
-  const std::vector<TensorPlan> plan =
-      o.vocab_only ? std::vector<TensorPlan>() : plan_tensors(o.shape, summary.vocab_size, o.weight_type);
+  std::vector<TensorPlan> plan;
+  if (!o.vocab_only) {
+    ASSIGN_OR_RETURN(plan, plan_tensors(o, summary.vocab_size));
+  }
   for (const TensorPlan& t : plan) {
     w.declare_tensor(t.name, t.dims, t.type);
     int64_t n = 1;

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/gguf/ggml_type.h"
+#include "tools/make_gguf/tensor_types.h"
 
 namespace flashserve::tools {
 
@@ -59,7 +60,8 @@ absl::StatusOr<LlamaShape> llama_preset(std::string_view name);
 // OK, or InvalidArgument naming the flag (--layers, --hidden, ...) and value at fault:
 // non-positive sizes, heads not a multiple of kv heads, hidden not a multiple of heads
 // (without --head-dim), an odd head_dim (RoPE rotates pairs), rows that are not whole
-// blocks of `type`, an unknown --arch.
+// blocks of `type` (a type without a row fallback, see tensor_types.h: the K-quants and
+// IQ4_XS fall back), an unknown --arch.
 absl::Status validate_shape(const LlamaShape& shape, model::GgmlType type);
 
 struct RandomLlamaOptions {
@@ -67,7 +69,8 @@ struct RandomLlamaOptions {
   std::string out;              // the file written
   std::string name;             // general.name
   LlamaShape shape;
-  model::GgmlType weight_type = model::GgmlType::kQ4_1;  // 2-D weights; norms stay F32
+  model::GgmlType weight_type = model::GgmlType::kQ4_1;  // 2-D weights (kPure); norms stay F32
+  QuantMix mix = QuantMix::kPure;  // or a llama.cpp preset's per-tensor mixture (--ftype)
   uint64_t seed = 0;
   int num_threads = 0;          // 0: every hardware thread
   bool vocab_only = false;      // only general.* and tokenizer.* keys, no tensors

@@ -155,9 +155,12 @@ TEST(DequantTest, MultipleBlocksUseTheirOwnScale) {
 TEST(DequantTest, RowDispatchErrors) {
   std::vector<uint8_t> raw(256, 0);
   float out[64];
-  absl::Status s = dequantize_row(GgmlType::kQ5_0, raw.data(), 32, out);
+  absl::Status s = dequantize_row(GgmlType::kIQ2_XXS, raw.data(), 256, out);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("q5_0"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("iq2_xxs"), std::string::npos) << s;
+  s = dequantize_row(GgmlType::kQ4_K, raw.data(), 32, out);  // K-quant blocks hold 256
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("256"), std::string::npos) << s;
   s = dequantize_row(static_cast<GgmlType>(4), raw.data(), 32, out);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(s.message().find("unknown(4)"), std::string::npos) << s;

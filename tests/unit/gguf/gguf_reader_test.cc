@@ -167,14 +167,36 @@ TEST(GgufReaderTest, ZeroElementTensorIsAllowed) {
 
 TEST(GgufReaderTest, KnownButUnsupportedTypeOpensAndDequantizeSaysUnimplemented) {
   GgufWriter w;
-  w.add_tensor("k", {256}, GgmlType::kQ6_K, std::string(210, '\0'));
+  w.add_tensor("k", {256}, GgmlType::kIQ2_XXS, std::string(66, '\0'));
   auto file = GgufFile::from_bytes(w.bytes());
   ASSERT_TRUE(file.ok()) << file.status();
   const GgufTensorInfo* t = (*file)->find_tensor("k");
-  EXPECT_EQ(t->num_bytes, 210u);
+  EXPECT_EQ(t->num_bytes, 66u);
   auto v = (*file)->dequantize(*t);
   EXPECT_EQ(v.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(v.status().message().find("q6_K"), std::string::npos) << v.status();
+  EXPECT_NE(v.status().message().find("iq2_xxs"), std::string::npos) << v.status();
+}
+
+TEST(GgufReaderTest, CheckTensorTypesNamesTheFirstUnreadableTensor) {
+  GgufWriter w;
+  w.add_tensor("a", {256}, GgmlType::kQ6_K, std::string(210, '\0'))
+      .add_tensor("b", {256}, GgmlType::kIQ4_XS, std::string(136, '\0'))
+      .add_tensor("c", {256}, GgmlType::kIQ2_XXS, std::string(66, '\0'))
+      .add_tensor("d", {256}, GgmlType::kIQ1_S, std::string(50, '\0'));
+  auto file = GgufFile::from_bytes(w.bytes());
+  ASSERT_TRUE(file.ok()) << file.status();
+  const absl::Status s = check_tensor_types(**file);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(s.message(),
+            "gguf: tensor 'c' has type iq2_xxs, which flashserve cannot read (supported: f32, f16, bf16, q8_0, "
+            "q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs)");
+
+  GgufWriter readable;
+  readable.add_tensor("a", {256}, GgmlType::kQ6_K, std::string(210, '\0'))
+      .add_tensor_f32("n", {2}, {1, 2});
+  auto ok_file = GgufFile::from_bytes(readable.bytes());
+  ASSERT_TRUE(ok_file.ok()) << ok_file.status();
+  EXPECT_TRUE(check_tensor_types(**ok_file).ok());
 }
 
 TEST(GgufReaderTest, OpenMapsAFileFromDisk) {

@@ -99,7 +99,7 @@ TEST(QuantizeTest, RowEncoderMatchesTheBlockEncodersAndChecksSizes) {
             absl::StatusCode::kInvalidArgument);  // not whole blocks
   EXPECT_EQ(quantize_row(GgmlType::kF16, x, out).code(), absl::StatusCode::kOk);
   EXPECT_EQ(quantize_row(GgmlType::kF32, x, out).code(), absl::StatusCode::kInvalidArgument);  // output too small
-  EXPECT_EQ(quantize_row(GgmlType::kQ4_K, x, out).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(quantize_row(GgmlType::kIQ2_XXS, x, out).code(), absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace

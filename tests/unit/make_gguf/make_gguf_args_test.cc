@@ -68,7 +68,11 @@ TEST(MakeGgufArgsTest, BadFlagsNameTheFlagAndValue) {
       {{"--seed", "-3"}, "bad value '-3' for --seed"},
       {{"--threads", "100000"}, "bad value '100000' for --threads"},
       {{"--tied-embeddings", "yes"}, "bad value 'yes' for --tied-embeddings"},
-      {{"--type", "q5_k"}, "bad value 'q5_k' for --type: expected q4_1, q4_0, q8_0, f16, bf16, f32"},
+      {{"--type", "q7_K"},
+       "bad value 'q7_K' for --type: expected q4_1, q4_0, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, "
+       "iq4_xs, f16, bf16, f32"},
+      {{"--ftype", "q4_k_l"}, "bad value 'q4_k_l' for --ftype: expected q4_k_m, q5_k_m, q6_k, q8_0"},
+      {{"--ftype", "q4_k_m", "--type", "q4_K"}, "--type and --ftype exclude each other"},
       {{"--preset", "gpt-5"}, "--preset 'gpt-5' is not one of smollm2-135m, llama-3.2-1b, llama-3.1-8b"},
       {{"--heads", "9", "--kv-heads", "4"}, "--heads 9 is not a multiple of --kv-heads 4"},
       {{"--hidden", "100"}, "--hidden 100 / --heads 9 must give an even whole head_dim"},
