@@ -24,11 +24,16 @@
 // shuffles reduce. fp32 accumulation; results differ from cuBLASLt's only in summation
 // order. The fp32 reference is kernels/cpu/gemv.h.
 //
+// The weight is a {w_format, w} descriptor: bf16 rows, or a ggml block format repacked at
+// load by kernels/quant/quant_layout.h's quant_repack(); every input and output kind works
+// for every format (kernels/quant/quant_gemv.h says how the quantized kernel computes).
+//
 // All pointers are device pointers; the launcher is asynchronous on `stream`.
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "kernels/layers.h"
+#include "kernels/quant/quant_layout.h"
 
 typedef struct CUstream_st* cudaStream_t;
 
@@ -48,7 +53,9 @@ struct GemvParams {
   const int32_t* rows = nullptr;   // kRmsNorm: row r reads x row rows[r] (null: row r)
   const float* norm_weight = nullptr;  // kRmsNorm: [k]
   float eps = 0;                       // kRmsNorm
-  const void* w = nullptr;  // bf16 [n, k], or [2 * n, k] for kSwiglu
+  const void* w = nullptr;  // bf16 [n, k], or [2 * n, k] for kSwiglu; or, for a quantized
+                            // w_format, quant_layout(w_format, rows, k) of those rows
+  WeightFormat w_format = WeightFormat::kBf16;
   GemvOutput output = GemvOutput::kBf16;
   void* y = nullptr;        // [m, n] bf16 (kBf16, kSwiglu) or fp32
   // kRopeAppend: as for rope_qkv_append, whose qkv it computes (rope.qkv is unused,
@@ -60,6 +67,8 @@ struct GemvParams {
 // Whether gemv() takes this shape: m in [1, kGemvMaxRows], k a positive multiple of 8 (16-byte
 // loads), the staged rows within kGemvMaxSmemBytes.
 bool gemv_supported(int m, int k);
+// The same for weights in format f (kernels/quant/quant_gemv.h for the quantized formats).
+bool gemv_supported(WeightFormat f, int m, int k);
 
 // InvalidArgument naming the value for an unsupported shape or a null pointer.
 absl::Status gemv(const GemvParams& p, int num_sms, cudaStream_t stream);
