@@ -201,11 +201,13 @@ absl::Status gemv(const GemvParams& p, int num_sms, cudaStream_t stream) {
     const RopeAppendParams& q = p.rope;
     if (q.style != RopeStyle::kAdjacentPairs || q.head_dim < 2 || q.head_dim % 2 != 0 ||
         q.num_heads < 1 || q.num_kv_heads < 1 || q.block_size < 1 || q.num_tokens != p.m ||
-        p.n != (q.num_heads + 2 * q.num_kv_heads) * q.head_dim) {
+        p.rope_first_col < 0 || p.rope_first_col % q.head_dim != 0 || p.n % q.head_dim != 0 ||
+        p.rope_first_col + p.n > (q.num_heads + 2 * q.num_kv_heads) * q.head_dim) {
       return absl::InvalidArgumentError(absl::StrCat(
           "gemv: the RoPE epilogue needs adjacent pairs, an even head_dim, num_tokens == m and "
-          "n == (num_heads + 2 * num_kv_heads) * head_dim; got head_dim ", q.head_dim,
-          ", num_tokens ", q.num_tokens, ", m ", p.m, ", n ", p.n));
+          "columns [rope_first_col, rope_first_col + n) within (num_heads + 2 * num_kv_heads) "
+          "* head_dim, on head boundaries; got head_dim ", q.head_dim, ", num_tokens ",
+          q.num_tokens, ", m ", p.m, ", n ", p.n, ", rope_first_col ", p.rope_first_col));
     }
   }
   if (p.w_format != WeightFormat::kBf16) return quant_gemv(p, num_sms, stream);

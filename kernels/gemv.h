@@ -59,8 +59,14 @@ struct GemvParams {
   GemvOutput output = GemvOutput::kBf16;
   void* y = nullptr;        // [m, n] bf16 (kBf16, kSwiglu) or fp32
   // kRopeAppend: as for rope_qkv_append, whose qkv it computes (rope.qkv is unused,
-  // rope.num_tokens == m, n == (num_heads + 2 * num_kv_heads) * head_dim, adjacent pairs).
+  // rope.num_tokens == m, rope_first_col + n <= (num_heads + 2 * num_kv_heads) * head_dim,
+  // adjacent pairs).
   RopeAppendParams rope;
+  // kRopeAppend: this launch computes QKV columns [rope_first_col, rope_first_col + n) of
+  // all (num_heads + 2 * num_kv_heads) * head_dim (both multiples of head_dim). So Q and K
+  // rows in one weight format and V rows in another (Q4_K_M files store attn_v as Q6_K in
+  // some layers) are two launches, each with its own weight and format.
+  int rope_first_col = 0;
   int m = 0, n = 0, k = 0;
 };
 

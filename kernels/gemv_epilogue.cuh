@@ -34,6 +34,7 @@ __device__ __forceinline__ void store_rope_pair(const GemvParams& p, int col, co
                                                 const float* a1, int lane) {
   const RopeAppendParams& q = p.rope;
   const int half = q.head_dim / 2;
+  col += p.rope_first_col;  // the column of the whole QKV
   const int head = col / q.head_dim, i = (col % q.head_dim) / 2;
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {

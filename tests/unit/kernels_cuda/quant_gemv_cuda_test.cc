@@ -253,102 +253,130 @@ TEST(QuantGemvCuda, LargestStagedShapeMatchesTheReference) {
 // same quantized GEMV storing bf16 QKV, then rope_qkv_append (checked against the CPU in
 // layers_cuda_test). Same numerics by construction (kernels/gemv_epilogue.cuh), so Q and K
 // may differ by at most one bf16 ulp (a different contraction of the rotation), V is a
-// bit-exact copy, and cache slots nobody owns stay poisoned.
+// bit-exact copy, and cache slots nobody owns stay poisoned. With f_qk != f_v the Q and K
+// rows and the V rows are two weights in two formats, two launches (rope_first_col).
+void run_rope_case(WeightFormat f_qk, WeightFormat f_v, int m, std::mt19937& rng) {
+  SCOPED_TRACE(::testing::Message() << weight_format_name(f_qk) << " + "
+                                    << weight_format_name(f_v) << " m " << m);
+  const int head_dim = 64, heads = 9, kv_heads = 3, hidden = 768, block_size = 64;
+  const int num_blocks = 3, n = (heads + 2 * kv_heads) * head_dim;
+  const int n_qk = f_qk == f_v ? n : (heads + kv_heads) * head_dim;
+  struct Part {
+    QuantWeight w;
+    WeightFormat f;
+    int first, n;
+  };
+  std::vector<Part> parts;
+  parts.push_back({make_weight(f_qk, n_qk, hidden, rng), f_qk, 0, n_qk});
+  if (n_qk < n) parts.push_back({make_weight(f_v, n - n_qk, hidden, rng), f_v, n_qk, n - n_qk});
+  std::normal_distribution<float> dist(0.f, 2.f);
+  std::vector<float> x(static_cast<size_t>(m) * hidden), gamma(hidden);
+  for (float& v : x) v = dist(rng);
+  for (float& v : gamma) v = 1.f + 0.1f * dist(rng);
+  std::vector<int32_t> positions(m), slots(m);
+  for (int t = 0; t < m; ++t) {
+    positions[t] = 40 + 9 * t;
+    slots[t] = t == 1 ? -1 : (2 - t % 3) * block_size + 5 * t;  // one padding token
+  }
+  const int num_pos = 200;
+  std::vector<int32_t> all(num_pos);
+  for (int i = 0; i < num_pos; ++i) all[i] = i;
+  std::vector<float> cos(static_cast<size_t>(num_pos) * head_dim / 2), sin(cos.size());
+  rope_cos_sin_cpu(all.data(), num_pos, head_dim, 10000.f, cos.data(), sin.data());
+  DeviceBuffer d_x = DeviceBuffer::from(x), d_gamma = DeviceBuffer::from(gamma);
+  DeviceBuffer d_cos = DeviceBuffer::from(cos), d_sin = DeviceBuffer::from(sin);
+  DeviceBuffer d_pos = DeviceBuffer::from(positions), d_slots = DeviceBuffer::from(slots);
+  const size_t cache = static_cast<size_t>(num_blocks) * kv_heads * block_size * head_dim;
+  const size_t q_elems = static_cast<size_t>(m) * heads * head_dim;
+  DeviceBuffer qkv(static_cast<size_t>(m) * n * 2);
+  DeviceBuffer q[2] = {DeviceBuffer(q_elems * 2), DeviceBuffer(q_elems * 2)};
+  DeviceBuffer k[2] = {DeviceBuffer(cache * 2), DeviceBuffer(cache * 2)};
+  DeviceBuffer v[2] = {DeviceBuffer(cache * 2), DeviceBuffer(cache * 2)};
+  RopeAppendParams rope[2];
+  for (int i = 0; i < 2; ++i) {
+    q[i].poison();
+    k[i].poison();
+    v[i].poison();
+    rope[i].qkv = qkv.get();
+    rope[i].cos = d_cos.get<float>();
+    rope[i].sin = d_sin.get<float>();
+    rope[i].positions = d_pos.get<int32_t>();
+    rope[i].slot_mapping = d_slots.get<int32_t>();
+    rope[i].q_out = q[i].get();
+    rope[i].k_cache = k[i].get();
+    rope[i].v_cache = v[i].get();
+    rope[i].num_tokens = m;
+    rope[i].num_heads = heads;
+    rope[i].num_kv_heads = kv_heads;
+    rope[i].head_dim = head_dim;
+    rope[i].block_size = block_size;
+  }
+  // Fused: one launch per part. Unfused: each part's bf16 QKV columns, assembled on the host.
+  std::vector<uint16_t> qkv_host(static_cast<size_t>(m) * n);
+  for (const Part& part : parts) {
+    GemvParams p;
+    p.input = GemvInput::kRmsNorm;
+    p.x = d_x.get();
+    p.norm_weight = d_gamma.get<float>();
+    p.eps = 1e-5f;
+    p.w = part.w.device.get();
+    p.w_format = part.f;
+    p.m = m;
+    p.n = part.n;
+    p.k = hidden;
+    p.output = GemvOutput::kRopeAppend;
+    p.rope = rope[0];
+    p.rope_first_col = part.first;
+    ASSERT_TRUE(gemv(p, 132, nullptr).ok());
+    DeviceBuffer y(static_cast<size_t>(m) * part.n * 2);
+    p.output = GemvOutput::kBf16;
+    p.y = y.get();
+    ASSERT_TRUE(gemv(p, 132, nullptr).ok());
+    const std::vector<uint16_t> cols = y.to_host<uint16_t>();
+    for (int t = 0; t < m; ++t) {
+      for (int j = 0; j < part.n; ++j) qkv_host[t * size_t{n} + part.first + j] = cols[t * size_t{part.n} + j];
+    }
+  }
+  qkv = DeviceBuffer::from(qkv_host);
+  rope[1].qkv = qkv.get();
+  ASSERT_TRUE(rope_qkv_append(rope[1], nullptr).ok());
+  auto floats = [](const DeviceBuffer& b) {
+    std::vector<float> out;
+    for (uint16_t bits : b.to_host<uint16_t>()) out.push_back(bf16_to_float(bits));
+    return out;
+  };
+  int bad = 0;
+  auto check = [&](float got, float ref, const char* what, size_t i) {
+    if (std::isnan(ref)) {
+      if (!std::isnan(got) && ++bad <= 5) ADD_FAILURE() << what << "[" << i << "] written";
+      return;
+    }
+    if (!(std::fabs(got - ref) <= 0x1p-8f * std::fabs(ref) + 1e-6f) && ++bad <= 5) {
+      ADD_FAILURE() << what << "[" << i << "] = " << got << ", unfused " << ref;
+    }
+  };
+  const std::vector<float> q0 = floats(q[0]), q1 = floats(q[1]);
+  const std::vector<float> k0 = floats(k[0]), k1 = floats(k[1]);
+  const std::vector<float> v0 = floats(v[0]), v1 = floats(v[1]);
+  for (size_t i = 0; i < q0.size(); ++i) check(q0[i], q1[i], "q", i);
+  for (size_t i = 0; i < k0.size(); ++i) check(k0[i], k1[i], "k_cache", i);
+  for (size_t i = 0; i < v0.size(); ++i) {
+    if ((std::isnan(v1[i]) ? !std::isnan(v0[i]) : v0[i] != v1[i]) && ++bad <= 5) {
+      ADD_FAILURE() << "v_cache[" << i << "] = " << v0[i] << ", unfused " << v1[i];
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
 TEST(QuantGemvCuda, RopeEpilogueMatchesGemvThenRopeAppend) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(std::random_device{}());
-  for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ6_K}) {
-    for (int m : {1, 3, 8}) {
-      SCOPED_TRACE(::testing::Message() << weight_format_name(f) << " m " << m);
-      const int head_dim = 64, heads = 9, kv_heads = 3, hidden = 768, block_size = 64;
-      const int num_blocks = 3, n = (heads + 2 * kv_heads) * head_dim;
-      QuantWeight w = make_weight(f, n, hidden, rng);
-      std::normal_distribution<float> dist(0.f, 2.f);
-      std::vector<float> x(static_cast<size_t>(m) * hidden), gamma(hidden);
-      for (float& v : x) v = dist(rng);
-      for (float& v : gamma) v = 1.f + 0.1f * dist(rng);
-      std::vector<int32_t> positions(m), slots(m);
-      for (int t = 0; t < m; ++t) {
-        positions[t] = 40 + 9 * t;
-        slots[t] = t == 1 ? -1 : (2 - t % 3) * block_size + 5 * t;  // one padding token
-      }
-      const int num_pos = 200;
-      std::vector<int32_t> all(num_pos);
-      for (int i = 0; i < num_pos; ++i) all[i] = i;
-      std::vector<float> cos(static_cast<size_t>(num_pos) * head_dim / 2), sin(cos.size());
-      rope_cos_sin_cpu(all.data(), num_pos, head_dim, 10000.f, cos.data(), sin.data());
-      DeviceBuffer d_x = DeviceBuffer::from(x), d_gamma = DeviceBuffer::from(gamma);
-      DeviceBuffer d_cos = DeviceBuffer::from(cos), d_sin = DeviceBuffer::from(sin);
-      DeviceBuffer d_pos = DeviceBuffer::from(positions), d_slots = DeviceBuffer::from(slots);
-      const size_t cache = static_cast<size_t>(num_blocks) * kv_heads * block_size * head_dim;
-      const size_t q_elems = static_cast<size_t>(m) * heads * head_dim;
-      DeviceBuffer qkv(static_cast<size_t>(m) * n * 2);
-      DeviceBuffer q[2] = {DeviceBuffer(q_elems * 2), DeviceBuffer(q_elems * 2)};
-      DeviceBuffer k[2] = {DeviceBuffer(cache * 2), DeviceBuffer(cache * 2)};
-      DeviceBuffer v[2] = {DeviceBuffer(cache * 2), DeviceBuffer(cache * 2)};
-      RopeAppendParams rope[2];
-      for (int i = 0; i < 2; ++i) {
-        q[i].poison();
-        k[i].poison();
-        v[i].poison();
-        rope[i].qkv = qkv.get();
-        rope[i].cos = d_cos.get<float>();
-        rope[i].sin = d_sin.get<float>();
-        rope[i].positions = d_pos.get<int32_t>();
-        rope[i].slot_mapping = d_slots.get<int32_t>();
-        rope[i].q_out = q[i].get();
-        rope[i].k_cache = k[i].get();
-        rope[i].v_cache = v[i].get();
-        rope[i].num_tokens = m;
-        rope[i].num_heads = heads;
-        rope[i].num_kv_heads = kv_heads;
-        rope[i].head_dim = head_dim;
-        rope[i].block_size = block_size;
-      }
-      GemvParams p;
-      p.input = GemvInput::kRmsNorm;
-      p.x = d_x.get();
-      p.norm_weight = d_gamma.get<float>();
-      p.eps = 1e-5f;
-      p.w = w.device.get();
-      p.w_format = f;
-      p.m = m;
-      p.n = n;
-      p.k = hidden;
-      p.output = GemvOutput::kRopeAppend;
-      p.rope = rope[0];
-      ASSERT_TRUE(gemv(p, 132, nullptr).ok());
-      p.output = GemvOutput::kBf16;
-      p.y = qkv.get();
-      ASSERT_TRUE(gemv(p, 132, nullptr).ok());
-      ASSERT_TRUE(rope_qkv_append(rope[1], nullptr).ok());
-      auto floats = [](const DeviceBuffer& b) {
-        std::vector<float> out;
-        for (uint16_t bits : b.to_host<uint16_t>()) out.push_back(bf16_to_float(bits));
-        return out;
-      };
-      int bad = 0;
-      auto check = [&](float got, float ref, const char* what, size_t i) {
-        if (std::isnan(ref)) {
-          if (!std::isnan(got) && ++bad <= 5) ADD_FAILURE() << what << "[" << i << "] written";
-          return;
-        }
-        if (!(std::fabs(got - ref) <= 0x1p-8f * std::fabs(ref) + 1e-6f) && ++bad <= 5) {
-          ADD_FAILURE() << what << "[" << i << "] = " << got << ", unfused " << ref;
-        }
-      };
-      const std::vector<float> q0 = floats(q[0]), q1 = floats(q[1]);
-      const std::vector<float> k0 = floats(k[0]), k1 = floats(k[1]);
-      const std::vector<float> v0 = floats(v[0]), v1 = floats(v[1]);
-      for (size_t i = 0; i < q0.size(); ++i) check(q0[i], q1[i], "q", i);
-      for (size_t i = 0; i < k0.size(); ++i) check(k0[i], k1[i], "k_cache", i);
-      for (size_t i = 0; i < v0.size(); ++i) {
-        if ((std::isnan(v1[i]) ? !std::isnan(v0[i]) : v0[i] != v1[i]) && ++bad <= 5) {
-          ADD_FAILURE() << "v_cache[" << i << "] = " << v0[i] << ", unfused " << v1[i];
-        }
-      }
-      EXPECT_EQ(bad, 0);
+  for (int m : {1, 3, 8}) {
+    for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ6_K}) {
+      run_rope_case(f, f, m, rng);
     }
+    run_rope_case(WeightFormat::kQ4_K, WeightFormat::kQ6_K, m, rng);  // Q4_K_M's mixed QKV
+    run_rope_case(WeightFormat::kQ4_0, WeightFormat::kQ8_0, m, rng);
   }
 }
 
