@@ -19,8 +19,9 @@ absl::Status launch(const GemvParams& p, int num_sms, cudaStream_t stream) {
   auto* kernel = quant_gemv_kernel<F, kRows>;
   if (absl::Status s = set_smem_limit(kernel, smem); !s.ok()) return s;
   const int num_pairs = p.output == GemvOutput::kSwiglu ? p.n : (p.n + 1) / 2;
-  const int ctas = std::min((num_pairs + kWarps - 1) / kWarps, std::max(num_sms, 1));
-  CUDA_CHECK(launch_dependent(kernel, ctas, kThreads, smem, stream, p));
+  const int sms = std::max(num_sms, 1), warps = cta_warps(num_pairs, sms);
+  const int ctas = std::min((num_pairs + warps - 1) / warps, sms);
+  CUDA_CHECK(launch_dependent(kernel, ctas, 32 * warps, smem, stream, p));
   return absl::OkStatus();
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Device code of the quantized GEMV (kernels/quant/quant_gemv.h).
 //
-// One CTA of 512 threads per SM (16 warps; the grid is at most one CTA per SM, so the
+// One CTA of up to 512 threads per SM (16 warps; the grid is at most one CTA per SM, so the
 // staging below is done once per SM, not twice as with two CTAs of 256).
 //   1. Each warp loads the first kUnits units of its first pair of weight rows into
 //      registers before waiting for the previous kernel (weights are written by no kernel
@@ -34,8 +34,17 @@ namespace flashserve::kernels::device::quant_gemv {
 using kernels::quant::Unit;
 using kernels::quant::UnitRaw;
 
-constexpr int kThreads = 512;
+constexpr int kThreads = 512;  // at most; the launcher picks 128-512 (cta_warps)
 constexpr int kWarps = kThreads / 32;
+
+// Warps per CTA: 16 where there are pairs enough for 16 warps on every SM, else fewer, so
+// that the grid still covers every SM (1B's o projection, 1024 pairs: 8 warps x 128 CTAs
+// rather than 16 x 64 with half the SMs idle). At least 4, to keep the per-CTA staging of
+// the input rows a small part of the work.
+inline int cta_warps(int num_pairs, int num_sms) {
+  const int per_sm = (num_pairs + num_sms - 1) / num_sms;
+  return per_sm >= kWarps ? kWarps : per_sm <= 4 ? 4 : per_sm;
+}
 
 // Units per lane and row in flight: ~64 bytes of weights per lane and row (so ~64 KB per SM
 // with 16 warps, above the ~36 KB that 4.8 TB/s x ~1 us of latency spread over 132 SMs
@@ -109,32 +118,6 @@ __device__ __forceinline__ void load_unit(const RowPtrs& r, const QuantLayout& l
   }
 }
 
-// Quantizes 32 values to int8 quads, as kernels/cpu/quant.h's quantize_q8_cpu (IEEE
-// division and reciprocal; the product rounded to an integer by adding 1.5 * 2^23, which
-// rounds to nearest-even exactly as rint for |v * id| <= 127.5).
-__device__ __forceinline__ void quantize_unit(const float* v, uint32_t* words, int* sum,
-                                              int* sum_lo, float* dx) {
-  float amax = 0.f;
-#pragma unroll
-  for (int i = 0; i < kQuantUnit; ++i) amax = fmaxf(amax, fabsf(v[i]));
-  *dx = __fdiv_rn(amax, 127.f);
-  const float id = *dx > 0.f ? __frcp_rn(*dx) : 0.f;
-  *sum = 0;
-#pragma unroll
-  for (int w = 0; w < 8; ++w) {
-    uint32_t word = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float t = __fadd_rn(__fmul_rn(v[4 * w + j], id), 12582912.f);
-      const int q = __float_as_int(t) - 0x4b400000;
-      word |= (static_cast<uint32_t>(q) & 0xffu) << (8 * j);
-      *sum += q;
-    }
-    words[w] = word;
-    if (w == 3) *sum_lo = *sum;
-  }
-}
-
 // The 32 input values of unit u of staged row r (r < m), normalised for kRmsNorm.
 __device__ __forceinline__ void input_unit(const GemvParams& p, int r, int u,
                                            const float* scales, float* v) {
@@ -175,14 +158,14 @@ __device__ void stage_rows_q8(const GemvParams& p, uint4* xq, float2* rec, float
   const int units = p.k / kQuantUnit;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (p.input == GemvInput::kRmsNorm) {
-    for (int r = warp; r < p.m; r += kWarps) {
+    for (int r = warp; r < p.m; r += blockDim.x / 32) {
       const int64_t row = p.rows != nullptr ? p.rows[r] : r;
       const float s = rms_scale(static_cast<const float*>(p.x) + row * p.k, p.k, p.eps, lane);
       if (lane == 0) scales[r] = s;
     }
     __syncthreads();
   }
-  for (int item = threadIdx.x; item < kRows * units; item += kThreads) {
+  for (int item = threadIdx.x; item < kRows * units; item += blockDim.x) {
     const int r = item / units, u = item % units;
     uint32_t words[8] = {};
     int sum = 0, sum_lo = 0;
@@ -190,7 +173,7 @@ __device__ void stage_rows_q8(const GemvParams& p, uint4* xq, float2* rec, float
     if (r < p.m) {
       float v[kQuantUnit];
       input_unit(p, r, u, scales, v);
-      quantize_unit(v, words, &sum, &sum_lo, &dx);
+      quant::quantize_unit(v, words, &sum, &sum_lo, &dx);
     }
     xq[(2 * r) * units + u] = make_uint4(words[0], words[1], words[2], words[3]);
     xq[(2 * r + 1) * units + u] = make_uint4(words[4], words[5], words[6], words[7]);
@@ -216,7 +199,8 @@ __global__ void __launch_bounds__(kThreads, 1) quant_gemv_kernel(const GemvParam
   const QuantLayout l = quant_layout(F, w_rows, p.k);
   const uint8_t* base = static_cast<const uint8_t*>(p.w);
 
-  int pair = blockIdx.x * kWarps + warp;
+  const int warps = blockDim.x / 32;
+  int pair = blockIdx.x * warps + warp;
   UnitRaw raw[2][kUnits];
   bool loaded = false;  // raw holds the first pass of `pair` (step 1)
   if (pair < num_pairs) {
@@ -236,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1) quant_gemv_kernel(const GemvParam
   allow_next_grid();
   stage_rows_q8<kRows>(p, xq, rec, sxlo, scales);
 
-  for (; pair < num_pairs; pair += gridDim.x * kWarps) {
+  for (; pair < num_pairs; pair += gridDim.x * warps) {
     const GemvPairRows rows = gemv_pair_rows(p, pair);
     const RowPtrs r0 = row_ptrs<F>(base, l, rows.row0), r1 = row_ptrs<F>(base, l, rows.row1);
     float a0[kRows] = {}, a1[kRows] = {};

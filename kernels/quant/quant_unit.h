@@ -13,6 +13,7 @@
 // with q the unsigned (or, Q8_0, signed) quants as int8 quads and a, c, e below; this is the
 // exact value of sum(w^ * x^) for the weights w^ the format encodes.
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -61,14 +62,77 @@ FS_QUANT_HD int dp4a(uint32_t a, uint32_t b, int c) {
 #endif
 }
 
-// float(i) for |i| < 2^22, on the device as an integer add and a float add (full-rate pipes;
-// I2F runs at a quarter rate and would bound the m = 8 kernel).
-FS_QUANT_HD float small_int_to_float(int i) {
+FS_QUANT_HD float bits_to_float(int32_t i) {
 #if defined(__CUDA_ARCH__)
-  return __fsub_rn(__int_as_float(i + 0x4b400000), 12582912.f);
+  return __int_as_float(i);
 #else
-  return static_cast<float>(i);
+  float f;
+  std::memcpy(&f, &i, 4);
+  return f;
 #endif
+}
+FS_QUANT_HD int32_t float_to_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_int(f);
+#else
+  int32_t i;
+  std::memcpy(&i, &f, 4);
+  return i;
+#endif
+}
+// fp32 operations that the device compiler must not contract into an FMA.
+FS_QUANT_HD float fmul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+FS_QUANT_HD float fadd_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+// 1.5 * 2^23: adding it to |v| < 2^22 leaves round-to-nearest-even(v) in the low mantissa
+// bits (the float's bits minus kMagicBits); the reverse turns such an int into its float.
+inline constexpr float kMagic = 12582912.f;
+inline constexpr int32_t kMagicBits = 0x4b400000;
+
+// float(i) for |i| < 2^22 as an integer add and a float add: full-rate pipes, where I2F runs
+// at a quarter rate and would bound the m = 8 kernel.
+FS_QUANT_HD float small_int_to_float(int i) { return fadd_rn(bits_to_float(i + kMagicBits), -kMagic); }
+
+// Quantizes 32 activations as kernels/cpu/quant.h's quantize_q8_cpu: dx = amax / 127,
+// id = 1 / dx (both correctly rounded), xq = round-to-nearest-even(v * id) through kMagic
+// (|v * id| <= 127 + an ulp); words[8] the int8 quads, sum and sum_lo (first 16) their sums.
+FS_QUANT_HD void quantize_unit(const float* v, uint32_t* words, int* sum, int* sum_lo,
+                               float* dx) {
+  float amax = 0.f;
+  FS_QUANT_UNROLL
+  for (int i = 0; i < kQuantUnit; ++i) amax = fmaxf(amax, fabsf(v[i]));
+#if defined(__CUDA_ARCH__)
+  *dx = __fdiv_rn(amax, 127.f);
+  const float id = *dx > 0.f ? __frcp_rn(*dx) : 0.f;
+#else
+  *dx = amax / 127.f;
+  const float id = *dx > 0.f ? 1.f / *dx : 0.f;
+#endif
+  *sum = 0;
+  FS_QUANT_UNROLL
+  for (int w = 0; w < 8; ++w) {
+    uint32_t word = 0;
+    FS_QUANT_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      const int q = float_to_bits(fadd_rn(fmul_rn(v[4 * w + j], id), kMagic)) - kMagicBits;
+      word |= (static_cast<uint32_t>(q) & 0xffu) << (8 * j);
+      *sum += q;
+    }
+    words[w] = word;
+    if (w == 3) *sum_lo = *sum;
+  }
 }
 
 // Byte offsets, in the repacked tensor, of the fields of unit u of row `row`.
@@ -204,33 +268,19 @@ FS_QUANT_HD float unit_dot(const Unit& w, const uint32_t* xlo, const uint32_t* x
 
 // ggml's fp32 value of element e (0..31) of a decoded unit, with ggml's operations in
 // ggml's order (no contraction on the device), for the dequantization to bf16.
-FS_QUANT_HD float fmul_exact_order(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-FS_QUANT_HD float fadd_exact_order(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
 template <WeightFormat F>
 FS_QUANT_HD float unit_element(const Unit& w, int e) {
   const uint32_t byte = (w.q[e / 4] >> (8 * (e % 4))) & 0xffu;
   if constexpr (F == WeightFormat::kQ8_0) {
-    return fmul_exact_order(static_cast<float>(static_cast<int8_t>(byte)), w.a_lo);
+    return fmul_rn(static_cast<float>(static_cast<int8_t>(byte)), w.a_lo);
   } else if constexpr (F == WeightFormat::kQ4_0) {
-    return fmul_exact_order(static_cast<float>(static_cast<int>(byte) - 8), w.a_lo);
+    return fmul_rn(static_cast<float>(static_cast<int>(byte) - 8), w.a_lo);
   } else if constexpr (F == WeightFormat::kQ4_1) {  // q d + m
-    return fadd_exact_order(fmul_exact_order(static_cast<float>(byte), w.a_lo), w.c);
+    return fadd_rn(fmul_rn(static_cast<float>(byte), w.a_lo), w.c);
   } else if constexpr (F == WeightFormat::kQ6_K) {  // (d sc) (q - 32), exact
     return (e < 16 ? w.a_lo : w.a_hi) * static_cast<float>(static_cast<int>(byte) - 32);
   } else {  // Q4_K, Q5_K: (d sc) q - (dmin mn); c = -(dmin mn)
-    return fadd_exact_order(fmul_exact_order(w.a_lo, static_cast<float>(byte)), w.c);
+    return fadd_rn(fmul_rn(w.a_lo, static_cast<float>(byte)), w.c);
   }
 }
 

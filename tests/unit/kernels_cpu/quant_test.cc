@@ -159,6 +159,39 @@ TEST(QuantUnit, EmulatedGemvMatchesTheReference) {
   }
 }
 
+// The kernel's activation quantization (magic-number rounding) against quantize_q8_cpu
+// (nearbyint), bit for bit: random units, ties (v * id exactly k + 0.5), an all-zero unit.
+TEST(QuantUnit, ActivationQuantizationMatchesTheReference) {
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> dist(0.f, 3.f);
+  std::vector<float> x(64 * kQuantUnit);
+  for (float& v : x) v = round_bf16(dist(rng));
+  for (int i = 0; i < kQuantUnit; ++i) x[i] = 0.f;  // unit 0: all zero
+  x[kQuantUnit] = 127.f;                           // unit 1: dx = 1, ties at k + 0.5
+  for (int i = 1; i < kQuantUnit; ++i) x[kQuantUnit + i] = (i % 2 ? 1.f : -1.f) * (i + 0.5f);
+  std::vector<int8_t> q(x.size());
+  std::vector<float> d(x.size() / kQuantUnit);
+  quantize_q8_cpu(x.data(), static_cast<int64_t>(x.size()), q.data(), d.data());
+  EXPECT_EQ(d[1], 1.f);
+  EXPECT_EQ(q[kQuantUnit + 2], -2);  // -2.5 rounds to even
+  for (size_t u = 0; u < d.size(); ++u) {
+    uint32_t words[8];
+    int sum = 0, sum_lo = 0;
+    float dx = 0;
+    quant::quantize_unit(x.data() + u * kQuantUnit, words, &sum, &sum_lo, &dx);
+    EXPECT_EQ(dx, d[u]) << "unit " << u;
+    int want_sum = 0, want_lo = 0;
+    for (int i = 0; i < kQuantUnit; ++i) {
+      const int8_t got = static_cast<int8_t>(words[i / 4] >> (8 * (i % 4)));
+      EXPECT_EQ(got, q[u * kQuantUnit + i]) << "unit " << u << " element " << i;
+      want_sum += q[u * kQuantUnit + i];
+      if (i < 16) want_lo += q[u * kQuantUnit + i];
+    }
+    EXPECT_EQ(sum, want_sum);
+    EXPECT_EQ(sum_lo, want_lo);
+  }
+}
+
 TEST(QuantUnit, RepackRejectsBadShapesNamingThem) {
   std::vector<uint8_t> src(144), dst(4096);
   absl::Status s = quant_repack(WeightFormat::kQ4_K, src.data(), 144, 1, 128, dst.data(), 4096);
