@@ -34,7 +34,7 @@
 //         [num_rows][k / 256]; Q6_K: int8 [num_rows][k / 16] (ggml's scales).
 //   d     Q6_K only: fp16 d [num_rows][k / 256].
 // The arrays follow each other in one allocation, each starting on a 256-byte boundary.
-// Bytes per element are the file's (plus at most 3 x 255 bytes of padding per tensor).
+// Bytes per element are the file's (plus at most 4 x 255 bytes of padding per tensor).
 // bf16 weights keep the plain [num_rows][k] layout (qs only, 2 k bytes a row).
 //
 // Plain C++: included by host code and (through the .cuh files) device code.

@@ -192,6 +192,20 @@ TEST(QuantUnit, ActivationQuantizationMatchesTheReference) {
   }
 }
 
+// The repacked layout takes the file's bytes plus at most 4 x 255 bytes of alignment.
+TEST(QuantUnit, LayoutTakesTheFilesBytes) {
+  for (WeightFormat f : kQuantFormats) {
+    for (int64_t rows : {1, 37, 28672}) {
+      for (int64_t k : {256, 4096, 14336}) {
+        const int64_t file = rows * ggml_row_bytes(f, k);
+        const int64_t packed = quant_layout(f, rows, k).total_bytes;
+        EXPECT_GE(packed, file) << weight_format_name(f) << " " << rows << " x " << k;
+        EXPECT_LT(packed, file + 1024) << weight_format_name(f) << " " << rows << " x " << k;
+      }
+    }
+  }
+}
+
 TEST(QuantUnit, RepackRejectsBadShapesNamingThem) {
   std::vector<uint8_t> src(144), dst(4096);
   absl::Status s = quant_repack(WeightFormat::kQ4_K, src.data(), 144, 1, 128, dst.data(), 4096);
