@@ -13,14 +13,15 @@
 //      rec  float2 [kRows][units]    {dx, dx * sum(xq)};
 //      sxlo float [kRows][units]     dx * sum(xq[0..16)) (Q6_K's per-16 scales);
 //      1.375 bytes per element in all. Rows past m are zero.
-//   3. Warp w streams pairs w, w + 16 * gridDim.x, ...: per pass kUnits units of both rows
+//   3. Warp w streams pairs w, w + warps * gridDim.x, ...: per pass kUnits units of both rows
 //      per lane in flight (16-byte quant loads, coalesced across the warp), then per unit
 //      the decode of kernels/quant/quant_unit.h and, for each input row, 8 dp4a and a few
 //      fp32 operations; the x data read from shared memory serves both weight rows.
 //   4. Warp reduction and the shared epilogue (kernels/gemv_epilogue.cuh).
-// Shared-memory bandwidth bounds the kernel at large m: per 16 bytes of 4-bit weights a
-// lane reads 44 bytes of x per input row for two weight rows, so from m = 4 on the kernel
-// reads ~4x more from shared memory than from HBM (bench/gemm/NOTES.md).
+// Shared-memory bandwidth bounds the kernel at large m: per unit and input row a lane reads
+// 40 bytes (Q6_K 44) of x, scale and sums for 2 x 16 bytes of 4-bit weights, so at m = 4
+// the kernel reads ~5x more from shared memory than from HBM, at m = 8 ~10x
+// (bench/gemm/NOTES.md).
 #include <cuda_bf16.h>
 
 #include "kernels/dependent_launch.cuh"
@@ -69,7 +70,8 @@ inline int staged_smem_bytes(int rows_bucket, int k) {
   return rows_bucket * (k / kQuantUnit) * (32 + 8 + 4) + 4 * kGemvMaxRows;
 }
 
-// 16 bytes streamed once: not kept in L1.
+// 16 bytes streamed once: not kept in L1. Volatile so that the compiler keeps the first
+// pass's loads before griddepcontrol.wait (step 1) rather than sinking them to their use.
 __device__ __forceinline__ uint4 load_stream16(const void* p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
