@@ -13,7 +13,8 @@
 #include "kernels/cuda_plumbing.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/gemv.h"
-#include "kernels/paged_kv.h"
+#include "kernels/gemv_epilogue.cuh"
+#include "kernels/quant/quant_gemv.h"
 
 namespace flashserve::kernels {
 namespace device {
@@ -25,11 +26,6 @@ constexpr int kUnroll = 4;       // 16-byte weight chunks per lane and row in fl
 constexpr int kCtasPerSm = 2;    // grid cap: enough warps to cover latency, few re-stagings
 
 int rows_bucket(int m) { return m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8; }
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // acc + the dot product of 8 bf16 pairs.
 __device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc) {
@@ -101,10 +97,7 @@ __device__ void stage_rows(const GemvParams& p, __nv_bfloat16* xs) {
       }
       const int64_t row = p.rows != nullptr ? p.rows[r] : r;
       const float* x = static_cast<const float*>(p.x) + row * p.k;
-      float sum_sq = 0;
-      for (int i = lane; i < p.k; i += 32) sum_sq += x[i] * x[i];
-      sum_sq = warp_sum(sum_sq);
-      const float scale = 1.f / sqrtf(sum_sq / p.k + p.eps);
+      const float scale = rms_scale(x, p.k, p.eps, lane);
       for (int i = lane; i < p.k; i += 32) dst[i] = __float2bfloat16(x[i] * scale * p.norm_weight[i]);
     }
   } else {
@@ -118,76 +111,11 @@ __device__ void stage_rows(const GemvParams& p, __nv_bfloat16* xs) {
   __syncthreads();
 }
 
-// kRopeAppend: outputs col (even) and col + 1 of every row are one RoPE pair of one head,
-// rounded to bf16 as the GEMM would store them, then rotated and stored exactly as
-// rope_append_kernel does (Q packed, K and V into the paged cache; slot < 0 is padding).
-template <int kRows>
-__device__ __forceinline__ void store_rope_pair(const GemvParams& p, int col, const float* a0,
-                                                const float* a1, int lane) {
-  const RopeAppendParams& q = p.rope;
-  const int half = q.head_dim / 2;
-  const int head = col / q.head_dim, i = (col % q.head_dim) / 2;
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    if (r >= p.m || lane != r) continue;  // lane r stores token r
-    float x = round_to_bf16(a0[r]);
-    float y = round_to_bf16(a1[r]);
-    if (head < q.num_heads + q.num_kv_heads) {  // Q or K: rotate
-      const int64_t at = static_cast<int64_t>(q.positions[r]) * half + i;
-      const float c = q.cos[at], s = q.sin[at];
-      const float rx = x * c - y * s, ry = x * s + y * c;
-      x = rx;
-      y = ry;
-    }
-    __nv_bfloat16* dst;
-    if (head < q.num_heads) {
-      dst = static_cast<__nv_bfloat16*>(q.q_out) +
-            (static_cast<int64_t>(r) * q.num_heads + head) * q.head_dim;
-    } else {
-      const int64_t slot = q.slot_mapping[r];
-      if (slot < 0) continue;
-      const bool is_k = head < q.num_heads + q.num_kv_heads;
-      const int kv_head = (head - q.num_heads) % q.num_kv_heads;
-      dst = static_cast<__nv_bfloat16*>(is_k ? q.k_cache : q.v_cache) +
-            kv_cache_offset(slot / q.block_size, kv_head, slot % q.block_size, q.num_kv_heads,
-                            q.block_size, q.head_dim);
-    }
-    dst[2 * i] = __float2bfloat16(x);
-    dst[2 * i + 1] = __float2bfloat16(y);
-  }
-}
-
-// Writes output column `col` of rows [0, m) from a0 (and, for kSwiglu, the up half a1).
-template <int kRows>
-__device__ __forceinline__ void store_outputs(const GemvParams& p, int col, const float* a0,
-                                              const float* a1, int lane) {
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    if (r >= p.m || lane != r) continue;  // lane r stores row r
-    const int64_t at = static_cast<int64_t>(r) * p.n + col;
-    switch (p.output) {
-      case GemvOutput::kBf16:
-        static_cast<__nv_bfloat16*>(p.y)[at] = __float2bfloat16(a0[r]);
-        break;
-      case GemvOutput::kFp32: static_cast<float*>(p.y)[at] = a0[r]; break;
-      case GemvOutput::kFp32Accumulate: static_cast<float*>(p.y)[at] += a0[r]; break;
-      case GemvOutput::kRopeAppend: break;  // store_rope_pair
-      case GemvOutput::kSwiglu: {
-        const float g = round_to_bf16(a0[r]);
-        const float u = round_to_bf16(a1[r]);
-        static_cast<__nv_bfloat16*>(p.y)[at] = __float2bfloat16(g / (1.f + expf(-g)) * u);
-        break;
-      }
-    }
-  }
-}
-
 template <int kRows>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const GemvParams p) {
   extern __shared__ uint4 smem_raw[];
   __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-  const bool swiglu = p.output == GemvOutput::kSwiglu;
-  const int num_pairs = swiglu ? p.n : (p.n + 1) / 2;
+  const int num_pairs = gemv_num_pairs(p);
   const int pass_pairs = gridDim.x * kGemvWarps;  // pairs of all CTAs in one pass
   if (threadIdx.x == 0 && weight_bytes(p) <= kPrefetchMaxWeightBytes) {
     prefetch_pairs(p, blockIdx.x * kGemvWarps, num_pairs);  // the weights only: see above
@@ -199,12 +127,9 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const GemvParams p) 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int chunks = p.k / 8;
   for (int pair = blockIdx.x * kGemvWarps + warp; pair < num_pairs; pair += pass_pairs) {
-    // Weight rows: gate `pair` and up `pair` (kSwiglu), else outputs 2 * pair and the next
-    // (the last pair of an odd n reads its first row twice and stores once).
-    const int row0 = swiglu ? pair : 2 * pair;
-    const int row1 = swiglu ? p.n + pair : min(2 * pair + 1, p.n - 1);
-    const uint4* w0 = static_cast<const uint4*>(p.w) + static_cast<int64_t>(row0) * chunks;
-    const uint4* w1 = static_cast<const uint4*>(p.w) + static_cast<int64_t>(row1) * chunks;
+    const GemvPairRows rows = gemv_pair_rows(p, pair);
+    const uint4* w0 = static_cast<const uint4*>(p.w) + static_cast<int64_t>(rows.row0) * chunks;
+    const uint4* w1 = static_cast<const uint4*>(p.w) + static_cast<int64_t>(rows.row1) * chunks;
     float a0[kRows] = {}, a1[kRows] = {};
     for (int c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
       uint4 u0[kUnroll], u1[kUnroll];
@@ -231,14 +156,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const GemvParams p) 
       a0[r] = warp_sum(a0[r]);
       a1[r] = warp_sum(a1[r]);
     }
-    if (p.output == GemvOutput::kRopeAppend) {
-      store_rope_pair<kRows>(p, row0, a0, a1, lane);
-    } else if (swiglu) {
-      store_outputs<kRows>(p, pair, a0, a1, lane);
-    } else {
-      store_outputs<kRows>(p, row0, a0, a1, lane);
-      if (row1 != row0) store_outputs<kRows>(p, row1, a1, a0, lane);
-    }
+    store_pair<kRows>(p, pair, a0, a1, lane);  // kernels/gemv_epilogue.cuh
   }
 }
 
@@ -262,12 +180,17 @@ bool gemv_supported(int m, int k) {
          int64_t{device::rows_bucket(m)} * k * 2 <= kGemvMaxSmemBytes;
 }
 
+bool gemv_supported(WeightFormat f, int m, int k) {
+  return f == WeightFormat::kBf16 ? gemv_supported(m, k) : quant_gemv_supported(f, m, k);
+}
+
 absl::Status gemv(const GemvParams& p, int num_sms, cudaStream_t stream) {
-  if (!gemv_supported(p.m, p.k) || p.n < 1) {
+  if (!gemv_supported(p.w_format, p.m, p.k) || p.n < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "gemv: unsupported shape m ", p.m, ", n ", p.n, ", k ", p.k, " (m in [1, ",
-        kGemvMaxRows, "], k a multiple of 8, staged rows within ", kGemvMaxSmemBytes,
-        " bytes)"));
+        "gemv: unsupported shape m ", p.m, ", n ", p.n, ", k ", p.k, " for ",
+        weight_format_name(p.w_format), " weights (m in [1, ", kGemvMaxRows,
+        "], k a multiple of 8 for bf16, of the block size for a quantized format, staged rows "
+        "within shared memory)"));
   }
   const bool rope = p.output == GemvOutput::kRopeAppend;
   if (p.x == nullptr || p.w == nullptr || (p.y == nullptr && !rope) ||
@@ -278,13 +201,16 @@ absl::Status gemv(const GemvParams& p, int num_sms, cudaStream_t stream) {
     const RopeAppendParams& q = p.rope;
     if (q.style != RopeStyle::kAdjacentPairs || q.head_dim < 2 || q.head_dim % 2 != 0 ||
         q.num_heads < 1 || q.num_kv_heads < 1 || q.block_size < 1 || q.num_tokens != p.m ||
-        p.n != (q.num_heads + 2 * q.num_kv_heads) * q.head_dim) {
+        p.rope_first_col < 0 || p.rope_first_col % q.head_dim != 0 || p.n % q.head_dim != 0 ||
+        p.rope_first_col + p.n > (q.num_heads + 2 * q.num_kv_heads) * q.head_dim) {
       return absl::InvalidArgumentError(absl::StrCat(
           "gemv: the RoPE epilogue needs adjacent pairs, an even head_dim, num_tokens == m and "
-          "n == (num_heads + 2 * num_kv_heads) * head_dim; got head_dim ", q.head_dim,
-          ", num_tokens ", q.num_tokens, ", m ", p.m, ", n ", p.n));
+          "columns [rope_first_col, rope_first_col + n) within (num_heads + 2 * num_kv_heads) "
+          "* head_dim, on head boundaries; got head_dim ", q.head_dim, ", num_tokens ",
+          q.num_tokens, ", m ", p.m, ", n ", p.n, ", rope_first_col ", p.rope_first_col));
     }
   }
+  if (p.w_format != WeightFormat::kBf16) return quant_gemv(p, num_sms, stream);
   switch (device::rows_bucket(p.m)) {
     case 1: return device::launch<1>(p, num_sms, stream);
     case 2: return device::launch<2>(p, num_sms, stream);

@@ -24,11 +24,16 @@
 // shuffles reduce. fp32 accumulation; results differ from cuBLASLt's only in summation
 // order. The fp32 reference is kernels/cpu/gemv.h.
 //
+// The weight is a {w_format, w} descriptor: bf16 rows, or a ggml block format repacked at
+// load by kernels/quant/quant_layout.h's quant_repack(); every input and output kind works
+// for every format (kernels/quant/quant_gemv.h says how the quantized kernel computes).
+//
 // All pointers are device pointers; the launcher is asynchronous on `stream`.
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "kernels/layers.h"
+#include "kernels/quant/quant_layout.h"
 
 typedef struct CUstream_st* cudaStream_t;
 
@@ -48,18 +53,28 @@ struct GemvParams {
   const int32_t* rows = nullptr;   // kRmsNorm: row r reads x row rows[r] (null: row r)
   const float* norm_weight = nullptr;  // kRmsNorm: [k]
   float eps = 0;                       // kRmsNorm
-  const void* w = nullptr;  // bf16 [n, k], or [2 * n, k] for kSwiglu
+  const void* w = nullptr;  // bf16 [n, k], or [2 * n, k] for kSwiglu; or, for a quantized
+                            // w_format, quant_layout(w_format, rows, k) of those rows
+  WeightFormat w_format = WeightFormat::kBf16;
   GemvOutput output = GemvOutput::kBf16;
   void* y = nullptr;        // [m, n] bf16 (kBf16, kSwiglu) or fp32
   // kRopeAppend: as for rope_qkv_append, whose qkv it computes (rope.qkv is unused,
-  // rope.num_tokens == m, n == (num_heads + 2 * num_kv_heads) * head_dim, adjacent pairs).
+  // rope.num_tokens == m, rope_first_col + n <= (num_heads + 2 * num_kv_heads) * head_dim,
+  // adjacent pairs).
   RopeAppendParams rope;
+  // kRopeAppend: this launch computes QKV columns [rope_first_col, rope_first_col + n) of
+  // all (num_heads + 2 * num_kv_heads) * head_dim (both multiples of head_dim). So Q and K
+  // rows in one weight format and V rows in another (Q4_K_M files store attn_v as Q6_K in
+  // some layers) are two launches, each with its own weight and format.
+  int rope_first_col = 0;
   int m = 0, n = 0, k = 0;
 };
 
 // Whether gemv() takes this shape: m in [1, kGemvMaxRows], k a positive multiple of 8 (16-byte
 // loads), the staged rows within kGemvMaxSmemBytes.
 bool gemv_supported(int m, int k);
+// The same for weights in format f (kernels/quant/quant_gemv.h for the quantized formats).
+bool gemv_supported(WeightFormat f, int m, int k);
 
 // InvalidArgument naming the value for an unsupported shape or a null pointer.
 absl::Status gemv(const GemvParams& p, int num_sms, cudaStream_t stream);

@@ -90,6 +90,7 @@ absl::Status load_cuda_runner(const LoadOptions& options, LoadedModel* m) {
   if (options.max_batch_tokens > 0) o.max_batch_tokens = options.max_batch_tokens;
   o.max_num_seqs = std::max(options.max_num_seqs, 1);
   o.cuda_graphs = options.cuda_graphs;
+  o.native_weights = options.weights == Weights::kNative;
   CudaRunnerInfo info;
   ASSIGN_OR_RETURN(m->runner, create_cuda_runner(*m->file, m->config, o, &info));
   m->device = "cuda";
@@ -110,6 +111,13 @@ absl::Status check_device_available(Device device) {
     return absl::FailedPreconditionError("device cuda: no CUDA device is visible");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<Weights> parse_weights(const std::string& name) {
+  if (name == "native") return Weights::kNative;
+  if (name == "bf16") return Weights::kBf16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("weights: '", name, "' is not one of native, bf16"));
 }
 
 absl::StatusOr<Device> parse_device(const std::string& name) {

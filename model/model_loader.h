@@ -18,6 +18,10 @@
 namespace flashserve::model {
 
 enum class Device { kAuto, kCpu, kCuda };
+enum class Weights { kNative, kBf16 };
+
+// "native" | "bf16"; InvalidArgument naming the value otherwise.
+absl::StatusOr<Weights> parse_weights(const std::string& name);
 
 // "auto" | "cpu" | "cuda"; InvalidArgument naming the value otherwise.
 absl::StatusOr<Device> parse_device(const std::string& name);
@@ -42,6 +46,8 @@ struct LoadOptions {
   int max_batch_tokens = 0;  // >= 0; the CUDA backend sizes its step workspace for it
   int num_threads = 0;   // BLAS threads of the CPU backend; 0 = the BLAS default
   bool cuda_graphs = true;  // CUDA backend: decode steps through CUDA graphs
+  // CUDA backend: quantized matrices stay in their block format (kNative) or become bf16.
+  Weights weights = Weights::kNative;
 };
 
 inline constexpr int64_t kDefaultKvCacheMb = 512;

@@ -50,6 +50,9 @@ ABSL_FLAG(double, gpu_memory_fraction, 0.9,
 ABSL_FLAG(bool, cuda_graphs, true,
           "CUDA backend: replay decode steps from CUDA graphs (--nocuda_graphs: launch the same "
           "kernels one by one, for comparison; results are identical)");
+ABSL_FLAG(std::string, weights, "native",
+          "CUDA backend: native (quantized matrices stay in their GGUF block format: Q8_0, Q4_0, "
+          "Q4_1, Q4_K, Q5_K, Q6_K) | bf16 (every matrix dequantized to bf16 at load)");
 ABSL_FLAG(bool, prefix_caching, true,
           "Reuse the KV cache blocks of prompt prefixes seen before (--noprefix_caching: off)");
 ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = the BLAS default)");
@@ -206,6 +209,7 @@ absl::StatusOr<ServerOptions> options_from_flags() {
   o.kv_cache_tokens = absl::GetFlag(FLAGS_kv_cache_tokens);
   o.gpu_memory_fraction = absl::GetFlag(FLAGS_gpu_memory_fraction);
   o.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+  o.weights = absl::GetFlag(FLAGS_weights);
   o.num_threads = absl::GetFlag(FLAGS_threads);
   o.tls = {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
            absl::GetFlag(FLAGS_tls_client_ca)};
@@ -252,7 +256,8 @@ std::string flags_named_in(const absl::Status& status) {
       {"gpu_memory_fraction", "--gpu-memory-fraction"},
       {"max_num_seqs", "--max-num-seqs"},
       {"max_batch_tokens", "--max-batch-tokens"},
-      {"device", "--device"}};
+      {"device", "--device"},
+      {"weights", "--weights"}};
   std::string flags;
   for (const auto& [field, flag] : kFieldFlags) {
     if (status.message().find(field) != std::string_view::npos) {

@@ -31,6 +31,9 @@ struct CudaRunnerOptions {
   // Decode steps replay CUDA graphs (model/cuda/decode_graph.h); off launches the same
   // kernels on the same padded shapes one by one (identical results, for comparison).
   bool cuda_graphs = true;
+  // Quantized matrices stay in their GGUF block format on the device (Q8_0, Q4_0, Q4_1,
+  // Q4_K, Q5_K, Q6_K: model/cuda/device_weights.h); false: every matrix bf16.
+  bool native_weights = true;
 };
 
 // What start-up logs: device, memory taken by weights and KV cache, kernels chosen.

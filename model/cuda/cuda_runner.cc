@@ -96,12 +96,13 @@ size_t start_metadata_bytes(const CudaRunnerOptions& o) {
 // after the weights (already uploaded), the step workspace and a margin; an explicit size
 // may use everything free beyond the workspace and the margin.
 absl::StatusOr<KvCacheBudget> cuda_kv_budget(const ModelConfig& c, const CudaRunnerOptions& o,
-                                             const DeviceProps& d, int block_size) {
+                                             const DeviceProps& d, int block_size,
+                                             int64_t dequant_bytes) {
   size_t free = 0, total = 0;
   CUDA_CHECK(cudaMemGetInfo(&free, &total));
   const int64_t workspace = cuda::workspace_bytes(c, o.max_batch_tokens,
                                                   cuda::decode_bucket(o.max_num_seqs),
-                                                  start_metadata_bytes(o));
+                                                  start_metadata_bytes(o), dequant_bytes);
   KvCacheGeometry g;
   g.bytes_per_block = DeviceKvCache::bytes_per_block(c, block_size);
   g.block_size = block_size;
@@ -182,10 +183,11 @@ absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions
                                    CudaRunnerInfo* info) {
   use_graphs_ = o.cuda_graphs;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  ASSIGN_OR_RETURN(weights_, cuda::upload_llama_weights(file, config_));
+  ASSIGN_OR_RETURN(weights_, cuda::upload_llama_weights(file, config_, o.native_weights));
   ASSIGN_OR_RETURN(gemm_, cuda::Gemm::create());
   const int block_size = kernels::kKvBlockSize;
-  ASSIGN_OR_RETURN(const KvCacheBudget kv, cuda_kv_budget(config_, o, device_, block_size));
+  ASSIGN_OR_RETURN(const KvCacheBudget kv, cuda_kv_budget(config_, o, device_, block_size,
+                                                              weights_.max_dequant_bytes));
   const int blocks = kv.num_blocks;
   cache_.num_blocks = blocks;
   cache_.block_size = block_size;
@@ -196,10 +198,10 @@ absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions
   RETURN_IF_ERROR(prepare_decode_graphs(o));
   if (info != nullptr) {
     info->summary = absl::StrFormat(
-        "cuda: %s (sm_%d%d, %d SMs, %.1f GiB): weights %.1f MiB bf16; KV cache %d blocks x %d "
+        "cuda: %s (sm_%d%d, %d SMs, %.1f GiB): weights %s; KV cache %d blocks x %d "
         "tokens = %d tokens, %.1f MiB bf16 (%s); decode steps %s",
         device_.name, device_.major, device_.minor, device_.num_sms, device_.total / kMiB / 1024,
-        weights_.bytes / kMiB, cache_.num_blocks, block_size, cache_.num_blocks * block_size,
+        weights_.summary(), cache_.num_blocks, block_size, cache_.num_blocks * block_size,
         2.0 * cache_bytes / kMiB, kv.source,
         use_graphs_ ? absl::StrCat("through CUDA graphs (", graphs_.num_graphs(),
                                    " captured at start)")

@@ -2,23 +2,29 @@
 
 #include <cuda_runtime_api.h>
 
-#include <bit>
+#include <algorithm>
 #include <cstring>
 #include <initializer_list>
+#include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/bf16.h"
 #include "base/status_macros.h"
 #include "kernels/cuda_check.h"
+#include "model/gguf/ggml_type.h"
 #include "model/gguf/gguf.h"
 #include "model/weights.h"
 
 namespace flashserve::model::cuda {
 namespace {
 
-// Uploads the concatenation of `parts` as bf16.
-absl::Status upload_bf16(std::initializer_list<const std::vector<float>*> parts,
-                         DeviceBuffer* dst, int64_t* bytes) {
+using kernels::WeightFormat;
+
+// Uploads the concatenation of `parts` as a bf16 matrix of `k` columns.
+absl::Status upload_bf16(std::initializer_list<const std::vector<float>*> parts, int64_t k,
+                         DeviceMatrix* dst, int64_t* bytes) {
   size_t n = 0;
   for (const auto* p : parts) n += p->size();
   std::vector<uint16_t> host(n);
@@ -26,9 +32,11 @@ absl::Status upload_bf16(std::initializer_list<const std::vector<float>*> parts,
   for (const auto* p : parts) {
     for (float v : *p) host[at++] = fp32_to_bf16_bits(v);
   }
-  RETURN_IF_ERROR(dst->allocate(n * sizeof(uint16_t)));
-  CUDA_CHECK(cudaMemcpy(dst->get(), host.data(), n * sizeof(uint16_t),
-                                     cudaMemcpyHostToDevice));
+  RETURN_IF_ERROR(dst->data.allocate(n * sizeof(uint16_t)));
+  CUDA_CHECK(cudaMemcpy(dst->data.get(), host.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice));
+  dst->format = WeightFormat::kBf16;
+  dst->rows = static_cast<int64_t>(n) / k;
+  dst->k = k;
   *bytes += static_cast<int64_t>(n * sizeof(uint16_t));
   return absl::OkStatus();
 }
@@ -40,44 +48,182 @@ absl::Status upload_fp32(std::initializer_list<const std::vector<float>*> parts,
   for (const auto* p : parts) host.insert(host.end(), p->begin(), p->end());
   if (host.empty()) return absl::OkStatus();
   RETURN_IF_ERROR(dst->allocate(host.size() * sizeof(float)));
-  CUDA_CHECK(cudaMemcpy(dst->get(), host.data(), host.size() * sizeof(float),
-                                     cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(dst->get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
   *bytes += static_cast<int64_t>(host.size() * sizeof(float));
   return absl::OkStatus();
 }
 
-absl::Status upload_layer(const LayerWeights& w, DeviceLayer* d, int64_t* bytes) {
-  RETURN_IF_ERROR(upload_fp32({&w.attn_norm}, &d->attn_norm, bytes));
-  RETURN_IF_ERROR(upload_bf16({&w.wq, &w.wk, &w.wv}, &d->wqkv, bytes));
-  RETURN_IF_ERROR(upload_fp32({&w.bq, &w.bk, &w.bv}, &d->bqkv, bytes));
-  RETURN_IF_ERROR(upload_fp32({&w.q_norm}, &d->q_norm, bytes));
-  RETURN_IF_ERROR(upload_fp32({&w.k_norm}, &d->k_norm, bytes));
-  RETURN_IF_ERROR(upload_bf16({&w.wo}, &d->wo, bytes));
-  RETURN_IF_ERROR(upload_fp32({&w.ffn_norm}, &d->ffn_norm, bytes));
-  RETURN_IF_ERROR(upload_bf16({&w.w_gate, &w.w_up}, &d->w_gate_up, bytes));
-  return upload_bf16({&w.w_down}, &d->w_down, bytes);
+// One tensor's ggml row bytes, rows permuted to adjacent-pair RoPE order when the
+// architecture's Q/K rows are in NEOX order (the byte version of model/weights.cc's
+// permutation: rows are whole blocks).
+std::vector<uint8_t> raw_rows(const GgufTensorInfo& t, bool permute, int head_dim) {
+  std::vector<uint8_t> out(t.data, t.data + t.num_bytes);
+  if (!permute) return out;
+  const int64_t row_bytes = static_cast<int64_t>(t.num_bytes) / t.num_rows();
+  const int half = head_dim / 2;
+  for (int64_t h = 0; h * head_dim < t.num_rows(); ++h) {
+    const uint8_t* head = t.data + h * head_dim * row_bytes;
+    uint8_t* dst = out.data() + h * head_dim * row_bytes;
+    for (int i = 0; i < half; ++i) {
+      std::memcpy(dst + (2 * i) * row_bytes, head + i * row_bytes, row_bytes);
+      std::memcpy(dst + (2 * i + 1) * row_bytes, head + (i + half) * row_bytes, row_bytes);
+    }
+  }
+  return out;
+}
+
+// The native format shared by the tensors `names` (all present, validated), or kBf16 when
+// they differ, have none, or their rows are not whole blocks of it.
+WeightFormat shared_format(const GgufFile& file, std::initializer_list<std::string> names) {
+  WeightFormat f = WeightFormat::kBf16;
+  bool first = true;
+  for (const std::string& name : names) {
+    const GgufTensorInfo* t = file.find_tensor(name);
+    const WeightFormat g = native_format(static_cast<uint32_t>(t->type));
+    if (!first && g != f) return WeightFormat::kBf16;
+    if (!kernels::quant_layout_ok(g, t->row_length())) return WeightFormat::kBf16;
+    f = g;
+    first = false;
+  }
+  return f;
+}
+
+// Uploads the row-concatenation of `names` in native format f, repacked. `rope_rows[i]`
+// says tensor i holds Q/K rows (permuted for NEOX architectures).
+absl::Status upload_native(const GgufFile& file, const ModelConfig& c,
+                           std::initializer_list<std::string> names,
+                           std::initializer_list<bool> rope_rows, WeightFormat f,
+                           DeviceWeights* d, DeviceMatrix* dst) {
+  std::vector<uint8_t> src;
+  int64_t rows = 0, k = 0;
+  auto rope = rope_rows.begin();
+  for (const std::string& name : names) {
+    const GgufTensorInfo* t = file.find_tensor(name);
+    const std::vector<uint8_t> bytes = raw_rows(*t, c.neox_rows && *rope++, c.head_dim);
+    src.insert(src.end(), bytes.begin(), bytes.end());
+    rows += t->num_rows();
+    k = t->row_length();
+  }
+  const kernels::QuantLayout l = kernels::quant_layout(f, rows, k);
+  std::vector<uint8_t> host(l.total_bytes);
+  RETURN_IF_ERROR(kernels::quant_repack(f, src.data(), static_cast<int64_t>(src.size()), rows, k,
+                                        host.data(), l.total_bytes));
+  RETURN_IF_ERROR(dst->data.allocate(host.size()));
+  CUDA_CHECK(cudaMemcpy(dst->data.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
+  dst->format = f;
+  dst->rows = rows;
+  dst->k = k;
+  d->bytes += l.total_bytes;
+  d->native_bytes += l.total_bytes;
+  d->max_dequant_bytes = std::max(d->max_dequant_bytes, rows * k * 2);
+  return absl::OkStatus();
+}
+
+// The attention projections: [q; k; v] native when the three share a format, [q; k] + v
+// when only V differs, bf16 otherwise.
+absl::Status upload_qkv(const GgufFile& file, const ModelConfig& c, const std::string& p,
+                        const LayerWeights& w, bool native, DeviceWeights* d, DeviceLayer* l) {
+  const std::string q = p + "attn_q.weight", k = p + "attn_k.weight", v = p + "attn_v.weight";
+  const WeightFormat all = native ? shared_format(file, {q, k, v}) : WeightFormat::kBf16;
+  if (all != WeightFormat::kBf16) {
+    return upload_native(file, c, {q, k, v}, {true, true, false}, all, d, &l->wqkv);
+  }
+  const WeightFormat qk = native ? shared_format(file, {q, k}) : WeightFormat::kBf16;
+  const WeightFormat vf = native ? shared_format(file, {v}) : WeightFormat::kBf16;
+  if (qk != WeightFormat::kBf16 && vf != WeightFormat::kBf16) {
+    RETURN_IF_ERROR(upload_native(file, c, {q, k}, {true, true}, qk, d, &l->wqkv));
+    return upload_native(file, c, {v}, {false}, vf, d, &l->wv);
+  }
+  return upload_bf16({&w.wq, &w.wk, &w.wv}, c.hidden_size, &l->wqkv, &d->bytes);
+}
+
+// One matrix (or the row-concatenation of two) native when possible, else bf16.
+absl::Status upload_projection(const GgufFile& file, const ModelConfig& c,
+                               std::initializer_list<std::string> names,
+                               std::initializer_list<const std::vector<float>*> fp32, int64_t k,
+                               bool native, DeviceWeights* d, DeviceMatrix* dst) {
+  const WeightFormat f = native ? shared_format(file, names) : WeightFormat::kBf16;
+  if (f != WeightFormat::kBf16) {
+    if (names.size() == 1) return upload_native(file, c, names, {false}, f, d, dst);
+    return upload_native(file, c, names, {false, false}, f, d, dst);
+  }
+  return upload_bf16(fp32, k, dst, &d->bytes);
+}
+
+absl::Status upload_layer(const GgufFile& file, const ModelConfig& c, int layer, bool native,
+                          DeviceWeights* d) {
+  ASSIGN_OR_RETURN(const LayerWeights w, load_llama_layer(file, c, layer));
+  DeviceLayer& l = d->layers[layer];
+  const std::string p = absl::StrCat("blk.", layer, ".");
+  RETURN_IF_ERROR(upload_fp32({&w.attn_norm}, &l.attn_norm, &d->bytes));
+  RETURN_IF_ERROR(upload_qkv(file, c, p, w, native, d, &l));
+  RETURN_IF_ERROR(upload_fp32({&w.bq, &w.bk, &w.bv}, &l.bqkv, &d->bytes));
+  RETURN_IF_ERROR(upload_fp32({&w.q_norm}, &l.q_norm, &d->bytes));
+  RETURN_IF_ERROR(upload_fp32({&w.k_norm}, &l.k_norm, &d->bytes));
+  const int64_t q_dim = int64_t{c.num_heads} * c.head_dim;
+  RETURN_IF_ERROR(upload_projection(file, c, {p + "attn_output.weight"}, {&w.wo}, q_dim, native, d, &l.wo));
+  RETURN_IF_ERROR(upload_fp32({&w.ffn_norm}, &l.ffn_norm, &d->bytes));
+  RETURN_IF_ERROR(upload_projection(file, c, {p + "ffn_gate.weight", p + "ffn_up.weight"},
+                                    {&w.w_gate, &w.w_up}, c.hidden_size, native, d, &l.w_gate_up));
+  return upload_projection(file, c, {p + "ffn_down.weight"}, {&w.w_down}, c.ffn_size, native, d,
+                           &l.w_down);
+}
+
+// token_embd or output: native when possible, else bf16 from the fp32 values.
+absl::Status upload_vocab_matrix(const GgufFile& file, const ModelConfig& c, const std::string& name,
+                                 bool native, DeviceWeights* d, DeviceMatrix* dst) {
+  if (native && shared_format(file, {name}) != WeightFormat::kBf16) {
+    return upload_projection(file, c, {name}, {}, c.hidden_size, true, d, dst);
+  }
+  ASSIGN_OR_RETURN(const std::vector<float> t,
+                   load_weight_tensor(file, name, {c.hidden_size, c.vocab_size}));
+  return upload_bf16({&t}, c.hidden_size, dst, &d->bytes);
 }
 
 }  // namespace
 
-absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file,
-                                                   const ModelConfig& config) {
-  RETURN_IF_ERROR(check_llama_config(config));
-  const int64_t hidden = config.hidden_size, vocab = config.vocab_size;
-  DeviceWeights d;
-  ASSIGN_OR_RETURN(std::vector<float> t,
-                   load_weight_tensor(file, "token_embd.weight", {hidden, vocab}));
-  RETURN_IF_ERROR(upload_bf16({&t}, &d.token_embd, &d.bytes));
-  d.layers.resize(config.num_layers);
-  for (int i = 0; i < config.num_layers; ++i) {
-    ASSIGN_OR_RETURN(LayerWeights layer, load_llama_layer(file, config, i));
-    RETURN_IF_ERROR(upload_layer(layer, &d.layers[i], &d.bytes));
+WeightFormat native_format(uint32_t ggml_type) {
+  switch (static_cast<GgmlType>(ggml_type)) {
+    case GgmlType::kQ8_0: return WeightFormat::kQ8_0;
+    case GgmlType::kQ4_0: return WeightFormat::kQ4_0;
+    case GgmlType::kQ4_1: return WeightFormat::kQ4_1;
+    case GgmlType::kQ4_K: return WeightFormat::kQ4_K;
+    case GgmlType::kQ5_K: return WeightFormat::kQ5_K;
+    case GgmlType::kQ6_K: return WeightFormat::kQ6_K;
+    default: return WeightFormat::kBf16;
   }
-  ASSIGN_OR_RETURN(t, load_weight_tensor(file, "output_norm.weight", {hidden}));
-  RETURN_IF_ERROR(upload_fp32({&t}, &d.output_norm, &d.bytes));
+}
+
+std::string DeviceWeights::summary() const {
+  constexpr double kGiB = 1 << 30;
+  if (native_bytes == 0) return absl::StrFormat("bf16 %.2f GiB", bytes / kGiB);
+  std::set<std::string> formats;
+  auto add = [&](const DeviceMatrix& m) {
+    if (m.native()) formats.insert(kernels::weight_format_name(m.format));
+  };
+  add(token_embd);
+  add(output);
+  for (const DeviceLayer& l : layers) {
+    for (const DeviceMatrix* m : {&l.wqkv, &l.wv, &l.wo, &l.w_gate_up, &l.w_down}) add(*m);
+  }
+  std::string names;
+  for (const std::string& f : formats) absl::StrAppend(&names, names.empty() ? "" : ", ", f);
+  return absl::StrFormat("native (%s) %.2f GiB + bf16/fp32 %.2f GiB", names, native_bytes / kGiB,
+                         (bytes - native_bytes) / kGiB);
+}
+
+absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file, const ModelConfig& config,
+                                                   bool native) {
+  RETURN_IF_ERROR(check_llama_config(config));
+  DeviceWeights d;
+  RETURN_IF_ERROR(upload_vocab_matrix(file, config, "token_embd.weight", native, &d, &d.token_embd));
+  d.layers.resize(config.num_layers);
+  for (int i = 0; i < config.num_layers; ++i) RETURN_IF_ERROR(upload_layer(file, config, i, native, &d));
+  ASSIGN_OR_RETURN(const std::vector<float> norm,
+                   load_weight_tensor(file, "output_norm.weight", {config.hidden_size}));
+  RETURN_IF_ERROR(upload_fp32({&norm}, &d.output_norm, &d.bytes));
   if (!config.tied_embeddings) {
-    ASSIGN_OR_RETURN(t, load_weight_tensor(file, "output.weight", {hidden, vocab}));
-    RETURN_IF_ERROR(upload_bf16({&t}, &d.output, &d.bytes));
+    RETURN_IF_ERROR(upload_vocab_matrix(file, config, "output.weight", native, &d, &d.output));
   }
   return d;
 }

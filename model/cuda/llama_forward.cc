@@ -11,6 +11,7 @@
 #include "kernels/attention.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/gemv.h"
+#include "kernels/quant/quant_gemv.h"
 #include "kernels/layers.h"
 #include "base/status_macros.h"
 #include "kernels/cuda_check.h"
@@ -203,14 +204,16 @@ absl::Status rmsnorm(const ForwardContext& ctx, const DeviceBuffer& weight, cons
 
 // The fused small-batch path (kernels/gemv.h) takes a linear layer when its shape allows;
 // the choice depends on the shape alone, so a batch runs the same kernels every time.
-bool use_gemv(int m, int k) { return kernels::gemv_supported(m, k); }
+// Whether a step of m tokens multiplies by w through the (quantized or bf16) GEMV.
+bool use_gemv(const DeviceMatrix& w, int m) { return kernels::gemv_supported(w.format, m, w.k); }
 
-kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const void* w,
+kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const DeviceMatrix& w,
                                 kernels::GemvOutput output, void* y, int m, int n, int k) {
   kernels::GemvParams g;
   g.input = input;
   g.x = x;
-  g.w = w;
+  g.w = w.get();
+  g.w_format = w.format;
   g.output = output;
   g.y = y;
   g.m = m;
@@ -219,13 +222,41 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const v
   return g;
 }
 
+// The bf16 [rows, k] operand of a GEMM by `parts` stacked along rows: a bf16 matrix as it
+// is; native ones dequantized into ws.dequant (bandwidth-bound: ~0.56 + 2 + 2 bytes an
+// element for Q4 with the GEMM's read, against 2 for a bf16 weight).
+absl::StatusOr<const void*> gemm_operand(const ForwardContext& ctx,
+                                         std::initializer_list<const DeviceMatrix*> parts) {
+  if (parts.size() == 1 && !(*parts.begin())->native()) return (*parts.begin())->get();
+  int64_t row = 0;
+  for (const DeviceMatrix* w : parts) {
+    kernels::DequantizeParams d;
+    d.format = w->format;
+    d.w = w->get();
+    d.num_rows = w->rows;
+    d.k = w->k;
+    d.row_begin = 0;
+    d.row_end = w->rows;
+    d.out = ctx.ws->dequant.get<uint16_t>() + row * w->k;
+    RETURN_IF_ERROR(kernels::dequantize_bf16(d, ctx.stream));
+    row += w->rows;
+  }
+  return static_cast<const void*>(ctx.ws->dequant.get());
+}
+
 // y[m, n] = RMSNorm(x rows) . w^T (rows gathered as in rmsnorm()): one fused GEMV, or the
-// norm into `normed` [m, hidden] bf16 and a cuBLASLt GEMM.
+// norm into `normed` [m, hidden] bf16 and a cuBLASLt GEMM. `w` may be [wq; wk] + `w2` (wv).
 absl::Status norm_linear(const ForwardContext& ctx, const DeviceBuffer& norm_weight,
-                         const int32_t* rows, int m, const void* w, int n, void* normed,
-                         void* y, GemmOut out) {
+                         const int32_t* rows, int m, const DeviceMatrix& w, int n, void* normed,
+                         void* y, GemmOut out, const DeviceMatrix* w2 = nullptr) {
   const int k = ctx.config->hidden_size;
-  if (use_gemv(m, k)) {
+  if (w2 != nullptr && !w2->empty()) {
+    RETURN_IF_ERROR(rmsnorm(ctx, norm_weight, rows, m, normed));
+    ASSIGN_OR_RETURN(const void* wb, gemm_operand(ctx, {&w, w2}));
+    RETURN_IF_ERROR(ctx.gemm->linear(normed, wb, y, m, n, k, out, ctx.stream));
+    return ctx.timer->mark(StepPart::kGemm);
+  }
+  if (use_gemv(w, m)) {
     kernels::GemvParams g = gemv_params(
         kernels::GemvInput::kRmsNorm, ctx.ws->x.get(), w,
         out == GemmOut::kFp32 ? kernels::GemvOutput::kFp32 : kernels::GemvOutput::kBf16, y, m,
@@ -236,23 +267,25 @@ absl::Status norm_linear(const ForwardContext& ctx, const DeviceBuffer& norm_wei
     RETURN_IF_ERROR(kernels::gemv(g, ctx.num_sms, ctx.stream));
   } else {
     RETURN_IF_ERROR(rmsnorm(ctx, norm_weight, rows, m, normed));
-    RETURN_IF_ERROR(ctx.gemm->linear(normed, w, y, m, n, k, out, ctx.stream));
+    ASSIGN_OR_RETURN(const void* wb, gemm_operand(ctx, {&w}));
+    RETURN_IF_ERROR(ctx.gemm->linear(normed, wb, y, m, n, k, out, ctx.stream));
   }
   return ctx.timer->mark(StepPart::kGemm);
 }
 
 // x[t, hidden] += in[t, k] . w^T: the O and down projections with the residual add.
-absl::Status linear_residual(const ForwardContext& ctx, const void* in, const void* w, int t,
-                             int k) {
+absl::Status linear_residual(const ForwardContext& ctx, const void* in, const DeviceMatrix& w,
+                             int t, int k) {
   const int n = ctx.config->hidden_size;
-  if (use_gemv(t, k)) {
+  if (use_gemv(w, t)) {
     RETURN_IF_ERROR(kernels::gemv(gemv_params(kernels::GemvInput::kBf16, in, w,
                                               kernels::GemvOutput::kFp32Accumulate,
                                               ctx.ws->x.get(), t, n, k),
                                   ctx.num_sms, ctx.stream));
   } else {
+    ASSIGN_OR_RETURN(const void* wb, gemm_operand(ctx, {&w}));
     RETURN_IF_ERROR(
-        ctx.gemm->linear(in, w, ctx.ws->x.get(), t, n, k, GemmOut::kFp32Accumulate, ctx.stream));
+        ctx.gemm->linear(in, wb, ctx.ws->x.get(), t, n, k, GemmOut::kFp32Accumulate, ctx.stream));
   }
   return ctx.timer->mark(StepPart::kGemm);
 }
@@ -316,6 +349,47 @@ kernels::RopeAppendParams rope_params(const ForwardContext& ctx, const DeviceLay
   return rope;
 }
 
+// The QKV projection of a small batch by GEMVs, with RoPE and the KV append fused into the
+// GEMV where it can be (no bias, no Q/K norm): one launch, or two when wv is separate (Q/K
+// columns, then V's). With a bias or Q/K norms the GEMVs write ws.qkv and rope_qkv_append
+// does the rest; a separate wv then needs one GEMV per token and part, so that V's columns
+// land after Q/K's in each token's row (only files with mixed QKV formats pay for this).
+absl::Status qkv_gemv(const ForwardContext& ctx, const DeviceLayer& w, int t,
+                      const kernels::RopeAppendParams& rope) {
+  const ModelConfig& c = *ctx.config;
+  DeviceWorkspace& ws = *ctx.ws;
+  const int qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  const int v_dim = c.num_kv_heads * c.head_dim, qk_dim = qkv_dim - v_dim;
+  const bool fused_rope = rope.bias == nullptr && rope.q_norm == nullptr;
+  // Columns [first_col, first_col + n) of `rows` tokens from token row0 on.
+  auto part = [&](const DeviceMatrix& m, int first_col, int n, int rows, int row0) {
+    kernels::GemvParams g = gemv_params(
+        kernels::GemvInput::kRmsNorm, ws.x.get<float>() + int64_t{row0} * c.hidden_size, m,
+        fused_rope ? kernels::GemvOutput::kRopeAppend : kernels::GemvOutput::kBf16,
+        fused_rope ? nullptr : ws.qkv.get<uint16_t>() + int64_t{row0} * qkv_dim + first_col, rows,
+        n, c.hidden_size);
+    g.norm_weight = w.attn_norm.get<float>();
+    g.eps = c.rms_eps;
+    g.rope = rope;
+    g.rope_first_col = first_col;
+    return kernels::gemv(g, ctx.num_sms, ctx.stream);
+  };
+  if (w.wv.empty()) {
+    RETURN_IF_ERROR(part(w.wqkv, 0, qkv_dim, t, 0));
+  } else if (fused_rope) {
+    RETURN_IF_ERROR(part(w.wqkv, 0, qk_dim, t, 0));
+    RETURN_IF_ERROR(part(w.wv, qk_dim, v_dim, t, 0));
+  } else {
+    for (int r = 0; r < t; ++r) {  // m = 1 each: y is one row, at that token's offset
+      RETURN_IF_ERROR(part(w.wqkv, 0, qk_dim, 1, r));
+      RETURN_IF_ERROR(part(w.wv, qk_dim, v_dim, 1, r));
+    }
+  }
+  RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
+  if (!fused_rope) RETURN_IF_ERROR(kernels::rope_qkv_append(rope, ctx.stream));
+  return absl::OkStatus();
+}
+
 // x += O(attention(RoPE(QKV(RMSNorm(x))))): at small batch the norm, the QKV projection,
 // RoPE and the KV append are one GEMV, unless the architecture adds a bias or normalises Q
 // and K per head (the GEMV epilogue rotates pairs as they come out, with no view of a whole
@@ -328,25 +402,15 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
   const int q_dim = c.num_heads * c.head_dim;
   const int qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   const kernels::RopeAppendParams rope = rope_params(ctx, w, b, layer);
-  if (use_gemv(t, c.hidden_size)) {
-    const bool fused_rope = rope.bias == nullptr && rope.q_norm == nullptr;
-    kernels::GemvParams g = gemv_params(
-        kernels::GemvInput::kRmsNorm, ws.x.get(), w.wqkv.get(),
-        fused_rope ? kernels::GemvOutput::kRopeAppend : kernels::GemvOutput::kBf16,
-        fused_rope ? nullptr : ws.qkv.get(), t, qkv_dim, c.hidden_size);
-    g.norm_weight = w.attn_norm.get<float>();
-    g.eps = c.rms_eps;
-    g.rope = rope;
-    RETURN_IF_ERROR(kernels::gemv(g, ctx.num_sms, ctx.stream));
-    RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
-    if (!fused_rope) RETURN_IF_ERROR(kernels::rope_qkv_append(rope, ctx.stream));
+  if (use_gemv(w.wqkv, t) && (w.wv.empty() || use_gemv(w.wv, t))) {
+    RETURN_IF_ERROR(qkv_gemv(ctx, w, t, rope));
   } else {
-    RETURN_IF_ERROR(norm_linear(ctx, w.attn_norm, nullptr, t, w.wqkv.get(), qkv_dim,
-                                ws.xn.get(), ws.qkv.get(), GemmOut::kBf16));
+    RETURN_IF_ERROR(norm_linear(ctx, w.attn_norm, nullptr, t, w.wqkv, qkv_dim, ws.xn.get(),
+                                ws.qkv.get(), GemmOut::kBf16, &w.wv));
     RETURN_IF_ERROR(kernels::rope_qkv_append(rope, ctx.stream));
   }
   RETURN_IF_ERROR(attention_all(ctx, b, layer, stats));
-  return linear_residual(ctx, ws.attn.get(), w.wo.get(), t, q_dim);
+  return linear_residual(ctx, ws.attn.get(), w.wo, t, q_dim);
 }
 
 // x += down(silu(gate(RMSNorm(x))) * up(RMSNorm(x))): at small batch the norm, the fused
@@ -354,16 +418,16 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
 absl::Status ffn_block(const ForwardContext& ctx, const DeviceLayer& w, int t) {
   const ModelConfig& c = *ctx.config;
   DeviceWorkspace& ws = *ctx.ws;
-  if (use_gemv(t, c.hidden_size)) {
+  if (use_gemv(w.w_gate_up, t)) {
     kernels::GemvParams g =
-        gemv_params(kernels::GemvInput::kRmsNorm, ws.x.get(), w.w_gate_up.get(),
+        gemv_params(kernels::GemvInput::kRmsNorm, ws.x.get(), w.w_gate_up,
                     kernels::GemvOutput::kSwiglu, ws.ffn.get(), t, c.ffn_size, c.hidden_size);
     g.norm_weight = w.ffn_norm.get<float>();
     g.eps = c.rms_eps;
     RETURN_IF_ERROR(kernels::gemv(g, ctx.num_sms, ctx.stream));
     RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
   } else {
-    RETURN_IF_ERROR(norm_linear(ctx, w.ffn_norm, nullptr, t, w.w_gate_up.get(), 2 * c.ffn_size,
+    RETURN_IF_ERROR(norm_linear(ctx, w.ffn_norm, nullptr, t, w.w_gate_up, 2 * c.ffn_size,
                                 ws.xn.get(), ws.gate_up.get(), GemmOut::kBf16));
     kernels::SwigluParams act;
     act.dtype = kAct;
@@ -374,7 +438,7 @@ absl::Status ffn_block(const ForwardContext& ctx, const DeviceLayer& w, int t) {
     RETURN_IF_ERROR(kernels::swiglu(act, ctx.stream));
     RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
   }
-  return linear_residual(ctx, ws.ffn.get(), w.w_down.get(), t, c.ffn_size);
+  return linear_residual(ctx, ws.ffn.get(), w.w_down, t, c.ffn_size);
 }
 
 }  // namespace
@@ -393,6 +457,9 @@ absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int ma
   RETURN_IF_ERROR(ctx.ws->decode_scratch.reserve(
       decode_scratch_bytes(c, max_seqs, kernels::kMaxDecodeSplits)));
   RETURN_IF_ERROR(ctx.ws->metadata.reserve(metadata_bytes));
+  if (ctx.weights->max_dequant_bytes > 0) {
+    RETURN_IF_ERROR(ctx.ws->dequant.reserve(static_cast<size_t>(ctx.weights->max_dequant_bytes)));
+  }
   return reserve_rope_tables(ctx, 0);
 }
 
@@ -405,12 +472,12 @@ size_t metadata_bytes(int max_tokens, int max_seqs, int table_width) {
 }
 
 int64_t workspace_bytes(const ModelConfig& c, int max_tokens, int max_seqs,
-                        size_t metadata_bytes) {
+                        size_t metadata_bytes, int64_t dequant_bytes) {
   const size_t tokens = std::max(max_tokens, max_seqs);
   return static_cast<int64_t>(token_buffer_sizes(c, tokens, max_seqs).total() + sizeof(float) +
                               decode_scratch_bytes(c, max_seqs, kernels::kMaxDecodeSplits) +
                               metadata_bytes + rope_table_bytes(c, c.context_length) +
-                              Gemm::kWorkspaceBytes);
+                              Gemm::kWorkspaceBytes + dequant_bytes);
 }
 
 int64_t DeviceKvCache::bytes_per_block(const ModelConfig& c, int block_size) {
@@ -470,19 +537,38 @@ absl::StatusOr<DeviceBatch> upload_batch(const ForwardContext& ctx, const Forwar
   return b;
 }
 
+// x[t, :] = token_embd[token_ids[t], :] in fp32: the bf16 table gathered, or a native one
+// dequantized row by row (exactly ggml's values).
+absl::Status embed_tokens(const ForwardContext& ctx, const DeviceBatch& b) {
+  const DeviceMatrix& table = ctx.weights->token_embd;
+  if (table.native()) {
+    kernels::DequantizeParams d;
+    d.format = table.format;
+    d.w = table.get();
+    d.num_rows = table.rows;
+    d.k = table.k;
+    d.row_end = b.num_tokens;
+    d.row_ids = b.token_ids;
+    d.out = ctx.ws->x.get<float>();
+    d.out_fp32 = true;
+    return kernels::dequantize_bf16(d, ctx.stream);
+  }
+  kernels::EmbeddingParams embed;
+  embed.dtype = kAct;
+  embed.table = table.get();
+  embed.token_ids = b.token_ids;
+  embed.out = ctx.ws->x.get<float>();
+  embed.num_tokens = b.num_tokens;
+  embed.dim = ctx.config->hidden_size;
+  return kernels::embedding_gather(embed, ctx.stream);
+}
+
 absl::Status llama_forward_cuda(const ForwardContext& ctx, const DeviceBatch& b,
                                 int num_layers, ForwardStats* stats) {
   const ModelConfig& c = *ctx.config;
   const DeviceWeights& weights = *ctx.weights;
   DeviceWorkspace& ws = *ctx.ws;
-  kernels::EmbeddingParams embed;
-  embed.dtype = kAct;
-  embed.table = weights.token_embd.get();
-  embed.token_ids = b.token_ids;
-  embed.out = ws.x.get<float>();
-  embed.num_tokens = b.num_tokens;
-  embed.dim = c.hidden_size;
-  RETURN_IF_ERROR(kernels::embedding_gather(embed, ctx.stream));
+  RETURN_IF_ERROR(embed_tokens(ctx, b));
   for (int layer = 0; layer < num_layers; ++layer) {
     RETURN_IF_ERROR(attention_block(ctx, weights.layers[layer], b, layer, stats));
     RETURN_IF_ERROR(ffn_block(ctx, weights.layers[layer], b.num_tokens));

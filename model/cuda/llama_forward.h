@@ -84,6 +84,7 @@ struct DeviceWorkspace {
   DeviceBuffer ffn;        // [num_tokens, ffn_size] bf16
   DeviceBuffer last;       // [num_out_rows, hidden] bf16 final-normed rows
   DeviceBuffer logits;     // [num_out_rows, vocab] fp32
+  DeviceBuffer dequant;    // bf16 copy of the native matrix a GEMM reads (max_dequant_bytes)
   DeviceBuffer decode_scratch;   // kernels::attention_decode's split-KV partials
   DeviceBuffer metadata;         // DeviceBatch's arrays
   DeviceBuffer results;          // [num_out_rows] kernels::SampleResult
@@ -122,10 +123,11 @@ int attention_decode_splits(const ForwardContext& ctx, const AttentionRun& r);
 absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int max_seqs,
                                size_t metadata_bytes);
 // Device bytes that reserve_workspace(ctx, max_tokens, max_seqs, metadata_bytes) allocates
-// for this config (RoPE tables for the context length and cuBLASLt's workspace included):
+// for this config (RoPE tables for the context length, cuBLASLt's workspace and the
+// weights' dequant_bytes (DeviceWeights::max_dequant_bytes) included):
 // the KV cache's budget leaves this much free. Computed from the sizes the reserve uses.
 int64_t workspace_bytes(const ModelConfig& c, int max_tokens, int max_seqs,
-                        size_t metadata_bytes);
+                        size_t metadata_bytes, int64_t dequant_bytes);
 // Bytes of batch metadata reserved at start for steps of up to max_tokens tokens and
 // max_seqs sequences with block tables table_width wide (penalty lists beyond
 // kMetadataSlack grow the buffer, which re-captures the decode graphs once).

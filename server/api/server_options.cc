@@ -102,6 +102,7 @@ absl::StatusOr<model::LoadOptions> load_options(const ServerOptions& options) {
   load.kv_cache_tokens = options.kv_cache_tokens;
   load.gpu_memory_fraction = options.gpu_memory_fraction;
   load.cuda_graphs = options.cuda_graphs;
+  ASSIGN_OR_RETURN(load.weights, model::parse_weights(options.weights));
   load.max_num_seqs = options.engine.max_num_seqs;
   load.max_batch_tokens = options.engine.max_batch_tokens;
   return load;

@@ -6,6 +6,7 @@
 // (tests/unit/model_cuda).
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -20,8 +21,15 @@
 namespace flashserve::testing {
 
 inline constexpr char kArchGolden[] = FLASHSERVE_SOURCE_DIR "/tests/data/model_arch_random.json";
-inline constexpr char kArchTokenizerSource[] =
-    FLASHSERVE_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+// The tokenizer source: the default model, or FLASHSERVE_TEST_TOKENIZER_FROM (e.g. a
+// `flashserve-make-gguf --vocab-only` copy of it, which carries the same tokenizer keys
+// byte for byte, so the files written are the same: small enough to take to a GPU machine).
+inline std::string arch_tokenizer_source() {
+  const char* env = std::getenv("FLASHSERVE_TEST_TOKENIZER_FROM");
+  return env != nullptr ? env
+                        : std::string(FLASHSERVE_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
 
 // The golden's case named `name` (null json when absent: the caller asserts).
 inline nlohmann::json arch_case(const std::string& name) {
@@ -50,7 +58,7 @@ inline std::string file_fnv1a64(const std::string& path) {
 // Writes the case's file to `path` with the golden's options; false (with a test failure)
 // when the options do not parse, the write fails or the bytes differ from the golden's.
 inline bool write_arch_case(const nlohmann::json& c, const std::string& path) {
-  std::vector<std::string> args = {"--tokenizer-from", kArchTokenizerSource, "--out", path,
+  std::vector<std::string> args = {"--tokenizer-from", arch_tokenizer_source(), "--out", path,
                                    "--threads", "1"};
   for (const nlohmann::json& a : c["make_gguf_args"]) args.push_back(a);
   absl::StatusOr<tools::MakeGgufArgs> parsed = tools::parse_make_gguf_args(args);

@@ -83,7 +83,7 @@ TEST(QuantRoundTripTest, OurFilesDecodeBitForBitAsGgufPyDecodesThem) {
   const std::map<int, GoldenFile> golden = read_golden();
   ASSERT_EQ(golden.size(), 19u);
   for (const auto& [id, g] : golden) {
-    SCOPED_TRACE(testing::Message() << "file " << id << ": " << absl::StrJoin(g.args, " "));
+    SCOPED_TRACE(::testing::Message() << "file " << id << ": " << absl::StrJoin(g.args, " "));
     std::vector<std::string> args = g.args;
     const std::string path = temp_path("roundtrip.gguf");
     args.insert(args.end(), {"--tokenizer-from", tokenizer, "--out", path, "--threads", "2"});

@@ -50,6 +50,8 @@ using testing::relative_error;
 using testing::TestSequence;
 
 constexpr double kActivationFactor = 2 * 4.28;
+// Native weights' bound in the same unit (see NativeWeightsLogitsWithinTheYardstick).
+constexpr double kNativeFactor = 2 * 4.28;
 constexpr float kMarginBound = 0.25f;  // logits; the measured max abs error is printed
 
 std::string model_path() {
@@ -65,12 +67,18 @@ class CudaRunnerTest : public ::testing::Test {
     if (kernels::cuda_device_count() == 0 || !std::filesystem::exists(model_path())) return;
     LoadOptions o;
     o.device = Device::kCuda;
+    o.weights = Weights::kBf16;  // the yardstick is bf16 weights' error (cuda_native_test: native)
     o.kv_cache_tokens = 64 * 256;
     o.max_num_seqs = 64;
     auto gpu = load_model(model_path(), o);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     std::printf("[cuda runner] %s\n", gpu->backend_summary.c_str());
     gpu_ = new LoadedModel(std::move(*gpu));
+    o.weights = Weights::kNative;
+    auto native = load_model(model_path(), o);
+    ASSERT_TRUE(native.ok()) << native.status();
+    std::printf("[cuda runner] %s\n", native->backend_summary.c_str());
+    gpu_native_ = new LoadedModel(std::move(*native));
     o.device = Device::kCpu;
     o.num_kv_blocks = 64;
     auto cpu = load_model(model_path(), o);
@@ -95,6 +103,7 @@ class CudaRunnerTest : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     delete gpu_;
+    delete gpu_native_;
     delete cpu_;
     delete cpu_bf16w_;
   }
@@ -129,11 +138,15 @@ class CudaRunnerTest : public ::testing::Test {
     return logits;
   }
 
+  static void sixty_four_batched(Weights weights, const char* name);
+
   static LoadedModel* gpu_;
+  static LoadedModel* gpu_native_;  // the same file with native (quantized) device weights
   static LoadedModel* cpu_;
   static CpuModelRunner* cpu_bf16w_;
 };
 LoadedModel* CudaRunnerTest::gpu_ = nullptr;
+LoadedModel* CudaRunnerTest::gpu_native_ = nullptr;
 LoadedModel* CudaRunnerTest::cpu_ = nullptr;
 CpuModelRunner* CudaRunnerTest::cpu_bf16w_ = nullptr;
 
@@ -169,10 +182,12 @@ TEST_F(CudaRunnerTest, LayerByLayerLogitsWithinTheBf16Yardstick) {
 
 // Greedy continuation, token by token through forward() (device sampling), against the CPU.
 TEST_F(CudaRunnerTest, GreedyContinuationMatchesCpuWhereTheMarginAllows) {
+  for (LoadedModel* gpu : {gpu_, gpu_native_}) {
+  SCOPED_TRACE(gpu == gpu_native_ ? "native weights" : "bf16 weights");
   const std::vector<int32_t> p = gpu_->tokenizer->encode("The capital of France is", false, false);
   std::vector<int32_t> cpu_tokens, gpu_tokens;
   for (auto [runner, out] : {std::pair{cpu_->runner.get(), &cpu_tokens},
-                             std::pair{gpu_->runner.get(), &gpu_tokens}}) {
+                             std::pair{gpu->runner.get(), &gpu_tokens}}) {
     TestSequence seq;
     seq.blocks = {7};
     std::vector<int32_t> step = p;
@@ -202,6 +217,28 @@ TEST_F(CudaRunnerTest, GreedyContinuationMatchesCpuWhereTheMarginAllows) {
                 i, cpu_tokens[i], gpu_tokens[i], margin);
     EXPECT_LT(margin, kMarginBound) << "divergence at step " << i << " is not a near-tie";
     break;
+  }
+  }
+}
+
+// Native weights (the file's Q4_1 / Q8_0 blocks on the device, int8-rounded activations in
+// the GEMVs: kernels/quant/quant_gemv.h) against the CPU, beside the bf16 path's error: both
+// relative to the bf16-weights yardstick; the native bound is kNativeFactor.
+TEST_F(CudaRunnerTest, NativeWeightsLogitsWithinTheYardstick) {
+  for (int len : {1, 2, 8, 17, 278}) {
+    const std::vector<int32_t> tokens = prompt(len);
+    const int n = gpu_->config.num_layers;
+    const std::vector<float> ref = prefill_logits(cpu_->runner.get(), tokens, n);
+    const std::vector<float> w16 = prefill_logits(cpu_bf16w_, tokens, n);
+    const std::vector<float> bf16 = prefill_logits(gpu_->runner.get(), tokens, n);
+    const std::vector<float> got = prefill_logits(gpu_native_->runner.get(), tokens, n);
+    const double yardstick = relative_error(w16, ref);
+    const double err = relative_error(got, ref), err_bf16 = relative_error(bf16, ref);
+    std::printf("[cuda runner] native len %4d: rel err %.3e (x%.2f of bf16 weights' %.3e), "
+                "bf16 path %.3e, native vs bf16 path %.3e, top-1 %s\n",
+                len, err, err / yardstick, yardstick, err_bf16, relative_error(got, bf16),
+                argmax(got) == argmax(ref) ? "same" : "DIFFERENT");
+    EXPECT_LE(err, kNativeFactor * yardstick) << "len " << len;
   }
 }
 
@@ -294,9 +331,10 @@ TEST_F(CudaRunnerTest, MixedPrefillAndDecodeBatchMatchesCpu) {
 
 // 64 requests batched by the engine (mixed prefill chunks and decodes) give each request the
 // tokens it gets alone, except where the alone-run's top-2 margin is a near-tie.
-TEST_F(CudaRunnerTest, SixtyFourBatchedRequestsMatchRunningAlone) {
+void CudaRunnerTest::sixty_four_batched(Weights weights, const char* name) {
   LoadOptions o;
   o.device = Device::kCuda;
+  o.weights = weights;
   o.kv_cache_tokens = 64 * 512;
   o.max_num_seqs = 64;
   auto engine_model = load_model(model_path(), o);
@@ -352,9 +390,18 @@ TEST_F(CudaRunnerTest, SixtyFourBatchedRequestsMatchRunningAlone) {
                 "margin %.4f\n", i, j, l[0] - l[1]);
     EXPECT_LT(l[0] - l[1], kMarginBound) << "request " << i << " token " << j;
   }
-  std::printf("[cuda runner] %d / %zu batched requests identical to running alone\n", same,
+  std::printf("[cuda runner] %s: %d / %zu batched requests identical to running alone\n", name, same,
               prompts.size());
   engine.drain();
+}
+
+// Run with bf16 and with native (quantized) weights.
+TEST_F(CudaRunnerTest, SixtyFourBatchedRequestsMatchRunningAlone) {
+  for (Weights weights : {Weights::kBf16, Weights::kNative}) {
+    const char* name = weights == Weights::kNative ? "native" : "bf16";
+    SCOPED_TRACE(name);
+    sixty_four_batched(weights, name);
+  }
 }
 
 // Decode steps replayed from CUDA graphs give bit-identical tokens and logprobs to the same
@@ -366,9 +413,10 @@ TEST_F(CudaRunnerTest, GraphsOnAndOffGiveIdenticalTokensAndLogprobs) {
     std::vector<int32_t> tokens;
     std::vector<float> logprobs;
   };
-  auto run = [&](bool graphs) {
+  auto run = [&](bool graphs, Weights weights) {
     LoadOptions o;
     o.device = Device::kCuda;
+    o.weights = weights;
     o.kv_cache_tokens = 64 * 512;
     o.max_num_seqs = 64;
     o.cuda_graphs = graphs;
@@ -410,13 +458,16 @@ TEST_F(CudaRunnerTest, GraphsOnAndOffGiveIdenticalTokensAndLogprobs) {
     engine.drain();
     return out;
   };
-  const std::vector<Output> on = run(true);
-  const std::vector<Output> off = run(false);
-  for (size_t i = 0; i < on.size(); ++i) {
-    ASSERT_EQ(on[i].tokens.size(), static_cast<size_t>(16 + (i % 5) * 8)) << "request " << i;
-    EXPECT_EQ(on[i].tokens, off[i].tokens) << "request " << i;
-    ASSERT_EQ(on[i].logprobs.size(), on[i].tokens.size()) << "request " << i;
-    EXPECT_EQ(on[i].logprobs, off[i].logprobs) << "request " << i;  // bit-identical
+  for (Weights weights : {Weights::kBf16, Weights::kNative}) {
+    SCOPED_TRACE(weights == Weights::kNative ? "native weights" : "bf16 weights");
+    const std::vector<Output> on = run(true, weights);
+    const std::vector<Output> off = run(false, weights);
+    for (size_t i = 0; i < on.size(); ++i) {
+      ASSERT_EQ(on[i].tokens.size(), static_cast<size_t>(16 + (i % 5) * 8)) << "request " << i;
+      EXPECT_EQ(on[i].tokens, off[i].tokens) << "request " << i;
+      ASSERT_EQ(on[i].logprobs.size(), on[i].tokens.size()) << "request " << i;
+      EXPECT_EQ(on[i].logprobs, off[i].logprobs) << "request " << i;  // bit-identical
+    }
   }
 }
 

@@ -1,0 +1,317 @@
+// Decode-GEMV benchmark: kernels::gemv on bf16 weights and on every quantized format
+// (kernels/quant/quant_gemv.h) at the linear-layer shapes of Llama 3 8B and 3.2 1B, m in
+// {1, 2, 4, 8} tokens. See bench/gemm/NOTES.md for the bytes floor and the predictions.
+//
+// Every (shape, format) is validated before it is timed: the quantized GEMV against the
+// bf16 GEMV on the same weights dequantized by dequantize_bf16 (which the unit tests check
+// bit for bit against ggml): relative L2 error <= 3 % (the int8 rounding of the
+// activations, ~0.5 % per dot product and up to twice that through SwiGLU, is the whole
+// expected difference), all finite.
+// Timing: the weights are cycled through enough copies to fill 8x the L2 (so every launch
+// reads them from HBM, as a decode step does), 64 launches are captured in a CUDA graph
+// with programmatic dependent launch (as the decode step runs them) and the graph is
+// replayed; median over 7 replays of time per launch. Bytes = the weight tensor as stored
+// (quant_layout's total_bytes, ~the file's bytes) + the activations read + the outputs
+// written: the least traffic a GEMV can make. GB/s and % of the H200's 4.8 TB/s datasheet
+// figure, and of the device-to-device copy bandwidth measured here.
+//
+//   quant_gemv_bench [--quick]      (--quick: m = 1 only)
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/gemv.h"
+#include "kernels/quant/quant_gemv.h"
+#include "kernels/quant/quant_layout.h"
+
+namespace flashserve::kernels {
+namespace {
+
+#define BENCH_CUDA(expr)                                                                     \
+  do {                                                                                       \
+    const cudaError_t e_ = (expr);                                                           \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+#define BENCH_OK(status_expr)                                                   \
+  do {                                                                          \
+    const absl::Status s_ = (status_expr);                                      \
+    if (!s_.ok()) {                                                             \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_.ToString().c_str()); \
+      std::exit(1);                                                             \
+    }                                                                           \
+  } while (0)
+
+constexpr double kDatasheetBytesPerSecond = 4.8e12;
+
+__device__ uint32_t hash32(uint64_t i, uint32_t seed) {
+  uint32_t h = static_cast<uint32_t>(i) * 0x9e3779b9u ^ seed ^ static_cast<uint32_t>(i >> 32);
+  h ^= h >> 16;
+  h *= 0x7feb352du;
+  h ^= h >> 15;
+  h *= 0x846ca68bu;
+  h ^= h >> 16;
+  return h;
+}
+
+// Random bytes in [begin, end) of a tensor, as 16-bit words; `scales`: fp16 values in
+// [2^-9, 2^-8) (any bits would time the same; finite ones keep the validation meaningful).
+__global__ void fill_words(uint16_t* p, size_t begin, size_t end, uint32_t seed, bool scales) {
+  for (size_t i = begin + blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < end;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const uint32_t h = hash32(i, seed);
+    p[i] = scales ? static_cast<uint16_t>(0x1800u | (h & 0x3ffu)) : static_cast<uint16_t>(h);
+  }
+}
+
+// bf16 N(0, ~1) values (sums of two uniforms), for activations and bf16 weights (scaled).
+__global__ void fill_bf16(__nv_bfloat16* x, size_t n, uint32_t seed, float scale) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const uint32_t h = hash32(i, seed);
+    const float u = ((h & 0xffffu) + (h >> 16)) * 0x1p-16f - 1.f;
+    x[i] = __float2bfloat16_rn(u * 2.45f * scale);
+  }
+}
+
+// One weight tensor on the device, in `format`, [rows, k].
+void fill_weight(WeightFormat f, void* w, int64_t rows, int64_t k, uint32_t seed) {
+  if (f == WeightFormat::kBf16) {
+    fill_bf16<<<1024, 256>>>(static_cast<__nv_bfloat16*>(w), size_t(rows) * k, seed, 0.02f);
+    return;
+  }
+  const QuantLayout l = quant_layout(f, rows, k);
+  uint16_t* p = static_cast<uint16_t*>(w);
+  fill_words<<<1024, 256>>>(p, 0, size_t(l.scale_offset) / 2, seed, false);
+  fill_words<<<1024, 256>>>(p, size_t(l.scale_offset) / 2, size_t(l.total_bytes) / 2, seed, true);
+}
+
+int64_t weight_bytes(WeightFormat f, int64_t rows, int64_t k) {
+  return f == WeightFormat::kBf16 ? rows * k * 2 : quant_layout(f, rows, k).total_bytes;
+}
+
+struct Shape {
+  const char* name;
+  int n, k;
+  bool swiglu;  // the fused gate/up projection: 2n weight rows, n outputs
+};
+
+struct Buffers {
+  std::vector<void*> copies;  // weight copies cycled through
+  void* x = nullptr;          // bf16 [8, k]
+  void* y = nullptr;          // fp32 [8, n]
+  void* y_ref = nullptr;      // fp32 [8, n]
+  void* w_bf16 = nullptr;     // the dequantized weight, for validation
+};
+
+GemvParams params(const Shape& s, WeightFormat f, const void* w, void* x, void* y, int m) {
+  GemvParams p;
+  p.input = GemvInput::kBf16;
+  p.x = x;
+  p.w = w;
+  p.w_format = f;
+  p.output = s.swiglu ? GemvOutput::kSwiglu : GemvOutput::kFp32;
+  p.y = y;
+  p.m = m;
+  p.n = s.n;
+  p.k = s.k;
+  return p;
+}
+
+// Relative L2 distance of the quantized GEMV from the bf16 GEMV on the dequantized weight.
+double validate(const Shape& s, WeightFormat f, const Buffers& b, int m, int num_sms) {
+  const int64_t rows = s.swiglu ? 2 * int64_t{s.n} : s.n;
+  if (f != WeightFormat::kBf16) {
+    DequantizeParams d;
+    d.format = f;
+    d.w = b.copies[0];
+    d.num_rows = rows;
+    d.k = s.k;
+    d.row_begin = 0;
+    d.row_end = rows;
+    d.out = b.w_bf16;
+    BENCH_OK(dequantize_bf16(d, nullptr));
+  } else {
+    BENCH_CUDA(cudaMemcpy(b.w_bf16, b.copies[0], rows * s.k * 2, cudaMemcpyDeviceToDevice));
+  }
+  const size_t count = size_t(m) * s.n;
+  BENCH_OK(gemv(params(s, f, b.copies[0], b.x, b.y, m), num_sms, nullptr));
+  // The bf16 reference in chunks of rows it supports (its staged rows are 2 bytes each).
+  int chunk = m;
+  while (!gemv_supported(WeightFormat::kBf16, chunk, s.k)) chunk /= 2;
+  const int out_bytes = s.swiglu ? 2 : 4;
+  for (int r0 = 0; r0 < m; r0 += chunk) {
+    void* x = static_cast<char*>(b.x) + size_t(r0) * s.k * 2;
+    void* y = static_cast<char*>(b.y_ref) + size_t(r0) * s.n * out_bytes;
+    BENCH_OK(gemv(params(s, WeightFormat::kBf16, b.w_bf16, x, y, std::min(chunk, m - r0)),
+                  num_sms, nullptr));
+  }
+  // SwiGLU outputs are bf16: compare as floats after conversion.
+  std::vector<float> got(count), ref(count);
+  if (s.swiglu) {
+    std::vector<uint16_t> g(count), r(count);
+    BENCH_CUDA(cudaMemcpy(g.data(), b.y, count * 2, cudaMemcpyDeviceToHost));
+    BENCH_CUDA(cudaMemcpy(r.data(), b.y_ref, count * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; ++i) {
+      const uint32_t gi = uint32_t{g[i]} << 16, ri = uint32_t{r[i]} << 16;
+      std::memcpy(&got[i], &gi, 4);
+      std::memcpy(&ref[i], &ri, 4);
+    }
+  } else {
+    BENCH_CUDA(cudaMemcpy(got.data(), b.y, count * 4, cudaMemcpyDeviceToHost));
+    BENCH_CUDA(cudaMemcpy(ref.data(), b.y_ref, count * 4, cudaMemcpyDeviceToHost));
+  }
+  double d2 = 0, r2 = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    d2 += double(got[i] - ref[i]) * (got[i] - ref[i]);
+    r2 += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(d2 / std::max(r2, 1e-30));
+}
+
+// Median seconds per launch: a graph of 64 launches cycling through the copies.
+double time_launches(const Shape& s, WeightFormat f, const Buffers& b, int m, int num_sms) {
+  constexpr int kLaunches = 64;
+  cudaStream_t stream;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kLaunches; ++i) {
+    const void* w = b.copies[i % b.copies.size()];
+    BENCH_OK(gemv(params(s, f, w, b.x, b.y, m), num_sms, stream));
+  }
+  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  BENCH_CUDA(cudaGraphLaunch(exec, stream));  // warm-up
+  std::vector<double> t;
+  for (int rep = 0; rep < 7; ++rep) {
+    BENCH_CUDA(cudaEventRecord(start, stream));
+    BENCH_CUDA(cudaGraphLaunch(exec, stream));
+    BENCH_CUDA(cudaEventRecord(stop, stream));
+    BENCH_CUDA(cudaEventSynchronize(stop));
+    float ms;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    t.push_back(ms * 1e-3 / kLaunches);
+  }
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+  BENCH_CUDA(cudaGraphExecDestroy(exec));
+  BENCH_CUDA(cudaGraphDestroy(graph));
+  BENCH_CUDA(cudaStreamDestroy(stream));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+double copy_bandwidth() {
+  const size_t bytes = size_t{1} << 30;
+  void *a, *b;
+  BENCH_CUDA(cudaMalloc(&a, bytes));
+  BENCH_CUDA(cudaMalloc(&b, bytes));
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  BENCH_CUDA(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
+  std::vector<double> t;
+  for (int i = 0; i < 5; ++i) {
+    BENCH_CUDA(cudaEventRecord(start));
+    BENCH_CUDA(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
+    BENCH_CUDA(cudaEventRecord(stop));
+    BENCH_CUDA(cudaEventSynchronize(stop));
+    float ms;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    t.push_back(ms * 1e-3);
+  }
+  std::sort(t.begin(), t.end());
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+  BENCH_CUDA(cudaFree(a));
+  BENCH_CUDA(cudaFree(b));
+  return 2.0 * bytes / t[t.size() / 2];  // read + write
+}
+
+void run_shape(const Shape& s, const std::vector<int>& ms, int num_sms, size_t l2_bytes,
+               double copy_bw) {
+  const int64_t rows = s.swiglu ? 2 * int64_t{s.n} : s.n;
+  const WeightFormat formats[] = {WeightFormat::kBf16, WeightFormat::kQ8_0, WeightFormat::kQ6_K,
+                                  WeightFormat::kQ5_K, WeightFormat::kQ4_1, WeightFormat::kQ4_0,
+                                  WeightFormat::kQ4_K};
+  Buffers b;
+  BENCH_CUDA(cudaMalloc(&b.x, size_t{8} * s.k * 2));
+  BENCH_CUDA(cudaMalloc(&b.y, size_t{8} * s.n * 4));
+  BENCH_CUDA(cudaMalloc(&b.y_ref, size_t{8} * s.n * 4));
+  BENCH_CUDA(cudaMalloc(&b.w_bf16, size_t(rows) * s.k * 2));
+  fill_bf16<<<256, 256>>>(static_cast<__nv_bfloat16*>(b.x), size_t{8} * s.k, 7, 1.f);
+  for (WeightFormat f : formats) {
+    const int64_t wb = weight_bytes(f, rows, s.k);
+    const int copies = static_cast<int>(std::clamp<int64_t>(8 * l2_bytes / wb + 1, 1, 64));
+    for (int c = 0; c < copies; ++c) {
+      void* w;
+      BENCH_CUDA(cudaMalloc(&w, wb));
+      fill_weight(f, w, rows, s.k, 1000 + c);
+      b.copies.push_back(w);
+    }
+    for (int m : ms) {
+      if (!gemv_supported(f, m, s.k)) {
+        std::printf("| %s | %s | %d | (unsupported: staged rows past shared memory) |\n", s.name,
+                    weight_format_name(f), m);
+        continue;
+      }
+      const double err = validate(s, f, b, m, num_sms);
+      const double sec = time_launches(s, f, b, m, num_sms);
+      const double bytes = double(wb) + double(m) * s.k * 2 + double(m) * s.n * (s.swiglu ? 2 : 4);
+      std::printf("| %s | %s | %d | %.1f | %.2f | %.2f | %.0f | %.1f %% | %.1f %% | %.2g %s|\n",
+                  s.name, weight_format_name(f), m, wb / 1e6, bytes / kDatasheetBytesPerSecond * 1e6,
+                  sec * 1e6, bytes / sec / 1e9, 100 * bytes / sec / kDatasheetBytesPerSecond,
+                  100 * bytes / sec / copy_bw, err, err <= 3e-2 ? "" : "FAILED ");
+      std::fflush(stdout);
+      if (!(err <= 3e-2)) std::exit(1);
+    }
+    for (void* w : b.copies) BENCH_CUDA(cudaFree(w));
+    b.copies.clear();
+  }
+  BENCH_CUDA(cudaFree(b.x));
+  BENCH_CUDA(cudaFree(b.y));
+  BENCH_CUDA(cudaFree(b.y_ref));
+  BENCH_CUDA(cudaFree(b.w_bf16));
+}
+
+int run(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  cudaDeviceProp prop;
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  const double copy_bw = copy_bandwidth();
+  std::printf("device %s, %d SMs, L2 %.0f MB, device-to-device copy %.0f GB/s (read + write)\n\n",
+              prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6, copy_bw / 1e9);
+  std::printf("| shape | weights | m | MB | floor us | us | GB/s | of 4.8 TB/s | of copy | rel. err |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  const Shape shapes[] = {
+      {"8B qkv 6144x4096", 6144, 4096, false},   {"8B o 4096x4096", 4096, 4096, false},
+      {"8B gate_up 2x14336x4096", 14336, 4096, true}, {"8B down 4096x14336", 4096, 14336, false},
+      {"1B qkv 3072x2048", 3072, 2048, false},   {"1B o 2048x2048", 2048, 2048, false},
+      {"1B gate_up 2x8192x2048", 8192, 2048, true},   {"1B down 2048x8192", 2048, 8192, false},
+  };
+  const std::vector<int> ms = quick ? std::vector<int>{1} : std::vector<int>{1, 2, 4, 8};
+  for (const Shape& s : shapes) {
+    run_shape(s, ms, prop.multiProcessorCount, static_cast<size_t>(prop.l2CacheSize), copy_bw);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace flashserve::kernels
+
+int main(int argc, char** argv) { return flashserve::kernels::run(argc, argv); }

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The GPU check of the models people download: every architecture and native (quantized)
+# device weights, for the GPU machine (bundled binaries, nothing built there).
+#
+#   scripts/gpu-model-check.sh OUT_DIR [stage...]
+#     stages: info tests sanitize quantbench serve   (default: all)
+#
+# Needs BIN_DIR (default .gpu/bin, libraries in .gpu/lib: scripts/gpu-bundle.sh) with
+# flashserve, flashserve-cli, flashserve-make-gguf, cuda_runner_test, cuda_arch_test,
+# quant_gemv_cuda_test, gemv_cuda_test, layers_cuda_test, quant_gemv_bench, and VOCAB
+# (default .gpu/vocab.gguf: `flashserve-make-gguf --vocab-only` of the default model, whose
+# tokenizer keys the architecture tests' files copy). Models are made here by
+# flashserve-make-gguf in MODELS_DIR (default /tmp/fs-models):
+#   tests      kernel tests (quantized GEMV, GEMV, layers) and the runner tests: every
+#              architecture CUDA vs CPU with bf16 and native weights (cuda_arch_test), and
+#              cuda_runner_test on a random SmolLM2-shaped Q4_1 file (its HF-golden test needs
+#              the real file and is left out here)
+#   sanitize   compute-sanitizer memcheck over the quantized kernels and one architecture case
+#   quantbench quant_gemv_bench (GB/s and % of 4.8 TB/s per format and shape)
+#   serve      bench/serving/run.sh at SERVE_CONCURRENCY over random-weight files of
+#              SERVE_MODELS ("preset:ftype ..."), --weights native then bf16
+# Results: OUT_DIR/summary.txt plus one log per stage.
+set -uo pipefail
+out=${1:?usage: $0 OUT_DIR [stage...]}
+shift
+stages=${*:-info tests sanitize quantbench serve}
+bin=${BIN_DIR:-.gpu/bin}
+vocab=${VOCAB:-.gpu/vocab.gguf}
+models=${MODELS_DIR:-/tmp/fs-models}
+export LD_LIBRARY_PATH=.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export FLASHSERVE_TEST_TOKENIZER_FROM=$vocab
+mkdir -p "$out" "$models"
+summary=$out/summary.txt
+note() { echo "$*" | tee -a "$summary"; }
+has() { [[ " $stages " == *" $1 "* ]]; }
+gtest_counts() { grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$1" | sort | uniq -c | tr '\n' ' '; }
+# make NAME ARGS...: a random-weight model in $models/NAME.gguf (once).
+make_model() {
+  local name=$1; shift
+  [[ -f $models/$name.gguf ]] || "$bin/flashserve-make-gguf" --tokenizer-from "$vocab" \
+    --out "$models/$name.gguf" "$@" >> "$out/make.log" 2>&1
+}
+run_test() {  # run_test NAME TIMEOUT [args...]
+  local name=$1 limit=$2; shift 2
+  timeout "$limit" "$bin/$name" "$@" > "$out/$name.log" 2>&1
+  note "$name: rc=$? $(gtest_counts "$out/$name.log")"
+  grep -E '^\[  FAILED  \]' "$out/$name.log" | head -10 | tee -a "$summary"
+}
+note "gpu-model-check $(date -u +%FT%TZ) stages: $stages commit: ${GIT_COMMIT:-unknown}"
+
+if has info; then
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv | tee -a "$summary"
+fi
+if has tests; then
+  run_test quant_gemv_cuda_test 240
+  run_test gemv_cuda_test 240
+  run_test layers_cuda_test 240
+  run_test cuda_arch_test 300
+  grep -E '^\[cuda arch' "$out/cuda_arch_test.log" | sort -t'x' -k3 | tail -4 >> "$summary"
+  make_model smollm2-q4_1 --preset smollm2-135m --type q4_1
+  FLASHSERVE_TEST_MODEL=$models/smollm2-q4_1.gguf run_test cuda_runner_test 400 --gtest_filter=-*Golden*
+  grep -E '^\[cuda runner\] (native|cuda)' "$out/cuda_runner_test.log" | head -12 >> "$summary"
+fi
+if has sanitize; then
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/quant_gemv_cuda_test" \
+    --gtest_filter='*Rope*:*Dequantize*:*Largest*' > "$out/sanitizer.log" 2>&1
+  note "memcheck quant_gemv_cuda_test: rc=$? $(grep -c 'ERROR SUMMARY: 0 errors' "$out/sanitizer.log") clean summaries"
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/cuda_arch_test" \
+    --gtest_filter='*qwen2*' >> "$out/sanitizer.log" 2>&1
+  note "memcheck cuda_arch_test qwen2: rc=$? $(grep 'ERROR SUMMARY' "$out/sanitizer.log" | tail -1)"
+fi
+if has quantbench; then
+  timeout 300 "$bin/quant_gemv_bench" > "$out/quant_gemv_bench.md" 2> "$out/quant_gemv_bench.err"
+  note "quant_gemv_bench: rc=$? ($(wc -l < "$out/quant_gemv_bench.md") lines)"
+fi
+if has serve; then
+  bundle=$(dirname "$bin")
+  for spec in ${SERVE_MODELS:-llama-3.2-1b:q4_k_m}; do
+    preset=${spec%%:*} ftype=${spec##*:}
+    make_model "$preset-$ftype" --preset "$preset" --ftype "$ftype" --context 8192
+    for w in native bf16; do
+      CONCURRENCY=${SERVE_CONCURRENCY:-"1 64"} REQUESTS_PER_STREAM=${REQUESTS_PER_STREAM:-4} \
+        TTFT_REQUESTS=8 PEAK_HBM_GBPS=4800 LABEL="$preset $ftype --weights $w" \
+        SERVER_ARGS="--max-num-seqs 256 --max-waiting 1024 --noprefix_caching --weights $w" \
+        timeout 600 bench/serving/run.sh "$bundle" "$models/$preset-$ftype.gguf" "$out/serve-$preset-$ftype-$w" \
+        > "$out/serve-$preset-$ftype-$w.log" 2>&1
+      note "serve $preset $ftype $w: rc=$?"
+      grep -E "tokens/s|TTFT|weights" "$out/serve-$preset-$ftype-$w/results.md" 2>/dev/null | head -8 | tee -a "$summary"
+      grep -m1 "model loaded\|cuda:" "$out/serve-$preset-$ftype-$w"/server*.log 2>/dev/null | cut -c1-300 | tee -a "$summary"
+    done
+  done
+fi
+note "done $(date -u +%FT%TZ)"

@@ -1,0 +1,447 @@
+// The quantized GEMV (kernels::gemv with a quantized w_format, kernels/quant/quant_gemv.h)
+// against its fp32 reference (kernels/cpu/quant.h: ggml's dequantization, the q8
+// activation rounding, gemv_cpu) on random ggml blocks (every quant bit random, random
+// scales: tests/support/quant_blocks.h) repacked by quant_repack, for every format x input
+// x output x row bucket, odd n and k past several unrolled passes; and dequantize_bf16
+// bit for bit against ggml's values.
+//
+// Tolerance, per output, from S = sum |w^ x^| (w^, x^ the dequantized weights and
+// activations both sides use):
+//   - bf16 input: both sides quantize the same x to the same int8 (the same IEEE
+//     operations), so only fp32 rounding differs: per unit a few roundings of the scale
+//     products and the fp32 sum over units, < 2^-16 * S; plus one bf16 rounding of a bf16
+//     output (2^-8 |ref|, fp32: 2^-20);
+//   - RMSNorm input: the norm's scale is summed in another order, so a normalised input may
+//     round to the other bf16 neighbour, and its int8 (and, if it was the unit's largest,
+//     the unit's scale dx) with it: under 2 quant steps per element,
+//     2 * sum_u dx_u * sum_{i in u} |w^_i| over all units in the worst case; such flips are
+//     rare (a value within one float ulp of a rounding boundary), so the mean error over all
+//     outputs must also stay below 2^-12 * mean S;
+//   - SwiGLU: the gate and up errors (as above, plus one rounding each) through
+//     silu(g) * u, whose derivative in g is at most 1.1.
+// A wrong nibble, scale or misplaced unit moves an output by ~|w x| * sqrt(32) or more, far
+// outside the bf16-input bound. Outputs are poisoned (NaN) first; kFp32Accumulate starts
+// from data.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/gemv.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/device.h"
+#include "kernels/gemv.h"
+#include "kernels/layers.h"
+#include "kernels/quant/quant_gemv.h"
+#include "kernels/quant/quant_unit.h"
+#include "tests/support/quant_blocks.h"
+#include "tests/unit/kernels_cuda/attention_problem.h"
+
+namespace flashserve::kernels {
+namespace {
+
+using ::flashserve::bf16_bits_to_fp32;
+using testing::DeviceBuffer;
+using testing::random_bf16;
+
+// A random [rows, k] weight of format f: ggml's bytes (for the reference) and the repacked
+// device copy.
+struct QuantWeight {
+  std::vector<uint8_t> ggml;
+  std::vector<float> values;  // ggml's dequantization, [rows, k]
+  DeviceBuffer device;
+};
+QuantWeight make_weight(WeightFormat f, int rows, int k, std::mt19937& rng) {
+  QuantWeight w;
+  w.ggml = testing::random_ggml_tensor(f, rows, k, rng);
+  w.values.resize(static_cast<size_t>(rows) * k);
+  EXPECT_TRUE(dequantize_ggml_cpu(f, w.ggml.data(), int64_t{rows} * k, w.values.data()).ok());
+  std::vector<uint8_t> packed(static_cast<size_t>(quant_layout(f, rows, k).total_bytes));
+  EXPECT_TRUE(quant_repack(f, w.ggml.data(), static_cast<int64_t>(w.ggml.size()), rows, k,
+                           packed.data(), static_cast<int64_t>(packed.size()))
+                  .ok());
+  w.device = DeviceBuffer::from(packed);
+  return w;
+}
+
+// S (sum |w^ x^|) and the RMSNorm flip bound (2 sum_u dx_u sum |w^|) of output (r, j)
+// for weight row `row`.
+struct Bounds {
+  std::vector<double> s, flip;  // [m, rows]
+};
+Bounds bounds(const GemvCpuParams& p, const std::vector<float>& w, int w_rows) {
+  const std::vector<float> x = gemv_input_rows_cpu(p);
+  const int64_t k = p.k, units = k / kQuantUnit;
+  Bounds b;
+  b.s.assign(static_cast<size_t>(p.m) * w_rows, 0.0);
+  b.flip = b.s;
+  std::vector<int8_t> q(k);
+  std::vector<float> d(units);
+  for (int r = 0; r < p.m; ++r) {
+    quantize_q8_cpu(x.data() + r * k, k, q.data(), d.data());
+    for (int j = 0; j < w_rows; ++j) {
+      double s = 0, flip = 0;
+      for (int64_t u = 0; u < units; ++u) {
+        double wsum = 0;
+        for (int64_t i = u * kQuantUnit; i < (u + 1) * kQuantUnit; ++i) {
+          const double wi = std::fabs(double{w[j * k + i]});
+          s += wi * std::fabs(double{d[u]} * q[i]);
+          wsum += wi;
+        }
+        flip += 2.0 * d[u] * wsum;
+      }
+      b.s[r * w_rows + j] = s;
+      b.flip[r * w_rows + j] = flip;
+    }
+  }
+  return b;
+}
+
+struct Case {
+  WeightFormat format;
+  GemvInput input;
+  GemvOutput output;
+  int m, n, k;
+};
+
+void run_case(const Case& c, std::mt19937& rng) {
+  SCOPED_TRACE(::testing::Message() << weight_format_name(c.format) << " input "
+                                    << static_cast<int>(c.input) << " output "
+                                    << static_cast<int>(c.output) << " m " << c.m << " n "
+                                    << c.n << " k " << c.k);
+  const bool swiglu = c.output == GemvOutput::kSwiglu;
+  const bool norm = c.input == GemvInput::kRmsNorm;
+  const int w_rows = swiglu ? 2 * c.n : c.n;
+  QuantWeight w = make_weight(c.format, w_rows, c.k, rng);
+  const int x_rows = norm ? c.m + 3 : c.m;
+  std::vector<int32_t> rows;
+  for (int r = 0; r < c.m; ++r) rows.push_back((r * 5 + 2) % x_rows);
+  std::vector<float> x_values;
+  std::vector<uint16_t> x_bits;
+  std::normal_distribution<float> dist(0.f, 2.f);
+  if (norm) {
+    for (int i = 0; i < x_rows * c.k; ++i) x_values.push_back(dist(rng));
+  } else {
+    const testing::Bf16Data x = random_bf16(static_cast<size_t>(c.m) * c.k, 1.f, rng);
+    x_values = x.values;
+    x_bits = x.bits;
+  }
+  std::vector<float> gamma(c.k);
+  for (float& g : gamma) g = 1.f + 0.1f * dist(rng);
+  const bool fp32_out = c.output == GemvOutput::kFp32 || c.output == GemvOutput::kFp32Accumulate;
+  std::vector<float> y_start(static_cast<size_t>(c.m) * c.n);
+  for (float& v : y_start) v = dist(rng);
+
+  DeviceBuffer d_x = norm ? DeviceBuffer::from(x_values) : DeviceBuffer::from(x_bits);
+  DeviceBuffer d_rows = DeviceBuffer::from(rows), d_gamma = DeviceBuffer::from(gamma);
+  DeviceBuffer d_y = c.output == GemvOutput::kFp32Accumulate
+                         ? DeviceBuffer::from(y_start)
+                         : DeviceBuffer(static_cast<size_t>(c.m) * c.n * (fp32_out ? 4 : 2));
+  if (c.output != GemvOutput::kFp32Accumulate) d_y.poison();
+  GemvParams p;
+  p.input = c.input;
+  p.x = d_x.get();
+  p.rows = norm ? d_rows.get<int32_t>() : nullptr;
+  p.norm_weight = d_gamma.get<float>();
+  p.eps = 1e-5f;
+  p.w = w.device.get();
+  p.w_format = c.format;
+  p.output = c.output;
+  p.y = d_y.get();
+  p.m = c.m;
+  p.n = c.n;
+  p.k = c.k;
+  ASSERT_TRUE(gemv(p, 132, nullptr).ok());
+  std::vector<float> got;
+  if (fp32_out) {
+    got = d_y.to_host<float>();
+  } else {
+    for (uint16_t b : d_y.to_host<uint16_t>()) got.push_back(bf16_bits_to_fp32(b));
+  }
+
+  GemvCpuParams r;
+  r.input = c.input;
+  r.x = x_values.data();
+  r.rows = norm ? rows.data() : nullptr;
+  r.norm_weight = gamma.data();
+  r.eps = 1e-5f;
+  r.output = c.output;
+  r.m = c.m;
+  r.n = c.n;
+  r.k = c.k;
+  std::vector<float> ref = c.output == GemvOutput::kFp32Accumulate ? y_start
+                                                                   : std::vector<float>(got.size());
+  r.y = ref.data();
+  ASSERT_TRUE(quant_gemv_cpu(r, c.format, w.ggml.data()).ok());
+  // g and u of SwiGLU (fp32, before rounding), from the reference on each half.
+  std::vector<float> g(ref.size()), u(ref.size());
+  if (swiglu) {
+    GemvCpuParams h = r;
+    h.output = GemvOutput::kFp32;
+    h.y = g.data();
+    ASSERT_TRUE(quant_gemv_cpu(h, c.format, w.ggml.data()).ok());
+    h.y = u.data();
+    const std::vector<uint8_t> up(w.ggml.begin() + w.ggml.size() / 2, w.ggml.end());
+    ASSERT_TRUE(quant_gemv_cpu(h, c.format, up.data()).ok());
+  }
+  const Bounds b = bounds(r, w.values, w_rows);
+  double err_sum = 0, s_sum = 0;
+  int bad = 0;
+  for (int row = 0; row < c.m; ++row) {
+    for (int j = 0; j < c.n; ++j) {
+      const size_t i = static_cast<size_t>(row) * c.n + j;
+      auto input_err = [&](int w_row) {
+        const size_t at = static_cast<size_t>(row) * w_rows + w_row;
+        return 0x1p-16 * b.s[at] + (norm ? b.flip[at] : 0.0);
+      };
+      double tol;
+      if (swiglu) {
+        const double dg = input_err(j) + 0x1p-8 * std::fabs(g[i]);
+        const double du = input_err(c.n + j) + 0x1p-8 * std::fabs(u[i]);
+        tol = 1.1 * dg * std::fabs(u[i]) + (std::fabs(g[i]) + 0.3) * du + dg * du;
+      } else {
+        tol = input_err(j);
+      }
+      tol += (fp32_out ? 0x1p-20 : 0x1p-8) * std::fabs(ref[i]) + 1e-6;
+      const double err = std::fabs(double{got[i]} - ref[i]);
+      err_sum += err;
+      s_sum += b.s[static_cast<size_t>(row) * w_rows + j];
+      if (!(err <= tol) && ++bad <= 5) {
+        ADD_FAILURE() << "y[" << row << ", " << j << "] = " << got[i] << ", reference "
+                      << ref[i] << ", tol " << tol;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  if (norm && !swiglu) {
+    EXPECT_LE(err_sum, 0x1p-12 * s_sum) << "rounding flips are not rare";
+  }
+}
+
+TEST(QuantGemvCuda, EveryFormatInputOutputAndRowBucketMatchesTheReference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(std::random_device{}());
+  for (WeightFormat f : quant::kQuantFormats) {
+    for (GemvInput in : {GemvInput::kBf16, GemvInput::kRmsNorm}) {
+      for (GemvOutput out : {GemvOutput::kBf16, GemvOutput::kFp32, GemvOutput::kFp32Accumulate,
+                             GemvOutput::kSwiglu}) {
+        for (int m : {1, 2, 3, 8}) {
+          // k = 1280: 40 units, a second pass with 8 lanes; odd n: the last pair stores once.
+          run_case({f, in, out, m, 37, 1280}, rng);
+          // k = 4352: 136 units, several unrolled passes and a partial one.
+          run_case({f, in, out, m, 300, 4352}, rng);
+        }
+      }
+    }
+  }
+}
+
+// The largest shapes the kernel stages: m = 8 at Llama 3 8B's down projection (k = 14336),
+// which takes 154 KB of shared memory.
+TEST(QuantGemvCuda, LargestStagedShapeMatchesTheReference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(std::random_device{}());
+  for (WeightFormat f : {WeightFormat::kQ4_K, WeightFormat::kQ8_0}) {
+    run_case({f, GemvInput::kBf16, GemvOutput::kFp32Accumulate, 8, 67, 14336}, rng);
+    run_case({f, GemvInput::kRmsNorm, GemvOutput::kBf16, 5, 67, 14336}, rng);
+  }
+}
+
+// The RoPE epilogue on quantized weights against the unfused composition on the GPU: the
+// same quantized GEMV storing bf16 QKV, then rope_qkv_append (checked against the CPU in
+// layers_cuda_test). Same numerics by construction (kernels/gemv_epilogue.cuh), so Q and K
+// may differ by at most one bf16 ulp (a different contraction of the rotation), V is a
+// bit-exact copy, and cache slots nobody owns stay poisoned. With f_qk != f_v the Q and K
+// rows and the V rows are two weights in two formats, two launches (rope_first_col).
+void run_rope_case(WeightFormat f_qk, WeightFormat f_v, int m, std::mt19937& rng) {
+  SCOPED_TRACE(::testing::Message() << weight_format_name(f_qk) << " + "
+                                    << weight_format_name(f_v) << " m " << m);
+  const int head_dim = 64, heads = 9, kv_heads = 3, hidden = 768, block_size = 64;
+  const int num_blocks = 3, n = (heads + 2 * kv_heads) * head_dim;
+  const int n_qk = f_qk == f_v ? n : (heads + kv_heads) * head_dim;
+  struct Part {
+    QuantWeight w;
+    WeightFormat f;
+    int first, n;
+  };
+  std::vector<Part> parts;
+  parts.push_back({make_weight(f_qk, n_qk, hidden, rng), f_qk, 0, n_qk});
+  if (n_qk < n) parts.push_back({make_weight(f_v, n - n_qk, hidden, rng), f_v, n_qk, n - n_qk});
+  std::normal_distribution<float> dist(0.f, 2.f);
+  std::vector<float> x(static_cast<size_t>(m) * hidden), gamma(hidden);
+  for (float& v : x) v = dist(rng);
+  for (float& v : gamma) v = 1.f + 0.1f * dist(rng);
+  std::vector<int32_t> positions(m), slots(m);
+  for (int t = 0; t < m; ++t) {
+    positions[t] = 40 + 9 * t;
+    slots[t] = t == 1 ? -1 : (2 - t % 3) * block_size + 5 * t;  // one padding token
+  }
+  const int num_pos = 200;
+  std::vector<int32_t> all(num_pos);
+  for (int i = 0; i < num_pos; ++i) all[i] = i;
+  std::vector<float> cos(static_cast<size_t>(num_pos) * head_dim / 2), sin(cos.size());
+  rope_cos_sin_cpu(all.data(), num_pos, head_dim, 10000.f, cos.data(), sin.data());
+  DeviceBuffer d_x = DeviceBuffer::from(x), d_gamma = DeviceBuffer::from(gamma);
+  DeviceBuffer d_cos = DeviceBuffer::from(cos), d_sin = DeviceBuffer::from(sin);
+  DeviceBuffer d_pos = DeviceBuffer::from(positions), d_slots = DeviceBuffer::from(slots);
+  const size_t cache = static_cast<size_t>(num_blocks) * kv_heads * block_size * head_dim;
+  const size_t q_elems = static_cast<size_t>(m) * heads * head_dim;
+  DeviceBuffer qkv(static_cast<size_t>(m) * n * 2);
+  DeviceBuffer q[2] = {DeviceBuffer(q_elems * 2), DeviceBuffer(q_elems * 2)};
+  DeviceBuffer k[2] = {DeviceBuffer(cache * 2), DeviceBuffer(cache * 2)};
+  DeviceBuffer v[2] = {DeviceBuffer(cache * 2), DeviceBuffer(cache * 2)};
+  RopeAppendParams rope[2];
+  for (int i = 0; i < 2; ++i) {
+    q[i].poison();
+    k[i].poison();
+    v[i].poison();
+    rope[i].qkv = qkv.get();
+    rope[i].cos = d_cos.get<float>();
+    rope[i].sin = d_sin.get<float>();
+    rope[i].positions = d_pos.get<int32_t>();
+    rope[i].slot_mapping = d_slots.get<int32_t>();
+    rope[i].q_out = q[i].get();
+    rope[i].k_cache = k[i].get();
+    rope[i].v_cache = v[i].get();
+    rope[i].num_tokens = m;
+    rope[i].num_heads = heads;
+    rope[i].num_kv_heads = kv_heads;
+    rope[i].head_dim = head_dim;
+    rope[i].block_size = block_size;
+  }
+  // Fused: one launch per part. Unfused: each part's bf16 QKV columns, assembled on the host.
+  std::vector<uint16_t> qkv_host(static_cast<size_t>(m) * n);
+  for (const Part& part : parts) {
+    GemvParams p;
+    p.input = GemvInput::kRmsNorm;
+    p.x = d_x.get();
+    p.norm_weight = d_gamma.get<float>();
+    p.eps = 1e-5f;
+    p.w = part.w.device.get();
+    p.w_format = part.f;
+    p.m = m;
+    p.n = part.n;
+    p.k = hidden;
+    p.output = GemvOutput::kRopeAppend;
+    p.rope = rope[0];
+    p.rope_first_col = part.first;
+    ASSERT_TRUE(gemv(p, 132, nullptr).ok());
+    DeviceBuffer y(static_cast<size_t>(m) * part.n * 2);
+    p.output = GemvOutput::kBf16;
+    p.y = y.get();
+    ASSERT_TRUE(gemv(p, 132, nullptr).ok());
+    const std::vector<uint16_t> cols = y.to_host<uint16_t>();
+    for (int t = 0; t < m; ++t) {
+      for (int j = 0; j < part.n; ++j) qkv_host[t * size_t{n} + part.first + j] = cols[t * size_t{part.n} + j];
+    }
+  }
+  qkv = DeviceBuffer::from(qkv_host);
+  rope[1].qkv = qkv.get();
+  ASSERT_TRUE(rope_qkv_append(rope[1], nullptr).ok());
+  auto floats = [](const DeviceBuffer& b) {
+    std::vector<float> out;
+    for (uint16_t bits : b.to_host<uint16_t>()) out.push_back(bf16_bits_to_fp32(bits));
+    return out;
+  };
+  int bad = 0;
+  auto check = [&](float got, float ref, const char* what, size_t i) {
+    if (std::isnan(ref)) {
+      if (!std::isnan(got) && ++bad <= 5) ADD_FAILURE() << what << "[" << i << "] written";
+      return;
+    }
+    if (!(std::fabs(got - ref) <= 0x1p-8f * std::fabs(ref) + 1e-6f) && ++bad <= 5) {
+      ADD_FAILURE() << what << "[" << i << "] = " << got << ", unfused " << ref;
+    }
+  };
+  const std::vector<float> q0 = floats(q[0]), q1 = floats(q[1]);
+  const std::vector<float> k0 = floats(k[0]), k1 = floats(k[1]);
+  const std::vector<float> v0 = floats(v[0]), v1 = floats(v[1]);
+  for (size_t i = 0; i < q0.size(); ++i) check(q0[i], q1[i], "q", i);
+  for (size_t i = 0; i < k0.size(); ++i) check(k0[i], k1[i], "k_cache", i);
+  for (size_t i = 0; i < v0.size(); ++i) {
+    if ((std::isnan(v1[i]) ? !std::isnan(v0[i]) : v0[i] != v1[i]) && ++bad <= 5) {
+      ADD_FAILURE() << "v_cache[" << i << "] = " << v0[i] << ", unfused " << v1[i];
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(QuantGemvCuda, RopeEpilogueMatchesGemvThenRopeAppend) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(std::random_device{}());
+  for (int m : {1, 3, 8}) {
+    for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ6_K}) {
+      run_rope_case(f, f, m, rng);
+    }
+    run_rope_case(WeightFormat::kQ4_K, WeightFormat::kQ6_K, m, rng);  // Q4_K_M's mixed QKV
+    run_rope_case(WeightFormat::kQ4_0, WeightFormat::kQ8_0, m, rng);
+  }
+}
+
+// dequantize_bf16 of a range of rows: ggml's fp32 values rounded to bf16, bit for bit; the
+// rest of the (poisoned) output buffer untouched.
+TEST(QuantGemvCuda, DequantizeMatchesGgmlBitForBit) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(std::random_device{}());
+  const int rows = 37, k = 1280, begin = 5, end = 30;
+  for (WeightFormat f : quant::kQuantFormats) {
+    SCOPED_TRACE(weight_format_name(f));
+    QuantWeight w = make_weight(f, rows, k, rng);
+    const size_t count = static_cast<size_t>(end - begin) * k, guard = 4096;
+    DeviceBuffer out((count + guard) * 2);
+    out.poison();
+    DequantizeParams p;
+    p.format = f;
+    p.w = w.device.get();
+    p.num_rows = rows;
+    p.k = k;
+    p.row_begin = begin;
+    p.row_end = end;
+    p.out = out.get();
+    ASSERT_TRUE(dequantize_bf16(p, nullptr).ok());
+    const std::vector<uint16_t> got = out.to_host<uint16_t>();
+    int bad = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const uint16_t want = fp32_to_bf16_bits(w.values[begin * size_t{k} + i]);
+      if (got[i] != want && ++bad <= 5) {
+        ADD_FAILURE() << "element " << i << ": " << bf16_bits_to_fp32(got[i]) << ", ggml "
+                      << w.values[begin * size_t{k} + i];
+      }
+    }
+    for (size_t i = count; i < count + guard; ++i) {
+      if (!std::isnan(bf16_bits_to_fp32(got[i])) && ++bad <= 5) ADD_FAILURE() << "guard " << i << " written";
+    }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
+TEST(QuantGemvCuda, RejectsUnsupportedShapesNamingThem) {
+  GemvParams p;
+  p.w_format = WeightFormat::kQ4_K;
+  p.m = 1;
+  p.n = 16;
+  p.k = 800;  // not a whole number of 256-element blocks
+  const absl::Status s = gemv(p, 132, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("k 800"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("Q4_K"), std::string::npos) << s;
+  EXPECT_FALSE(gemv_supported(WeightFormat::kQ4_0, 9, 4096));      // m past kGemvMaxRows
+  EXPECT_FALSE(gemv_supported(WeightFormat::kQ8_0, 1, 4100));      // k not whole blocks
+  EXPECT_FALSE(gemv_supported(WeightFormat::kQ4_K, 8, 16384));     // staged rows too large
+  EXPECT_TRUE(gemv_supported(WeightFormat::kQ4_K, 8, 14336));      // 8B down projection
+  EXPECT_TRUE(gemv_supported(WeightFormat::kQ6_K, 1, 14336));
+  DequantizeParams d;
+  d.format = WeightFormat::kQ6_K;
+  d.num_rows = 10;
+  d.k = 512;
+  d.row_begin = 4;
+  d.row_end = 11;  // past num_rows
+  const absl::Status ds = dequantize_bf16(d, nullptr);
+  EXPECT_EQ(ds.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(ds.message().find("[4, 11)"), std::string::npos) << ds;
+}
+
+}  // namespace
+}  // namespace flashserve::kernels
