@@ -1,9 +1,9 @@
 // llama.cpp's own tokenizer tests on real vocabularies: each vocabulary-only GGUF
 // ggml-vocab-<name>.gguf that llama.cpp ships comes with <name>.gguf.inp (texts separated by
-// "\n__ggml_vocab_test__\n") and <name>.gguf.out (one line of ids per text), produced by the
-// model's original Hugging Face tokenizer (llama.cpp's tests/test-tokenizer-0.py). Like
-// llama.cpp's test-tokenizer-0 we tokenize with add_special = false, parse_special = false
-// and require identical ids for every pair.
+// "\n__ggml_vocab_test__\n") and <name>.gguf.out (one line of ids per text), written by
+// llama.cpp's convert_hf_to_gguf_update.py with the model's original Hugging Face tokenizer.
+// Like llama.cpp's test-tokenizer-0 we tokenize with add_special = false, parse_special =
+// false and require identical ids for every pair.
 //
 // The files come from the llama-cpp-python 0.3.36 sdist, fetched by
 // scripts/fetch-test-vocab.sh into <build dir>/test-data/vocab (scripts/test.sh runs it
