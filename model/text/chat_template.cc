@@ -1,6 +1,8 @@
 #include "model/text/chat_template.h"
 
+#include <initializer_list>
 #include <optional>
+#include <span>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -41,31 +43,38 @@ std::string unescape_jinja(std::string_view raw) {
 // {{ '<|im_start|>system\n<default><|im_end|>\n' }}{% endif %}". Returns <default> when the
 // template inserts a literal system turn of that shape, nullopt otherwise.
 std::optional<std::string> chatml_default_system(std::string_view tmpl) {
-  if (!contains(tmpl, "!= 'system'") && !contains(tmpl, "!= \"system\"")) return std::nullopt;
-  constexpr std::string_view kHeader = "<|im_start|>system";
-  const size_t at = tmpl.find(kHeader);
-  if (at == std::string_view::npos || at == 0) return std::nullopt;
-  const char quote = tmpl[at - 1];
-  if (quote != '\'' && quote != '"') return std::nullopt;
-  std::string_view rest = tmpl.substr(at + kHeader.size());
-  if (rest.starts_with("\\n")) {
-    rest.remove_prefix(2);
-  } else if (rest.starts_with("\n")) {
-    rest.remove_prefix(1);
-  } else {
+  if (!contains(tmpl, "!= 'system'") && !contains(tmpl, "!= \"system\"") &&
+      !contains(tmpl, "== 'system'") && !contains(tmpl, "== \"system\"")) {
     return std::nullopt;
   }
-  const size_t end = rest.find("<|im_end|>");
-  if (end == std::string_view::npos) return std::nullopt;
-  const std::string_view raw = rest.substr(0, end);
-  for (size_t i = 0; i < raw.size(); ++i) {  // must stay inside the one literal
-    if (raw[i] == '\\') {
-      ++i;
-    } else if (raw[i] == quote) {
-      return std::nullopt;
+  constexpr std::string_view kHeader = "<|im_start|>system";
+  for (size_t at = tmpl.find(kHeader); at != std::string_view::npos;
+       at = tmpl.find(kHeader, at + 1)) {
+    if (at == 0) continue;
+    const char quote = tmpl[at - 1];
+    if (quote != '\'' && quote != '"') continue;
+    std::string_view rest = tmpl.substr(at + kHeader.size());
+    if (rest.starts_with("\\n")) {
+      rest.remove_prefix(2);
+    } else if (rest.starts_with("\n")) {
+      rest.remove_prefix(1);
+    } else {
+      continue;
     }
+    const size_t end = rest.find("<|im_end|>");
+    if (end == std::string_view::npos) continue;
+    const std::string_view raw = rest.substr(0, end);
+    bool inside_literal = true;  // the text must stay inside the one literal
+    for (size_t i = 0; i < raw.size() && inside_literal; ++i) {
+      if (raw[i] == '\\') {
+        ++i;
+      } else if (raw[i] == quote) {
+        inside_literal = false;
+      }
+    }
+    if (inside_literal) return unescape_jinja(raw);
   }
-  return unescape_jinja(raw);
+  return std::nullopt;
 }
 
 struct Detected {
@@ -105,7 +114,7 @@ Detected detect(std::string_view t) {
     if (contains(t, "<<SYS>>")) return found(F::kLlama2, "llama2-sys");
     return found(F::kLlama2, "llama2");
   }
-  if (contains(t, "<|assistant|>") && contains(t, "<|end|>")) return unsupported("phi3");
+  if (contains(t, "<|assistant|>") && contains(t, "<|end|>")) return found(F::kPhi3);
   if (contains(t, "[gMASK]<sop>")) return unsupported("chatglm4");
   if (contains(t, "<|assistant|>") && contains(t, "<|user|>")) {
     return unsupported(contains(t, "</s>") ? "falcon3" : "glmedge");
@@ -114,7 +123,37 @@ Detected detect(std::string_view t) {
   if (contains(t, "<|start_header_id|>") && contains(t, "<|end_header_id|>")) {
     return found(F::kLlama3);
   }
+  if (contains(t, "<start_of_turn>")) return found(F::kGemma);
   return {};
+}
+
+// Qwen3's rendering of an assistant turn with its reasoning, verbatim.
+constexpr std::string_view kQwen3Think =
+    R"('\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n'))";
+
+// Text in a ChatML template that means output our renderer does not reproduce (found on the
+// templates of tests/data/chat_template_jinja2.json): trimmed or macro-built content (Hermes,
+// Nemotron, Qwen3-Coder, Qwen3.5), SmolLM3's metadata block, LFM2's tool tokens, MiniCPM5's
+// tool definitions.
+constexpr std::string_view kChatmlForeign[] = {
+    "trim", "macro", "Reasoning Mode", "<|tool_response_start|>", "keep_past_thinking",
+    "<tool_def_sep>"};
+
+// Unimplemented naming the first marker of `markers` that `jinja` contains.
+absl::Status refuse_markers(std::string_view jinja, std::string_view family,
+                            std::span<const std::string_view> markers) {
+  for (std::string_view m : markers) {
+    if (contains(jinja, m)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "chat template: a ", to_absl(family), " template with '", to_absl(m),
+          "' renders differently from our ", to_absl(family), " renderer; not supported"));
+    }
+  }
+  return absl::OkStatus();
+}
+absl::Status refuse_markers(std::string_view jinja, std::string_view family,
+                            std::initializer_list<std::string_view> markers) {
+  return refuse_markers(jinja, family, std::span<const std::string_view>(markers.begin(), markers.size()));
 }
 
 }  // namespace
@@ -130,6 +169,10 @@ absl::StatusOr<ChatTemplate> ChatTemplate::from_template_text(std::string_view j
     d.family = Family::kZephyr;
   } else if (jinja == "llama3") {
     d.family = Family::kLlama3;
+  } else if (jinja == "gemma") {
+    d.family = Family::kGemma;
+  } else if (jinja == "phi3") {
+    d.family = Family::kPhi3;
   } else {
     d = detect(jinja);
   }
@@ -140,7 +183,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::from_template_text(std::string_view j
     }
     return absl::InvalidArgumentError(absl::StrCat(
         "chat template: unrecognised chat template (supported: chatml, llama2, zephyr, "
-        "llama3): '", to_absl(jinja.substr(0, 120)), jinja.size() > 120 ? "...'" : "'"));
+        "llama3, gemma, phi3): '", to_absl(jinja.substr(0, 120)), jinja.size() > 120 ? "...'" : "'"));
   }
   ChatTemplate t(*d.family);
   if (t.family_ == Family::kLlama2) {
@@ -148,10 +191,51 @@ absl::StatusOr<ChatTemplate> ChatTemplate::from_template_text(std::string_view j
     t.llama2_bos_in_history_ = d.llama2_variant == "llama2-sys-bos";
     t.llama2_strip_ = d.llama2_variant == "llama2-sys-strip";
   }
-  if (t.family_ == Family::kChatml) {
-    t.default_system_ = chatml_default_system(jinja).value_or("");
-  }
+  RETURN_IF_ERROR(t.detect_variants(jinja));
   return t;
+}
+
+absl::Status ChatTemplate::detect_variants(std::string_view jinja) {
+  switch (family_) {
+    case Family::kChatml:
+      default_system_ = chatml_default_system(jinja).value_or("");
+      qwen_tools_ = contains(jinja, "<tool_response>");
+      qwen3_think_ = contains(jinja, "last_query_index") && contains(jinja, kQwen3Think);
+      RETURN_IF_ERROR(refuse_markers(jinja, "chatml", kChatmlForeign));
+      if (!qwen3_think_) {
+        RETURN_IF_ERROR(refuse_markers(jinja, "chatml (reasoning other than Qwen3's)",
+                                       {"<think>", "strip"}));
+      }
+      return absl::OkStatus();
+    case Family::kLlama3: {
+      llama31_ = contains(jinja, "Cutting Knowledge Date");
+      if (!llama31_) RETURN_IF_ERROR(refuse_markers(jinja, "llama3", {"tools", "functions"}));
+      if (!llama31_ || contains(jinja, "strftime_now")) return absl::OkStatus();
+      constexpr std::string_view kDate = "set date_string = \"";
+      const size_t at = jinja.find(kDate);
+      const size_t end = at == std::string_view::npos ? at : jinja.find('"', at + kDate.size());
+      if (end == std::string_view::npos) {
+        return absl::UnimplementedError(
+            "chat template: Llama 3.1-style template without a date_string we can read");
+      }
+      llama31_date_ = std::string(jinja.substr(at + kDate.size(), end - at - kDate.size()));
+      return absl::OkStatus();
+    }
+    case Family::kGemma:
+      gemma_refuses_system_ = contains(jinja, "System role not supported");
+      return absl::OkStatus();
+    case Family::kPhi3:
+      RETURN_IF_ERROR(refuse_markers(jinja, "phi3", {"tools"}));
+      phi35_ = contains(jinja, "<|system|>\n") || contains(jinja, "<|system|>\\n");
+      if (!phi35_ && contains(jinja, "<|system|>")) {
+        return absl::UnimplementedError(
+            "chat template: a Phi template with '<|system|>' not followed by a newline "
+            "(Phi-4-mini style) is not supported");
+      }
+      return absl::OkStatus();
+    default:
+      return absl::OkStatus();
+  }
 }
 
 absl::StatusOr<ChatTemplate> ChatTemplate::from_gguf(const GgufFile& file) {
@@ -164,6 +248,8 @@ std::string_view ChatTemplate::family_name() const {
     case Family::kChatml: return "chatml";
     case Family::kZephyr: return "zephyr";
     case Family::kLlama3: return "llama3";
+    case Family::kGemma: return "gemma";
+    case Family::kPhi3: return "phi3";
     case Family::kLlama2:
       if (llama2_strip_) return "llama2-sys-strip";
       if (llama2_bos_in_history_) return "llama2-sys-bos";
@@ -172,44 +258,9 @@ std::string_view ChatTemplate::family_name() const {
   return "unknown";
 }
 
-std::string ChatTemplate::render_chatml(std::span<const ChatMessage> messages,
-                                        bool add_gen) const {
-  std::string out;
-  if (!default_system_.empty() && messages.front().role != "system") {
-    absl::StrAppend(&out, "<|im_start|>system\n", default_system_, "<|im_end|>\n");
-  }
-  for (const ChatMessage& m : messages) {
-    absl::StrAppend(&out, "<|im_start|>", m.role, "\n", m.content, "<|im_end|>\n");
-  }
-  if (add_gen) out += "<|im_start|>assistant\n";
-  return out;
-}
-
-std::string ChatTemplate::render_llama2(std::span<const ChatMessage> messages) const {
-  std::string out = "[INST] ";
-  bool inside_turn = true;  // the first "[INST] " is already written; BOS comes from the tokenizer
-  for (const ChatMessage& m : messages) {
-    const std::string content =
-        llama2_strip_ ? std::string(absl::StripAsciiWhitespace(m.content)) : m.content;
-    if (!inside_turn) {
-      inside_turn = true;
-      out += llama2_bos_in_history_ ? "<s>[INST] " : "[INST] ";
-    }
-    if (m.role == "system") {
-      absl::StrAppend(&out, llama2_system_block_ ? "<<SYS>>\n" : "", content,
-                      llama2_system_block_ ? "\n<</SYS>>\n\n" : "\n");
-    } else if (m.role == "user") {
-      absl::StrAppend(&out, content, " [/INST]");
-    } else {
-      absl::StrAppend(&out, content, "</s>");
-      inside_turn = false;
-    }
-  }
-  return out;
-}
-
 absl::StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
-                                                 bool add_generation_prompt) const {
+                                                 bool add_generation_prompt,
+                                                 const ChatRenderOptions& options) const {
   if (messages.empty()) return absl::InvalidArgumentError("chat template: no messages");
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].role.empty()) {
@@ -220,7 +271,7 @@ absl::StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> me
   std::string out;
   switch (family_) {
     case Family::kChatml:
-      return render_chatml(messages, add_generation_prompt);
+      return render_chatml(messages, add_generation_prompt, options);
     case Family::kLlama2:
       return render_llama2(messages);
     case Family::kZephyr:
@@ -230,12 +281,11 @@ absl::StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> me
       if (add_generation_prompt) out += "<|assistant|>\n";
       return out;
     case Family::kLlama3:
-      for (const ChatMessage& m : messages) {
-        absl::StrAppend(&out, "<|start_header_id|>", m.role, "<|end_header_id|>\n\n",
-                        absl::StripAsciiWhitespace(m.content), "<|eot_id|>");
-      }
-      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-      return out;
+      return render_llama3(messages, add_generation_prompt, options);
+    case Family::kGemma:
+      return render_gemma(messages, add_generation_prompt);
+    case Family::kPhi3:
+      return render_phi3(messages, add_generation_prompt);
   }
   return absl::InternalError("chat template: unknown family");
 }

@@ -105,10 +105,23 @@ TEST(ChatTemplate, UnknownAndUnsupportedTemplatesAreErrors) {
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.status().message().find("unrecognised chat template"), std::string::npos);
 
-  auto phi3 = ChatTemplate::from_template_text("{{ '<|user|>' }}{{ '<|assistant|>' }}<|end|>");
-  ASSERT_FALSE(phi3.ok());
-  EXPECT_EQ(phi3.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(phi3.status().message().find("phi3"), std::string::npos);
+  auto phi4 = ChatTemplate::from_template_text("{{ '<|im_start|>' + role + '<|im_sep|>' }}");
+  ASSERT_FALSE(phi4.ok());
+  EXPECT_EQ(phi4.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(phi4.status().message().find("phi4"), std::string::npos);
+
+  // Variants of our families that render differently are refused, naming what we saw.
+  auto qwq = ChatTemplate::from_template_text(
+      "{{ '<|im_start|>' }}{% set content = message.content.split('</think>')[-1] %}<think>");
+  ASSERT_FALSE(qwq.ok());
+  EXPECT_EQ(qwq.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(qwq.status().message().find("'<think>'"), std::string::npos) << qwq.status();
+  auto hermes = ChatTemplate::from_template_text("{{ '<|im_start|>' + content | trim }}");
+  ASSERT_FALSE(hermes.ok());
+  EXPECT_NE(hermes.status().message().find("'trim'"), std::string::npos) << hermes.status();
+  auto phi_tools = ChatTemplate::from_template_text("<|assistant|><|end|>{{ tools }}");
+  ASSERT_FALSE(phi_tools.ok());
+  EXPECT_NE(phi_tools.status().message().find("'tools'"), std::string::npos);
 
   auto mistral7 = ChatTemplate::from_template_text("[SYSTEM_PROMPT] [INST]");
   ASSERT_FALSE(mistral7.ok());
