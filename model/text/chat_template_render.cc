@@ -11,41 +11,6 @@
 namespace flashserve::model {
 namespace {
 
-// Python's str.isspace() code points, as UTF-8 (Jinja's trim filter is str.strip()).
-constexpr std::string_view kUnicodeSpaces[] = {
-    "\xC2\x85",     "\xC2\xA0",     "\xE1\x9A\x80", "\xE2\x80\x80", "\xE2\x80\x81",
-    "\xE2\x80\x82", "\xE2\x80\x83", "\xE2\x80\x84", "\xE2\x80\x85", "\xE2\x80\x86",
-    "\xE2\x80\x87", "\xE2\x80\x88", "\xE2\x80\x89", "\xE2\x80\x8A", "\xE2\x80\xA8",
-    "\xE2\x80\xA9", "\xE2\x80\xAF", "\xE2\x81\x9F", "\xE3\x80\x80"};
-
-// Length of the whitespace character at the start (or end) of `s`, 0 if none.
-size_t space_prefix(std::string_view s) {
-  if (s.empty()) return 0;
-  const unsigned char c = s[0];
-  if (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1C && c <= 0x1F)) return 1;
-  for (std::string_view sp : kUnicodeSpaces) {
-    if (s.starts_with(sp)) return sp.size();
-  }
-  return 0;
-}
-
-size_t space_suffix(std::string_view s) {
-  if (s.empty()) return 0;
-  const unsigned char c = s.back();
-  if (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1C && c <= 0x1F)) return 1;
-  for (std::string_view sp : kUnicodeSpaces) {
-    if (s.ends_with(sp)) return sp.size();
-  }
-  return 0;
-}
-
-// Python's str.strip(): Unicode whitespace at both ends.
-std::string py_strip(std::string_view s) {
-  for (size_t n; (n = space_prefix(s)) > 0;) s.remove_prefix(n);
-  for (size_t n; (n = space_suffix(s)) > 0;) s.remove_suffix(n);
-  return std::string(s);
-}
-
 // Python's str.lstrip('\n') / rstrip('\n').
 std::string_view lstrip_newlines(std::string_view s) {
   while (!s.empty() && s.front() == '\n') s.remove_prefix(1);
@@ -169,7 +134,7 @@ std::string ChatTemplate::render_llama2(std::span<const ChatMessage> messages) c
   std::string out = "[INST] ";
   bool inside_turn = true;  // the first "[INST] " is already written; BOS comes from the tokenizer
   for (const ChatMessage& m : messages) {
-    const std::string content = llama2_strip_ ? py_strip(m.content) : m.content;
+    const std::string content = llama2_strip_ ? python_strip(m.content) : m.content;
     if (!inside_turn) {
       inside_turn = true;
       out += llama2_bos_in_history_ ? "<s>[INST] " : "[INST] ";
@@ -193,7 +158,7 @@ std::string ChatTemplate::render_llama3(std::span<const ChatMessage> messages, b
   if (llama31_) {
     std::string system;
     if (messages.front().role == "system") {
-      system = py_strip(messages.front().content);
+      system = python_strip(messages.front().content);
       messages = messages.subspan(1);
     }
     std::string date = llama31_date_;
@@ -210,7 +175,7 @@ std::string ChatTemplate::render_llama3(std::span<const ChatMessage> messages, b
       continue;
     }
     absl::StrAppend(&out, "<|start_header_id|>", m.role, "<|end_header_id|>\n\n",
-                    py_strip(m.content), "<|eot_id|>");
+                    python_strip(m.content), "<|eot_id|>");
   }
   if (add_gen) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return out;
@@ -236,7 +201,7 @@ absl::StatusOr<std::string> ChatTemplate::render_gemma(std::span<const ChatMessa
     }
     const std::string_view role = m.role == "assistant" ? "model" : std::string_view(m.role);
     absl::StrAppend(&out, "<start_of_turn>", to_absl(role), "\n", i == 0 ? first_user_prefix : "",
-                    py_strip(m.content), "<end_of_turn>\n");
+                    python_strip(m.content), "<end_of_turn>\n");
   }
   if (add_gen) out += "<start_of_turn>model\n";
   return out;

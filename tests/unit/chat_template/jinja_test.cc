@@ -1,0 +1,145 @@
+// Our Jinja-subset interpreter (model/text/jinja.h) against Python's jinja2 on every real
+// template llama.cpp ships (tests/data/chat_template_jinja2.json; see real_templates_test.cc):
+// a template is either refused (Unimplemented, naming the construct, at parse or render time)
+// or renders exactly as jinja2 on every case, failing where jinja2 raises. Plus small cases
+// of the language itself.
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "model/gguf/gguf.h"
+#include "model/text/jinja.h"
+#include "tests/support/json.h"
+#include "tests/support/vocab_files.h"
+
+namespace flashserve::model::jinja {
+namespace {
+
+constexpr int64_t kGoldenNow = 1796126400;  // 2026-12-01 12:00:00 UTC, the golden's strftime_now
+
+std::string fnv1a64_hex(std::string_view s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001B3ull;
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string source_of(const std::string& name) {
+  const std::string path = testing::vocab_file(name);
+  if (name.ends_with(".gguf")) {
+    auto file = GgufFile::open(path);
+    if (!file.ok()) return "";
+    auto text = (*file)->get_string("tokenizer.chat_template");
+    return text.ok() ? *text : "";
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+Value messages_value(const testing::Json& conv) {
+  ValueList list;
+  for (const testing::Json& m : conv) {
+    list.push_back(Value::new_map({{"role", Value::string(m.at("role").get<std::string>())},
+                                   {"content", Value::string(m.at("content").get<std::string>())}}));
+  }
+  return Value::new_list(std::move(list));
+}
+
+std::string render_or_error(const JinjaTemplate& t, const std::map<std::string, Value>& globals) {
+  auto r = t.render(globals, kGoldenNow);
+  return r.ok() ? *r : "ERROR " + r.status().ToString();
+}
+
+Value render_value(std::string_view source) {
+  auto t = JinjaTemplate::parse(source);
+  if (!t.ok()) return Value::string("PARSE " + t.status().ToString());
+  return Value::string(render_or_error(*t, {}));
+}
+
+TEST(Jinja, RealTemplatesRenderAsJinja2OrAreRefused) {
+  const testing::Json root = testing::read_json_file("tests/data/chat_template_jinja2.json");
+  const testing::Json& convs = root.at("conversations");
+  int num_rendered = 0, num_refused = 0;
+  std::string refused;
+  for (const testing::Json& t : root.at("templates")) {
+    const std::string name = t.at("name").get<std::string>();
+    ASSERT_TRUE(std::filesystem::exists(testing::vocab_file(name))) << testing::kVocabMissing << name;
+    auto tmpl = JinjaTemplate::parse(source_of(name));
+    if (!tmpl.ok()) {
+      EXPECT_EQ(tmpl.status().code(), absl::StatusCode::kUnimplemented) << name << ": " << tmpl.status();
+      ++num_refused;
+      refused += "\n  " + name + ": " + std::string(tmpl.status().message());
+      continue;
+    }
+    bool template_refused = false;
+    int mismatches = 0;
+    for (const testing::Json& c : t.at("cases")) {
+      std::map<std::string, Value> globals = {
+          {"messages", messages_value(convs.at(c.at("conversation").get<int>()))},
+          {"add_generation_prompt", Value::boolean(c.at("add_generation_prompt").get<bool>())},
+          {"bos_token", Value::string("")},
+          {"eos_token", Value::string("<|endoftext|>")}};
+      if (c.contains("enable_thinking")) globals["enable_thinking"] = Value::boolean(false);
+      auto r = tmpl->render(globals, kGoldenNow);
+      if (c.contains("error")) {
+        if (r.ok()) ++mismatches;
+        EXPECT_FALSE(r.ok()) << name << ": jinja2 raised " << c.at("error").dump();
+        continue;
+      }
+      if (!r.ok() && r.status().code() == absl::StatusCode::kUnimplemented) {
+        template_refused = true;
+        refused += "\n  " + name + " (rendering): " + std::string(r.status().message());
+        break;
+      }
+      if (!r.ok() || fnv1a64_hex(*r) != c.at("fnv1a64").get<std::string>()) {
+        ++mismatches;
+        ADD_FAILURE() << name << " case " << c.dump().substr(0, 120) << "\nours: "
+                      << (r.ok() ? *r : r.status().ToString())
+                      << (c.contains("rendered") ? "\njinja2: " + c.at("rendered").get<std::string>() : "");
+      }
+    }
+    if (template_refused) {
+      ++num_refused;
+    } else {
+      EXPECT_EQ(mismatches, 0) << name;
+      ++num_rendered;
+    }
+  }
+  std::printf("jinja: %d templates render as jinja2, %d refused:%s\n", num_rendered, num_refused,
+              refused.c_str());
+  EXPECT_GE(num_rendered, 33);  // what renders today; refusals are listed in the output
+}
+
+TEST(Jinja, Language) {
+  EXPECT_EQ(render_value("a{{ 1 + 2 * 3 }}b").s, "a7b");
+  EXPECT_EQ(render_value("{% for x in [1, 2, 3] %}{{ loop.index }}{{ x }}{% if not loop.last %},{% endif %}{% endfor %}").s,
+            "11,22,33");
+  EXPECT_EQ(render_value("{% set ns = namespace(n=0) %}{% for x in 'abc' %}{% set ns.n = ns.n + 1 %}{% endfor %}{{ ns.n }}").s, "3");
+  EXPECT_EQ(render_value("{% set n = 0 %}{% for x in 'abc' %}{% set n = n + 1 %}{% endfor %}{{ n }}").s, "0");
+  EXPECT_EQ(render_value("{{ '  x  ' | trim }}|{{ ' a b '.split() | length }}|{{ 'a</t>b'.split('</t>')[-1] }}").s,
+            "x|2|b");
+  EXPECT_EQ(render_value("{{ [1, 2, 3][::-1] }}{{ 'héllo'[1:3] }}").s, "[3, 2, 1]él");
+  EXPECT_EQ(render_value("{{ {'a': [1, 'x\"'], 'b': none} | tojson }}").s, "{\"a\": [1, \"x\\\"\"], \"b\": null}");
+  EXPECT_EQ(render_value("{{ x is defined }}{{ x is not defined }}{{ 'a' in 'cat' }}{{ 2 not in [1] }}").s,
+            "FalseTrueTrueTrue");
+  EXPECT_EQ(render_value("  {%- if true %}\n  a\n{% endif -%}\n  b").s, "  a\nb");
+  EXPECT_EQ(render_value("{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ 1 / 2 }} {{ 'a' ~ 1 }}").s, "3 -4 1 0.5 a1");
+  EXPECT_EQ(render_value("{{ raise_exception('no') }}").s, "ERROR INVALID_ARGUMENT: jinja: raise_exception: no");
+  EXPECT_EQ(render_value("{% macro f() %}{% endmacro %}").s,
+            "PARSE UNIMPLEMENTED: line 1: jinja: {% macro %} is not supported");
+  EXPECT_EQ(render_value("{% if %}").s.substr(0, 22), "PARSE INVALID_ARGUMENT");
+  EXPECT_EQ(render_value("{{ x.y }}").s.substr(0, 22), "ERROR INVALID_ARGUMENT");
+  EXPECT_EQ(render_value("{{ strftime_now('%d %b %Y') }}").s, "01 Dec 2026");
+}
+
+}  // namespace
+}  // namespace flashserve::model::jinja
