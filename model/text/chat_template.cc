@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "model/gguf/gguf.h"
+#include "model/text/jinja.h"
 #include "model/text/utf8.h"
 
 namespace flashserve::model {
@@ -158,7 +159,8 @@ absl::Status refuse_markers(std::string_view jinja, std::string_view family,
 
 }  // namespace
 
-absl::StatusOr<ChatTemplate> ChatTemplate::from_template_text(std::string_view jinja) {
+absl::StatusOr<ChatTemplate> ChatTemplate::from_template_text(std::string_view jinja,
+                                                              std::string_view eos_token) {
   Detected d;
   if (jinja == "chatml") {
     d.family = Family::kChatml;
@@ -178,12 +180,12 @@ absl::StatusOr<ChatTemplate> ChatTemplate::from_template_text(std::string_view j
   }
   if (!d.family.has_value()) {
     if (!d.unsupported.empty()) {
-      return absl::UnimplementedError(absl::StrCat("chat template: family '", to_absl(d.unsupported),
-                                                   "' is recognised but not supported"));
+      return from_interpreter(jinja, eos_token, absl::UnimplementedError(absl::StrCat(
+          "chat template: family '", to_absl(d.unsupported), "' is recognised but not supported")));
     }
-    return absl::InvalidArgumentError(absl::StrCat(
+    return from_interpreter(jinja, eos_token, absl::InvalidArgumentError(absl::StrCat(
         "chat template: unrecognised chat template (supported: chatml, llama2, zephyr, "
-        "llama3, gemma, phi3): '", to_absl(jinja.substr(0, 120)), jinja.size() > 120 ? "...'" : "'"));
+        "llama3, gemma, phi3): '", to_absl(jinja.substr(0, 120)), jinja.size() > 120 ? "...'" : "'")));
   }
   ChatTemplate t(*d.family);
   if (t.family_ == Family::kLlama2) {
@@ -191,7 +193,34 @@ absl::StatusOr<ChatTemplate> ChatTemplate::from_template_text(std::string_view j
     t.llama2_bos_in_history_ = d.llama2_variant == "llama2-sys-bos";
     t.llama2_strip_ = d.llama2_variant == "llama2-sys-strip";
   }
-  RETURN_IF_ERROR(t.detect_variants(jinja));
+  if (absl::Status variant = t.detect_variants(jinja); !variant.ok()) {
+    return from_interpreter(jinja, eos_token, variant);
+  }
+  return t;
+}
+
+absl::StatusOr<ChatTemplate> ChatTemplate::from_interpreter(std::string_view jinja,
+                                                            std::string_view eos_token,
+                                                            const absl::Status& family_error) {
+  auto parsed = jinja::JinjaTemplate::parse(jinja);
+  if (!parsed.ok()) {
+    return absl::Status(family_error.code(),
+                        absl::StrCat(family_error.message(), "; our Jinja interpreter: ",
+                                     parsed.status().message()));
+  }
+  ChatTemplate t(Family::kJinja);
+  t.jinja_ = std::make_shared<const jinja::JinjaTemplate>(*std::move(parsed));
+  t.eos_token_ = std::string(eos_token);
+  // A trial conversation: a template that needs what we do not implement fails here, at
+  // load, not on a request.
+  const ChatMessage trial[] = {{"system", "s"}, {"user", "u"}, {"assistant", "a"}, {"user", "v"}};
+  ChatRenderOptions options;
+  options.now_unix_seconds = 0;
+  if (auto r = t.render_jinja(trial, true, options); !r.ok()) {
+    return absl::Status(family_error.code(),
+                        absl::StrCat(family_error.message(), "; our Jinja interpreter: ",
+                                     r.status().message()));
+  }
   return t;
 }
 
@@ -240,7 +269,15 @@ absl::Status ChatTemplate::detect_variants(std::string_view jinja) {
 
 absl::StatusOr<ChatTemplate> ChatTemplate::from_gguf(const GgufFile& file) {
   ASSIGN_OR_RETURN(const std::string text, file.get_string("tokenizer.chat_template"));
-  return from_template_text(text);
+  std::string eos = "</s>";
+  if (file.find("tokenizer.ggml.eos_token_id") != nullptr &&
+      file.find("tokenizer.ggml.tokens") != nullptr) {
+    ASSIGN_OR_RETURN(const int64_t id, file.get_int("tokenizer.ggml.eos_token_id"));
+    ASSIGN_OR_RETURN(const std::vector<std::string> tokens,
+                     file.get_string_array("tokenizer.ggml.tokens"));
+    if (id >= 0 && id < static_cast<int64_t>(tokens.size())) eos = tokens[id];
+  }
+  return from_template_text(text, eos);
 }
 
 std::string_view ChatTemplate::family_name() const {
@@ -250,6 +287,7 @@ std::string_view ChatTemplate::family_name() const {
     case Family::kLlama3: return "llama3";
     case Family::kGemma: return "gemma";
     case Family::kPhi3: return "phi3";
+    case Family::kJinja: return "jinja";
     case Family::kLlama2:
       if (llama2_strip_) return "llama2-sys-strip";
       if (llama2_bos_in_history_) return "llama2-sys-bos";
@@ -286,6 +324,8 @@ absl::StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> me
       return render_gemma(messages, add_generation_prompt);
     case Family::kPhi3:
       return render_phi3(messages, add_generation_prompt);
+    case Family::kJinja:
+      return render_jinja(messages, add_generation_prompt, options);
   }
   return absl::InternalError("chat template: unknown family");
 }

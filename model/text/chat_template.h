@@ -45,6 +45,11 @@
 // llama.cpp ships (tests/data/chat_template_jinja2.json): a template that detection accepts
 // renders identically on every conversation there, or detection refuses it.
 //
+// A template that no family renderer reproduces is handed to our Jinja interpreter
+// (model/text/jinja.h; family "jinja"), which renders the template itself. It must parse and
+// render a trial conversation at load; otherwise the template is refused with both reasons.
+// The interpreter is held to the same jinja2 golden (tests/unit/chat_template/jinja_test.cc).
+//
 // Errors (no silent ChatML fallback, so a wrong prompt format never goes unnoticed):
 //   - a template llama.cpp recognises as a family we do not render (Phi-4, Mistral v1/v3/v7,
 //     GLM, Falcon-3, SmolVLM), or a variant of ours whose output we do not reproduce
@@ -54,6 +59,8 @@
 // Callers that want a default can call from_template_text("chatml") themselves.
 //
 // Thread-safety: immutable; render() may be called concurrently.
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -64,6 +71,9 @@
 namespace flashserve::model {
 
 class GgufFile;
+namespace jinja {
+class JinjaTemplate;
+}
 
 struct ChatMessage {
   std::string role;     // "system", "user", "assistant", "tool"
@@ -77,15 +87,21 @@ struct ChatRenderOptions {
   // Today's date as "%d %b %Y" ("01 Dec 2026") for templates that print it (Llama 3.2/3.3
   // call strftime_now); empty: the current UTC date.
   std::string today;
+  // The time strftime_now() formats in templates run by the Jinja interpreter, in seconds
+  // since the epoch (UTC); -1: now.
+  int64_t now_unix_seconds = -1;
 };
 
 class ChatTemplate {
  public:
-  enum class Family { kChatml, kLlama2, kZephyr, kLlama3, kGemma, kPhi3 };
+  enum class Family { kChatml, kLlama2, kZephyr, kLlama3, kGemma, kPhi3, kJinja };
 
   // `jinja` is either a template text or a family name ("chatml", "llama2", "llama2-sys",
   // "llama2-sys-bos", "llama2-sys-strip", "zephyr", "llama3", "gemma", "phi3").
-  static absl::StatusOr<ChatTemplate> from_template_text(std::string_view jinja);
+  // eos_token is what templates run by the Jinja interpreter see as `eos_token`.
+  static absl::StatusOr<ChatTemplate> from_template_text(std::string_view jinja,
+                                                         std::string_view eos_token = "</s>");
+  // Reads tokenizer.chat_template, and the EOS token's text for the Jinja interpreter.
   static absl::StatusOr<ChatTemplate> from_gguf(const GgufFile& file);
 
   // InvalidArgument if `messages` is empty, a message has an empty role, or the template
@@ -111,6 +127,13 @@ class ChatTemplate {
   absl::StatusOr<std::string> render_gemma(std::span<const ChatMessage> messages,
                                            bool add_gen) const;
   std::string render_phi3(std::span<const ChatMessage> messages, bool add_gen) const;
+  absl::StatusOr<std::string> render_jinja(std::span<const ChatMessage> messages, bool add_gen,
+                                           const ChatRenderOptions& options) const;
+  // The Jinja interpreter for `jinja`, after a trial render; `family_error` is why no family
+  // renderer took it.
+  static absl::StatusOr<ChatTemplate> from_interpreter(std::string_view jinja,
+                                                       std::string_view eos_token,
+                                                       const absl::Status& family_error);
 
   Family family_;
   // llama2 variants
@@ -128,6 +151,9 @@ class ChatTemplate {
   bool gemma_refuses_system_ = false;
   // phi3: the Phi-3.5 layout rather than Phi-3-mini's
   bool phi35_ = false;
+  // jinja
+  std::shared_ptr<const jinja::JinjaTemplate> jinja_;
+  std::string eos_token_;
 };
 
 }  // namespace flashserve::model

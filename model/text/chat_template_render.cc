@@ -2,10 +2,12 @@
 // what Python's jinja2 makes of the real templates (tests/data/chat_template_jinja2.json), so
 // the string helpers below follow Python's str methods, not C's.
 #include <ctime>
+#include <map>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "model/text/chat_template.h"
+#include "model/text/jinja.h"
 #include "model/text/utf8.h"
 
 namespace flashserve::model {
@@ -224,6 +226,32 @@ std::string ChatTemplate::render_phi3(std::span<const ChatMessage> messages, boo
     }
   }
   if (phi35_) out += add_gen ? "<|assistant|>\n" : "<|endoftext|>";
+  return out;
+}
+
+absl::StatusOr<std::string> ChatTemplate::render_jinja(std::span<const ChatMessage> messages,
+                                                       bool add_gen,
+                                                       const ChatRenderOptions& options) const {
+  using jinja::Value;
+  jinja::ValueList list;
+  for (const ChatMessage& m : messages) {
+    list.push_back(Value::new_map({{"role", Value::string(m.role)},
+                                   {"content", Value::string(m.content)}}));
+  }
+  std::map<std::string, Value> globals = {
+      {"messages", Value::new_list(std::move(list))},
+      {"add_generation_prompt", Value::boolean(add_gen)},
+      {"bos_token", Value::string("")},  // the tokenizer adds BOS
+      {"eos_token", Value::string(eos_token_)}};
+  if (options.enable_thinking.has_value()) {
+    globals["enable_thinking"] = Value::boolean(*options.enable_thinking);
+  }
+  const int64_t now = options.now_unix_seconds >= 0 ? options.now_unix_seconds
+                                                    : static_cast<int64_t>(std::time(nullptr));
+  auto out = jinja_->render(globals, now);
+  if (!out.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("chat template: ", out.status().message()));
+  }
   return out;
 }
 

@@ -99,11 +99,32 @@ TEST(ChatTemplate, DetectsFamiliesLikeLlamaCpp) {
   }
 }
 
+TEST(ChatTemplate, UnknownTemplatesGoToTheInterpreter) {
+  auto unknown = ChatTemplate::from_template_text("{{ messages[0]['content'] }}!");
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_EQ(unknown->family_name(), "jinja");
+  std::vector<ChatMessage> messages = {{"user", "hi"}};
+  EXPECT_EQ(*unknown->render(messages, true), "hi!");
+  // A raise_exception at request time is an InvalidArgument naming the message.
+  auto strict = ChatTemplate::from_template_text(
+      "{% if messages | length > 4 %}{{ raise_exception('too long') }}{% endif %}ok");
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  std::vector<ChatMessage> many(5, ChatMessage{"user", "x"});
+  auto r = strict->render(many, true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("too long"), std::string::npos) << r.status();
+}
+
 TEST(ChatTemplate, UnknownAndUnsupportedTemplatesAreErrors) {
-  auto unknown = ChatTemplate::from_template_text("{{ messages[0]['content'] }}");
+  // Neither a family nor something our interpreter can run: both reasons are given.
+  auto unknown = ChatTemplate::from_template_text("{% macro f() %}{% endmacro %}{{ messages }}");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.status().message().find("unrecognised chat template"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("macro"), std::string::npos) << unknown.status();
+  auto broken = ChatTemplate::from_template_text("{{ x.y }}");  // fails the trial render
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("undefined"), std::string::npos) << broken.status();
 
   auto phi4 = ChatTemplate::from_template_text("{{ '<|im_start|>' + role + '<|im_sep|>' }}");
   ASSERT_FALSE(phi4.ok());
@@ -119,11 +140,13 @@ TEST(ChatTemplate, UnknownAndUnsupportedTemplatesAreErrors) {
   auto hermes = ChatTemplate::from_template_text("{{ '<|im_start|>' + content | trim }}");
   ASSERT_FALSE(hermes.ok());
   EXPECT_NE(hermes.status().message().find("'trim'"), std::string::npos) << hermes.status();
+  // ... and such a variant that the interpreter can run is the interpreter's.
   auto phi_tools = ChatTemplate::from_template_text("<|assistant|><|end|>{{ tools }}");
-  ASSERT_FALSE(phi_tools.ok());
-  EXPECT_NE(phi_tools.status().message().find("'tools'"), std::string::npos);
+  ASSERT_TRUE(phi_tools.ok()) << phi_tools.status();
+  EXPECT_EQ(phi_tools->family_name(), "jinja");
 
-  auto mistral7 = ChatTemplate::from_template_text("[SYSTEM_PROMPT] [INST]");
+  auto mistral7 =
+      ChatTemplate::from_template_text("[SYSTEM_PROMPT] [INST]{% filter upper %}{% endfilter %}");
   ASSERT_FALSE(mistral7.ok());
   EXPECT_EQ(mistral7.status().code(), absl::StatusCode::kUnimplemented);
 }
