@@ -5,7 +5,8 @@
 //
 // Supported: text, {{ expr }}, {# comments #}, whitespace control (-), {% if/elif/else %},
 // {% for a[, b] in expr [if cond] %} with else, loop.index/index0/first/last/length/revindex
-// and break/continue, {% set x = expr %}, {% set ns.attr = expr %}, {% set x %}...{% endset %};
+// and break/continue, {% set x = expr %}, {% set ns.attr = expr %}, {% set x %}...{% endset %},
+// {% macro name(a, b=default) %} (called like a function; no caller/varargs);
 // expressions with literals (strings, numbers, true/false/none, lists, dicts), attribute and
 // item access, slices, + - * / // % ~, comparisons, and/or/not, in / not in, is [not] tests
 // (defined, undefined, none, string, number, integer, boolean, mapping, iterable, sequence,
@@ -14,7 +15,7 @@
 // title, safe, unique, reverse, reject/select with a test), string methods (startswith,
 // endswith, split, strip, lstrip, rstrip, replace, upper, lower, title), dict methods (get,
 // items, keys, values) and the globals raise_exception, namespace, strftime_now and range.
-// Anything else (macros, call blocks, filters blocks, custom tags) is refused when parsing,
+// Anything else (call blocks, filter blocks, custom tags) is refused when parsing,
 // with a status naming it; errors while rendering (raise_exception, a type error, a missing
 // attribute of an undefined value) are statuses too. Nothing here can crash on bad input.
 //
@@ -32,12 +33,14 @@
 namespace flashserve::model::jinja {
 
 struct Value;
+struct Expr;
+struct Stmt;
 using ValueList = std::vector<Value>;
 using ValueMap = std::vector<std::pair<std::string, Value>>;  // in insertion order
 
 // A Jinja value: what Python objects a chat template sees.
 struct Value {
-  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kMap };
+  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kMap, kMacro };
   Kind kind = Kind::kUndefined;
   bool b = false;
   int64_t i = 0;
@@ -46,6 +49,7 @@ struct Value {
   std::shared_ptr<ValueList> list;  // shared: lists and maps are Python references
   std::shared_ptr<ValueMap> map;
   bool is_namespace = false;  // namespace(): the one mutable map
+  const Stmt* macro = nullptr;  // kMacro: its definition (owned by the parsed template)
 
   static Value none() { Value v; v.kind = Kind::kNone; return v; }
   static Value boolean(bool x) { Value v; v.kind = Kind::kBool; v.b = x; return v; }
@@ -60,9 +64,6 @@ struct Value {
   // The map entry `key`, or nullptr.
   const Value* find(std::string_view key) const;
 };
-
-struct Expr;
-struct Stmt;
 
 class JinjaTemplate {
  public:

@@ -34,15 +34,17 @@ struct Expr {
 };
 
 struct Stmt {
-  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kBreak, kContinue };
+  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kBreak, kContinue, kMacro };
   Kind kind = Kind::kText;
   std::string text;                 // kText
   std::unique_ptr<Expr> expr;       // kOutput, kSet value, kFor iterable
-  std::vector<std::string> target;  // kSet: {name} or {namespace, attr}; kFor: loop variables
+  // kSet: {name} or {namespace, attr}; kFor: loop variables; kMacro: {name, parameters...}
+  std::vector<std::string> target;
+  std::vector<std::unique_ptr<Expr>> defaults;  // kMacro: per parameter, null if none
   std::unique_ptr<Expr> condition;  // kFor: the "if" filter
   // kIf: (condition, body) in order; the else branch has a null condition.
   std::vector<std::pair<std::unique_ptr<Expr>, std::vector<Stmt>>> branches;
-  std::vector<Stmt> body;       // kFor, kSetBlock
+  std::vector<Stmt> body;       // kFor, kSetBlock, kMacro
   std::vector<Stmt> else_body;  // kFor
 };
 

@@ -83,6 +83,13 @@ class Renderer {
         RETURN_IF_ERROR(exec(s.body, captured, inner));
         return assign(s.target, Value::string(std::move(captured)));
       }
+      case Stmt::Kind::kMacro: {
+        Value m;
+        m.kind = Kind::kMacro;
+        m.macro = &s;
+        scopes_.back()[s.target[0]] = std::move(m);
+        return absl::OkStatus();
+      }
       case Stmt::Kind::kBreak: flow = Flow::kBreak; return absl::OkStatus();
       case Stmt::Kind::kContinue: flow = Flow::kContinue; return absl::OkStatus();
     }
@@ -258,8 +265,43 @@ class Renderer {
       ASSIGN_OR_RETURN(Value object, eval(*callee.args[0]));
       return call_method(object, callee.name, args);
     }
-    if (callee.kind == Expr::Kind::kName) return call_global(callee.name, args, kwargs, today_);
+    if (callee.kind == Expr::Kind::kName) {
+      const Value named = lookup(callee.name);
+      if (named.kind == Kind::kMacro) return call_macro(*named.macro, std::move(args), kwargs);
+      return call_global(callee.name, args, kwargs, today_);
+    }
     return error("call of something that is not a function");
+  }
+
+  // Runs a macro in a scope of its own above the template's top level (jinja2: a macro sees
+  // the template's globals and top-level names, not the caller's locals).
+  absl::StatusOr<Value> call_macro(const Stmt& m, std::vector<Value> args, const Kwargs& kwargs) {
+    const size_t num_params = m.target.size() - 1;
+    if (args.size() > num_params) return absl::UnimplementedError("jinja: macro varargs");
+    if (scopes_.size() > kMaxDepth) return error("macros nested too deeply");
+    std::vector<std::map<std::string, Value>> saved = std::move(scopes_);
+    scopes_ = {saved.front(), {}};
+    absl::Status st;
+    for (size_t i = 0; i < num_params && st.ok(); ++i) {
+      const std::string& param = m.target[i + 1];
+      Value v;
+      if (i < args.size()) {
+        v = std::move(args[i]);
+      } else if (auto it = std::find_if(kwargs.begin(), kwargs.end(), [&](const auto& kv) { return kv.first == param; });
+                 it != kwargs.end()) {
+        v = it->second;
+      } else if (m.defaults[i] != nullptr) {
+        auto d = eval(*m.defaults[i]);
+        if (d.ok()) v = *std::move(d); else st = d.status();
+      }
+      scopes_.back()[param] = std::move(v);
+    }
+    std::string out;
+    Flow flow = Flow::kNormal;
+    if (st.ok()) st = exec(m.body, out, flow);
+    scopes_ = std::move(saved);
+    RETURN_IF_ERROR(st);
+    return Value::string(std::move(out));
   }
 
   absl::StatusOr<Value> arithmetic(const std::string& op, const Value& a, const Value& b) {

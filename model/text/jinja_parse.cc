@@ -580,6 +580,8 @@ class StmtParser {
       RETURN_IF_ERROR(for_statement(args, s));
     } else if (keyword == "set") {
       RETURN_IF_ERROR(set_statement(args, s));
+    } else if (keyword == "macro") {
+      RETURN_IF_ERROR(macro_statement(args, s));
     } else if (keyword == "break" || keyword == "continue") {
       s.kind = keyword == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue;
     } else {
@@ -610,6 +612,32 @@ class StmtParser {
     RETURN_IF_ERROR(block(s.body, {"else", "endfor"}, &end, &rest));
     if (end == "else") RETURN_IF_ERROR(block(s.else_body, {"endfor"}, &end, &rest));
     return expect_end(end, "endfor");
+  }
+
+  absl::Status macro_statement(std::string_view args, Stmt& s) {
+    s.kind = Stmt::Kind::kMacro;
+    ASSIGN_OR_RETURN(std::vector<Token> tokens, tokenize(args));
+    ExprParser p(std::move(tokens));
+    ASSIGN_OR_RETURN(std::string name, p.name());
+    s.target.push_back(std::move(name));
+    RETURN_IF_ERROR(p.expect_op("("));
+    while (!p.accept_op(")")) {
+      ASSIGN_OR_RETURN(std::string param, p.name());
+      s.target.push_back(std::move(param));
+      std::unique_ptr<Expr> dflt;
+      if (p.accept_op("=")) {
+        ASSIGN_OR_RETURN(dflt, p.expression());
+      }
+      s.defaults.push_back(std::move(dflt));
+      if (!p.accept_op(",")) {
+        RETURN_IF_ERROR(p.expect_op(")"));
+        break;
+      }
+    }
+    if (!p.at_end()) return absl::InvalidArgumentError("jinja: unexpected text after the macro");
+    std::string end, rest;
+    RETURN_IF_ERROR(block(s.body, {"endmacro"}, &end, &rest));
+    return expect_end(end, "endmacro");
   }
 
   absl::Status set_statement(std::string_view args, Stmt& s) {

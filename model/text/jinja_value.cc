@@ -33,6 +33,7 @@ bool Value::truthy() const {
     case Kind::kString: return !s.empty();
     case Kind::kList: return !list->empty();
     case Kind::kMap: return is_namespace || !map->empty();
+    case Kind::kMacro: return true;
   }
   return false;
 }
@@ -151,6 +152,8 @@ absl::Status json_value(const Value& v, int indent, int level, std::string& out)
   switch (v.kind) {
     case Value::Kind::kUndefined:
       return absl::InvalidArgumentError("jinja: tojson of an undefined value");
+    case Value::Kind::kMacro:
+      return absl::InvalidArgumentError("jinja: tojson of a macro");
     case Value::Kind::kNone: out += "null"; return absl::OkStatus();
     case Value::Kind::kBool: out += v.b ? "true" : "false"; return absl::OkStatus();
     case Value::Kind::kInt: absl::StrAppend(&out, v.i); return absl::OkStatus();
@@ -190,6 +193,7 @@ absl::Status json_value(const Value& v, int indent, int level, std::string& out)
 std::string to_string(const Value& v) {
   switch (v.kind) {
     case Value::Kind::kUndefined: return "";
+    case Value::Kind::kMacro: return "<macro>";
     case Value::Kind::kNone: return "None";
     case Value::Kind::kBool: return v.b ? "True" : "False";
     case Value::Kind::kInt: return absl::StrCat(v.i);

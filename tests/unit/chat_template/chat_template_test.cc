@@ -117,11 +117,11 @@ TEST(ChatTemplate, UnknownTemplatesGoToTheInterpreter) {
 
 TEST(ChatTemplate, UnknownAndUnsupportedTemplatesAreErrors) {
   // Neither a family nor something our interpreter can run: both reasons are given.
-  auto unknown = ChatTemplate::from_template_text("{% macro f() %}{% endmacro %}{{ messages }}");
+  auto unknown = ChatTemplate::from_template_text("{% call f() %}{% endcall %}{{ messages }}");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.status().message().find("unrecognised chat template"), std::string::npos);
-  EXPECT_NE(unknown.status().message().find("macro"), std::string::npos) << unknown.status();
+  EXPECT_NE(unknown.status().message().find("{% call %}"), std::string::npos) << unknown.status();
   auto broken = ChatTemplate::from_template_text("{{ x.y }}");  // fails the trial render
   ASSERT_FALSE(broken.ok());
   EXPECT_NE(broken.status().message().find("undefined"), std::string::npos) << broken.status();
