@@ -314,7 +314,9 @@ absl::StatusOr<Value> call_global(std::string_view name, const std::vector<Value
     if (args.size() == 1 && args[0].kind == Kind::kInt) stop = args[0].i;
     else if (args.size() == 2 && args[0].kind == Kind::kInt && args[1].kind == Kind::kInt) { start = args[0].i; stop = args[1].i; }
     else return absl::UnimplementedError("jinja: range with these arguments");
-    if (stop - start > 100000) return absl::InvalidArgumentError("jinja: range too long");
+    if (stop > start && (start < -(int64_t{1} << 40) || stop - start > 100000)) {
+      return absl::InvalidArgumentError("jinja: range too long");
+    }
     ValueList out;
     for (int64_t i = start; i < stop; ++i) out.push_back(Value::integer(i));
     return Value::new_list(std::move(out));

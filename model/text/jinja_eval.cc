@@ -1,6 +1,7 @@
 // Rendering for model/text/jinja.h: walks the tree of jinja_ast.h with jinja2's scoping (a
 // for loop's body has its own scope; namespace() objects are the way out of it).
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -36,13 +37,15 @@ class Renderer {
     for (const Stmt& s : body) {
       if (++steps_ > kMaxSteps) return error("template runs too long");
       RETURN_IF_ERROR(exec_one(s, out, flow));
+      if (out.size() > kMaxString) return error("output too long");
       if (flow != Flow::kNormal) return absl::OkStatus();
     }
     return absl::OkStatus();
   }
 
  private:
-  static constexpr int64_t kMaxSteps = 10'000'000;
+  static constexpr int64_t kMaxSteps = 1'000'000;  // statements and loop iterations
+  static constexpr size_t kMaxString = size_t{1} << 24;
   static constexpr size_t kMaxDepth = 64;
 
   Value lookup(const std::string& name) const {
@@ -161,6 +164,7 @@ class Renderer {
     }
     const auto n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      if (++steps_ > kMaxSteps) return error("template runs too long");
       scopes_.emplace_back();
       Value loop = Value::new_map({{"index0", Value::integer(i)}, {"index", Value::integer(i + 1)},
                                    {"revindex0", Value::integer(n - 1 - i)}, {"revindex", Value::integer(n - i)},
@@ -240,11 +244,14 @@ class Renderer {
       return error("slice of a value that is not a list or string");
     }
     const auto n = static_cast<int64_t>(items.size());
-    const int64_t step = parts[2].value_or(1);
-    if (step == 0) return error("slice step cannot be zero");
+    const int64_t raw_step = parts[2].value_or(1);
+    if (raw_step == 0) return error("slice step cannot be zero");
+    // A step beyond the length takes one item at most: clamp it so that i += step cannot overflow.
+    const int64_t step = std::clamp<int64_t>(raw_step, -n - 1, n + 1);
     auto clamp = [&](std::optional<int64_t> v, int64_t dflt) {
       if (!v) return dflt;
-      int64_t x = normalize(*v, n);
+      int64_t x = std::clamp<int64_t>(*v, -n - 1, n + 1);
+      x = normalize(x, n);
       return step > 0 ? std::clamp<int64_t>(x, 0, n) : std::clamp<int64_t>(x, -1, n - 1);
     };
     const int64_t begin = clamp(parts[0], step > 0 ? 0 : n - 1);
@@ -278,7 +285,8 @@ class Renderer {
   absl::StatusOr<Value> call_macro(const Stmt& m, std::vector<Value> args, const Kwargs& kwargs) {
     const size_t num_params = m.target.size() - 1;
     if (args.size() > num_params) return absl::UnimplementedError("jinja: macro varargs");
-    if (scopes_.size() > kMaxDepth) return error("macros nested too deeply");
+    if (macro_depth_ >= kMaxDepth) return error("macros nested too deeply");
+    ++macro_depth_;
     std::vector<std::map<std::string, Value>> saved = std::move(scopes_);
     scopes_ = {saved.front(), {}};
     absl::Status st;
@@ -300,13 +308,18 @@ class Renderer {
     Flow flow = Flow::kNormal;
     if (st.ok()) st = exec(m.body, out, flow);
     scopes_ = std::move(saved);
+    --macro_depth_;
     RETURN_IF_ERROR(st);
     return Value::string(std::move(out));
   }
 
   absl::StatusOr<Value> arithmetic(const std::string& op, const Value& a, const Value& b) {
-    if (op == "+" && a.kind == Kind::kString && b.kind == Kind::kString) return Value::string(a.s + b.s);
+    if (op == "+" && a.kind == Kind::kString && b.kind == Kind::kString) {
+      if (a.s.size() + b.s.size() > kMaxString) return error("string too long");
+      return Value::string(a.s + b.s);
+    }
     if (op == "+" && a.kind == Kind::kList && b.kind == Kind::kList) {
+      if (a.list->size() + b.list->size() > kMaxString) return error("list too long");
       ValueList items = *a.list;
       items.insert(items.end(), b.list->begin(), b.list->end());
       return Value::new_list(std::move(items));
@@ -323,12 +336,22 @@ class Renderer {
     }
     if (ints) {
       const int64_t p = a.kind == Kind::kBool ? a.b : a.i, q = b.kind == Kind::kBool ? b.b : b.i;
-      if (op == "+") return Value::integer(p + q);
-      if (op == "-") return Value::integer(p - q);
-      if (op == "*") return Value::integer(p * q);
-      const int64_t fl = static_cast<int64_t>(std::floor(static_cast<double>(p) / static_cast<double>(q)));
-      if (op == "//") return Value::integer(fl);
-      if (op == "%") return Value::integer(p - q * fl);
+      int64_t r = 0;
+      bool overflow = false;
+      if (op == "+") overflow = __builtin_add_overflow(p, q, &r);
+      if (op == "-") overflow = __builtin_sub_overflow(p, q, &r);
+      if (op == "*") overflow = __builtin_mul_overflow(p, q, &r);
+      if (op == "//" || op == "%") {
+        if (p == INT64_MIN && q == -1) {
+          overflow = true;
+        } else {
+          int64_t fl = p / q;
+          if ((p % q != 0) && ((p < 0) != (q < 0))) --fl;  // Python floors
+          r = op == "//" ? fl : p - q * fl;
+        }
+      }
+      if (overflow) return error("integer overflow");
+      return Value::integer(r);
     }
     if (op == "+") return Value::number(x + y);
     if (op == "-") return Value::number(x - y);
@@ -346,7 +369,11 @@ class Renderer {
     ASSIGN_OR_RETURN(Value b, eval(*e.args[1]));
     if (op == "==") return Value::boolean(equal(a, b));
     if (op == "!=") return Value::boolean(!equal(a, b));
-    if (op == "~") return Value::string(to_string(a) + to_string(b));
+    if (op == "~") {
+      std::string joined = to_string(a) + to_string(b);
+      if (joined.size() > kMaxString) return error("string too long");
+      return Value::string(std::move(joined));
+    }
     if (op == "in") {
       bool found = false;
       if (b.kind == Kind::kString && a.kind == Kind::kString) {
@@ -439,6 +466,7 @@ class Renderer {
   std::vector<std::map<std::string, Value>> scopes_;
   int64_t steps_ = 0;
   size_t depth_ = 0;
+  size_t macro_depth_ = 0;
 };
 
 }  // namespace

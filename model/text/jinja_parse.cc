@@ -505,6 +505,17 @@ class StmtParser {
   // Statements up to one of `ends` (a block keyword); *end gets the keyword met ("" at EOF).
   absl::Status block(std::vector<Stmt>& out, std::initializer_list<std::string_view> ends,
                      std::string* end, std::string* rest) {
+    if (++depth_ > kMaxDepth) return absl::InvalidArgumentError("jinja: blocks nested too deeply");
+    absl::Status st = block_inner(out, ends, end, rest);
+    --depth_;
+    return st;
+  }
+
+ private:
+  static constexpr int kMaxDepth = 64;
+
+  absl::Status block_inner(std::vector<Stmt>& out, std::initializer_list<std::string_view> ends,
+                           std::string* end, std::string* rest) {
     while (pos_ < pieces_.size()) {
       const Piece& p = pieces_[pos_++];
       if (p.kind == Piece::Kind::kText) {
@@ -547,7 +558,6 @@ class StmtParser {
     return absl::OkStatus();
   }
 
- private:
   absl::Status expect_end(const std::string& got, std::string_view want) {
     if (got == want) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat("jinja: expected {% ", std::string(want), " %}", got.empty() ? " before the end" : ", got " + got));
@@ -667,6 +677,7 @@ class StmtParser {
 
   std::vector<Piece> pieces_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -145,5 +145,23 @@ TEST(Jinja, Language) {
   EXPECT_EQ(render_value("{{ strftime_now('%d %b %Y') }}").s, "01 Dec 2026");
 }
 
+// Hostile templates end in a status, never a crash or a hang.
+TEST(Jinja, LimitsOnHostileTemplates) {
+  std::string nested;
+  for (int i = 0; i < 200; ++i) nested += "{% if true %}";
+  EXPECT_EQ(render_value(nested).s.substr(0, 22), "PARSE INVALID_ARGUMENT");
+  EXPECT_EQ(render_value("{{ " + std::string(500, '(') + "1" + std::string(500, ')') + " }}").s.substr(0, 22),
+            "PARSE INVALID_ARGUMENT");
+  EXPECT_EQ(render_value("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").s,
+            "ERROR INVALID_ARGUMENT: jinja: macros nested too deeply");
+  EXPECT_EQ(render_value("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}").s,
+            "ERROR INVALID_ARGUMENT: jinja: string too long");
+  EXPECT_EQ(render_value("{{ 9223372036854775807 + 1 }}").s, "ERROR INVALID_ARGUMENT: jinja: integer overflow");
+  EXPECT_EQ(render_value("{{ [1, 2, 3][::9223372036854775807] }}{{ [1, 2, 3][-9223372036854775807:] }}").s,
+            "[1][1, 2, 3]");
+  EXPECT_EQ(render_value("{% for i in range(100000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}").s,
+            "ERROR INVALID_ARGUMENT: jinja: template runs too long");
+}
+
 }  // namespace
 }  // namespace flashserve::model::jinja
