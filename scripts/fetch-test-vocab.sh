@@ -3,9 +3,9 @@
 # tokenizer_test / chat_template_test suites read: the vocabulary-only GGUFs
 # models/ggml-vocab-*.gguf with their .inp/.out tokenizer test pairs, and the chat templates
 # models/templates/*.jinja. They come from the PyPI sdist of llama-cpp-python 0.3.36 (which
-# vendors llama.cpp), checked by sha256; nothing is built. Not committed (about 60 MB):
-# they go to a git-ignored folder, by default build/test-data/vocab (tests look in
-# <build dir>/test-data/vocab). Reuses the folder when its stamp names the same sdist hash.
+# vendors llama.cpp), checked by sha256; nothing is built. Not committed (about 45 MB):
+# they go to the git-ignored build/test-data/vocab, where the tests of every build dir (build,
+# build-asan, ...) look. Reuses the folder when its stamp names the same sdist hash.
 #
 #   scripts/fetch-test-vocab.sh [DEST_DIR]
 set -euo pipefail

@@ -6,8 +6,8 @@
 // false and require identical ids for every pair.
 //
 // The files come from the llama-cpp-python 0.3.36 sdist, fetched by
-// scripts/fetch-test-vocab.sh into <build dir>/test-data/vocab (scripts/test.sh runs it
-// before ctest). Without them these tests fail, naming the script: they are never skipped.
+// scripts/fetch-test-vocab.sh into build/test-data/vocab (scripts/test.sh runs it before
+// ctest). Without them these tests fail, naming the script: they are never skipped.
 #include <filesystem>
 #include <fstream>
 #include <sstream>
