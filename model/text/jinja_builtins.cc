@@ -146,8 +146,52 @@ absl::StatusOr<Value> select_filter(std::string_view name, const Value& subject,
 absl::StatusOr<Value> sequence_filter(std::string_view name, const Value& v,
                                       const std::vector<Value>& args);
 
+absl::StatusOr<Value> attr_filter(std::string_view name, const Value& v,
+                                  const std::vector<Value>& args, const Kwargs& kwargs) {
+  if (name == "selectattr" || name == "rejectattr") {
+    if (args.empty() || args[0].kind != Kind::kString) {
+      return absl::InvalidArgumentError(absl::StrCat("jinja: ", to_absl(name), " needs an attribute name"));
+    }
+    ValueList out;
+    for (const Value& item : iterate(v)) {
+      const Value* attr = item.find(args[0].s);
+      const Value subject = attr != nullptr ? *attr : Value();
+      bool keep = subject.truthy();
+      if (args.size() > 1) {
+        if (args[1].kind != Kind::kString) return absl::InvalidArgumentError("jinja: test name expected");
+        auto r = apply_test(args[1].s, subject, std::vector<Value>(args.begin() + 2, args.end()));
+        if (!r.ok()) return r.status();
+        keep = *r;
+      }
+      if (keep == (name == "selectattr")) out.push_back(item);
+    }
+    return Value::new_list(std::move(out));
+  }
+  if (name == "map") {
+    ValueList out;
+    const Value* attribute = kwarg(kwargs, "attribute");
+    for (const Value& item : iterate(v)) {
+      if (attribute != nullptr && attribute->kind == Kind::kString) {
+        const Value* found = item.find(attribute->s);
+        out.push_back(found != nullptr ? *found : Value());
+      } else if (!args.empty() && args[0].kind == Kind::kString) {
+        auto mapped = apply_filter(args[0].s, item, std::vector<Value>(args.begin() + 1, args.end()), {});
+        if (!mapped.ok()) return mapped.status();
+        out.push_back(*std::move(mapped));
+      } else {
+        return absl::UnimplementedError("jinja: map without a filter or attribute");
+      }
+    }
+    return Value::new_list(std::move(out));
+  }
+  return absl::UnimplementedError(absl::StrCat("jinja: filter '", to_absl(name), "'"));
+}
+
 absl::StatusOr<Value> apply_filter(std::string_view name, const Value& v,
                                    const std::vector<Value>& args, const Kwargs& kwargs) {
+  if (name == "selectattr" || name == "rejectattr" || name == "map") {
+    return attr_filter(name, v, args, kwargs);
+  }
   if (name == "trim") {
     if (v.kind != Kind::kString) return type_error("trim", v);
     return Value::string(python_strip(v.s));
@@ -310,15 +354,21 @@ absl::StatusOr<Value> call_global(std::string_view name, const std::vector<Value
     return ns;
   }
   if (name == "range") {
-    int64_t start = 0, stop = 0;
-    if (args.size() == 1 && args[0].kind == Kind::kInt) stop = args[0].i;
-    else if (args.size() == 2 && args[0].kind == Kind::kInt && args[1].kind == Kind::kInt) { start = args[0].i; stop = args[1].i; }
-    else return absl::UnimplementedError("jinja: range with these arguments");
-    if (stop > start && (start < -(int64_t{1} << 40) || stop - start > 100000)) {
-      return absl::InvalidArgumentError("jinja: range too long");
+    if (args.empty() || args.size() > 3 ||
+        std::any_of(args.begin(), args.end(), [](const Value& a) { return a.kind != Kind::kInt; })) {
+      return absl::InvalidArgumentError("jinja: range takes one to three integers");
     }
+    constexpr int64_t kLimit = int64_t{1} << 40;  // keeps the arithmetic below in range
+    int64_t start = args.size() == 1 ? 0 : args[0].i;
+    int64_t stop = args.size() == 1 ? args[0].i : args[1].i;
+    const int64_t step = args.size() == 3 ? args[2].i : 1;
+    if (step == 0) return absl::InvalidArgumentError("jinja: range step cannot be zero");
+    start = std::clamp(start, -kLimit, kLimit);
+    stop = std::clamp(stop, -kLimit, kLimit);
+    const int64_t count = step > 0 ? (stop - start + step - 1) / step : (start - stop - step - 1) / -step;
+    if (count > 100000) return absl::InvalidArgumentError("jinja: range too long");
     ValueList out;
-    for (int64_t i = start; i < stop; ++i) out.push_back(Value::integer(i));
+    for (int64_t k = 0; k < count; ++k) out.push_back(Value::integer(start + k * step));
     return Value::new_list(std::move(out));
   }
   if (name == "strftime_now") {

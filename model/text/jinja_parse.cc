@@ -472,10 +472,16 @@ class ExprParser {
         break;
     }
     if (t.text == "(") {
+      if (accept_op(")")) return make(Expr::Kind::kList);  // () : an empty tuple
       ASSIGN_OR_RETURN(ExprPtr inner, expression());
-      if (accept_op(",")) return absl::UnimplementedError("jinja: tuples");
-      RETURN_IF_ERROR(expect_op(")"));
-      return inner;
+      if (!accept_op(",")) {
+        RETURN_IF_ERROR(expect_op(")"));
+        return inner;
+      }
+      // A tuple: behaves as a list for everything templates do with one.
+      ASSIGN_OR_RETURN(ExprPtr rest, sequence(")", Expr::Kind::kList));
+      rest->args.insert(rest->args.begin(), std::move(inner));
+      return rest;
     }
     if (t.text == "[") return sequence("]", Expr::Kind::kList);
     if (t.text == "{") return sequence("}", Expr::Kind::kDict);
