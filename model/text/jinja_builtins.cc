@@ -1,6 +1,7 @@
 // Built-in filters, tests, string/dict methods and global functions of model/text/jinja.h,
 // following jinja2 3.1 and Python 3.
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 
 #include "absl/strings/ascii.h"
@@ -230,7 +231,10 @@ absl::StatusOr<Value> apply_filter(std::string_view name, const Value& v,
   }
   if (name == "int") {
     if (v.kind == Kind::kInt) return v;
-    if (v.kind == Kind::kFloat) return Value::integer(static_cast<int64_t>(v.f));
+    if (v.kind == Kind::kFloat) {
+      if (!(std::fabs(v.f) < 9.2e18)) return absl::InvalidArgumentError("jinja: int of a float out of range");
+      return Value::integer(static_cast<int64_t>(v.f));
+    }
     if (v.kind == Kind::kString) return Value::integer(std::strtoll(v.s.c_str(), nullptr, 10));
     return Value::integer(0);
   }

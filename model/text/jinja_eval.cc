@@ -344,10 +344,13 @@ class Renderer {
       if (op == "//" || op == "%") {
         if (p == INT64_MIN && q == -1) {
           overflow = true;
-        } else {
-          int64_t fl = p / q;
-          if ((p % q != 0) && ((p < 0) != (q < 0))) --fl;  // Python floors
-          r = op == "//" ? fl : p - q * fl;
+        } else {  // Python floors: the remainder takes the divisor's sign
+          int64_t quotient = p / q, remainder = p % q;
+          if (remainder != 0 && ((remainder < 0) != (q < 0))) {
+            --quotient;
+            remainder += q;
+          }
+          r = op == "//" ? quotient : remainder;
         }
       }
       if (overflow) return error("integer overflow");
@@ -439,7 +442,10 @@ class Renderer {
       case Expr::Kind::kUnary: {
         ASSIGN_OR_RETURN(Value v, eval(*e.args[0]));
         if (e.name == "not") return Value::boolean(!v.truthy());
-        if (v.kind == Kind::kInt) return Value::integer(-v.i);
+        if (v.kind == Kind::kInt) {
+          if (v.i == INT64_MIN) return error("integer overflow");
+          return Value::integer(-v.i);
+        }
         if (v.kind == Kind::kFloat) return Value::number(-v.f);
         return error("unary - of a value that is not a number");
       }

@@ -455,7 +455,10 @@ class ExprParser {
       case Token::Kind::kInt: {
         int64_t v = 0;
         for (char c : t.text) {
-          if (c != '_') v = v * 10 + (c - '0');
+          if (c == '_') continue;
+          if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, c - '0', &v)) {
+            return absl::InvalidArgumentError(absl::StrCat("jinja: integer literal ", t.text, " is too large"));
+          }
         }
         lit->literal = Value::integer(v);
         return lit;

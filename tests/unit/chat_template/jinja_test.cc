@@ -157,6 +157,13 @@ TEST(Jinja, LimitsOnHostileTemplates) {
   EXPECT_EQ(render_value("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}").s,
             "ERROR INVALID_ARGUMENT: jinja: string too long");
   EXPECT_EQ(render_value("{{ 9223372036854775807 + 1 }}").s, "ERROR INVALID_ARGUMENT: jinja: integer overflow");
+  // Found by fuzz_chat_template: an integer literal beyond int64.
+  EXPECT_EQ(render_value("{yefo{% if aen-----" + std::string(120, '7') + "-----%ges %}\xC2\xA0").s.substr(0, 22),
+            "PARSE INVALID_ARGUMENT");
+  EXPECT_EQ(render_value("{{ -(-9223372036854775807 - 1) }}").s, "ERROR INVALID_ARGUMENT: jinja: integer overflow");
+  EXPECT_EQ(render_value("{{ (-9223372036854775807 - 1) % 3 }} {{ (-9223372036854775807 - 1) // 3 }} {{ -7 % 3 }} {{ 7 % -3 }}").s,
+            "1 -3074457345618258603 2 -2");
+  EXPECT_EQ(render_value("{{ 1e300 | int }}").s.substr(0, 5), "PARSE");  // no exponent literals
   EXPECT_EQ(render_value("{{ [1, 2, 3][::9223372036854775807] }}{{ [1, 2, 3][-9223372036854775807:] }}").s,
             "[1][1, 2, 3]");
   EXPECT_EQ(render_value("{% for i in range(100000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}").s,
