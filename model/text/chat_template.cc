@@ -4,6 +4,7 @@
 #include <optional>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -211,17 +212,22 @@ absl::StatusOr<ChatTemplate> ChatTemplate::from_interpreter(std::string_view jin
   ChatTemplate t(Family::kJinja);
   t.jinja_ = std::make_shared<const jinja::JinjaTemplate>(*std::move(parsed));
   t.eos_token_ = std::string(eos_token);
-  // A trial conversation: a template that needs what we do not implement fails here, at
-  // load, not on a request.
-  const ChatMessage trial[] = {{"system", "s"}, {"user", "u"}, {"assistant", "a"}, {"user", "v"}};
+  // Trial conversations: a template that needs what we do not implement fails here, at load,
+  // not on a request. One of them must render (a template may refuse a system message, as
+  // Gemma 2's does, and still serve every conversation without one).
+  const std::vector<std::vector<ChatMessage>> trials = {
+      {{"system", "s"}, {"user", "u"}, {"assistant", "a"}, {"user", "v"}},
+      {{"user", "u"}, {"assistant", "a"}, {"user", "v"}}};
   ChatRenderOptions options;
   options.now_unix_seconds = 0;
-  if (auto r = t.render_jinja(trial, true, options); !r.ok()) {
-    return absl::Status(family_error.code(),
-                        absl::StrCat(family_error.message(), "; our Jinja interpreter: ",
-                                     r.status().message()));
+  absl::Status last;
+  for (const std::vector<ChatMessage>& trial : trials) {
+    auto r = t.render_jinja(trial, true, options);
+    if (r.ok()) return t;
+    last = r.status();
   }
-  return t;
+  return absl::Status(family_error.code(), absl::StrCat(family_error.message(),
+                                                        "; our Jinja interpreter: ", last.message()));
 }
 
 absl::Status ChatTemplate::detect_variants(std::string_view jinja) {

@@ -113,6 +113,15 @@ TEST(ChatTemplate, UnknownTemplatesGoToTheInterpreter) {
   auto r = strict->render(many, true);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("too long"), std::string::npos) << r.status();
+  // A template that refuses system messages is still accepted: it serves the others.
+  auto no_system = ChatTemplate::from_template_text(
+      "{% if messages[0]['role'] == 'system' %}{{ raise_exception('no system role') }}{% endif %}"
+      "{% for m in messages %}[{{ m['content'] }}]{% endfor %}");
+  ASSERT_TRUE(no_system.ok()) << no_system.status();
+  std::vector<ChatMessage> with_system = {{"system", "s"}, {"user", "u"}};
+  EXPECT_NE(no_system->render(with_system, true).status().message().find("no system role"),
+            std::string::npos);
+  EXPECT_EQ(*no_system->render(messages, true), "[hi]");
 }
 
 TEST(ChatTemplate, UnknownAndUnsupportedTemplatesAreErrors) {
