@@ -119,6 +119,27 @@ TEST(Jinja, RealTemplatesRenderAsJinja2OrAreRefused) {
   EXPECT_GE(num_rendered, 65);  // what renders today; refusals are listed in the output
 }
 
+// The seed tests/fuzz/corpus/chat_template/jinja_constructs (macro, namespace, reversed loop,
+// loop filter, split/lstrip, selectattr/map/join/tojson); the expected text is jinja2 3.1.6's
+// rendering in transformers' environment (tools/golden/chat_template_golden.py's make_env()).
+TEST(Jinja, FuzzSeedMatchesJinja2) {
+  std::ifstream in("tests/fuzz/corpus/chat_template/jinja_constructs", std::ios::binary);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string seed = buf.str();
+  auto t = JinjaTemplate::parse(seed.substr(0, seed.find('\0')));
+  ASSERT_TRUE(t.ok()) << t.status();
+  ValueList messages;
+  for (auto [role, content] : std::vector<std::pair<std::string, std::string>>{
+           {"system", "Be brief."}, {"user", "Hi <think>x</think>"},
+           {"assistant", "<think>a</think>\n\nok "}, {"tool", "{}"}, {"user", "again"}}) {
+    messages.push_back(Value::new_map({{"role", Value::string(role)}, {"content", Value::string(content)}}));
+  }
+  EXPECT_EQ(render_or_error(*t, {{"messages", Value::new_list(messages)},
+                                 {"add_generation_prompt", Value::boolean(true)}}),
+            "0:<|system|>Be brief.ok 3:<|user|>again\"Hi <think>x</think>,again\"<|assistant|>");
+}
+
 TEST(Jinja, Language) {
   EXPECT_EQ(render_value("a{{ 1 + 2 * 3 }}b").s, "a7b");
   EXPECT_EQ(render_value("{% for x in [1, 2, 3] %}{{ loop.index }}{{ x }}{% if not loop.last %},{% endif %}{% endfor %}").s,
