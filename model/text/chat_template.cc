@@ -213,18 +213,22 @@ absl::StatusOr<ChatTemplate> ChatTemplate::from_interpreter(std::string_view jin
   t.jinja_ = std::make_shared<const jinja::JinjaTemplate>(*std::move(parsed));
   t.eos_token_ = std::string(eos_token);
   // Trial conversations: a template that needs what we do not implement fails here, at load,
-  // not on a request. One of them must render (a template may refuse a system message, as
-  // Gemma 2's does, and still serve every conversation without one).
+  // not on a request. One of them must render, with the last user message in the text (a
+  // template may refuse a system message, as Gemma 2's does, and still serve the others; a
+  // template that drops the messages, such as an empty one, is no chat template).
+  constexpr std::string_view kLastUser = "flashserve-trial-question";
   const std::vector<std::vector<ChatMessage>> trials = {
-      {{"system", "s"}, {"user", "u"}, {"assistant", "a"}, {"user", "v"}},
-      {{"user", "u"}, {"assistant", "a"}, {"user", "v"}}};
+      {{"system", "s"}, {"user", "u"}, {"assistant", "a"}, {"user", std::string(kLastUser)}},
+      {{"user", "u"}, {"assistant", "a"}, {"user", std::string(kLastUser)}}};
   ChatRenderOptions options;
   options.now_unix_seconds = 0;
   absl::Status last;
   for (const std::vector<ChatMessage>& trial : trials) {
     auto r = t.render_jinja(trial, true, options);
-    if (r.ok()) return t;
-    last = r.status();
+    if (r.ok() && contains(*r, kLastUser)) return t;
+    last = r.ok() ? absl::InvalidArgumentError("the rendered trial conversation lacks its last "
+                                               "user message")
+                  : r.status();
   }
   return absl::Status(family_error.code(), absl::StrCat(family_error.message(),
                                                         "; our Jinja interpreter: ", last.message()));

@@ -100,14 +100,15 @@ TEST(ChatTemplate, DetectsFamiliesLikeLlamaCpp) {
 }
 
 TEST(ChatTemplate, UnknownTemplatesGoToTheInterpreter) {
-  auto unknown = ChatTemplate::from_template_text("{{ messages[0]['content'] }}!");
+  auto unknown = ChatTemplate::from_template_text("{{ messages[-1]['content'] }}!");
   ASSERT_TRUE(unknown.ok()) << unknown.status();
   EXPECT_EQ(unknown->family_name(), "jinja");
   std::vector<ChatMessage> messages = {{"user", "hi"}};
   EXPECT_EQ(*unknown->render(messages, true), "hi!");
   // A raise_exception at request time is an InvalidArgument naming the message.
   auto strict = ChatTemplate::from_template_text(
-      "{% if messages | length > 4 %}{{ raise_exception('too long') }}{% endif %}ok");
+      "{% if messages | length > 4 %}{{ raise_exception('too long') }}{% endif %}"
+      "{{ messages[-1].content }}");
   ASSERT_TRUE(strict.ok()) << strict.status();
   std::vector<ChatMessage> many(5, ChatMessage{"user", "x"});
   auto r = strict->render(many, true);
@@ -131,6 +132,12 @@ TEST(ChatTemplate, UnknownAndUnsupportedTemplatesAreErrors) {
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.status().message().find("unrecognised chat template"), std::string::npos);
   EXPECT_NE(unknown.status().message().find("{% call %}"), std::string::npos) << unknown.status();
+  for (const char* empty : {"", "{# nothing #}", "{{ bos_token }}"}) {
+    auto no_messages = ChatTemplate::from_template_text(empty);
+    ASSERT_FALSE(no_messages.ok()) << "'" << empty << "'";
+    EXPECT_NE(no_messages.status().message().find("lacks its last user message"), std::string::npos)
+        << no_messages.status();
+  }
   auto broken = ChatTemplate::from_template_text("{{ x.y }}");  // fails the trial render
   ASSERT_FALSE(broken.ok());
   EXPECT_NE(broken.status().message().find("undefined"), std::string::npos) << broken.status();
@@ -150,7 +157,8 @@ TEST(ChatTemplate, UnknownAndUnsupportedTemplatesAreErrors) {
   ASSERT_FALSE(hermes.ok());
   EXPECT_NE(hermes.status().message().find("'trim'"), std::string::npos) << hermes.status();
   // ... and such a variant that the interpreter can run is the interpreter's.
-  auto phi_tools = ChatTemplate::from_template_text("<|assistant|><|end|>{{ tools }}");
+  auto phi_tools = ChatTemplate::from_template_text(
+      "<|assistant|><|end|>{{ tools }}{{ messages[-1].content }}");
   ASSERT_TRUE(phi_tools.ok()) << phi_tools.status();
   EXPECT_EQ(phi_tools->family_name(), "jinja");
 
