@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "model/text/utf8.h"
@@ -82,17 +83,39 @@ bool equal(const Value& a, const Value& b) {
 
 namespace {
 
+// Python's repr(float): the shortest digits that round-trip, in fixed notation when the
+// decimal exponent is in [-4, 16), else as d.ddde+XX.
 std::string float_repr(double d) {
   if (std::isnan(d)) return "nan";
   if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  char buf[32];
-  for (int precision = 1; precision <= 17; ++precision) {  // Python's shortest round trip
-    std::snprintf(buf, sizeof(buf), "%.*g", precision, d);
+  if (d == 0) return std::signbit(d) ? "-0.0" : "0.0";
+  char buf[40];
+  int precision = 1;
+  for (; precision < 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*e", precision - 1, d);
     if (std::strtod(buf, nullptr) == d) break;
   }
-  std::string s = buf;
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
+  std::snprintf(buf, sizeof(buf), "%.*e", precision - 1, d);
+  const std::string sci = buf;  // [-]d[.ddd]e(+|-)XX
+  const size_t e = sci.find('e');
+  const int exponent = std::atoi(sci.c_str() + e + 1);
+  const bool negative = sci[0] == '-';
+  std::string digits;
+  for (size_t i = negative ? 1 : 0; i < e; ++i) {
+    if (sci[i] != '.') digits += sci[i];
+  }
+  std::string out = negative ? "-" : "";
+  if (exponent < -4 || exponent >= 16) {
+    out += digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char exp[8];
+    std::snprintf(exp, sizeof(exp), "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
+    return out + exp;
+  }
+  if (exponent < 0) return out + "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
+  const auto int_digits = static_cast<size_t>(exponent + 1);
+  if (digits.size() <= int_digits) return out + digits + std::string(int_digits - digits.size(), '0') + ".0";
+  return out + digits.substr(0, int_digits) + "." + digits.substr(int_digits);
 }
 
 std::string py_repr_string(const std::string& s) {

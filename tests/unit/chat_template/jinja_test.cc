@@ -164,6 +164,10 @@ TEST(Jinja, Language) {
   EXPECT_EQ(render_value("{% if %}").s.substr(0, 22), "PARSE INVALID_ARGUMENT");
   EXPECT_EQ(render_value("{{ x.y }}").s.substr(0, 22), "ERROR INVALID_ARGUMENT");
   EXPECT_EQ(render_value("{{ strftime_now('%d %b %Y') }}").s, "01 Dec 2026");
+  // Python's repr(float) (values from python3: repr(100.0), repr(1/3), repr(1e16), ...).
+  EXPECT_EQ(render_value("{{ 100.0 }} {{ 1 / 3 }} {{ 10000000000000000.0 }} {{ 0.0001 }} "
+                         "{{ 0.00001 }} {{ -2.5 }} {{ 123456789.125 }} {{ 2 * 0.1 }}").s,
+            "100.0 0.3333333333333333 1e+16 0.0001 1e-05 -2.5 123456789.125 0.2");
 }
 
 // Hostile templates end in a status, never a crash or a hang.
