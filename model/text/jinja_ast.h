@@ -33,18 +33,23 @@ struct Expr {
   std::vector<std::pair<std::string, std::unique_ptr<Expr>>> kwargs;
 };
 
+inline constexpr char kFilterBody[] = "__filter_block_body__";
+
 struct Stmt {
-  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kBreak, kContinue, kMacro };
+  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kBreak, kContinue, kMacro,
+                    kFilterBlock };
   Kind kind = Kind::kText;
   std::string text;                 // kText
-  std::unique_ptr<Expr> expr;       // kOutput, kSet value, kFor iterable
+  // kOutput, kSet value, kFor iterable; kFilterBlock: the filters applied to the name
+  // kFilterBody, which holds the block's output
+  std::unique_ptr<Expr> expr;
   // kSet: {name} or {namespace, attr}; kFor: loop variables; kMacro: {name, parameters...}
   std::vector<std::string> target;
   std::vector<std::unique_ptr<Expr>> defaults;  // kMacro: per parameter, null if none
   std::unique_ptr<Expr> condition;  // kFor: the "if" filter
   // kIf: (condition, body) in order; the else branch has a null condition.
   std::vector<std::pair<std::unique_ptr<Expr>, std::vector<Stmt>>> branches;
-  std::vector<Stmt> body;       // kFor, kSetBlock, kMacro
+  std::vector<Stmt> body;       // kFor, kSetBlock, kMacro, kFilterBlock
   std::vector<Stmt> else_body;  // kFor
 };
 

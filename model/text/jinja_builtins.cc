@@ -94,6 +94,42 @@ absl::StatusOr<Value> split(const std::string& s, const std::vector<Value>& args
   return Value::new_list(std::move(out));
 }
 
+// Python's str.format with "{}" / "{N}" fields and "{{" "}}" escapes (no format specs).
+absl::StatusOr<Value> format(const std::string& s, const std::vector<Value>& args) {
+  std::string out;
+  size_t next = 0;
+  bool automatic = false, manual = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((s[i] == '{' || s[i] == '}') && i + 1 < s.size() && s[i + 1] == s[i]) {
+      out += s[i++];
+      continue;
+    }
+    if (s[i] == '}') return absl::InvalidArgumentError("jinja: format: single '}'");
+    if (s[i] != '{') {
+      out += s[i];
+      continue;
+    }
+    const size_t close = s.find('}', i);
+    if (close == std::string::npos) return absl::InvalidArgumentError("jinja: format: single '{'");
+    const std::string field = s.substr(i + 1, close - i - 1);
+    if (field.empty() ? manual : automatic) {
+      return absl::InvalidArgumentError("jinja: format: automatic and manual field numbering mixed");
+    }
+    (field.empty() ? automatic : manual) = true;
+    size_t index = next++;
+    if (!field.empty()) {
+      if (field.find_first_not_of("0123456789") != std::string::npos || field.size() > 6) {
+        return absl::UnimplementedError(absl::StrCat("jinja: format field {", field, "}"));
+      }
+      index = std::stoul(field);
+    }
+    if (index >= args.size()) return absl::InvalidArgumentError("jinja: format: too few arguments");
+    out += to_string(args[index]);
+    i = close;
+  }
+  return Value::string(std::move(out));
+}
+
 absl::StatusOr<Value> string_method(const std::string& s, std::string_view name,
                                     const std::vector<Value>& args) {
   const Value* a0 = args.empty() ? nullptr : &args[0];
@@ -106,6 +142,7 @@ absl::StatusOr<Value> string_method(const std::string& s, std::string_view name,
   if (name == "lstrip") return Value::string(strip_chars(s, a0, true, false));
   if (name == "rstrip") return Value::string(strip_chars(s, a0, false, true));
   if (name == "split") return split(s, args);
+  if (name == "format") return format(s, args);
   if (name == "upper") return Value::string(absl::AsciiStrToUpper(s));
   if (name == "lower") return Value::string(absl::AsciiStrToLower(s));
   if (name == "replace") {

@@ -93,6 +93,18 @@ class Renderer {
         scopes_.back()[s.target[0]] = std::move(m);
         return absl::OkStatus();
       }
+      case Stmt::Kind::kFilterBlock: {
+        std::string captured;
+        Flow inner = Flow::kNormal;
+        RETURN_IF_ERROR(exec(s.body, captured, inner));
+        scopes_.emplace_back();
+        scopes_.back()[kFilterBody] = Value::string(std::move(captured));
+        auto filtered = eval(*s.expr);
+        scopes_.pop_back();
+        if (!filtered.ok()) return filtered.status();
+        out += to_string(*filtered);
+        return absl::OkStatus();
+      }
       case Stmt::Kind::kBreak: flow = Flow::kBreak; return absl::OkStatus();
       case Stmt::Kind::kContinue: flow = Flow::kContinue; return absl::OkStatus();
     }

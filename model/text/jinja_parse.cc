@@ -599,6 +599,11 @@ class StmtParser {
       RETURN_IF_ERROR(for_statement(args, s));
     } else if (keyword == "set") {
       RETURN_IF_ERROR(set_statement(args, s));
+    } else if (keyword == "filter") {  // {% filter f(args) | g %}...{% endfilter %}
+      s.kind = Stmt::Kind::kFilterBlock;
+      ASSIGN_OR_RETURN(s.expr, parse_expression(absl::StrCat(kFilterBody, " | ", std::string(args))));
+      RETURN_IF_ERROR(block(s.body, {"endfilter"}, &end, &rest));
+      RETURN_IF_ERROR(expect_end(end, "endfilter"));
     } else if (keyword == "macro") {
       RETURN_IF_ERROR(macro_statement(args, s));
     } else if (keyword == "break" || keyword == "continue") {
@@ -696,7 +701,7 @@ absl::StatusOr<std::vector<Stmt>> parse_template(std::string_view source) {
   StmtParser parser(std::move(pieces));
   std::vector<Stmt> body;
   std::string end, rest;
-  RETURN_IF_ERROR(parser.block(body, {"endif", "endfor", "elif", "else", "endset", "endmacro"}, &end, &rest));
+  RETURN_IF_ERROR(parser.block(body, {"endif", "endfor", "elif", "else", "endset", "endmacro", "endfilter"}, &end, &rest));
   if (!end.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("jinja: {% ", end, " %} without its opening tag"));
   }

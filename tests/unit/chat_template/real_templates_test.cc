@@ -107,6 +107,7 @@ TEST(RealChatTemplates, AcceptedTemplatesRenderAsJinja2) {
   const auto convs = conversations(root);
   ASSERT_GE(root.at("templates").size(), 70u);
   int num_accepted = 0, num_interpreted = 0;
+  std::string refused;
   for (const testing::Json& t : root.at("templates")) {
     const std::string name = t.at("name").get<std::string>();
     auto source = template_source(name);
@@ -116,6 +117,7 @@ TEST(RealChatTemplates, AcceptedTemplatesRenderAsJinja2) {
         !t.at("cases").empty() && t.at("cases")[0].contains("rendered");
     if (!tmpl.ok()) {
       EXPECT_FALSE(must_support) << name << " is refused: " << tmpl.status();
+      refused += "\n  " + name + ": " + std::string(tmpl.status().message()).substr(0, 300);
       continue;
     }
     ++num_accepted;
@@ -127,8 +129,8 @@ TEST(RealChatTemplates, AcceptedTemplatesRenderAsJinja2) {
     }
     EXPECT_EQ(check_cases(*tmpl, t, convs), 0) << name << " accepted as " << tmpl->family_name();
   }
-  std::printf("chat templates: %d accepted (%d by the Jinja interpreter)\n", num_accepted,
-              num_interpreted);
+  std::printf("chat templates: %d accepted (%d by the Jinja interpreter), refused:%s\n",
+              num_accepted, num_interpreted, refused.c_str());
   EXPECT_GE(num_accepted, 9);
 }
 
