@@ -24,7 +24,8 @@ if [ -f "$stamp" ] && grep -qx "$sdist sha256=$sha256" "$stamp"; then
 fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-# --no-binary: the sdist (the wheel has no models/); pip only reads its metadata, no build.
+# --no-binary: the sdist (the wheel has no models/); pip only prepares its metadata (it installs
+# the build backend in a temporary environment), nothing is compiled.
 python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
   -d "$tmp" "llama-cpp-python==$version"
 if ! echo "$sha256  $tmp/$sdist" | sha256sum --check --status; then
