@@ -18,6 +18,10 @@ bash scripts/install-deps.sh --test
 bash scripts/fetch-model.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_CUDA="${FLASHSERVE_CUDA:-AUTO}"
 cmake --build "$build" -j "$jobs"
+# llama.cpp's vocabulary GGUFs, tokenizer test pairs and chat templates (tokenizer_test and
+# chat_template_test read them from build/test-data/vocab, whatever the build dir, and fail
+# without them).
+bash scripts/fetch-test-vocab.sh
 ctest_log="$build/ctest.log"
 ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600 | tee "$ctest_log"
 bash scripts/skip-policy.sh "$build" "$ctest_log"

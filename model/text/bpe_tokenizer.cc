@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "base/status_macros.h"
 #include "model/text/utf8.h"
 
@@ -32,10 +34,14 @@ const ByteMapping& byte_mapping() {
   return *mapping;
 }
 
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581 '▁' (SentencePiece space)
+
 struct Symbol {
-  int32_t id;    // symbol id (token id or extra symbol)
-  int32_t prev;  // index of the previous live symbol, -1 if none
-  int32_t next;  // index of the next live symbol, -1 if none
+  int32_t id;     // symbol id (token id or extra symbol); -1: a character nothing merges with
+  int32_t prev;   // index of the previous live symbol, -1 if none
+  int32_t next;   // index of the next live symbol, -1 if none
+  uint32_t begin; // bytes of the piece this symbol covers
+  uint32_t size;
   bool alive;
 };
 
@@ -79,6 +85,8 @@ bool unicode_to_bytes(std::string_view mapped, std::string& bytes) {
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::create(TokenizerVocab vocab) {
   ASSIGN_OR_RETURN(Pretokenizer pre, Pretokenizer::create(vocab.pre));
   const bool default_add_bos = pre.default_add_bos();
+  // As llama.cpp (its "workaround for Gemma 4"): Gemma 4 always starts with BOS.
+  if (pre.spm_style()) vocab.add_bos = true;
   std::unique_ptr<BpeTokenizer> t(new BpeTokenizer(std::move(pre)));
   RETURN_IF_ERROR(t->init_base(std::move(vocab), default_add_bos));
   RETURN_IF_ERROR(t->build_tables());
@@ -98,20 +106,34 @@ absl::Status BpeTokenizer::build_tables() {
   const int num_tokens = vocab_size();
   token_bytes_.resize(num_tokens);
   bytes_to_symbol_.reserve(num_tokens + vocab_.merges.size() / 8);
+  const bool spm = pretokenizer_.spm_style();
   std::string bytes;
   for (int32_t id = 0; id < num_tokens; ++id) {
     const std::string& text = vocab_.tokens[id];
-    const bool decodable = unicode_to_bytes(text, bytes);
-    // Normal tokens are byte-mapped; control/user-defined tokens are stored as plain text.
+    const bool decodable = spm ? true : unicode_to_bytes(text, bytes);
+    if (spm) bytes = text;  // raw UTF-8, '▁' for a space
     const TokenType type = type_of(id);
-    const bool mapped = type == TokenType::kNormal || type == TokenType::kByte;
-    token_bytes_[id] = mapped && decodable ? bytes : text;
+    if (spm) {
+      RETURN_IF_ERROR(spm_token_bytes(id, text, token_bytes_[id]));
+    } else {
+      // Normal tokens are byte-mapped; control/user-defined tokens are stored as plain text.
+      const bool mapped = type == TokenType::kNormal || type == TokenType::kByte;
+      token_bytes_[id] = mapped && decodable ? bytes : text;
+    }
     if (type == TokenType::kUnused || type == TokenType::kUndefined) token_bytes_[id].clear();
     // A piece's bytes are looked up as their mapped text, so key every token by the bytes its
     // text maps back to; a text outside the mapping can never be produced by merging.
     if (decodable) bytes_to_symbol_.emplace(bytes, id);
   }
-  for (int b = 0; b < 256; ++b) byte_symbol_[b] = intern(std::string(1, static_cast<char>(b)));
+  for (int b = 0; b < 256; ++b) {
+    if (spm) {
+      byte_symbol_[b] = -1;  // merging starts from characters, not bytes
+      byte_fallback_[b] = find_token(absl::StrFormat("<0x%02X>", b));
+    } else {
+      byte_symbol_[b] = intern(std::string(1, static_cast<char>(b)));
+      byte_fallback_[b] = byte_symbol_[b] < num_tokens ? byte_symbol_[b] : -1;
+    }
+  }
   merges_.reserve(vocab_.merges.size());
   std::string left, right;
   for (size_t rank = 0; rank < vocab_.merges.size(); ++rank) {
@@ -121,8 +143,11 @@ absl::Status BpeTokenizer::build_tables() {
       return absl::InvalidArgumentError(absl::StrCat("tokenizer: merge ", rank, " '", merge,
                                                      "' is not two space-separated parts"));
     }
-    if (!unicode_to_bytes(std::string_view(merge).substr(0, space), left) ||
-        !unicode_to_bytes(std::string_view(merge).substr(space + 1), right)) {
+    if (spm) {
+      left = merge.substr(0, space);
+      right = merge.substr(space + 1);
+    } else if (!unicode_to_bytes(std::string_view(merge).substr(0, space), left) ||
+               !unicode_to_bytes(std::string_view(merge).substr(space + 1), right)) {
       continue;  // outside the byte mapping: no piece can ever contain it
     }
     const int32_t l = intern(left), r = intern(right), m = intern(left + right);
@@ -135,37 +160,85 @@ std::string BpeTokenizer::token_bytes(int32_t id) const {
   return valid_id(id) ? token_bytes_[id] : std::string();
 }
 
+absl::Status BpeTokenizer::spm_token_bytes(int32_t id, const std::string& text,
+                                           std::string& bytes) const {
+  switch (type_of(id)) {
+    case TokenType::kNormal:
+      bytes = absl::StrReplaceAll(text, {{to_absl(kSpace), " "}});
+      return absl::OkStatus();
+    case TokenType::kByte: {
+      const int byte = parse_byte_token(text);
+      if (byte < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tokenizer: byte token ", id, " '", text, "' is not of the form <0xAB>"));
+      }
+      bytes = std::string(1, static_cast<char>(byte));
+      return absl::OkStatus();
+    }
+    default:
+      bytes = text;
+      return absl::OkStatus();
+  }
+}
+
 void BpeTokenizer::encode_fragment(std::string_view text, bool /*after_special*/,
                                    std::vector<int32_t>& out) const {
-  const std::string clean = sanitize_utf8(text);
+  std::string clean = sanitize_utf8(text);
+  if (pretokenizer_.spm_style()) clean = absl::StrReplaceAll(clean, {{" ", to_absl(kSpace)}});
   for (std::string_view piece : pretokenizer_.split(clean)) encode_piece(piece, out);
 }
 
-void BpeTokenizer::emit_symbol(int32_t symbol, std::vector<int32_t>& out) const {
-  if (symbol < vocab_size()) {
+void BpeTokenizer::emit_symbol(int32_t symbol, std::string_view bytes,
+                               std::vector<int32_t>& out) const {
+  if (symbol >= 0 && symbol < vocab_size()) {
     out.push_back(symbol);
     return;
   }
-  for (char c : extra_symbols_[symbol - vocab_size()]) {
-    const int32_t b = byte_symbol_[static_cast<unsigned char>(c)];
-    if (b < vocab_size()) out.push_back(b);  // a vocabulary without the byte drops it
+  for (char c : bytes) {
+    const int32_t b = byte_fallback_[static_cast<unsigned char>(c)];
+    if (b >= 0) out.push_back(b);  // a vocabulary without the byte drops it
   }
 }
 
+namespace {
+
+// The symbols a piece starts from: its bytes (byte-level BPE) or its characters (SPM style,
+// where a character that is no token and no part of a merge gets id -1).
+std::vector<Symbol> initial_symbols(std::string_view piece, bool spm,
+                                    const std::array<int32_t, 256>& byte_symbol,
+                                    const absl::flat_hash_map<std::string, int32_t>& symbols_of) {
+  std::vector<Symbol> symbols;
+  symbols.reserve(piece.size());
+  for (uint32_t pos = 0; pos < piece.size();) {
+    uint32_t len = 1;
+    int32_t id = byte_symbol[static_cast<unsigned char>(piece[pos])];
+    if (spm) {
+      len = std::min<uint32_t>(utf8_sequence_length(piece[pos]), piece.size() - pos);
+      auto it = symbols_of.find(to_absl(piece.substr(pos, len)));
+      id = it == symbols_of.end() ? -1 : it->second;
+    }
+    const auto index = static_cast<int32_t>(symbols.size());
+    symbols.push_back({id, index - 1, pos + len < piece.size() ? index + 1 : -1, pos, len, true});
+    pos += len;
+  }
+  return symbols;
+}
+
+}  // namespace
+
 void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
-  if (pretokenizer_.ignore_merges()) {
+  // Llama-3: a piece that is a token is not merged; Gemma 4: the same for runs of newlines.
+  if (pretokenizer_.ignore_merges() ||
+      (pretokenizer_.spm_style() && piece.find_first_not_of('\n') == std::string_view::npos)) {
     auto it = bytes_to_symbol_.find(to_absl(piece));
     if (it != bytes_to_symbol_.end() && it->second < vocab_size()) {
       out.push_back(it->second);
       return;
     }
   }
-  const int32_t n = static_cast<int32_t>(piece.size());
-  std::vector<Symbol> symbols(n);
-  for (int32_t i = 0; i < n; ++i) {
-    symbols[i] = {byte_symbol_[static_cast<unsigned char>(piece[i])], i - 1,
-                  i + 1 < n ? i + 1 : -1, true};
-  }
+  std::vector<Symbol> symbols =
+      initial_symbols(piece, pretokenizer_.spm_style(), byte_symbol_, bytes_to_symbol_);
+  const auto n = static_cast<int32_t>(symbols.size());
   std::priority_queue<Candidate> queue;
   auto consider = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
@@ -185,12 +258,15 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& ou
     }
     l.id = merges_.find(pair_key(c.left_id, c.right_id))->second.merged;
     r.alive = false;
+    l.size += r.size;
     l.next = r.next;
     if (r.next >= 0) symbols[r.next].prev = c.left;
     consider(l.prev, c.left);
     consider(c.left, l.next);
   }
-  for (int32_t i = 0; i >= 0 && i < n; i = symbols[i].next) emit_symbol(symbols[i].id, out);
+  for (int32_t i = 0; i >= 0 && i < n; i = symbols[i].next) {
+    emit_symbol(symbols[i].id, piece.substr(symbols[i].begin, symbols[i].size), out);
+  }
 }
 
 }  // namespace flashserve::model

@@ -13,6 +13,10 @@
 // Deliberate difference from llama.cpp: a merged piece that is not a vocabulary token (only
 // possible with inconsistent merges) falls back to one token per raw byte; llama.cpp looks
 // the bytes of the *mapped* text up instead.
+//
+// tokenizer.ggml.model = "gemma4" is SentencePiece-style BPE on the same machinery (see
+// Pretokenizer::spm_style()): spaces become '▁', texts and merges are raw UTF-8, merging
+// starts from characters, and what stays unmerged falls back to the byte tokens <0xXX>.
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -52,14 +56,18 @@ class BpeTokenizer final : public TokenizerBase {
   // >= vocab_size() private to the merge table.
   int32_t intern(std::string bytes);
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
-  void emit_symbol(int32_t symbol, std::vector<int32_t>& out) const;
+  // Appends `symbol` if it is a token, else the byte fallback of each of its `bytes`.
+  void emit_symbol(int32_t symbol, std::string_view bytes, std::vector<int32_t>& out) const;
+  // SPM style: the bytes a token stands for ('▁' -> ' ', <0xAB> -> the byte).
+  absl::Status spm_token_bytes(int32_t id, const std::string& text, std::string& bytes) const;
 
   Pretokenizer pretokenizer_;
   std::vector<std::string> token_bytes_;                       // by token id
   absl::flat_hash_map<std::string, int32_t> bytes_to_symbol_;  // raw bytes -> symbol id
   std::vector<std::string> extra_symbols_;  // bytes of symbol vocab_size() + i
   absl::flat_hash_map<uint64_t, Merge> merges_;  // (left symbol << 32 | right symbol)
-  std::array<int32_t, 256> byte_symbol_{};       // symbol of each single byte
+  std::array<int32_t, 256> byte_symbol_{};       // symbol of each single byte (-1: SPM style)
+  std::array<int32_t, 256> byte_fallback_{};     // token of a byte left unmerged, -1: dropped
 };
 
 // GPT-2's reversible byte -> unicode mapping: printable bytes map to themselves, the others

@@ -1,12 +1,16 @@
 #include "model/text/chat_template.h"
 
+#include <initializer_list>
 #include <optional>
+#include <span>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "model/gguf/gguf.h"
+#include "model/text/jinja.h"
 #include "model/text/utf8.h"
 
 namespace flashserve::model {
@@ -41,31 +45,38 @@ std::string unescape_jinja(std::string_view raw) {
 // {{ '<|im_start|>system\n<default><|im_end|>\n' }}{% endif %}". Returns <default> when the
 // template inserts a literal system turn of that shape, nullopt otherwise.
 std::optional<std::string> chatml_default_system(std::string_view tmpl) {
-  if (!contains(tmpl, "!= 'system'") && !contains(tmpl, "!= \"system\"")) return std::nullopt;
-  constexpr std::string_view kHeader = "<|im_start|>system";
-  const size_t at = tmpl.find(kHeader);
-  if (at == std::string_view::npos || at == 0) return std::nullopt;
-  const char quote = tmpl[at - 1];
-  if (quote != '\'' && quote != '"') return std::nullopt;
-  std::string_view rest = tmpl.substr(at + kHeader.size());
-  if (rest.starts_with("\\n")) {
-    rest.remove_prefix(2);
-  } else if (rest.starts_with("\n")) {
-    rest.remove_prefix(1);
-  } else {
+  if (!contains(tmpl, "!= 'system'") && !contains(tmpl, "!= \"system\"") &&
+      !contains(tmpl, "== 'system'") && !contains(tmpl, "== \"system\"")) {
     return std::nullopt;
   }
-  const size_t end = rest.find("<|im_end|>");
-  if (end == std::string_view::npos) return std::nullopt;
-  const std::string_view raw = rest.substr(0, end);
-  for (size_t i = 0; i < raw.size(); ++i) {  // must stay inside the one literal
-    if (raw[i] == '\\') {
-      ++i;
-    } else if (raw[i] == quote) {
-      return std::nullopt;
+  constexpr std::string_view kHeader = "<|im_start|>system";
+  for (size_t at = tmpl.find(kHeader); at != std::string_view::npos;
+       at = tmpl.find(kHeader, at + 1)) {
+    if (at == 0) continue;
+    const char quote = tmpl[at - 1];
+    if (quote != '\'' && quote != '"') continue;
+    std::string_view rest = tmpl.substr(at + kHeader.size());
+    if (rest.starts_with("\\n")) {
+      rest.remove_prefix(2);
+    } else if (rest.starts_with("\n")) {
+      rest.remove_prefix(1);
+    } else {
+      continue;
     }
+    const size_t end = rest.find("<|im_end|>");
+    if (end == std::string_view::npos) continue;
+    const std::string_view raw = rest.substr(0, end);
+    bool inside_literal = true;  // the text must stay inside the one literal
+    for (size_t i = 0; i < raw.size() && inside_literal; ++i) {
+      if (raw[i] == '\\') {
+        ++i;
+      } else if (raw[i] == quote) {
+        inside_literal = false;
+      }
+    }
+    if (inside_literal) return unescape_jinja(raw);
   }
-  return unescape_jinja(raw);
+  return std::nullopt;
 }
 
 struct Detected {
@@ -105,7 +116,7 @@ Detected detect(std::string_view t) {
     if (contains(t, "<<SYS>>")) return found(F::kLlama2, "llama2-sys");
     return found(F::kLlama2, "llama2");
   }
-  if (contains(t, "<|assistant|>") && contains(t, "<|end|>")) return unsupported("phi3");
+  if (contains(t, "<|assistant|>") && contains(t, "<|end|>")) return found(F::kPhi3);
   if (contains(t, "[gMASK]<sop>")) return unsupported("chatglm4");
   if (contains(t, "<|assistant|>") && contains(t, "<|user|>")) {
     return unsupported(contains(t, "</s>") ? "falcon3" : "glmedge");
@@ -114,12 +125,43 @@ Detected detect(std::string_view t) {
   if (contains(t, "<|start_header_id|>") && contains(t, "<|end_header_id|>")) {
     return found(F::kLlama3);
   }
+  if (contains(t, "<start_of_turn>")) return found(F::kGemma);
   return {};
+}
+
+// Qwen3's rendering of an assistant turn with its reasoning, verbatim.
+constexpr std::string_view kQwen3Think =
+    R"('\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n'))";
+
+// Text in a ChatML template that means output our renderer does not reproduce (found on the
+// templates of tests/data/chat_template_jinja2.json): trimmed or macro-built content (Hermes,
+// Nemotron, Qwen3-Coder, Qwen3.5), SmolLM3's metadata block, LFM2's tool tokens, MiniCPM5's
+// tool definitions.
+constexpr std::string_view kChatmlForeign[] = {
+    "trim", "macro", "Reasoning Mode", "<|tool_response_start|>", "keep_past_thinking",
+    "<tool_def_sep>"};
+
+// Unimplemented naming the first marker of `markers` that `jinja` contains.
+absl::Status refuse_markers(std::string_view jinja, std::string_view family,
+                            std::span<const std::string_view> markers) {
+  for (std::string_view m : markers) {
+    if (contains(jinja, m)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "chat template: a ", to_absl(family), " template with '", to_absl(m),
+          "' renders differently from our ", to_absl(family), " renderer; not supported"));
+    }
+  }
+  return absl::OkStatus();
+}
+absl::Status refuse_markers(std::string_view jinja, std::string_view family,
+                            std::initializer_list<std::string_view> markers) {
+  return refuse_markers(jinja, family, std::span<const std::string_view>(markers.begin(), markers.size()));
 }
 
 }  // namespace
 
-absl::StatusOr<ChatTemplate> ChatTemplate::from_template_text(std::string_view jinja) {
+absl::StatusOr<ChatTemplate> ChatTemplate::from_template_text(std::string_view jinja,
+                                                              std::string_view eos_token) {
   Detected d;
   if (jinja == "chatml") {
     d.family = Family::kChatml;
@@ -130,17 +172,21 @@ absl::StatusOr<ChatTemplate> ChatTemplate::from_template_text(std::string_view j
     d.family = Family::kZephyr;
   } else if (jinja == "llama3") {
     d.family = Family::kLlama3;
+  } else if (jinja == "gemma") {
+    d.family = Family::kGemma;
+  } else if (jinja == "phi3") {
+    d.family = Family::kPhi3;
   } else {
     d = detect(jinja);
   }
   if (!d.family.has_value()) {
     if (!d.unsupported.empty()) {
-      return absl::UnimplementedError(absl::StrCat("chat template: family '", to_absl(d.unsupported),
-                                                   "' is recognised but not supported"));
+      return from_interpreter(jinja, eos_token, absl::UnimplementedError(absl::StrCat(
+          "chat template: family '", to_absl(d.unsupported), "' is recognised but not supported")));
     }
-    return absl::InvalidArgumentError(absl::StrCat(
+    return from_interpreter(jinja, eos_token, absl::InvalidArgumentError(absl::StrCat(
         "chat template: unrecognised chat template (supported: chatml, llama2, zephyr, "
-        "llama3): '", to_absl(jinja.substr(0, 120)), jinja.size() > 120 ? "...'" : "'"));
+        "llama3, gemma, phi3): '", to_absl(jinja.substr(0, 120)), jinja.size() > 120 ? "...'" : "'")));
   }
   ChatTemplate t(*d.family);
   if (t.family_ == Family::kLlama2) {
@@ -148,15 +194,100 @@ absl::StatusOr<ChatTemplate> ChatTemplate::from_template_text(std::string_view j
     t.llama2_bos_in_history_ = d.llama2_variant == "llama2-sys-bos";
     t.llama2_strip_ = d.llama2_variant == "llama2-sys-strip";
   }
-  if (t.family_ == Family::kChatml) {
-    t.default_system_ = chatml_default_system(jinja).value_or("");
+  if (absl::Status variant = t.detect_variants(jinja); !variant.ok()) {
+    return from_interpreter(jinja, eos_token, variant);
   }
   return t;
 }
 
+absl::StatusOr<ChatTemplate> ChatTemplate::from_interpreter(std::string_view jinja,
+                                                            std::string_view eos_token,
+                                                            const absl::Status& family_error) {
+  auto parsed = jinja::JinjaTemplate::parse(jinja);
+  if (!parsed.ok()) {
+    return absl::Status(family_error.code(),
+                        absl::StrCat(family_error.message(), "; our Jinja interpreter: ",
+                                     parsed.status().message()));
+  }
+  ChatTemplate t(Family::kJinja);
+  t.jinja_ = std::make_shared<const jinja::JinjaTemplate>(*std::move(parsed));
+  t.eos_token_ = std::string(eos_token);
+  // Trial conversations: a template that needs what we do not implement fails here, at load,
+  // not on a request. One of them must render, with the last user message in the text (a
+  // template may refuse a system message, as Gemma 2's does, and still serve the others; a
+  // template that drops the messages, such as an empty one, is no chat template).
+  constexpr std::string_view kLastUser = "flashserve-trial-question";
+  const std::vector<std::vector<ChatMessage>> trials = {
+      {{"system", "s"}, {"user", "u"}, {"assistant", "a"}, {"user", std::string(kLastUser)}},
+      {{"user", "u"}, {"assistant", "a"}, {"user", std::string(kLastUser)}}};
+  ChatRenderOptions options;
+  options.now_unix_seconds = 0;
+  absl::Status last;
+  for (const std::vector<ChatMessage>& trial : trials) {
+    auto r = t.render_jinja(trial, true, options);
+    if (r.ok() && contains(*r, kLastUser)) return t;
+    last = r.ok() ? absl::InvalidArgumentError("the rendered trial conversation lacks its last "
+                                               "user message")
+                  : r.status();
+  }
+  return absl::Status(family_error.code(), absl::StrCat(family_error.message(),
+                                                        "; our Jinja interpreter: ", last.message()));
+}
+
+absl::Status ChatTemplate::detect_variants(std::string_view jinja) {
+  switch (family_) {
+    case Family::kChatml:
+      default_system_ = chatml_default_system(jinja).value_or("");
+      qwen_tools_ = contains(jinja, "<tool_response>");
+      qwen3_think_ = contains(jinja, "last_query_index") && contains(jinja, kQwen3Think);
+      RETURN_IF_ERROR(refuse_markers(jinja, "chatml", kChatmlForeign));
+      if (!qwen3_think_) {
+        RETURN_IF_ERROR(refuse_markers(jinja, "chatml (reasoning other than Qwen3's)",
+                                       {"<think>", "strip"}));
+      }
+      return absl::OkStatus();
+    case Family::kLlama3: {
+      llama31_ = contains(jinja, "Cutting Knowledge Date");
+      if (!llama31_) RETURN_IF_ERROR(refuse_markers(jinja, "llama3", {"tools", "functions"}));
+      if (!llama31_ || contains(jinja, "strftime_now")) return absl::OkStatus();
+      constexpr std::string_view kDate = "set date_string = \"";
+      const size_t at = jinja.find(kDate);
+      const size_t end = at == std::string_view::npos ? at : jinja.find('"', at + kDate.size());
+      if (end == std::string_view::npos) {
+        return absl::UnimplementedError(
+            "chat template: Llama 3.1-style template without a date_string we can read");
+      }
+      llama31_date_ = std::string(jinja.substr(at + kDate.size(), end - at - kDate.size()));
+      return absl::OkStatus();
+    }
+    case Family::kGemma:
+      gemma_refuses_system_ = contains(jinja, "System role not supported");
+      return absl::OkStatus();
+    case Family::kPhi3:
+      RETURN_IF_ERROR(refuse_markers(jinja, "phi3", {"tools"}));
+      phi35_ = contains(jinja, "<|system|>\n") || contains(jinja, "<|system|>\\n");
+      if (!phi35_ && contains(jinja, "<|system|>")) {
+        return absl::UnimplementedError(
+            "chat template: a Phi template with '<|system|>' not followed by a newline "
+            "(Phi-4-mini style) is not supported");
+      }
+      return absl::OkStatus();
+    default:
+      return absl::OkStatus();
+  }
+}
+
 absl::StatusOr<ChatTemplate> ChatTemplate::from_gguf(const GgufFile& file) {
   ASSIGN_OR_RETURN(const std::string text, file.get_string("tokenizer.chat_template"));
-  return from_template_text(text);
+  std::string eos = "</s>";
+  if (file.find("tokenizer.ggml.eos_token_id") != nullptr &&
+      file.find("tokenizer.ggml.tokens") != nullptr) {
+    ASSIGN_OR_RETURN(const int64_t id, file.get_int("tokenizer.ggml.eos_token_id"));
+    ASSIGN_OR_RETURN(const std::vector<std::string> tokens,
+                     file.get_string_array("tokenizer.ggml.tokens"));
+    if (id >= 0 && id < static_cast<int64_t>(tokens.size())) eos = tokens[id];
+  }
+  return from_template_text(text, eos);
 }
 
 std::string_view ChatTemplate::family_name() const {
@@ -164,6 +295,9 @@ std::string_view ChatTemplate::family_name() const {
     case Family::kChatml: return "chatml";
     case Family::kZephyr: return "zephyr";
     case Family::kLlama3: return "llama3";
+    case Family::kGemma: return "gemma";
+    case Family::kPhi3: return "phi3";
+    case Family::kJinja: return "jinja";
     case Family::kLlama2:
       if (llama2_strip_) return "llama2-sys-strip";
       if (llama2_bos_in_history_) return "llama2-sys-bos";
@@ -172,44 +306,9 @@ std::string_view ChatTemplate::family_name() const {
   return "unknown";
 }
 
-std::string ChatTemplate::render_chatml(std::span<const ChatMessage> messages,
-                                        bool add_gen) const {
-  std::string out;
-  if (!default_system_.empty() && messages.front().role != "system") {
-    absl::StrAppend(&out, "<|im_start|>system\n", default_system_, "<|im_end|>\n");
-  }
-  for (const ChatMessage& m : messages) {
-    absl::StrAppend(&out, "<|im_start|>", m.role, "\n", m.content, "<|im_end|>\n");
-  }
-  if (add_gen) out += "<|im_start|>assistant\n";
-  return out;
-}
-
-std::string ChatTemplate::render_llama2(std::span<const ChatMessage> messages) const {
-  std::string out = "[INST] ";
-  bool inside_turn = true;  // the first "[INST] " is already written; BOS comes from the tokenizer
-  for (const ChatMessage& m : messages) {
-    const std::string content =
-        llama2_strip_ ? std::string(absl::StripAsciiWhitespace(m.content)) : m.content;
-    if (!inside_turn) {
-      inside_turn = true;
-      out += llama2_bos_in_history_ ? "<s>[INST] " : "[INST] ";
-    }
-    if (m.role == "system") {
-      absl::StrAppend(&out, llama2_system_block_ ? "<<SYS>>\n" : "", content,
-                      llama2_system_block_ ? "\n<</SYS>>\n\n" : "\n");
-    } else if (m.role == "user") {
-      absl::StrAppend(&out, content, " [/INST]");
-    } else {
-      absl::StrAppend(&out, content, "</s>");
-      inside_turn = false;
-    }
-  }
-  return out;
-}
-
 absl::StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
-                                                 bool add_generation_prompt) const {
+                                                 bool add_generation_prompt,
+                                                 const ChatRenderOptions& options) const {
   if (messages.empty()) return absl::InvalidArgumentError("chat template: no messages");
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].role.empty()) {
@@ -220,7 +319,7 @@ absl::StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> me
   std::string out;
   switch (family_) {
     case Family::kChatml:
-      return render_chatml(messages, add_generation_prompt);
+      return render_chatml(messages, add_generation_prompt, options);
     case Family::kLlama2:
       return render_llama2(messages);
     case Family::kZephyr:
@@ -230,12 +329,13 @@ absl::StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> me
       if (add_generation_prompt) out += "<|assistant|>\n";
       return out;
     case Family::kLlama3:
-      for (const ChatMessage& m : messages) {
-        absl::StrAppend(&out, "<|start_header_id|>", m.role, "<|end_header_id|>\n\n",
-                        absl::StripAsciiWhitespace(m.content), "<|eot_id|>");
-      }
-      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-      return out;
+      return render_llama3(messages, add_generation_prompt, options);
+    case Family::kGemma:
+      return render_gemma(messages, add_generation_prompt);
+    case Family::kPhi3:
+      return render_phi3(messages, add_generation_prompt);
+    case Family::kJinja:
+      return render_jinja(messages, add_generation_prompt, options);
   }
   return absl::InternalError("chat template: unknown family");
 }

@@ -84,13 +84,19 @@ constexpr std::string_view kLlama3Regex =
 // Qwen2: Llama-3's regex with single digits.
 constexpr std::string_view kQwen2Regex =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen3.5: Qwen2's regex with combining marks (\p{M}) kept inside letter runs.
+constexpr std::string_view kQwen35Regex =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kSingleDigitRegex = R"(\p{N})";
+// Gemma 4 (SentencePiece-style BPE): no word split, only runs of newlines apart.
+constexpr std::string_view kNewlineRunsRegex = R"([^\n]+|[\n]+)";
 
 struct PretokenizerSpec {
   std::vector<std::string_view> names;
   std::vector<std::string_view> regexes;
   bool ignore_merges = false;
   bool default_add_bos = false;
+  bool spm_style = false;
 };
 
 const std::vector<PretokenizerSpec>& pretokenizer_specs() {
@@ -99,6 +105,8 @@ const std::vector<PretokenizerSpec>& pretokenizer_specs() {
       {{"smollm", "starcoder", "refact", "codeshell"}, {kSingleDigitRegex, kGpt2Regex}},
       {{"llama3", "llama-v3", "llama-bpe"}, {kLlama3Regex}, true, true},
       {{"qwen2", "deepseek-r1-qwen"}, {kQwen2Regex}},
+      {{"qwen35"}, {kQwen35Regex}},
+      {{"gemma4"}, {kNewlineRunsRegex}, false, true, true},
   };
   return *specs;
 }
@@ -121,6 +129,7 @@ absl::StatusOr<Pretokenizer> Pretokenizer::create(std::string_view pre_name) {
       p.name_ = std::string(pre_name);
       p.ignore_merges_ = spec.ignore_merges;
       p.default_add_bos_ = spec.default_add_bos;
+      p.spm_style_ = spec.spm_style;
       for (std::string_view pattern : spec.regexes) {
         ASSIGN_OR_RETURN(std::shared_ptr<const CompiledRegex> re,
                          CompiledRegex::compile(pattern));

@@ -12,6 +12,9 @@
 //   "smollm", "starcoder", "refact", "codeshell" -> \p{N} (every digit alone), then GPT-2
 //   "llama3", "llama-v3", "llama-bpe"            -> Llama-3 (digits in runs of up to 3)
 //   "qwen2", "deepseek-r1-qwen"                  -> Qwen2 (single digits, Llama-3 otherwise)
+//   "qwen35"                                     -> Qwen3.5 (Qwen2 with \p{M} in letter runs)
+//   "gemma4"                                     -> runs of newlines split off, nothing else;
+//                                                   SentencePiece-style (spm_style())
 // Anything else is rejected with InvalidArgument naming the value.
 //
 // Input that is not valid UTF-8 is first made valid the way llama.cpp does: each byte that
@@ -43,6 +46,11 @@ class Pretokenizer {
   bool ignore_merges() const { return ignore_merges_; }
   // BOS is added by default (when tokenizer.ggml.add_bos_token is absent).
   bool default_add_bos() const { return default_add_bos_; }
+  // SentencePiece-style BPE (Gemma 4): spaces are written as U+2581 before splitting, token
+  // texts and merges are raw UTF-8 (no GPT-2 byte mapping), merging starts from characters,
+  // a run of newlines that is a token is taken whole, and bytes without a token fall back to
+  // the byte tokens <0xXX>.
+  bool spm_style() const { return spm_style_; }
 
  private:
   Pretokenizer() = default;
@@ -51,6 +59,7 @@ class Pretokenizer {
   std::vector<std::shared_ptr<const CompiledRegex>> regexes_;
   bool ignore_merges_ = false;
   bool default_add_bos_ = false;
+  bool spm_style_ = false;
 };
 
 }  // namespace flashserve::model

@@ -32,21 +32,6 @@ struct Candidate {
   }
 };
 
-// "<0xAB>" -> 0xAB; -1 if `text` is not of that form.
-int parse_byte_token(std::string_view text) {
-  if (text.size() != 6 || !text.starts_with("<0x") || text[5] != '>') return -1;
-  int value = 0;
-  for (char c : text.substr(3, 2)) {
-    int digit = (c >= '0' && c <= '9') ? c - '0'
-                : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                                         : -1;
-    if (digit < 0) return -1;
-    value = value * 16 + digit;
-  }
-  return value;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SpmTokenizer>> SpmTokenizer::create(TokenizerVocab vocab) {

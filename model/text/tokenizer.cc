@@ -31,6 +31,21 @@ absl::Status check_id(std::string_view name, int32_t id, size_t num_tokens) {
 
 }  // namespace
 
+int parse_byte_token(std::string_view text) {
+  if (text.size() != 6 || !text.starts_with("<0x") || text[5] != '>') return -1;
+  int value = 0;
+  for (char c : text.substr(3, 2)) {
+    int digit = (c >= '0' && c <= '9') ? c - '0'
+                : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                                         : -1;
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+
 absl::Status TokenizerBase::init_base(TokenizerVocab vocab, bool default_add_bos) {
   const size_t num_tokens = vocab.tokens.size();
   if (num_tokens == 0) return absl::InvalidArgumentError("tokenizer: the vocabulary is empty");
@@ -164,11 +179,30 @@ std::string TokenizerBase::decode(std::span<const int32_t> ids, bool skip_specia
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer_from_vocab(TokenizerVocab vocab) {
   if (vocab.model == "gpt2") return BpeTokenizer::create(std::move(vocab));
-  if (vocab.model == "llama") return SpmTokenizer::create(std::move(vocab));
+  if (vocab.model == "llama") {
+    // llama.cpp ignores tokenizer.ggml.pre for SentencePiece; converters write "default".
+    // Anything else means a pre-tokenizer we would silently not apply.
+    if (!vocab.pre.empty() && vocab.pre != "default") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tokenizer: pre-tokenizer tokenizer.ggml.pre = '", vocab.pre,
+          "' is not supported for a SentencePiece ('llama') vocabulary (supported: 'default')"));
+    }
+    return SpmTokenizer::create(std::move(vocab));
+  }
+  if (vocab.model == "gemma4") {
+    // SentencePiece-style BPE; llama.cpp uses pre-tokenizer "gemma4" whatever the file says.
+    if (!vocab.pre.empty() && vocab.pre != "gemma4") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tokenizer: pre-tokenizer tokenizer.ggml.pre = '", vocab.pre,
+          "' is not supported for a 'gemma4' vocabulary (supported: 'gemma4')"));
+    }
+    vocab.pre = "gemma4";
+    return BpeTokenizer::create(std::move(vocab));
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("tokenizer: tokenizer.ggml.model '", vocab.model,
                    "' is not supported (supported: 'gpt2' byte-level BPE, 'llama' "
-                   "SentencePiece)"));
+                   "SentencePiece, 'gemma4' SentencePiece-style BPE)"));
 }
 
 namespace {

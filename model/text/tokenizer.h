@@ -5,7 +5,14 @@
 //       special tokens split out first, then a regex pre-tokenizer chosen by
 //       tokenizer.ggml.pre, then merges by rank over the byte<->unicode mapped bytes.
 //   tokenizer.ggml.model = "llama" -> SentencePiece-style BPE by score (TinyLlama, Llama-2,
-//       Mistral): spaces written as U+2581 '▁', optional leading space, byte fallback <0xXX>.
+//       Mistral, Phi-3, Gemma 3): spaces written as U+2581 '▁', optional leading space
+//       (tokenizer.ggml.add_space_prefix; Gemma has none), byte fallback <0xXX>.
+//       tokenizer.ggml.pre must be absent or "default" (what converters write).
+//   tokenizer.ggml.model = "gemma4" -> SentencePiece-style BPE by merge rank (Gemma 4): '▁'
+//       for spaces, raw UTF-8 merges, byte fallback <0xXX>, BOS always added.
+// Checked against llama.cpp's own test pairs for the vocabularies of Llama 3 (llama-bpe),
+// Llama 2 (llama-spm), Qwen2/Qwen3 (qwen2), Qwen3.5, Phi-3, Gemma 4, GPT-2, StarCoder, Refact
+// and MPT (tests/unit/tokenizer/llamacpp_vocab_test.cc).
 //
 // Behaviour follows llama.cpp's tokenizer (src/llama-vocab.cpp) so that ids match the
 // reference implementation; tests compare against goldens produced by llama.cpp itself

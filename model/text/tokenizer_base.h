@@ -21,6 +21,10 @@ struct TextFragment {
   std::string_view text;       // the raw text when token == -1
 };
 
+// "<0xAB>" -> 0xAB: the byte a SentencePiece byte token stands for; -1 if `text` is not of
+// that form.
+int parse_byte_token(std::string_view text);
+
 class TokenizerBase : public Tokenizer {
  public:
   std::vector<int32_t> encode(std::string_view text, bool add_special,

@@ -112,4 +112,44 @@ std::string codepoint_to_utf8(uint32_t cp) {
   return s;
 }
 
+namespace {
+
+// Python's str.isspace() code points, as UTF-8 (Jinja's trim filter is str.strip()).
+constexpr std::string_view kUnicodeSpaces[] = {
+    "\xC2\x85",     "\xC2\xA0",     "\xE1\x9A\x80", "\xE2\x80\x80", "\xE2\x80\x81",
+    "\xE2\x80\x82", "\xE2\x80\x83", "\xE2\x80\x84", "\xE2\x80\x85", "\xE2\x80\x86",
+    "\xE2\x80\x87", "\xE2\x80\x88", "\xE2\x80\x89", "\xE2\x80\x8A", "\xE2\x80\xA8",
+    "\xE2\x80\xA9", "\xE2\x80\xAF", "\xE2\x81\x9F", "\xE3\x80\x80"};
+
+// Length of the whitespace character at the start (or end) of `s`, 0 if none.
+size_t space_prefix(std::string_view s) {
+  if (s.empty()) return 0;
+  const unsigned char c = s[0];
+  if (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1C && c <= 0x1F)) return 1;
+  for (std::string_view sp : kUnicodeSpaces) {
+    if (s.starts_with(sp)) return sp.size();
+  }
+  return 0;
+}
+
+size_t space_suffix(std::string_view s) {
+  if (s.empty()) return 0;
+  const unsigned char c = s.back();
+  if (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1C && c <= 0x1F)) return 1;
+  for (std::string_view sp : kUnicodeSpaces) {
+    if (s.ends_with(sp)) return sp.size();
+  }
+  return 0;
+}
+
+}  // namespace
+
+// Python's str.strip(): Unicode whitespace at both ends.
+std::string python_strip(std::string_view s) {
+  for (size_t n; (n = space_prefix(s)) > 0;) s.remove_prefix(n);
+  for (size_t n; (n = space_suffix(s)) > 0;) s.remove_suffix(n);
+  return std::string(s);
+}
+
+
 }  // namespace flashserve::model

@@ -40,4 +40,9 @@ inline absl::string_view to_absl(std::string_view s) { return {s.data(), s.size(
 // UTF-8 encoding of a code point <= U+10FFFF.
 std::string codepoint_to_utf8(uint32_t cp);
 
+// Python's str.strip() (Jinja's trim filter): removes every character of str.isspace() --
+// ASCII whitespace, U+001C..U+001F, U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029,
+// U+202F, U+205F, U+3000 -- from both ends.
+std::string python_strip(std::string_view s);
+
 }  // namespace flashserve::model

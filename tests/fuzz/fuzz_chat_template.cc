@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     render(*parsed, messages);
   }
   for (const char* family : {"chatml", "llama2", "llama2-sys", "llama2-sys-bos",
-                             "llama2-sys-strip", "zephyr", "llama3"}) {
+                             "llama2-sys-strip", "zephyr", "llama3", "gemma", "phi3"}) {
     auto t = ChatTemplate::from_template_text(family);
     if (t.ok()) render(*t, messages);
   }

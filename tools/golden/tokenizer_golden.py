@@ -9,7 +9,7 @@ Subcommands (each writes one JSON file; see tests/data/README.md for the exact c
   hf         the same corpus through HF `tokenizers` as transformers converts it from the
              GGUF (AutoTokenizer.from_pretrained(dir, gguf_file=...)); compared with the
              llama.cpp golden and the disagreements are printed.
-  splits     pre-tokenizer pieces for the gpt2 / llama3 / qwen2 / smollm regexes, computed with
+  splits     pre-tokenizer pieces for the gpt2 / llama3 / qwen2 / qwen35 / smollm regexes, computed with
              the PyPI `regex` module (its own Unicode tables) on the original HF patterns.
   spm        a synthetic SentencePiece vocabulary written as a vocab-only GGUF (gguf-py) and
              tokenized by llama.cpp (byte fallback, leading space, scores).
@@ -173,11 +173,16 @@ LLAMA3 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
           r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 QWEN2 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"""
          r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+# Qwen3.5's tokenizer.json pattern (as quoted in llama.cpp's llama-vocab.cpp): Qwen2's with
+# combining marks (\p{M}) inside letter runs.
+QWEN35 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|"""
+          r""" ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 SPLIT_SPECS = {
     "gpt-2": [GPT2],
     "smollm": [r"\p{N}", GPT2],  # HF: Digits(individual_digits=True), then ByteLevel
     "llama-bpe": [LLAMA3],
     "qwen2": [QWEN2],
+    "qwen35": [QWEN35],
 }
 
 

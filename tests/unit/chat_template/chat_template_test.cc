@@ -99,18 +99,71 @@ TEST(ChatTemplate, DetectsFamiliesLikeLlamaCpp) {
   }
 }
 
+TEST(ChatTemplate, UnknownTemplatesGoToTheInterpreter) {
+  auto unknown = ChatTemplate::from_template_text("{{ messages[-1]['content'] }}!");
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_EQ(unknown->family_name(), "jinja");
+  std::vector<ChatMessage> messages = {{"user", "hi"}};
+  EXPECT_EQ(*unknown->render(messages, true), "hi!");
+  // A raise_exception at request time is an InvalidArgument naming the message.
+  auto strict = ChatTemplate::from_template_text(
+      "{% if messages | length > 4 %}{{ raise_exception('too long') }}{% endif %}"
+      "{{ messages[-1].content }}");
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  std::vector<ChatMessage> many(5, ChatMessage{"user", "x"});
+  auto r = strict->render(many, true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("too long"), std::string::npos) << r.status();
+  // A template that refuses system messages is still accepted: it serves the others.
+  auto no_system = ChatTemplate::from_template_text(
+      "{% if messages[0]['role'] == 'system' %}{{ raise_exception('no system role') }}{% endif %}"
+      "{% for m in messages %}[{{ m['content'] }}]{% endfor %}");
+  ASSERT_TRUE(no_system.ok()) << no_system.status();
+  std::vector<ChatMessage> with_system = {{"system", "s"}, {"user", "u"}};
+  EXPECT_NE(no_system->render(with_system, true).status().message().find("no system role"),
+            std::string::npos);
+  EXPECT_EQ(*no_system->render(messages, true), "[hi]");
+}
+
 TEST(ChatTemplate, UnknownAndUnsupportedTemplatesAreErrors) {
-  auto unknown = ChatTemplate::from_template_text("{{ messages[0]['content'] }}");
+  // Neither a family nor something our interpreter can run: both reasons are given.
+  auto unknown = ChatTemplate::from_template_text("{% call f() %}{% endcall %}{{ messages }}");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.status().message().find("unrecognised chat template"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("{% call %}"), std::string::npos) << unknown.status();
+  for (const char* empty : {"", "{# nothing #}", "{{ bos_token }}"}) {
+    auto no_messages = ChatTemplate::from_template_text(empty);
+    ASSERT_FALSE(no_messages.ok()) << "'" << empty << "'";
+    EXPECT_NE(no_messages.status().message().find("lacks its last user message"), std::string::npos)
+        << no_messages.status();
+  }
+  auto broken = ChatTemplate::from_template_text("{{ x.y }}");  // fails the trial render
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("undefined"), std::string::npos) << broken.status();
 
-  auto phi3 = ChatTemplate::from_template_text("{{ '<|user|>' }}{{ '<|assistant|>' }}<|end|>");
-  ASSERT_FALSE(phi3.ok());
-  EXPECT_EQ(phi3.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(phi3.status().message().find("phi3"), std::string::npos);
+  auto phi4 = ChatTemplate::from_template_text("{{ '<|im_start|>' + role + '<|im_sep|>' }}");
+  ASSERT_FALSE(phi4.ok());
+  EXPECT_EQ(phi4.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(phi4.status().message().find("phi4"), std::string::npos);
 
-  auto mistral7 = ChatTemplate::from_template_text("[SYSTEM_PROMPT] [INST]");
+  // Variants of our families that render differently are refused, naming what we saw.
+  auto qwq = ChatTemplate::from_template_text(
+      "{{ '<|im_start|>' }}{% set content = message.content.split('</think>')[-1] %}<think>");
+  ASSERT_FALSE(qwq.ok());
+  EXPECT_EQ(qwq.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(qwq.status().message().find("'<think>'"), std::string::npos) << qwq.status();
+  auto hermes = ChatTemplate::from_template_text("{{ '<|im_start|>' + content | trim }}");
+  ASSERT_FALSE(hermes.ok());
+  EXPECT_NE(hermes.status().message().find("'trim'"), std::string::npos) << hermes.status();
+  // ... and such a variant that the interpreter can run is the interpreter's.
+  auto phi_tools = ChatTemplate::from_template_text(
+      "<|assistant|><|end|>{{ tools }}{{ messages[-1].content }}");
+  ASSERT_TRUE(phi_tools.ok()) << phi_tools.status();
+  EXPECT_EQ(phi_tools->family_name(), "jinja");
+
+  auto mistral7 =
+      ChatTemplate::from_template_text("[SYSTEM_PROMPT] [INST]{% filter upper %}{% endfilter %}");
   ASSERT_FALSE(mistral7.ok());
   EXPECT_EQ(mistral7.status().code(), absl::StatusCode::kUnimplemented);
 }

@@ -158,6 +158,37 @@ TEST(TokenizerErrors, NameTheProblem) {
   EXPECT_NE(t.status().message().find("empty"), std::string::npos);
 }
 
+TEST(TokenizerErrors, PreTokenizerOfEveryModelKindIsChecked) {
+  // SentencePiece: llama.cpp ignores tokenizer.ggml.pre; we accept only what converters write.
+  TokenizerVocab v;
+  v.model = "llama";
+  v.tokens = {"<unk>", "a"};
+  v.pre = "default";
+  EXPECT_TRUE(tokenizer_from_vocab(v).ok());
+  v.pre = "";
+  EXPECT_TRUE(tokenizer_from_vocab(v).ok());
+  v.pre = "qwen2";
+  auto t = tokenizer_from_vocab(v);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("'qwen2'"), std::string::npos) << t.status();
+
+  v = byte_level_vocab({});
+  v.model = "gemma4";
+  v.pre = "llama-bpe";
+  t = tokenizer_from_vocab(v);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("'llama-bpe'"), std::string::npos) << t.status();
+
+  v = byte_level_vocab({});
+  v.pre = "qwen35";
+  EXPECT_TRUE(tokenizer_from_vocab(v).ok());
+  v.pre = "qwen3";  // not a llama.cpp name: Qwen3 files use "qwen2"
+  t = tokenizer_from_vocab(v);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("'qwen3'"), std::string::npos) << t.status();
+}
+
 TEST(TokenizerDecode, SkipsOutOfRangeIds) {
   auto tok = make(byte_level_vocab({}));
   ASSERT_NE(tok, nullptr);

@@ -23,7 +23,7 @@ std::vector<std::string> split(const Pretokenizer& p, const std::string& text) {
 TEST(Pretokenizer, SplitsMatchPythonRegexOnTheCorpus) {
   const testing::Json root = testing::read_json_file("tests/data/tokenizer_pretokenizer_splits.json");
   ASSERT_GE(root.at("cases").size(), 200u);
-  for (const char* name : {"gpt-2", "smollm", "llama-bpe", "qwen2"}) {
+  for (const char* name : {"gpt-2", "smollm", "llama-bpe", "qwen2", "qwen35"}) {
     auto pre = Pretokenizer::create(name);
     ASSERT_TRUE(pre.ok()) << pre.status();
     int num_mismatches = 0;
