@@ -1,5 +1,6 @@
 #include "model/model_loader.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -7,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "kernels/device.h"
+#include "kernels/gemv.h"
 #include "model/cpu/cpu_runner.h"
 #include "model/cpu/llama_forward.h"
 #include "model/cuda/cuda_backend.h"
@@ -90,7 +92,9 @@ absl::Status load_cuda_runner(const LoadOptions& options, LoadedModel* m) {
   if (options.max_batch_tokens > 0) o.max_batch_tokens = options.max_batch_tokens;
   o.max_num_seqs = std::max(options.max_num_seqs, 1);
   o.cuda_graphs = options.cuda_graphs;
-  o.native_weights = options.weights == Weights::kNative;
+  o.native_weights = options.weights == Weights::kNative ||
+                     (options.weights == Weights::kAuto &&
+                      std::max(options.max_num_seqs, 1) <= kernels::kGemvMaxRows);
   CudaRunnerInfo info;
   ASSIGN_OR_RETURN(m->runner, create_cuda_runner(*m->file, m->config, o, &info));
   m->device = "cuda";
@@ -114,10 +118,11 @@ absl::Status check_device_available(Device device) {
 }
 
 absl::StatusOr<Weights> parse_weights(const std::string& name) {
+  if (name == "auto") return Weights::kAuto;
   if (name == "native") return Weights::kNative;
   if (name == "bf16") return Weights::kBf16;
   return absl::InvalidArgumentError(
-      absl::StrCat("weights: '", name, "' is not one of native, bf16"));
+      absl::StrCat("weights: '", name, "' is not one of auto, native, bf16"));
 }
 
 absl::StatusOr<Device> parse_device(const std::string& name) {

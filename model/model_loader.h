@@ -18,9 +18,15 @@
 namespace flashserve::model {
 
 enum class Device { kAuto, kCpu, kCuda };
-enum class Weights { kNative, kBf16 };
+// Device weights of the CUDA backend: kNative keeps quantized matrices in their block format
+// (quantized GEMVs for steps of up to kernels::kGemvMaxRows tokens, a bf16 copy per GEMM
+// otherwise), kBf16 dequantizes everything at load, kAuto picks kNative when every decode
+// step is a GEMV (max_num_seqs <= kernels::kGemvMaxRows) and kBf16 otherwise: measured on
+// the H200 (bench/serving/RESULTS.md, quantized section), native weights are 1.2-2.3x faster
+// at one stream and 0.44-0.92x at 64-256 streams until a quantized tensor-core GEMM exists.
+enum class Weights { kAuto, kNative, kBf16 };
 
-// "native" | "bf16"; InvalidArgument naming the value otherwise.
+// "auto" | "native" | "bf16"; InvalidArgument naming the value otherwise.
 absl::StatusOr<Weights> parse_weights(const std::string& name);
 
 // "auto" | "cpu" | "cuda"; InvalidArgument naming the value otherwise.
@@ -47,7 +53,7 @@ struct LoadOptions {
   int num_threads = 0;   // BLAS threads of the CPU backend; 0 = the BLAS default
   bool cuda_graphs = true;  // CUDA backend: decode steps through CUDA graphs
   // CUDA backend: quantized matrices stay in their block format (kNative) or become bf16.
-  Weights weights = Weights::kNative;
+  Weights weights = Weights::kAuto;
 };
 
 inline constexpr int64_t kDefaultKvCacheMb = 512;

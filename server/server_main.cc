@@ -50,9 +50,10 @@ ABSL_FLAG(double, gpu_memory_fraction, 0.9,
 ABSL_FLAG(bool, cuda_graphs, true,
           "CUDA backend: replay decode steps from CUDA graphs (--nocuda_graphs: launch the same "
           "kernels one by one, for comparison; results are identical)");
-ABSL_FLAG(std::string, weights, "native",
+ABSL_FLAG(std::string, weights, "auto",
           "CUDA backend: native (quantized matrices stay in their GGUF block format: Q8_0, Q4_0, "
-          "Q4_1, Q4_K, Q5_K, Q6_K) | bf16 (every matrix dequantized to bf16 at load)");
+          "Q4_1, Q4_K, Q5_K, Q6_K; fastest at few streams) | bf16 (every matrix dequantized to "
+          "bf16 at load; fastest at many streams) | auto (native when --max-num-seqs <= 8)");
 ABSL_FLAG(bool, prefix_caching, true,
           "Reuse the KV cache blocks of prompt prefixes seen before (--noprefix_caching: off)");
 ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = the BLAS default)");
@@ -74,6 +75,39 @@ ABSL_FLAG(bool, auth_open_reflection, false,
 
 namespace flashserve::server {
 namespace {
+
+// model/ names option fields in its messages; this names the flags that set them.
+constexpr std::pair<const char*, const char*> kFieldFlags[] = {
+    {"kv_cache_mb", "--kv-cache-mb"},
+    {"kv_cache_tokens", "--kv-cache-tokens"},
+    {"gpu_memory_fraction", "--gpu-memory-fraction"},
+    {"max_num_seqs", "--max-num-seqs"},
+    {"max_batch_tokens", "--max-batch-tokens"},
+    {"device", "--device"},
+    {"weights", "--weights"}};
+
+// A message of model/ that starts with an option field ("device cuda: ...") as one about
+// the flag that sets it ("--device cuda: ...").
+absl::Status as_flag_error(const absl::Status& status) {
+  for (const auto& [field, flag] : kFieldFlags) {
+    if (absl::StartsWith(status.message(), field)) {
+      return absl::Status(status.code(),
+                          absl::StrCat(flag, status.message().substr(std::string_view(field).size())));
+    }
+  }
+  return status;
+}
+
+std::string flags_named_in(const absl::Status& status) {
+  std::string flags;
+  for (const auto& [field, flag] : kFieldFlags) {
+    if (status.message().find(field) != std::string_view::npos) {
+      absl::StrAppend(&flags, flags.empty() ? " (flags: " : ", ", flag);
+    }
+  }
+  return flags.empty() ? flags : flags + ")";
+}
+
 
 using api::Server;
 using api::ServerOptions;
@@ -221,9 +255,9 @@ absl::StatusOr<ServerOptions> options_from_flags() {
                    api::seconds_flag("stall-timeout",
                                                  absl::GetFlag(FLAGS_stall_timeout)));
   RETURN_IF_ERROR(api::validate_server_options(o));
-  ASSIGN_OR_RETURN(const model::Device device,
-                   model::parse_device(o.device));
-  RETURN_IF_ERROR(model::check_device_available(device));
+  absl::StatusOr<model::Device> device = model::parse_device(o.device);
+  if (!device.ok()) return as_flag_error(device.status());
+  RETURN_IF_ERROR(as_flag_error(model::check_device_available(*device)));
   return o;
 }
 
@@ -246,25 +280,6 @@ std::unique_ptr<Server> start_server(const ServerOptions& options) {
                      "/metrics"));
   }
   return std::move(*server);
-}
-
-// model/ names option fields in its messages; this names the flags that set them.
-std::string flags_named_in(const absl::Status& status) {
-  static constexpr std::pair<const char*, const char*> kFieldFlags[] = {
-      {"kv_cache_mb", "--kv-cache-mb"},
-      {"kv_cache_tokens", "--kv-cache-tokens"},
-      {"gpu_memory_fraction", "--gpu-memory-fraction"},
-      {"max_num_seqs", "--max-num-seqs"},
-      {"max_batch_tokens", "--max-batch-tokens"},
-      {"device", "--device"},
-      {"weights", "--weights"}};
-  std::string flags;
-  for (const auto& [field, flag] : kFieldFlags) {
-    if (status.message().find(field) != std::string_view::npos) {
-      absl::StrAppend(&flags, flags.empty() ? " (flags: " : ", ", flag);
-    }
-  }
-  return flags.empty() ? flags : flags + ")";
 }
 
 std::thread start_loader(Server* server, const ServerOptions& options, const ModelSource& source,

@@ -50,7 +50,7 @@ struct ServerOptions {
   // The `model` label of every metric; empty = the model file's name without ".gguf".
   std::string model_name;
   std::string device = "auto";  // auto | cpu | cuda
-  std::string weights = "native";  // native | bf16: the CUDA backend's device weights
+  std::string weights = "auto";  // auto | native | bf16: the CUDA backend's device weights
   std::string host = "0.0.0.0";
   int port = 50051;             // 0 = any free port (see grpc_port())
   int metrics_port = 9464;      // 0 = any free port; -1 = no metrics HTTP server
