@@ -10,9 +10,9 @@
 // The contract, for every kernel launched through launch_dependent():
 //   - it calls wait_for_prior_grid() before its first global-memory access, reads and
 //     writes alike (a write could race with the previous kernel's reads otherwise). One
-//     exception: L2 prefetches of memory that no kernel of the step writes (the weights)
-//     may come first, so that the weights stream in while the previous kernel runs
-//     (kernels/gemv.cu);
+//     exception: L2 prefetches or register loads of memory that no kernel of the step
+//     writes (the weights) may come first, so that the weights stream in while the
+//     previous kernel runs (kernels/gemv.cu, kernels/quant/quant_gemv.cuh);
 //   - it may call allow_next_grid() at any point: from then on the next kernel may be
 //     scheduled (it still waits for this grid's completion before touching memory).
 // Kernels of other libraries (cuBLASLt) are launched normally; a PDL launch after one of

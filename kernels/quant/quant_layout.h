@@ -2,7 +2,7 @@
 // Quantized weights on the device: ggml's block types (as a GGUF file stores them) and the
 // layout kernels/quant/ reads them in, made once at load by quant_repack().
 //
-// ggml's blocks (ggml-common.h; QK = elements per block):
+// ggml's blocks (ggml-org/llama.cpp:ggml/src/ggml-common.h; QK = elements per block):
 //   Q8_0 (32, 34 B):  fp16 d | int8 qs[32]                 x = d * q
 //   Q4_0 (32, 18 B):  fp16 d | qs[16]  (j: low nibble of qs[j], j + 16: high nibble)
 //                                                           x = d * (q - 8)

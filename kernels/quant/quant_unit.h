@@ -3,7 +3,7 @@
 // quantized GEMV reads and decodes it: where its words lie in the repacked layout, how they
 // turn into int8 quads for dp4a, and how the integer dot products become the fp32 result.
 // Host and device code alike (FS_QUANT_HD): the GPU kernel calls these, and the CPU test
-// tests/unit/kernels_cpu/quant_unit_test.cc runs the very same functions against the fp32
+// tests/unit/kernels_cpu/quant_test.cc runs the very same functions against the fp32
 // reference, so the bit-level decoding is checked on a machine without a GPU.
 //
 // Activations are quantized like llama.cpp's q8_1 (kernels/cpu/quant.h): per unit an fp32

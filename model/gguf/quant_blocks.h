@@ -1,7 +1,7 @@
 #pragma once
 // Internal to model/gguf: byte layouts of ggml's block types shared by the decoders
 // (dequant.cc, dequant_kquants.cc) and the encoders (quantize.cc, quantize_kquants.cc).
-// Layouts follow ggml-common.h's block_* structs; multi-byte fields are little-endian and,
+// Layouts follow ggml-org/llama.cpp:ggml/src/ggml-common.h's block_* structs; multi-byte fields are little-endian and,
 // in a file, unaligned (blocks of 18 / 22 / 110 ... bytes follow each other).
 #include <cstdint>
 

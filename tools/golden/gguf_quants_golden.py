@@ -27,10 +27,10 @@ The tokenizer source is a synthetic byte-level BPE vocabulary of 260 tokens writ
 with gguf-py, the same as tests/unit/make_gguf/make_gguf_test_util.h writes.
 
 Usage (venv outside the repo with gguf==0.19.0; numpy comes with it):
-  python3 -m venv /work/venvs/kquant-gguf && /work/venvs/kquant-gguf/bin/pip install gguf==0.19.0
-  /work/venvs/kquant-gguf/bin/python tools/golden/gguf_quants_golden.py blocks \\
+  python3 -m venv "$VENV" && "$VENV"/bin/pip install gguf==0.19.0
+  "$VENV"/bin/python tools/golden/gguf_quants_golden.py blocks \\
       --out tests/data/gguf_quant_blocks.txt
-  /work/venvs/kquant-gguf/bin/python tools/golden/gguf_quants_golden.py roundtrip \\
+  "$VENV"/bin/python tools/golden/gguf_quants_golden.py roundtrip \\
       --make-gguf build/bin/flashserve-make-gguf --out tests/data/gguf_quant_roundtrip.txt
 """
 import argparse

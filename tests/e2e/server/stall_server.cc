@@ -4,7 +4,7 @@
 // no progress: health turns NOT_SERVING after --stall-timeout and new requests get
 // UNAVAILABLE; removing the file lets the step finish and the server recover
 // (soak_e2e_test.cc, StalledEngineIsNotServingThenRecovers). The production binary has no
-// such flag: the fault lives in the test's own seam (CONTRIBUTING.md, STYLE.md item 15).
+// such flag: the fault lives in the test's own seam (CONTRIBUTING.md).
 #include <unistd.h>
 
 #include <chrono>

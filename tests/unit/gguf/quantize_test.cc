@@ -1,6 +1,6 @@
 // Our encoders (model/gguf/quantize.h) for every type, through our decoders (which
 // quant_golden_test checks bit for bit against gguf-py): the round-trip error within the
-// bound llama.cpp's own tests/test-quantize-fns.cpp holds ggml's quantizers to, and within
+// bound ggml-org/llama.cpp:tests/test-quantize-fns.cpp holds ggml's quantizers to, and within
 // a per-type bound on Gaussian weights; edge cases (zeros, constants, outliers, tiny and
 // large magnitudes) decode finite and close.
 #include <cmath>

@@ -1,7 +1,7 @@
 // llama.cpp's own tokenizer tests on real vocabularies: each vocabulary-only GGUF
 // ggml-vocab-<name>.gguf that llama.cpp ships comes with <name>.gguf.inp (texts separated by
 // "\n__ggml_vocab_test__\n") and <name>.gguf.out (one line of ids per text), written by
-// llama.cpp's convert_hf_to_gguf_update.py with the model's original Hugging Face tokenizer.
+// ggml-org/llama.cpp:convert_hf_to_gguf_update.py with the model's original Hugging Face tokenizer.
 // Like llama.cpp's test-tokenizer-0 we tokenize with add_special = false, parse_special =
 // false and require identical ids for every pair.
 //
