@@ -67,4 +67,13 @@ struct DequantizeParams {
 };
 absl::Status dequantize_bf16(const DequantizeParams& p, cudaStream_t stream);
 
+// x[num_rows, k] bf16, in place: every unit of 32 replaced by bf16(dx * q), its int8
+// quantization exactly as the quantized GEMV stages its input rows (dx = amax / 127, q
+// rounded to nearest even: kernels/cpu/quant.h quantize_q8_cpu). Applied to the input of a
+// GEMM over dequantized native weights, so that a step of more than kGemvMaxRows tokens
+// computes what the GEMV computes for each token alone (up to fp32 summation order and the
+// bf16 rounding of dx * q): batching does not change a request's numerics beyond that.
+// InvalidArgument unless k is a multiple of 32 and x 16-byte aligned.
+absl::Status round_activations_q8(void* x, int64_t num_rows, int64_t k, cudaStream_t stream);
+
 }  // namespace flashserve::kernels

@@ -244,6 +244,15 @@ absl::StatusOr<const void*> gemm_operand(const ForwardContext& ctx,
   return static_cast<const void*>(ctx.ws->dequant.get());
 }
 
+// A GEMM over a native matrix reads its bf16 input rows ([m, k], in place) with their int8
+// rounding (kernels::round_activations_q8), exactly what the quantized GEMV computes with:
+// so a token's numerics do not depend on whether its step had more than 8 tokens.
+absl::Status match_gemv_activations(const ForwardContext& ctx, const DeviceMatrix& w, void* x,
+                                    int m, int k) {
+  if (!w.native()) return absl::OkStatus();
+  return kernels::round_activations_q8(x, m, k, ctx.stream);
+}
+
 // y[m, n] = RMSNorm(x rows) . w^T (rows gathered as in rmsnorm()): one fused GEMV, or the
 // norm into `normed` [m, hidden] bf16 and a cuBLASLt GEMM. `w` may be [wq; wk] + `w2` (wv).
 absl::Status norm_linear(const ForwardContext& ctx, const DeviceBuffer& norm_weight,
@@ -252,6 +261,7 @@ absl::Status norm_linear(const ForwardContext& ctx, const DeviceBuffer& norm_wei
   const int k = ctx.config->hidden_size;
   if (w2 != nullptr && !w2->empty()) {
     RETURN_IF_ERROR(rmsnorm(ctx, norm_weight, rows, m, normed));
+    RETURN_IF_ERROR(match_gemv_activations(ctx, w, normed, m, k));
     ASSIGN_OR_RETURN(const void* wb, gemm_operand(ctx, {&w, w2}));
     RETURN_IF_ERROR(ctx.gemm->linear(normed, wb, y, m, n, k, out, ctx.stream));
     return ctx.timer->mark(StepPart::kGemm);
@@ -267,6 +277,7 @@ absl::Status norm_linear(const ForwardContext& ctx, const DeviceBuffer& norm_wei
     RETURN_IF_ERROR(kernels::gemv(g, ctx.num_sms, ctx.stream));
   } else {
     RETURN_IF_ERROR(rmsnorm(ctx, norm_weight, rows, m, normed));
+    RETURN_IF_ERROR(match_gemv_activations(ctx, w, normed, m, k));
     ASSIGN_OR_RETURN(const void* wb, gemm_operand(ctx, {&w}));
     RETURN_IF_ERROR(ctx.gemm->linear(normed, wb, y, m, n, k, out, ctx.stream));
   }
@@ -274,7 +285,7 @@ absl::Status norm_linear(const ForwardContext& ctx, const DeviceBuffer& norm_wei
 }
 
 // x[t, hidden] += in[t, k] . w^T: the O and down projections with the residual add.
-absl::Status linear_residual(const ForwardContext& ctx, const void* in, const DeviceMatrix& w,
+absl::Status linear_residual(const ForwardContext& ctx, void* in, const DeviceMatrix& w,
                              int t, int k) {
   const int n = ctx.config->hidden_size;
   if (use_gemv(w, t)) {
@@ -283,6 +294,7 @@ absl::Status linear_residual(const ForwardContext& ctx, const void* in, const De
                                               ctx.ws->x.get(), t, n, k),
                                   ctx.num_sms, ctx.stream));
   } else {
+    RETURN_IF_ERROR(match_gemv_activations(ctx, w, in, t, k));
     ASSIGN_OR_RETURN(const void* wb, gemm_operand(ctx, {&w}));
     RETURN_IF_ERROR(
         ctx.gemm->linear(in, wb, ctx.ws->x.get(), t, n, k, GemmOut::kFp32Accumulate, ctx.stream));

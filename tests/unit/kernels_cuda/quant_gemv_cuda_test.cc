@@ -380,6 +380,43 @@ TEST(QuantGemvCuda, RopeEpilogueMatchesGemvThenRopeAppend) {
   }
 }
 
+// round_activations_q8: every unit of 32 becomes bf16(dx * q) with quantize_q8_cpu's dx and
+// q, bit for bit (zeros, a unit of one value and large magnitudes included).
+TEST(QuantGemvCuda, RoundActivationsMatchesTheGemvQuantization) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> normal(0.f, 1.f);
+  const int rows = 13, k = 2048;
+  std::vector<uint16_t> bits(static_cast<size_t>(rows) * k);
+  for (size_t i = 0; i < bits.size(); ++i) {
+    float v = normal(rng) * (i % 7 == 0 ? 300.f : 1.f);
+    if (i / 32 == 5) v = 0.f;              // a zero unit
+    if (i / 32 == 9) v = (i % 32 == 3) ? 2.5f : 0.f;  // one non-zero value
+    bits[i] = fp32_to_bf16_bits(v);
+  }
+  DeviceBuffer d = DeviceBuffer::from(bits);
+  ASSERT_TRUE(round_activations_q8(d.get(), rows, k, nullptr).ok());
+  const std::vector<uint16_t> got = d.to_host<uint16_t>();
+  std::vector<float> x(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) x[i] = bf16_bits_to_fp32(bits[i]);
+  std::vector<int8_t> q(k);
+  std::vector<float> dx(k / 32);
+  int bad = 0;
+  for (int r = 0; r < rows; ++r) {
+    quantize_q8_cpu(x.data() + static_cast<size_t>(r) * k, k, q.data(), dx.data());
+    for (int i = 0; i < k; ++i) {
+      const uint16_t want = fp32_to_bf16_bits(dx[i / 32] * static_cast<float>(q[i]));
+      if (got[static_cast<size_t>(r) * k + i] != want && ++bad <= 5) {
+        ADD_FAILURE() << "row " << r << " element " << i << ": "
+                      << bf16_bits_to_fp32(got[static_cast<size_t>(r) * k + i]) << ", expected "
+                      << bf16_bits_to_fp32(want);
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_FALSE(round_activations_q8(d.get(), rows, 100, nullptr).ok());  // k not whole units
+}
+
 // dequantize_bf16 of a range of rows: ggml's fp32 values rounded to bf16, bit for bit; the
 // rest of the (poisoned) output buffer untouched.
 TEST(QuantGemvCuda, DequantizeMatchesGgmlBitForBit) {
