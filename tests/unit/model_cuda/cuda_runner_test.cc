@@ -50,9 +50,17 @@ using testing::relative_error;
 using testing::TestSequence;
 
 constexpr double kActivationFactor = 2 * 4.28;
-// Native weights' bound in the same unit (see NativeWeightsLogitsWithinTheYardstick).
-constexpr double kNativeFactor = 2 * 4.28;
+// Native weights' bound in the same unit: the quantized GEMV rounds activations to int8 per
+// 32 (kernels/quant/quant_gemv.h), an error bf16 weights do not have. Measured on the H200
+// (2026-12-01, the real SmolLM2 Q4_1 file, prompts of 1-278 tokens): 2.3-15.5x the bf16
+// weights' error (15.5 at one token, where that error is smallest); random-weight files
+// 2.4-3.3x. Twice the worst measured, as for kActivationFactor.
+constexpr double kNativeFactor = 2 * 15.5;
 constexpr float kMarginBound = 0.25f;  // logits; the measured max abs error is printed
+// Native weights' near-tie bound: their logit error against the CPU runner measured
+// 2.7-3.5x the bf16 path's at the same prompts (NativeWeightsLogitsWithinTheYardstick prints
+// both), so an ordering they legitimately decide either way has a margin up to ~3.5x larger.
+constexpr float kNativeMarginBound = 3.5f * kMarginBound;
 
 std::string model_path() {
   const char* env = std::getenv("FLASHSERVE_TEST_MODEL");
@@ -138,7 +146,7 @@ class CudaRunnerTest : public ::testing::Test {
     return logits;
   }
 
-  static void sixty_four_batched(Weights weights, const char* name);
+  static void sixty_four_batched(Weights weights, const char* name, float margin_bound);
 
   static LoadedModel* gpu_;
   static LoadedModel* gpu_native_;  // the same file with native (quantized) device weights
@@ -215,7 +223,8 @@ TEST_F(CudaRunnerTest, GreedyContinuationMatchesCpuWhereTheMarginAllows) {
     const float margin = sorted[0] - sorted[1];
     std::printf("[cuda runner] greedy diverges at step %zu (cpu %d, gpu %d), cpu top-2 margin %.4f\n",
                 i, cpu_tokens[i], gpu_tokens[i], margin);
-    EXPECT_LT(margin, kMarginBound) << "divergence at step " << i << " is not a near-tie";
+    EXPECT_LT(margin, gpu == gpu_native_ ? kNativeMarginBound : kMarginBound)
+        << "divergence at step " << i << " is not a near-tie";
     break;
   }
   }
@@ -331,7 +340,7 @@ TEST_F(CudaRunnerTest, MixedPrefillAndDecodeBatchMatchesCpu) {
 
 // 64 requests batched by the engine (mixed prefill chunks and decodes) give each request the
 // tokens it gets alone, except where the alone-run's top-2 margin is a near-tie.
-void CudaRunnerTest::sixty_four_batched(Weights weights, const char* name) {
+void CudaRunnerTest::sixty_four_batched(Weights weights, const char* name, float margin_bound) {
   LoadOptions o;
   o.device = Device::kCuda;
   o.weights = weights;
@@ -388,7 +397,7 @@ void CudaRunnerTest::sixty_four_batched(Weights weights, const char* name) {
     std::partial_sort(l.begin(), l.begin() + 2, l.end(), std::greater<float>());
     std::printf("[cuda runner] request %zu: batched differs from alone at token %zu, top-2 "
                 "margin %.4f\n", i, j, l[0] - l[1]);
-    EXPECT_LT(l[0] - l[1], kMarginBound) << "request " << i << " token " << j;
+    EXPECT_LT(l[0] - l[1], margin_bound) << "request " << i << " token " << j;
   }
   std::printf("[cuda runner] %s: %d / %zu batched requests identical to running alone\n", name, same,
               prompts.size());
@@ -400,7 +409,8 @@ TEST_F(CudaRunnerTest, SixtyFourBatchedRequestsMatchRunningAlone) {
   for (Weights weights : {Weights::kBf16, Weights::kNative}) {
     const char* name = weights == Weights::kNative ? "native" : "bf16";
     SCOPED_TRACE(name);
-    sixty_four_batched(weights, name);
+    sixty_four_batched(weights, name,
+                       weights == Weights::kNative ? kNativeMarginBound : kMarginBound);
   }
 }
 
