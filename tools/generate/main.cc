@@ -1,5 +1,5 @@
 // flashserve-generate --model PATH --prompt TEXT [--max-tokens N] [--temperature T]
-//                     [--seed S] [--chat] [--threads N]
+//                     [--seed S] [--chat] [--threads N] [--device auto|cpu|cuda] [--weights auto|native|bf16]
 // Loads the model (model/model_loader.h), encodes the prompt (rendered with the model's chat
 // template under --chat), runs it as one request through the engine in-process
 // (tools/generate/generate.h) and prints the text as it is produced; timings go to stderr.
@@ -24,6 +24,9 @@ ABSL_FLAG(std::optional<uint64_t>, seed, std::nullopt,
           "Sampling seed (default: a seed of the engine's choosing)");
 ABSL_FLAG(bool, chat, false, "Render the prompt as one user message with the chat template");
 ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = the BLAS default)");
+ABSL_FLAG(std::string, device, "auto", "auto | cpu | cuda");
+ABSL_FLAG(std::string, weights, "auto",
+          "CUDA backend: auto | native (quantized matrices in their block format) | bf16");
 
 namespace fm = flashserve::model;
 
@@ -51,7 +54,7 @@ int main(int argc, char** argv) {
   flashserve::parse_command_line(
       argc, argv,
       "--model PATH --prompt TEXT [--max-tokens N] [--temperature T] [--seed S] [--chat] "
-      "[--threads N]");
+      "[--threads N] [--device auto|cpu|cuda] [--weights auto|native|bf16]");
   const std::string model_path = absl::GetFlag(FLAGS_model);
   const std::string prompt = absl::GetFlag(FLAGS_prompt);
   const std::optional<uint64_t> seed = absl::GetFlag(FLAGS_seed);
@@ -67,6 +70,12 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_threads) < 0) flashserve::exit_with_usage("--threads must be >= 0");
   fm::LoadOptions options;
   options.num_threads = absl::GetFlag(FLAGS_threads);
+  auto device = fm::parse_device(absl::GetFlag(FLAGS_device));
+  if (!device.ok()) flashserve::exit_with_usage("--" + std::string(device.status().message()));
+  options.device = *device;
+  auto weights = fm::parse_weights(absl::GetFlag(FLAGS_weights));
+  if (!weights.ok()) flashserve::exit_with_usage("--" + std::string(weights.status().message()));
+  options.weights = *weights;
   auto loaded = fm::load_model(model_path, options);
   if (!loaded.ok()) {
     std::fprintf(stderr, "flashserve-generate: %s\n",
