@@ -131,7 +131,11 @@ TEST_P(CudaArchTest, LogitsWithinTheBf16Yardstick) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, CudaArchTest,
                          ::testing::Combine(::testing::Values("llama3", "mistral", "qwen2", "qwen3"),
-                                            ::testing::Values(Weights::kBf16, Weights::kNative)));
+                                            ::testing::Values(Weights::kBf16, Weights::kNative)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) +
+                                  (std::get<1>(info.param) == Weights::kNative ? "_native" : "_bf16");
+                         });
 
 }  // namespace
 }  // namespace flashserve::model
