@@ -128,6 +128,7 @@ int64_t LlamaWeights::num_parameters() const {
 
 absl::Status validate_model_tensors(const GgufFile& file, const ModelConfig& config) {
   RETURN_IF_ERROR(check_llama_config(config));
+  RETURN_IF_ERROR(check_tensor_types(file));  // names the type and the supported ones
   absl::flat_hash_set<std::string> needed;
   for (const auto& [name, dims] : model_tensors(config)) {
     const GgufTensorInfo* info = file.find_tensor(name);
@@ -138,11 +139,6 @@ absl::Status validate_model_tensors(const GgufFile& file, const ModelConfig& con
       return absl::InvalidArgumentError(absl::StrCat(
           "weights: tensor '", name, "' has dims [", absl::StrJoin(info->dims, ", "),
           "], the config expects [", absl::StrJoin(dims, ", "), "]"));
-    }
-    if (!ggml_type_can_dequantize(info->type)) {
-      return absl::UnimplementedError(absl::StrCat("weights: tensor '", name, "' has type ",
-                                                   ggml_type_name(info->type),
-                                                   ", which flashserve cannot read"));
     }
     needed.insert(name);
   }
