@@ -8,7 +8,7 @@
 
 namespace flashserve::kernels {
 
-void gemv_cpu(const GemvCpuParams& p) {
+std::vector<float> gemv_input_rows_cpu(const GemvCpuParams& p) {
   const int64_t k = p.k;
   std::vector<float> xs(static_cast<size_t>(p.m) * k);
   for (int r = 0; r < p.m; ++r) {
@@ -21,6 +21,12 @@ void gemv_cpu(const GemvCpuParams& p) {
       std::memcpy(dst, row, k * sizeof(float));
     }
   }
+  return xs;
+}
+
+void gemv_cpu(const GemvCpuParams& p) {
+  const int64_t k = p.k;
+  const std::vector<float> xs = gemv_input_rows_cpu(p);
   auto dot = [&](int r, int64_t col) {
     double acc = 0;
     for (int64_t i = 0; i < k; ++i) acc += double{xs[r * k + i]} * p.w[col * k + i];

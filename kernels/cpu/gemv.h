@@ -23,6 +23,10 @@ struct GemvCpuParams {
   float* y = nullptr;        // [m, n]; read too for kFp32Accumulate
   int m = 0, n = 0, k = 0;
 };
+// The m input rows the GEMV stages, as floats [m, k]: gathered through `rows`, and for
+// kRmsNorm normalised and rounded to bf16.
+std::vector<float> gemv_input_rows_cpu(const GemvCpuParams& p);
+
 void gemv_cpu(const GemvCpuParams& p);
 
 }  // namespace flashserve::kernels

@@ -128,22 +128,6 @@ void quantize_q8_cpu(const float* x, int64_t k, int8_t* q, float* d) {
   }
 }
 
-std::vector<float> gemv_input_rows_cpu(const GemvCpuParams& p) {
-  const int64_t k = p.k;
-  std::vector<float> xs(static_cast<size_t>(p.m) * k);
-  for (int r = 0; r < p.m; ++r) {
-    const float* row = p.x + (p.rows != nullptr ? p.rows[r] : r) * k;
-    float* dst = xs.data() + r * k;
-    if (p.input == GemvInput::kRmsNorm) {
-      rmsnorm_cpu(row, p.norm_weight, 1, p.k, p.eps, dst);
-      for (int64_t i = 0; i < k; ++i) dst[i] = round_to_bf16(dst[i]);
-    } else {
-      std::memcpy(dst, row, k * sizeof(float));
-    }
-  }
-  return xs;
-}
-
 absl::Status quant_gemv_cpu(const GemvCpuParams& p, WeightFormat f, const uint8_t* w_ggml) {
   const int64_t k = p.k;
   const int64_t w_rows = p.output == GemvOutput::kSwiglu ? 2 * int64_t{p.n} : p.n;

@@ -28,9 +28,6 @@ absl::Status dequantize_ggml_cpu(WeightFormat f, const uint8_t* src, int64_t num
 // q[k], d[k / 32] for x[k]; k a multiple of 32.
 void quantize_q8_cpu(const float* x, int64_t k, int8_t* q, float* d);
 
-// The m rows the GEMV stages, as floats: [m, k].
-std::vector<float> gemv_input_rows_cpu(const GemvCpuParams& p);
-
 // gemv_cpu with the weights given as ggml blocks of format f (p.w is ignored) and the input
 // rows quantized by quantize_q8_cpu. Errors as dequantize_ggml_cpu.
 absl::Status quant_gemv_cpu(const GemvCpuParams& p, WeightFormat f, const uint8_t* w_ggml);

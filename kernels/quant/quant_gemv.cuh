@@ -120,6 +120,22 @@ __device__ __forceinline__ void load_unit(const RowPtrs& r, const QuantLayout& l
   }
 }
 
+// v[0..32) = the 32 bf16 values at x (16-byte aligned), with four 16-byte loads.
+__device__ __forceinline__ void load_bf16_unit(const __nv_bfloat16* x, float* v) {
+  const uint4* w = reinterpret_cast<const uint4*>(x);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint4 c = w[i];
+    const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&c);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __bfloat1622float2(b[j]);
+      v[8 * i + 2 * j] = f.x;
+      v[8 * i + 2 * j + 1] = f.y;
+    }
+  }
+}
+
 // The 32 input values of unit u of staged row r (r < m), normalised for kRmsNorm.
 __device__ __forceinline__ void input_unit(const GemvParams& p, int r, int u,
                                            const float* scales, float* v) {
@@ -138,19 +154,9 @@ __device__ __forceinline__ void input_unit(const GemvParams& p, int r, int u,
       v[4 * i + 3] = __bfloat162float(__float2bfloat16(a.w * scale * b.w));
     }
   } else {
-    const uint4* x = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) +
-                                                    static_cast<int64_t>(r) * p.k) + 4 * u;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint4 c = x[i];
-      const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&c);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float2 f = __bfloat1622float2(b[j]);
-        v[8 * i + 2 * j] = f.x;
-        v[8 * i + 2 * j + 1] = f.y;
-      }
-    }
+    load_bf16_unit(static_cast<const __nv_bfloat16*>(p.x) + static_cast<int64_t>(r) * p.k +
+                       int64_t{u} * kQuantUnit,
+                   v);
   }
 }
 

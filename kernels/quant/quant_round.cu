@@ -9,6 +9,7 @@
 
 #include "kernels/cuda_plumbing.cuh"
 #include "kernels/dependent_launch.cuh"
+#include "kernels/quant/quant_gemv.cuh"
 #include "kernels/quant/quant_gemv.h"
 #include "kernels/quant/quant_unit.h"
 
@@ -25,17 +26,7 @@ __global__ void __launch_bounds__(kThreads) round_kernel(__nv_bfloat16* x, int64
   if (u >= num_units) return;
   uint4* unit = reinterpret_cast<uint4*>(x + u * kQuantUnit);
   float v[kQuantUnit];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint4 c = unit[i];
-    const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&c);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __bfloat1622float2(b[j]);
-      v[8 * i + 2 * j] = f.x;
-      v[8 * i + 2 * j + 1] = f.y;
-    }
-  }
+  quant_gemv::load_bf16_unit(x + u * kQuantUnit, v);
   uint32_t words[8];
   int sum = 0, sum_lo = 0;
   float dx = 0.f;

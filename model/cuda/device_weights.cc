@@ -89,7 +89,7 @@ WeightFormat shared_format(const GgufFile& file, std::initializer_list<std::stri
 }
 
 // Uploads the row-concatenation of `names` in native format f, repacked. `rope_rows[i]`
-// says tensor i holds Q/K rows (permuted for NEOX architectures).
+// says tensor i holds Q/K rows (permuted for NEOX architectures); missing entries are false.
 absl::Status upload_native(const GgufFile& file, const ModelConfig& c,
                            std::initializer_list<std::string> names,
                            std::initializer_list<bool> rope_rows, WeightFormat f,
@@ -99,7 +99,8 @@ absl::Status upload_native(const GgufFile& file, const ModelConfig& c,
   auto rope = rope_rows.begin();
   for (const std::string& name : names) {
     const GgufTensorInfo* t = file.find_tensor(name);
-    const std::vector<uint8_t> bytes = raw_rows(*t, c.neox_rows && *rope++, c.head_dim);
+    const bool rope_row = rope != rope_rows.end() && *rope++;
+    const std::vector<uint8_t> bytes = raw_rows(*t, c.neox_rows && rope_row, c.head_dim);
     src.insert(src.end(), bytes.begin(), bytes.end());
     rows += t->num_rows();
     k = t->row_length();
@@ -143,10 +144,7 @@ absl::Status upload_projection(const GgufFile& file, const ModelConfig& c,
                                std::initializer_list<const std::vector<float>*> fp32, int64_t k,
                                bool native, DeviceWeights* d, DeviceMatrix* dst) {
   const WeightFormat f = native ? shared_format(file, names) : WeightFormat::kBf16;
-  if (f != WeightFormat::kBf16) {
-    if (names.size() == 1) return upload_native(file, c, names, {false}, f, d, dst);
-    return upload_native(file, c, names, {false, false}, f, d, dst);
-  }
+  if (f != WeightFormat::kBf16) return upload_native(file, c, names, {}, f, d, dst);
   return upload_bf16(fp32, k, dst, &d->bytes);
 }
 

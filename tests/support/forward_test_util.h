@@ -10,7 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include "base/bf16.h"
 #include "model/runner.h"
+#include "model/weights.h"
 
 namespace flashserve::testing {
 
@@ -29,6 +31,20 @@ inline model::LogitsRunner* logits_runner(model::ModelRunner* runner) {
   auto* r = dynamic_cast<model::LogitsRunner*>(runner);
   EXPECT_NE(r, nullptr) << "the runner is not a real backend";
   return r;
+}
+
+// The weights a bf16 device holds: every projection matrix and the embeddings rounded to
+// bf16 (norms, biases and Q/K norm weights stay fp32, as on the device). A CPU runner over
+// them gives the error that bf16 weights alone cause: the CUDA tests' yardstick.
+inline void round_matrices_to_bf16(model::LlamaWeights* w) {
+  auto round_all = [](std::vector<float>& v) {
+    for (float& x : v) x = round_to_bf16(x);
+  };
+  round_all(w->token_embd);
+  round_all(w->output);
+  for (model::LayerWeights& l : w->layers) {
+    for (auto* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) round_all(*v);
+  }
 }
 
 inline void add_to_batch(TestSequence* seq, std::span<const int32_t> tokens, int block_size,

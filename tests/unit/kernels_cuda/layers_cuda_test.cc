@@ -111,32 +111,33 @@ TEST(LayersCuda, RmsNormMatchesReferenceWithRowGather) {
   }
 }
 
-TEST(LayersCuda, RopeAppendMatchesRopeThenKvAppend) {
-  SKIP_WITHOUT_GPU();
-  auto rng = fresh_rng();
-  for (int head_dim : {64, 128}) {
-    const int heads = 9, kv_heads = 3, tokens = 17, block_size = 64, num_blocks = 4;
-    const int row = (heads + 2 * kv_heads) * head_dim;
-    const Bf16Data qkv = random_bf16(static_cast<size_t>(tokens) * row, 1.f, rng);
-    std::vector<int32_t> positions(tokens), slots(tokens);
-    for (int t = 0; t < tokens; ++t) {
-      positions[t] = 100 + 7 * t;                 // arbitrary positions
-      slots[t] = t == 5 ? -1 : (3 - t % 3) * block_size + t;  // shuffled blocks, one padding
-    }
-    const int num_pos = 300;
-    std::vector<int32_t> all_pos(num_pos);
-    for (int i = 0; i < num_pos; ++i) all_pos[i] = i;
-    std::vector<float> cos(static_cast<size_t>(num_pos) * head_dim / 2), sin(cos.size());
-    rope_cos_sin_cpu(all_pos.data(), num_pos, head_dim, 10000.f, cos.data(), sin.data());
-    DeviceBuffer d_qkv = DeviceBuffer::from(qkv.bits), d_cos = DeviceBuffer::from(cos);
-    DeviceBuffer d_sin = DeviceBuffer::from(sin), d_pos = DeviceBuffer::from(positions);
-    DeviceBuffer d_slots = DeviceBuffer::from(slots);
-    const size_t cache_elems = static_cast<size_t>(num_blocks) * kv_heads * block_size * head_dim;
-    DeviceBuffer q_out(static_cast<size_t>(tokens) * heads * head_dim * 2), k_cache(cache_elems * 2),
-        v_cache(cache_elems * 2);
+// The device side of a rope_qkv_append test: the qkv rows, a RoPE table over positions
+// [0, num_positions), positions and slots, and poisoned Q and K/V cache outputs; params()
+// fills RopeAppendParams for them (bias and norms are the caller's).
+struct RopeAppendBuffers {
+  RopeAppendBuffers(const Bf16Data& qkv, const std::vector<int32_t>& positions,
+                    const std::vector<int32_t>& slots, int heads, int kv_heads, int head_dim,
+                    int block_size, int num_blocks, int num_positions)
+      : heads(heads), kv_heads(kv_heads), head_dim(head_dim), block_size(block_size),
+        tokens(static_cast<int>(positions.size())),
+        cache_elems(static_cast<size_t>(num_blocks) * kv_heads * block_size * head_dim) {
+    std::vector<int32_t> all_pos(num_positions);
+    for (int i = 0; i < num_positions; ++i) all_pos[i] = i;
+    std::vector<float> cos(static_cast<size_t>(num_positions) * head_dim / 2), sin(cos.size());
+    rope_cos_sin_cpu(all_pos.data(), num_positions, head_dim, 10000.f, cos.data(), sin.data());
+    d_qkv = DeviceBuffer::from(qkv.bits);
+    d_cos = DeviceBuffer::from(cos);
+    d_sin = DeviceBuffer::from(sin);
+    d_pos = DeviceBuffer::from(positions);
+    d_slots = DeviceBuffer::from(slots);
+    q_out = DeviceBuffer(static_cast<size_t>(tokens) * heads * head_dim * 2);
+    k_cache = DeviceBuffer(cache_elems * 2);
+    v_cache = DeviceBuffer(cache_elems * 2);
     q_out.poison();
     k_cache.poison();
     v_cache.poison();
+  }
+  RopeAppendParams params() const {
     RopeAppendParams p;
     p.qkv = d_qkv.get();
     p.cos = d_cos.get<float>();
@@ -151,7 +152,29 @@ TEST(LayersCuda, RopeAppendMatchesRopeThenKvAppend) {
     p.num_kv_heads = kv_heads;
     p.head_dim = head_dim;
     p.block_size = block_size;
-    ASSERT_TRUE(rope_qkv_append(p, nullptr).ok());
+    return p;
+  }
+  int heads, kv_heads, head_dim, block_size, tokens;
+  size_t cache_elems;
+  DeviceBuffer d_qkv, d_cos, d_sin, d_pos, d_slots, q_out, k_cache, v_cache;
+};
+
+TEST(LayersCuda, RopeAppendMatchesRopeThenKvAppend) {
+  SKIP_WITHOUT_GPU();
+  auto rng = fresh_rng();
+  for (int head_dim : {64, 128}) {
+    const int heads = 9, kv_heads = 3, tokens = 17, block_size = 64, num_blocks = 4;
+    const int row = (heads + 2 * kv_heads) * head_dim;
+    const Bf16Data qkv = random_bf16(static_cast<size_t>(tokens) * row, 1.f, rng);
+    std::vector<int32_t> positions(tokens), slots(tokens);
+    for (int t = 0; t < tokens; ++t) {
+      positions[t] = 100 + 7 * t;                 // arbitrary positions
+      slots[t] = t == 5 ? -1 : (3 - t % 3) * block_size + t;  // shuffled blocks, one padding
+    }
+    const RopeAppendBuffers d(qkv, positions, slots, heads, kv_heads, head_dim, block_size,
+                              num_blocks, 300);
+    const size_t cache_elems = d.cache_elems;
+    ASSERT_TRUE(rope_qkv_append(d.params(), nullptr).ok());
 
     // Reference: split, rope_cpu, kv_append_cpu into NaN-filled caches.
     std::vector<float> q, k, v;
@@ -166,9 +189,9 @@ TEST(LayersCuda, RopeAppendMatchesRopeThenKvAppend) {
     std::vector<float> kc(cache_elems, nan), vc(cache_elems, nan);
     kv_append_cpu(k.data(), v.data(), slots.data(), tokens, kv_heads, head_dim, block_size,
                   kc.data(), vc.data());
-    expect_within_one_ulp(to_floats(q_out.to_host<uint16_t>()), q, "q");
-    const std::vector<float> got_k = to_floats(k_cache.to_host<uint16_t>());
-    const std::vector<float> got_v = to_floats(v_cache.to_host<uint16_t>());
+    expect_within_one_ulp(to_floats(d.q_out.to_host<uint16_t>()), q, "q");
+    const std::vector<float> got_k = to_floats(d.k_cache.to_host<uint16_t>());
+    const std::vector<float> got_v = to_floats(d.v_cache.to_host<uint16_t>());
     std::vector<float> written_k, ref_k;
     for (size_t i = 0; i < cache_elems; ++i) {
       if (std::isnan(kc[i])) {  // rows nobody owns stay poisoned
@@ -203,35 +226,11 @@ TEST(LayersCuda, RopeAppendWithBiasAndQkNormMatchesReference) {
       positions[t] = 3 + 11 * t;
       slots[t] = t;
     }
-    const int num_pos = 200;
-    std::vector<int32_t> all_pos(num_pos);
-    for (int i = 0; i < num_pos; ++i) all_pos[i] = i;
-    std::vector<float> cos(static_cast<size_t>(num_pos) * head_dim / 2), sin(cos.size());
-    rope_cos_sin_cpu(all_pos.data(), num_pos, head_dim, 10000.f, cos.data(), sin.data());
-    DeviceBuffer d_qkv = DeviceBuffer::from(qkv.bits), d_cos = DeviceBuffer::from(cos);
-    DeviceBuffer d_sin = DeviceBuffer::from(sin), d_pos = DeviceBuffer::from(positions);
-    DeviceBuffer d_slots = DeviceBuffer::from(slots), d_bias = DeviceBuffer::from(bias);
+    const RopeAppendBuffers d(qkv, positions, slots, heads, kv_heads, head_dim, block_size, 1, 200);
+    const size_t cache_elems = d.cache_elems;
+    DeviceBuffer d_bias = DeviceBuffer::from(bias);
     DeviceBuffer d_qn = DeviceBuffer::from(q_norm), d_kn = DeviceBuffer::from(k_norm);
-    const size_t cache_elems = static_cast<size_t>(1) * kv_heads * block_size * head_dim;
-    DeviceBuffer q_out(static_cast<size_t>(tokens) * heads * head_dim * 2), k_cache(cache_elems * 2),
-        v_cache(cache_elems * 2);
-    q_out.poison();
-    k_cache.poison();
-    v_cache.poison();
-    RopeAppendParams p;
-    p.qkv = d_qkv.get();
-    p.cos = d_cos.get<float>();
-    p.sin = d_sin.get<float>();
-    p.positions = d_pos.get<int32_t>();
-    p.slot_mapping = d_slots.get<int32_t>();
-    p.q_out = q_out.get();
-    p.k_cache = k_cache.get();
-    p.v_cache = v_cache.get();
-    p.num_tokens = tokens;
-    p.num_heads = heads;
-    p.num_kv_heads = kv_heads;
-    p.head_dim = head_dim;
-    p.block_size = block_size;
+    RopeAppendParams p = d.params();
     p.bias = d_bias.get<float>();
     p.q_norm = d_qn.get<float>();
     p.k_norm = d_kn.get<float>();
@@ -254,9 +253,9 @@ TEST(LayersCuda, RopeAppendWithBiasAndQkNormMatchesReference) {
     std::vector<float> kc(cache_elems, nan), vc(cache_elems, nan);
     kv_append_cpu(k.data(), v.data(), slots.data(), tokens, kv_heads, head_dim, block_size,
                   kc.data(), vc.data());
-    expect_within_one_ulp(to_floats(q_out.to_host<uint16_t>()), q, "q");
-    const std::vector<float> got_k = to_floats(k_cache.to_host<uint16_t>());
-    const std::vector<float> got_v = to_floats(v_cache.to_host<uint16_t>());
+    expect_within_one_ulp(to_floats(d.q_out.to_host<uint16_t>()), q, "q");
+    const std::vector<float> got_k = to_floats(d.k_cache.to_host<uint16_t>());
+    const std::vector<float> got_v = to_floats(d.v_cache.to_host<uint16_t>());
     std::vector<float> wk, rk, wv, rv;
     for (size_t i = 0; i < cache_elems; ++i) {
       if (std::isnan(kc[i])) continue;

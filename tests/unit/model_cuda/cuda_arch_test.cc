@@ -40,14 +40,7 @@ std::unique_ptr<CpuModelRunner> bf16_weights_runner(const LoadedModel& m) {
   absl::StatusOr<LlamaWeights> w = load_llama_weights(*m.file, m.config);
   EXPECT_TRUE(w.ok()) << w.status();
   if (!w.ok()) return nullptr;
-  auto round_all = [](std::vector<float>& v) {
-    for (float& x : v) x = round_to_bf16(x);
-  };
-  round_all(w->token_embd);
-  round_all(w->output);
-  for (LayerWeights& l : w->layers) {
-    for (auto* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) round_all(*v);
-  }
+  testing::round_matrices_to_bf16(&*w);
   auto r = CpuModelRunner::create(m.config, std::make_shared<const LlamaWeights>(std::move(*w)),
                                   CpuRunnerOptions{.num_kv_blocks = 160});
   EXPECT_TRUE(r.ok()) << r.status();

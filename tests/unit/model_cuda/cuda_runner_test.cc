@@ -94,14 +94,7 @@ class CudaRunnerTest : public ::testing::Test {
     cpu_ = new LoadedModel(std::move(*cpu));
     auto weights = load_llama_weights(*cpu_->file, cpu_->config);
     ASSERT_TRUE(weights.ok());
-    auto round_all = [](std::vector<float>& v) {
-      for (float& x : v) x = round_to_bf16(x);
-    };
-    round_all(weights->token_embd);
-    round_all(weights->output);
-    for (LayerWeights& l : weights->layers) {
-      for (auto* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) round_all(*v);
-    }
+    testing::round_matrices_to_bf16(&*weights);
     CpuRunnerOptions co;
     co.num_kv_blocks = 64;
     auto bf16w = CpuModelRunner::create(cpu_->config,
