@@ -7,16 +7,19 @@
 #
 # Needs BIN_DIR (default .gpu/bin, libraries in .gpu/lib: scripts/gpu-bundle.sh) with
 # flashserve, flashserve-cli, flashserve-make-gguf, cuda_runner_test, cuda_arch_test,
-# quant_gemv_cuda_test, gemv_cuda_test, layers_cuda_test, quant_gemv_bench, and VOCAB
+# quant_gemv_cuda_test, quant_gemm_cuda_test, gemv_cuda_test, layers_cuda_test,
+# attention_cuda_test, quant_gemv_bench, quant_gemm_bench, and VOCAB
 # (default .gpu/vocab.gguf: `flashserve-make-gguf --vocab-only` of the default model, whose
 # tokenizer keys the architecture tests' files copy). Models are made here by
 # flashserve-make-gguf in MODELS_DIR (default /tmp/fs-models):
-#   tests      kernel tests (quantized GEMV, GEMV, layers) and the runner tests: every
+#   tests      kernel tests (quantized GEMV and GEMM, GEMV, layers, attention) and the runner tests: every
 #              architecture CUDA vs CPU with bf16 and native weights (cuda_arch_test), and
 #              cuda_runner_test on a random SmolLM2-shaped Q4_1 file (its HF-golden test needs
 #              the real file and is left out here)
-#   sanitize   compute-sanitizer memcheck over the quantized kernels and one architecture case
-#   quantbench quant_gemv_bench (GB/s and % of 4.8 TB/s per format and shape)
+#   sanitize   compute-sanitizer memcheck over the quantized kernels and one architecture
+#              case, racecheck over the quantized GEMM
+#   quantbench quant_gemv_bench (GB/s and % of 4.8 TB/s per format and shape) and
+#              quant_gemm_bench (the GEMM paths of native weights against bf16)
 #   serve      bench/serving/run.sh at SERVE_CONCURRENCY over random-weight files of
 #              SERVE_MODELS ("preset:ftype ..."), --weights native then bf16
 # Results: OUT_DIR/summary.txt plus one log per stage.
@@ -53,6 +56,8 @@ if has info; then
 fi
 if has tests; then
   run_test quant_gemv_cuda_test 240
+  run_test quant_gemm_cuda_test 240
+  run_test attention_cuda_test 400
   run_test gemv_cuda_test 240
   run_test layers_cuda_test 240
   run_test cuda_arch_test 300
@@ -65,6 +70,12 @@ if has sanitize; then
   timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/quant_gemv_cuda_test" \
     --gtest_filter='*Rope*:*Dequantize*:*Largest*' > "$out/sanitizer.log" 2>&1
   note "memcheck quant_gemv_cuda_test: rc=$? $(grep -c 'ERROR SUMMARY: 0 errors' "$out/sanitizer.log") clean summaries"
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/quant_gemm_cuda_test" \
+    > "$out/sanitizer-gemm.log" 2>&1
+  note "memcheck quant_gemm_cuda_test: rc=$? $(grep 'ERROR SUMMARY' "$out/sanitizer-gemm.log" | tail -1)"
+  timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/quant_gemm_cuda_test" \
+    > "$out/racecheck-gemm.log" 2>&1
+  note "racecheck quant_gemm_cuda_test: rc=$? $(grep 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/racecheck-gemm.log" | tail -1)"
   timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/cuda_arch_test" \
     --gtest_filter='*qwen2*' >> "$out/sanitizer.log" 2>&1
   note "memcheck cuda_arch_test qwen2: rc=$? $(grep 'ERROR SUMMARY' "$out/sanitizer.log" | tail -1)"
@@ -72,6 +83,8 @@ fi
 if has quantbench; then
   timeout 300 "$bin/quant_gemv_bench" > "$out/quant_gemv_bench.md" 2> "$out/quant_gemv_bench.err"
   note "quant_gemv_bench: rc=$? ($(wc -l < "$out/quant_gemv_bench.md") lines)"
+  timeout 400 "$bin/quant_gemm_bench" ${QUANT_GEMM_BENCH_ARGS:-} > "$out/quant_gemm_bench.md" 2> "$out/quant_gemm_bench.err"
+  note "quant_gemm_bench: rc=$? ($(wc -l < "$out/quant_gemm_bench.md") lines)"
 fi
 if has serve; then
   bundle=$(dirname "$bin")

@@ -30,74 +30,12 @@
 #include "kernels/gemv.h"
 #include "kernels/quant/quant_gemv.h"
 #include "kernels/quant/quant_layout.h"
+#include "bench/gemm/gemm_bench_util.h"
 
 namespace flashserve::kernels {
 namespace {
 
-#define BENCH_CUDA(expr)                                                                     \
-  do {                                                                                       \
-    const cudaError_t e_ = (expr);                                                           \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
-#define BENCH_OK(status_expr)                                                   \
-  do {                                                                          \
-    const absl::Status s_ = (status_expr);                                      \
-    if (!s_.ok()) {                                                             \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_.ToString().c_str()); \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
-
-constexpr double kDatasheetBytesPerSecond = 4.8e12;
-
-__device__ uint32_t hash32(uint64_t i, uint32_t seed) {
-  uint32_t h = static_cast<uint32_t>(i) * 0x9e3779b9u ^ seed ^ static_cast<uint32_t>(i >> 32);
-  h ^= h >> 16;
-  h *= 0x7feb352du;
-  h ^= h >> 15;
-  h *= 0x846ca68bu;
-  h ^= h >> 16;
-  return h;
-}
-
-// Random bytes in [begin, end) of a tensor, as 16-bit words; `scales`: fp16 values in
-// [2^-9, 2^-8) (any bits would time the same; finite ones keep the validation meaningful).
-__global__ void fill_words(uint16_t* p, size_t begin, size_t end, uint32_t seed, bool scales) {
-  for (size_t i = begin + blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < end;
-       i += size_t{gridDim.x} * blockDim.x) {
-    const uint32_t h = hash32(i, seed);
-    p[i] = scales ? static_cast<uint16_t>(0x1800u | (h & 0x3ffu)) : static_cast<uint16_t>(h);
-  }
-}
-
-// bf16 N(0, ~1) values (sums of two uniforms), for activations and bf16 weights (scaled).
-__global__ void fill_bf16(__nv_bfloat16* x, size_t n, uint32_t seed, float scale) {
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
-       i += size_t{gridDim.x} * blockDim.x) {
-    const uint32_t h = hash32(i, seed);
-    const float u = ((h & 0xffffu) + (h >> 16)) * 0x1p-16f - 1.f;
-    x[i] = __float2bfloat16_rn(u * 2.45f * scale);
-  }
-}
-
-// One weight tensor on the device, in `format`, [rows, k].
-void fill_weight(WeightFormat f, void* w, int64_t rows, int64_t k, uint32_t seed) {
-  if (f == WeightFormat::kBf16) {
-    fill_bf16<<<1024, 256>>>(static_cast<__nv_bfloat16*>(w), size_t(rows) * k, seed, 0.02f);
-    return;
-  }
-  const QuantLayout l = quant_layout(f, rows, k);
-  uint16_t* p = static_cast<uint16_t*>(w);
-  fill_words<<<1024, 256>>>(p, 0, size_t(l.scale_offset) / 2, seed, false);
-  fill_words<<<1024, 256>>>(p, size_t(l.scale_offset) / 2, size_t(l.total_bytes) / 2, seed, true);
-}
-
-int64_t weight_bytes(WeightFormat f, int64_t rows, int64_t k) {
-  return f == WeightFormat::kBf16 ? rows * k * 2 : quant_layout(f, rows, k).total_bytes;
-}
+using namespace bench;  // NOLINT: the bench plumbing
 
 struct Shape {
   const char* name;
@@ -216,33 +154,6 @@ double time_launches(const Shape& s, WeightFormat f, const Buffers& b, int m, in
   return t[t.size() / 2];
 }
 
-double copy_bandwidth() {
-  const size_t bytes = size_t{1} << 30;
-  void *a, *b;
-  BENCH_CUDA(cudaMalloc(&a, bytes));
-  BENCH_CUDA(cudaMalloc(&b, bytes));
-  cudaEvent_t start, stop;
-  BENCH_CUDA(cudaEventCreate(&start));
-  BENCH_CUDA(cudaEventCreate(&stop));
-  BENCH_CUDA(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
-  std::vector<double> t;
-  for (int i = 0; i < 5; ++i) {
-    BENCH_CUDA(cudaEventRecord(start));
-    BENCH_CUDA(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
-    BENCH_CUDA(cudaEventRecord(stop));
-    BENCH_CUDA(cudaEventSynchronize(stop));
-    float ms;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    t.push_back(ms * 1e-3);
-  }
-  std::sort(t.begin(), t.end());
-  BENCH_CUDA(cudaEventDestroy(start));
-  BENCH_CUDA(cudaEventDestroy(stop));
-  BENCH_CUDA(cudaFree(a));
-  BENCH_CUDA(cudaFree(b));
-  return 2.0 * bytes / t[t.size() / 2];  // read + write
-}
-
 void run_shape(const Shape& s, const std::vector<int>& ms, int num_sms, size_t l2_bytes,
                double copy_bw) {
   const int64_t rows = s.swiglu ? 2 * int64_t{s.n} : s.n;
@@ -254,7 +165,7 @@ void run_shape(const Shape& s, const std::vector<int>& ms, int num_sms, size_t l
   BENCH_CUDA(cudaMalloc(&b.y, size_t{8} * s.n * 4));
   BENCH_CUDA(cudaMalloc(&b.y_ref, size_t{8} * s.n * 4));
   BENCH_CUDA(cudaMalloc(&b.w_bf16, size_t(rows) * s.k * 2));
-  fill_bf16<<<256, 256>>>(static_cast<__nv_bfloat16*>(b.x), size_t{8} * s.k, 7, 1.f);
+  fill_bf16(b.x, size_t{8} * s.k, 7, 1.f);
   for (WeightFormat f : formats) {
     const int64_t wb = weight_bytes(f, rows, s.k);
     const int copies = static_cast<int>(std::clamp<int64_t>(8 * l2_bytes / wb + 1, 1, 64));

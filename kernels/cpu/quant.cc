@@ -150,4 +150,20 @@ absl::Status quant_gemv_cpu(const GemvCpuParams& p, WeightFormat f, const uint8_
   return absl::OkStatus();
 }
 
+absl::Status quant_gemm_cpu(const GemvCpuParams& p, WeightFormat f, const uint8_t* w_ggml) {
+  if (p.input != GemvInput::kBf16 || p.rows != nullptr ||
+      (p.output != GemvOutput::kBf16 && p.output != GemvOutput::kFp32 &&
+       p.output != GemvOutput::kFp32Accumulate)) {
+    return absl::InvalidArgumentError("quant_gemm_cpu: bf16 input rows and a bf16/fp32 output only");
+  }
+  const int64_t elements = int64_t{p.n} * p.k;
+  std::vector<float> w(static_cast<size_t>(elements));
+  if (absl::Status s = dequantize_ggml_cpu(f, w_ggml, elements, w.data()); !s.ok()) return s;
+  for (float& v : w) v = round_to_bf16(v);
+  GemvCpuParams g = p;
+  g.w = w.data();
+  gemv_cpu(g);
+  return absl::OkStatus();
+}
+
 }  // namespace flashserve::kernels

@@ -10,7 +10,10 @@
 //   quant_gemv_cpu       gemv_cpu (kernels/cpu/gemv.h) on the dequantized weights w^ and the
 //                        dequantized activations x^ = dx * xq of the rows the GEMV stages
 //                        (kRmsNorm: normalised and rounded to bf16 first): the GPU computes
-//                        sum(w^ x^) exactly up to fp32 rounding.
+//                        sum(w^ x^) exactly up to fp32 rounding;
+//   quant_gemm_cpu       the reference of kernels/quant/quant_gemm.h: gemv_cpu on the
+//                        dequantized weights rounded to bf16 (what dequantize_bf16 writes)
+//                        and the bf16 input rows as they are.
 #include <cstdint>
 #include <vector>
 
@@ -31,5 +34,10 @@ void quantize_q8_cpu(const float* x, int64_t k, int8_t* q, float* d);
 // gemv_cpu with the weights given as ggml blocks of format f (p.w is ignored) and the input
 // rows quantized by quantize_q8_cpu. Errors as dequantize_ggml_cpu.
 absl::Status quant_gemv_cpu(const GemvCpuParams& p, WeightFormat f, const uint8_t* w_ggml);
+
+// gemv_cpu with the weights given as ggml blocks of format f (p.w is ignored), each weight
+// rounded to bf16; kBf16 input without a row gather, output kBf16, kFp32 or kFp32Accumulate
+// (InvalidArgument otherwise). Errors as dequantize_ggml_cpu.
+absl::Status quant_gemm_cpu(const GemvCpuParams& p, WeightFormat f, const uint8_t* w_ggml);
 
 }  // namespace flashserve::kernels

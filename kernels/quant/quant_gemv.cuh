@@ -93,6 +93,22 @@ __device__ __forceinline__ RowPtrs row_ptrs(const uint8_t* base, const QuantLayo
   return {base + o.qs, base + o.qh, base + o.scale, base + o.d};
 }
 
+// The scale words of unit u (UnitRaw::sc; Q6_K: sc[1] its d) from global memory.
+template <WeightFormat F>
+__device__ __forceinline__ void load_unit_scales(const RowPtrs& r, int u, UnitRaw& raw) {
+  if constexpr (F == WeightFormat::kQ6_K) {
+    raw.sc[1] = __ldg(reinterpret_cast<const uint16_t*>(r.d) + u / 8);
+  }
+  if constexpr (F == WeightFormat::kQ4_K || F == WeightFormat::kQ5_K) {
+    const uint4 head = __ldg(reinterpret_cast<const uint4*>(r.scale) + u / 8);  // 8 lanes share
+    raw.sc[0] = head.x, raw.sc[1] = head.y, raw.sc[2] = head.z, raw.sc[3] = head.w;
+  } else if constexpr (F == WeightFormat::kQ4_1) {
+    raw.sc[0] = __ldg(reinterpret_cast<const uint32_t*>(r.scale) + u);
+  } else {
+    raw.sc[0] = __ldg(reinterpret_cast<const uint16_t*>(r.scale) + u);
+  }
+}
+
 template <WeightFormat F>
 __device__ __forceinline__ void load_unit(const RowPtrs& r, const QuantLayout& l, int u,
                                           UnitRaw& raw) {
@@ -108,16 +124,8 @@ __device__ __forceinline__ void load_unit(const RowPtrs& r, const QuantLayout& l
   if constexpr (F == WeightFormat::kQ6_K) {
     const uint2 h = __ldg(reinterpret_cast<const uint2*>(r.qh) + u);
     raw.qh[0] = h.x, raw.qh[1] = h.y;
-    raw.sc[1] = __ldg(reinterpret_cast<const uint16_t*>(r.d) + u / 8);
   }
-  if constexpr (F == WeightFormat::kQ4_K || F == WeightFormat::kQ5_K) {
-    const uint4 head = __ldg(reinterpret_cast<const uint4*>(r.scale) + u / 8);  // 8 lanes share
-    raw.sc[0] = head.x, raw.sc[1] = head.y, raw.sc[2] = head.z, raw.sc[3] = head.w;
-  } else if constexpr (F == WeightFormat::kQ4_1) {
-    raw.sc[0] = __ldg(reinterpret_cast<const uint32_t*>(r.scale) + u);
-  } else {
-    raw.sc[0] = __ldg(reinterpret_cast<const uint16_t*>(r.scale) + u);
-  }
+  load_unit_scales<F>(r, u, raw);
 }
 
 // v[0..32) = the 32 bf16 values at x (16-byte aligned), with four 16-byte loads.

@@ -267,20 +267,22 @@ FS_QUANT_HD float unit_dot(const Unit& w, const uint32_t* xlo, const uint32_t* x
 }
 
 // ggml's fp32 value of element e (0..31) of a decoded unit, with ggml's operations in
-// ggml's order (no contraction on the device), for the dequantization to bf16.
+// ggml's order (no contraction on the device), for the dequantization to bf16. The quant
+// becomes a float through small_int_to_float (exact, full-rate pipes): the GEMM of
+// kernels/quant/quant_gemm.cu decodes every weight element of a tile this way.
 template <WeightFormat F>
 FS_QUANT_HD float unit_element(const Unit& w, int e) {
   const uint32_t byte = (w.q[e / 4] >> (8 * (e % 4))) & 0xffu;
   if constexpr (F == WeightFormat::kQ8_0) {
-    return fmul_rn(static_cast<float>(static_cast<int8_t>(byte)), w.a_lo);
+    return fmul_rn(small_int_to_float(static_cast<int8_t>(byte)), w.a_lo);
   } else if constexpr (F == WeightFormat::kQ4_0) {
-    return fmul_rn(static_cast<float>(static_cast<int>(byte) - 8), w.a_lo);
+    return fmul_rn(small_int_to_float(static_cast<int>(byte) - 8), w.a_lo);
   } else if constexpr (F == WeightFormat::kQ4_1) {  // q d + m
-    return fadd_rn(fmul_rn(static_cast<float>(byte), w.a_lo), w.c);
+    return fadd_rn(fmul_rn(small_int_to_float(static_cast<int>(byte)), w.a_lo), w.c);
   } else if constexpr (F == WeightFormat::kQ6_K) {  // (d sc) (q - 32), exact
-    return (e < 16 ? w.a_lo : w.a_hi) * static_cast<float>(static_cast<int>(byte) - 32);
+    return fmul_rn(e < 16 ? w.a_lo : w.a_hi, small_int_to_float(static_cast<int>(byte) - 32));
   } else {  // Q4_K, Q5_K: (d sc) q - (dmin mn); c = -(dmin mn)
-    return fadd_rn(fmul_rn(w.a_lo, static_cast<float>(byte)), w.c);
+    return fadd_rn(fmul_rn(w.a_lo, small_int_to_float(static_cast<int>(byte))), w.c);
   }
 }
 

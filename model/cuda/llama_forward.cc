@@ -11,6 +11,7 @@
 #include "kernels/attention.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/gemv.h"
+#include "kernels/quant/quant_gemm.h"
 #include "kernels/quant/quant_gemv.h"
 #include "kernels/layers.h"
 #include "base/status_macros.h"
@@ -22,6 +23,9 @@ namespace {
 constexpr kernels::DType kAct = kernels::DType::kBf16;  // activations, weights and KV cache
 constexpr size_t kBf16Bytes = 2;
 constexpr size_t kAlign = 16;  // every array of the metadata block starts 16-byte aligned
+// Steps of up to this many tokens multiply native matrices with kernels::quant_gemm, longer
+// ones dequantize into a workspace for cuBLASLt (gemm_linear; bench/gemm/NOTES.md).
+constexpr int kQuantGemmMaxTokens = 1024;
 
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
@@ -222,51 +226,70 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
   return g;
 }
 
-// The bf16 [rows, k] operand of a GEMM by `parts` stacked along rows: a bf16 matrix as it
-// is; native ones dequantized into ws.dequant (bandwidth-bound: ~0.56 + 2 + 2 bytes an
-// element for Q4 with the GEMM's read, against 2 for a bf16 weight).
-absl::StatusOr<const void*> gemm_operand(const ForwardContext& ctx,
-                                         std::initializer_list<const DeviceMatrix*> parts) {
-  if (parts.size() == 1 && !(*parts.begin())->native()) return (*parts.begin())->get();
-  int64_t row = 0;
-  for (const DeviceMatrix* w : parts) {
-    kernels::DequantizeParams d;
-    d.format = w->format;
-    d.w = w->get();
-    d.num_rows = w->rows;
-    d.k = w->k;
-    d.row_begin = 0;
-    d.row_end = w->rows;
-    d.out = ctx.ws->dequant.get<uint16_t>() + row * w->k;
-    RETURN_IF_ERROR(kernels::dequantize_bf16(d, ctx.stream));
-    row += w->rows;
+// The GEMM path (steps past the GEMV's kGemvMaxRows tokens) of y[m, n] = x[m, k] . w^T,
+// with w = [w; w2] when w2 is set (a native wv): cuBLASLt on a bf16 matrix. A native matrix
+// reads its input rows ([m, k] bf16, in place) with their int8 rounding
+// (kernels::round_activations_q8), exactly what the quantized GEMV computes with, so a
+// token's numerics do not depend on whether its step had more than 8 tokens; then, up to
+// kQuantGemmMaxTokens tokens, the tensor-core GEMM that dequantizes tiles in shared memory
+// (kernels/quant/quant_gemm.h: ~0.56 bytes of Q4 weight an element from HBM), past it the
+// matrix dequantized into ws.gemm_scratch and cuBLASLt (~0.56 + 2 + 2 bytes an element, paid
+// once for many tokens, with cuBLASLt's wgmma kernels for the multiply). The choice depends
+// on m alone, so a batch runs the same kernels every time (bench/gemm/NOTES.md: the
+// crossover measured).
+absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix& w,
+                         const DeviceMatrix* w2, void* y, int m, int n, int k, GemmOut out) {
+  if (!w.native()) return ctx.gemm->linear(x, w.get(), y, m, n, k, out, ctx.stream);
+  RETURN_IF_ERROR(kernels::round_activations_q8(x, m, k, ctx.stream));
+  const bool two = w2 != nullptr && !w2->empty();
+  if (m <= kQuantGemmMaxTokens) {
+    const int64_t elem_bytes = out == GemmOut::kBf16 ? 2 : 4;
+    int64_t col = 0;
+    for (const DeviceMatrix* part : {&w, two ? w2 : nullptr}) {
+      if (part == nullptr) continue;
+      kernels::QuantGemmParams q;
+      q.format = part->format;
+      q.w = part->get();
+      q.x = x;
+      q.output = out == GemmOut::kBf16   ? kernels::GemvOutput::kBf16
+                 : out == GemmOut::kFp32 ? kernels::GemvOutput::kFp32
+                                         : kernels::GemvOutput::kFp32Accumulate;
+      q.y = static_cast<char*>(y) + col * elem_bytes;
+      q.ldy = n;
+      q.m = m;
+      q.n = static_cast<int>(part->rows);
+      q.k = k;
+      q.partials = ctx.ws->gemm_scratch.get<float>();
+      q.partials_floats = static_cast<int64_t>(ctx.ws->gemm_scratch.bytes() / sizeof(float));
+      RETURN_IF_ERROR(kernels::quant_gemm(q, ctx.num_sms, ctx.stream));
+      col += part->rows;
+    }
+    return absl::OkStatus();
   }
-  return static_cast<const void*>(ctx.ws->dequant.get());
-}
-
-// A GEMM over a native matrix reads its bf16 input rows ([m, k], in place) with their int8
-// rounding (kernels::round_activations_q8), exactly what the quantized GEMV computes with:
-// so a token's numerics do not depend on whether its step had more than 8 tokens.
-absl::Status match_gemv_activations(const ForwardContext& ctx, const DeviceMatrix& w, void* x,
-                                    int m, int k) {
-  if (!w.native()) return absl::OkStatus();
-  return kernels::round_activations_q8(x, m, k, ctx.stream);
+  int64_t row = 0;
+  for (const DeviceMatrix* part : {&w, two ? w2 : nullptr}) {
+    if (part == nullptr) continue;
+    kernels::DequantizeParams d;
+    d.format = part->format;
+    d.w = part->get();
+    d.num_rows = part->rows;
+    d.k = part->k;
+    d.row_begin = 0;
+    d.row_end = part->rows;
+    d.out = ctx.ws->gemm_scratch.get<uint16_t>() + row * part->k;
+    RETURN_IF_ERROR(kernels::dequantize_bf16(d, ctx.stream));
+    row += part->rows;
+  }
+  return ctx.gemm->linear(x, ctx.ws->gemm_scratch.get(), y, m, n, k, out, ctx.stream);
 }
 
 // y[m, n] = RMSNorm(x rows) . w^T (rows gathered as in rmsnorm()): one fused GEMV, or the
-// norm into `normed` [m, hidden] bf16 and a cuBLASLt GEMM. `w` may be [wq; wk] + `w2` (wv).
+// norm into `normed` [m, hidden] bf16 and gemm_linear(). `w` may be [wq; wk] + `w2` (wv).
 absl::Status norm_linear(const ForwardContext& ctx, const DeviceBuffer& norm_weight,
                          const int32_t* rows, int m, const DeviceMatrix& w, int n, void* normed,
                          void* y, GemmOut out, const DeviceMatrix* w2 = nullptr) {
   const int k = ctx.config->hidden_size;
-  if (w2 != nullptr && !w2->empty()) {
-    RETURN_IF_ERROR(rmsnorm(ctx, norm_weight, rows, m, normed));
-    RETURN_IF_ERROR(match_gemv_activations(ctx, w, normed, m, k));
-    ASSIGN_OR_RETURN(const void* wb, gemm_operand(ctx, {&w, w2}));
-    RETURN_IF_ERROR(ctx.gemm->linear(normed, wb, y, m, n, k, out, ctx.stream));
-    return ctx.timer->mark(StepPart::kGemm);
-  }
-  if (use_gemv(w, m)) {
+  if (use_gemv(w, m) && (w2 == nullptr || w2->empty())) {
     kernels::GemvParams g = gemv_params(
         kernels::GemvInput::kRmsNorm, ctx.ws->x.get(), w,
         out == GemmOut::kFp32 ? kernels::GemvOutput::kFp32 : kernels::GemvOutput::kBf16, y, m,
@@ -277,9 +300,7 @@ absl::Status norm_linear(const ForwardContext& ctx, const DeviceBuffer& norm_wei
     RETURN_IF_ERROR(kernels::gemv(g, ctx.num_sms, ctx.stream));
   } else {
     RETURN_IF_ERROR(rmsnorm(ctx, norm_weight, rows, m, normed));
-    RETURN_IF_ERROR(match_gemv_activations(ctx, w, normed, m, k));
-    ASSIGN_OR_RETURN(const void* wb, gemm_operand(ctx, {&w}));
-    RETURN_IF_ERROR(ctx.gemm->linear(normed, wb, y, m, n, k, out, ctx.stream));
+    RETURN_IF_ERROR(gemm_linear(ctx, normed, w, w2, y, m, n, k, out));
   }
   return ctx.timer->mark(StepPart::kGemm);
 }
@@ -294,10 +315,8 @@ absl::Status linear_residual(const ForwardContext& ctx, void* in, const DeviceMa
                                               ctx.ws->x.get(), t, n, k),
                                   ctx.num_sms, ctx.stream));
   } else {
-    RETURN_IF_ERROR(match_gemv_activations(ctx, w, in, t, k));
-    ASSIGN_OR_RETURN(const void* wb, gemm_operand(ctx, {&w}));
     RETURN_IF_ERROR(
-        ctx.gemm->linear(in, wb, ctx.ws->x.get(), t, n, k, GemmOut::kFp32Accumulate, ctx.stream));
+        gemm_linear(ctx, in, w, nullptr, ctx.ws->x.get(), t, n, k, GemmOut::kFp32Accumulate));
   }
   return ctx.timer->mark(StepPart::kGemm);
 }
@@ -470,7 +489,7 @@ absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int ma
       decode_scratch_bytes(c, max_seqs, kernels::kMaxDecodeSplits)));
   RETURN_IF_ERROR(ctx.ws->metadata.reserve(metadata_bytes));
   if (ctx.weights->max_dequant_bytes > 0) {
-    RETURN_IF_ERROR(ctx.ws->dequant.reserve(static_cast<size_t>(ctx.weights->max_dequant_bytes)));
+    RETURN_IF_ERROR(ctx.ws->gemm_scratch.reserve(static_cast<size_t>(ctx.weights->max_dequant_bytes)));
   }
   return reserve_rope_tables(ctx, 0);
 }

@@ -84,7 +84,9 @@ struct DeviceWorkspace {
   DeviceBuffer ffn;        // [num_tokens, ffn_size] bf16
   DeviceBuffer last;       // [num_out_rows, hidden] bf16 final-normed rows
   DeviceBuffer logits;     // [num_out_rows, vocab] fp32
-  DeviceBuffer dequant;    // bf16 copy of the native matrix a GEMM reads (max_dequant_bytes)
+  // Scratch of the GEMMs on native matrices (max_dequant_bytes): the bf16 copy a cuBLASLt
+  // GEMM reads past kQuantGemmMaxTokens, or quant_gemm's split-k partial sums below it.
+  DeviceBuffer gemm_scratch;
   DeviceBuffer decode_scratch;   // kernels::attention_decode's split-KV partials
   DeviceBuffer metadata;         // DeviceBatch's arrays
   DeviceBuffer results;          // [num_out_rows] kernels::SampleResult

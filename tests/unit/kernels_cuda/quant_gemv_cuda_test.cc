@@ -38,33 +38,16 @@
 #include "kernels/quant/quant_unit.h"
 #include "tests/support/quant_blocks.h"
 #include "tests/unit/kernels_cuda/attention_problem.h"
+#include "tests/unit/kernels_cuda/quant_weight.h"
 
 namespace flashserve::kernels {
 namespace {
 
 using ::flashserve::bf16_bits_to_fp32;
 using testing::DeviceBuffer;
+using testing::make_weight;
+using testing::QuantWeight;
 using testing::random_bf16;
-
-// A random [rows, k] weight of format f: ggml's bytes (for the reference) and the repacked
-// device copy.
-struct QuantWeight {
-  std::vector<uint8_t> ggml;
-  std::vector<float> values;  // ggml's dequantization, [rows, k]
-  DeviceBuffer device;
-};
-QuantWeight make_weight(WeightFormat f, int rows, int k, std::mt19937& rng) {
-  QuantWeight w;
-  w.ggml = testing::random_ggml_tensor(f, rows, k, rng);
-  w.values.resize(static_cast<size_t>(rows) * k);
-  EXPECT_TRUE(dequantize_ggml_cpu(f, w.ggml.data(), int64_t{rows} * k, w.values.data()).ok());
-  std::vector<uint8_t> packed(static_cast<size_t>(quant_layout(f, rows, k).total_bytes));
-  EXPECT_TRUE(quant_repack(f, w.ggml.data(), static_cast<int64_t>(w.ggml.size()), rows, k,
-                           packed.data(), static_cast<int64_t>(packed.size()))
-                  .ok());
-  w.device = DeviceBuffer::from(packed);
-  return w;
-}
 
 // S (sum |w^ x^|) and the RMSNorm flip bound (2 sum_u dx_u sum |w^|) of output (r, j)
 // for weight row `row`.

@@ -1,0 +1,48 @@
+#pragma once
+// Shared plumbing of the GEMV / GEMM benchmarks of bench/gemm/ (library
+// flashserve_gemm_bench_util): error checks that exit, random weights of any format filled on
+// the device, and the device-to-device copy bandwidth. Plain C++ header.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/status/status.h"
+#include "kernels/quant/quant_layout.h"
+
+#define BENCH_CUDA(expr)                                                                     \
+  do {                                                                                       \
+    const cudaError_t e_ = (expr);                                                           \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+#define BENCH_OK(status_expr)                                                   \
+  do {                                                                          \
+    const absl::Status s_ = (status_expr);                                      \
+    if (!s_.ok()) {                                                             \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_.ToString().c_str()); \
+      std::exit(1);                                                             \
+    }                                                                           \
+  } while (0)
+
+namespace flashserve::kernels::bench {
+
+inline constexpr double kDatasheetBytesPerSecond = 4.8e12;
+
+// n bf16 values ~N(0, 1) * scale (sums of two uniforms) at x, from `seed`.
+void fill_bf16(void* x, size_t n, uint32_t seed, float scale);
+
+// One random weight tensor on the device, in format f, [rows, k]: random quant bits and
+// fp16 scales in [2^-9, 2^-8) (finite, so validations stay meaningful); bf16 ~N(0, 0.02).
+void fill_weight(WeightFormat f, void* w, int64_t rows, int64_t k, uint32_t seed);
+
+// Bytes of a [rows, k] weight in format f on the device.
+int64_t weight_bytes(WeightFormat f, int64_t rows, int64_t k);
+
+// Bytes per second of a 1 GiB device-to-device copy (read + write), median of 5.
+double copy_bandwidth();
+
+}  // namespace flashserve::kernels::bench

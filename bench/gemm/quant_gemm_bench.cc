@@ -1,0 +1,219 @@
+// GEMM benchmark for steps past the GEMV (m > 8 tokens): at the linear-layer shapes of
+// Llama 3 8B and 3.2 1B and m from 16 to 4,096 tokens, per call:
+//   bf16      cuBLASLt on a bf16 weight (model/cuda/gemm.h): the bf16 weight path;
+//   deq+blas  dequantize_bf16 into a workspace, then the same cuBLASLt GEMM: the native
+//             path's choice past kQuantGemmMaxTokens (model/cuda/llama_forward.cc);
+//   qgemm     kernels::quant_gemm, the tensor-core GEMM dequantizing tiles in shared memory.
+// Before timing, qgemm is validated against deq+blas (the same bf16 weights by construction:
+// relative L2 <= 1e-3, all finite). Timing: weights cycled through enough copies to fill 4x
+// the L2, 16 calls captured in a CUDA graph, median of 5 replays, time per call. Prints one
+// markdown row per (shape, format, m) with the times, the qgemm TFLOP/s and the ratios.
+// bench/gemm/NOTES.md holds the predictions and results.
+//
+//   quant_gemm_bench [--quick]      (--quick: Q4_K and m in {64, 256, 1024} only)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "bench/gemm/gemm_bench_util.h"
+#include "kernels/quant/quant_gemm.h"
+#include "kernels/quant/quant_gemv.h"
+#include "kernels/quant/quant_layout.h"
+#include "model/cuda/gemm.h"
+
+namespace flashserve::kernels {
+namespace {
+
+using namespace bench;  // NOLINT: the bench plumbing
+using model::cuda::Gemm;
+using model::cuda::GemmOut;
+
+struct Shape {
+  const char* name;
+  int n, k;
+};
+
+// Median seconds per call of `call(stream, i)`, 16 calls in a graph.
+double time_calls(const std::function<void(cudaStream_t, int)>& call) {
+  constexpr int kCalls = 16;
+  cudaStream_t stream;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  call(stream, 0);  // plans, smem limits: outside the capture
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kCalls; ++i) call(stream, i);
+  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  BENCH_CUDA(cudaGraphLaunch(exec, stream));  // warm-up
+  std::vector<double> t;
+  for (int rep = 0; rep < 5; ++rep) {
+    BENCH_CUDA(cudaEventRecord(start, stream));
+    BENCH_CUDA(cudaGraphLaunch(exec, stream));
+    BENCH_CUDA(cudaEventRecord(stop, stream));
+    BENCH_CUDA(cudaEventSynchronize(stop));
+    float ms;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    t.push_back(ms * 1e-3 / kCalls);
+  }
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+  BENCH_CUDA(cudaGraphExecDestroy(exec));
+  BENCH_CUDA(cudaGraphDestroy(graph));
+  BENCH_CUDA(cudaStreamDestroy(stream));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+std::vector<void*> weight_copies(WeightFormat f, const Shape& s, size_t l2_bytes) {
+  const int64_t wb = weight_bytes(f, s.n, s.k);
+  const int copies = static_cast<int>(std::clamp<int64_t>(4 * l2_bytes / wb + 1, 1, 32));
+  std::vector<void*> out;
+  for (int c = 0; c < copies; ++c) {
+    void* w;
+    BENCH_CUDA(cudaMalloc(&w, wb));
+    fill_weight(f, w, s.n, s.k, 1000 + c);
+    out.push_back(w);
+  }
+  return out;
+}
+
+float* g_partials = nullptr;  // quant_gemm_partials_floats(SMs) of scratch
+int64_t g_partials_floats = 0;
+
+QuantGemmParams qgemm_params(WeightFormat f, const Shape& s, const void* w, const void* x,
+                             void* y, int m) {
+  QuantGemmParams p;
+  p.format = f;
+  p.w = w;
+  p.x = x;
+  p.output = GemvOutput::kBf16;
+  p.y = y;
+  p.ldy = s.n;
+  p.m = m;
+  p.n = s.n;
+  p.k = s.k;
+  p.partials = g_partials;
+  p.partials_floats = g_partials_floats;
+  return p;
+}
+
+DequantizeParams dequant_params(WeightFormat f, const Shape& s, const void* w, void* out) {
+  DequantizeParams d;
+  d.format = f;
+  d.w = w;
+  d.num_rows = s.n;
+  d.k = s.k;
+  d.row_begin = 0;
+  d.row_end = s.n;
+  d.out = out;
+  return d;
+}
+
+// Relative L2 distance of qgemm from deq+blas on copy 0.
+double validate(Gemm& gemm, WeightFormat f, const Shape& s, void* w, void* x, void* y,
+                void* y_ref, void* deq, int m, int num_sms) {
+  BENCH_OK(quant_gemm(qgemm_params(f, s, w, x, y, m), num_sms, nullptr));
+  BENCH_OK(dequantize_bf16(dequant_params(f, s, w, deq), nullptr));
+  BENCH_OK(gemm.linear(x, deq, y_ref, m, s.n, s.k, GemmOut::kBf16, nullptr));
+  const size_t count = size_t(m) * s.n;
+  std::vector<uint16_t> g(count), r(count);
+  BENCH_CUDA(cudaMemcpy(g.data(), y, count * 2, cudaMemcpyDeviceToHost));
+  BENCH_CUDA(cudaMemcpy(r.data(), y_ref, count * 2, cudaMemcpyDeviceToHost));
+  double d2 = 0, r2 = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const uint32_t gi = uint32_t{g[i]} << 16, ri = uint32_t{r[i]} << 16;
+    float gf, rf;
+    std::memcpy(&gf, &gi, 4);
+    std::memcpy(&rf, &ri, 4);
+    if (!std::isfinite(gf)) return INFINITY;
+    d2 += double(gf - rf) * (gf - rf);
+    r2 += double(rf) * rf;
+  }
+  return std::sqrt(d2 / std::max(r2, 1e-30));
+}
+
+void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& formats,
+               const std::vector<int>& ms, int num_sms, size_t l2_bytes) {
+  const int max_m = *std::max_element(ms.begin(), ms.end());
+  void *x, *y, *y_ref, *deq;
+  BENCH_CUDA(cudaMalloc(&x, size_t(max_m) * s.k * 2));
+  BENCH_CUDA(cudaMalloc(&y, size_t(max_m) * s.n * 2));
+  BENCH_CUDA(cudaMalloc(&y_ref, size_t(max_m) * s.n * 2));
+  BENCH_CUDA(cudaMalloc(&deq, size_t(s.n) * s.k * 2));
+  fill_bf16(x, size_t(max_m) * s.k, 7, 1.f);
+  const std::vector<void*> bf16 = weight_copies(WeightFormat::kBf16, s, l2_bytes);
+  for (WeightFormat f : formats) {
+    const std::vector<void*> q = weight_copies(f, s, l2_bytes);
+    for (int m : ms) {
+      const double err = validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms);
+      const double t_bf16 = time_calls([&](cudaStream_t st, int i) {
+        BENCH_OK(gemm.linear(x, bf16[i % bf16.size()], y, m, s.n, s.k, GemmOut::kBf16, st));
+      });
+      const double t_deq = time_calls([&](cudaStream_t st, int i) {
+        BENCH_OK(dequantize_bf16(dequant_params(f, s, q[i % q.size()], deq), st));
+        BENCH_OK(gemm.linear(x, deq, y, m, s.n, s.k, GemmOut::kBf16, st));
+      });
+      const double t_q = time_calls([&](cudaStream_t st, int i) {
+        BENCH_OK(quant_gemm(qgemm_params(f, s, q[i % q.size()], x, y, m), num_sms, st));
+      });
+      const double flops = 2.0 * m * s.n * s.k;
+      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.0f | %.2f | %.2f | %.1e %s|\n", s.name,
+                  weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_q * 1e6,
+                  flops / t_q / 1e12, t_bf16 / t_q, t_deq / t_q, err,
+                  err <= 1e-3 ? "" : "FAILED ");
+      std::fflush(stdout);
+      if (!(err <= 1e-3)) std::exit(1);
+    }
+    for (void* w : q) BENCH_CUDA(cudaFree(w));
+  }
+  for (void* w : bf16) BENCH_CUDA(cudaFree(w));
+  for (void* p : {x, y, y_ref, deq}) BENCH_CUDA(cudaFree(p));
+}
+
+int run(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  cudaDeviceProp prop;
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device %s, %d SMs, L2 %.0f MB\n\n", prop.name, prop.multiProcessorCount,
+              prop.l2CacheSize / 1e6);
+  std::printf("| shape | weights | m | bf16 us | deq+blas us | qgemm us | qgemm TFLOP/s | "
+              "bf16/qgemm | deq+blas/qgemm | rel. L2 vs deq+blas |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
+  BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
+  auto gemm = Gemm::create();
+  BENCH_OK(gemm.status());
+  const Shape shapes[] = {
+      {"8B qkv 6144x4096", 6144, 4096},      {"8B o 4096x4096", 4096, 4096},
+      {"8B gate_up 28672x4096", 28672, 4096}, {"8B down 4096x14336", 4096, 14336},
+      {"1B qkv 3072x2048", 3072, 2048},      {"1B o 2048x2048", 2048, 2048},
+      {"1B gate_up 16384x2048", 16384, 2048}, {"1B down 2048x8192", 2048, 8192},
+  };
+  const std::vector<WeightFormat> formats =
+      quick ? std::vector<WeightFormat>{WeightFormat::kQ4_K}
+            : std::vector<WeightFormat>{WeightFormat::kQ4_K, WeightFormat::kQ6_K,
+                                        WeightFormat::kQ8_0, WeightFormat::kQ4_0};
+  const std::vector<int> ms = quick ? std::vector<int>{64, 256, 1024}
+                                    : std::vector<int>{16, 64, 128, 256, 512, 1024, 2048, 4096};
+  for (const Shape& s : shapes) {
+    run_shape(**gemm, s, formats, ms, prop.multiProcessorCount,
+              static_cast<size_t>(prop.l2CacheSize));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace flashserve::kernels
+
+int main(int argc, char** argv) { return flashserve::kernels::run(argc, argv); }

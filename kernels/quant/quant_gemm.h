@@ -1,0 +1,58 @@
+#pragma once
+// Tensor-core GEMM on quantized weights kept in their block format (kernels/quant/
+// quant_layout.h): the linear layers of steps with more tokens than the GEMV takes
+// (m > kGemvMaxRows: prefill, large decode batches).
+//
+//   y[m, n] (+)= x[m, k] . bf16(w^)[n, k]^T
+//
+// w^ is ggml's fp32 value of each weight (kernels/cpu/quant.h's dequantize_ggml_cpu) rounded
+// to nearest-even bf16 — exactly what dequantize_bf16() writes — so the result is that of a
+// bf16 GEMM on dequantize_bf16()'s output up to fp32 summation order. The dequantization
+// happens in shared memory, tile by tile: every weight byte is read from HBM once per CTA
+// column (the Q4 file's 0.56 bytes an element, against 2 for a bf16 weight, plus 2 + 2 for
+// dequantizing into a workspace first). mma.sync m16n8k16 (sm_80+) with fp32 accumulation;
+// device code and its tiling: kernels/quant/quant_gemm.cu.
+//
+// Callers pass activations rounded as the quantized GEMV rounds them
+// (round_activations_q8, kernels/quant/quant_gemv.h) so that a token's numerics do not
+// depend on whether its step had more than kGemvMaxRows tokens (up to summation order and
+// the bf16 rounding of the weights).
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/gemv.h"
+#include "kernels/quant/quant_layout.h"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace flashserve::kernels {
+
+struct QuantGemmParams {
+  WeightFormat format = WeightFormat::kQ4_K;
+  const void* w = nullptr;  // quant_layout(format, n, k), 16-byte aligned
+  const void* x = nullptr;  // bf16 [m, k], 16-byte aligned
+  // kBf16: y = x w^T as bf16; kFp32: as fp32; kFp32Accumulate: y += x w^T in fp32.
+  GemvOutput output = GemvOutput::kBf16;
+  void* y = nullptr;  // [m][ldy], columns [0, n) written
+  int64_t ldy = 0;    // elements between rows of y, >= n
+  int m = 0, n = 0, k = 0;
+  // Scratch for the partial sums of a split k (small grids; see quant_gemm.cu), fp32,
+  // quant_gemm_partials_floats(num_sms) of them; with fewer (or none) k is split less (or
+  // not at all), which is slower, never wrong.
+  float* partials = nullptr;
+  int64_t partials_floats = 0;
+};
+
+// The scratch quant_gemm() may use on a device of num_sms SMs, whatever the shape (~17 MB
+// on 132 SMs).
+int64_t quant_gemm_partials_floats(int num_sms);
+
+// Whether quant_gemm() takes weights of format f with rows of k elements (any m, n >= 1).
+bool quant_gemm_supported(WeightFormat f, int k);
+
+// Asynchronous on `stream`, capturable (no allocation, no synchronisation); launched as a
+// dependent kernel (kernels/dependent_launch.cuh). InvalidArgument naming the value for an
+// unsupported format, shape, output or pointer.
+absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stream);
+
+}  // namespace flashserve::kernels

@@ -1,0 +1,177 @@
+// The tensor-core GEMM on quantized weights (kernels/quant/quant_gemm.h) against its fp32
+// reference (kernels/cpu/quant.h quant_gemm_cpu: ggml's dequantization rounded to bf16,
+// products summed in double) on random ggml blocks repacked by quant_repack, for every
+// format x output x token tile x split of k (forced through m and num_sms: the launcher
+// splits k where the tiles would not give every SM two CTAs), with m, n and k that end
+// mid-tile and mid-stage.
+//
+// Tolerance, per output, from S = sum |w^ x| over the row (both sides multiply the same bf16
+// values): the GPU sums the exact products in fp32 (the mma's accumulator) in another order,
+// < k * 2^-24 * S (split or not), and k <= 4,096 here: 2^-12 * S covers it; plus, for a bf16
+// output, one bf16 rounding on each side that may land on neighbours (2^-7 |ref|). A wrong
+// nibble moves an output by |w x| ~ S / k (> 2^-11 S at the k <= 1,280 cases, which pin the
+// decoding); a misplaced, missing or wrongly scaled unit by ~sqrt(32) S / k or more, outside
+// at k = 4,096 too. Outputs are poisoned (NaN) first; kFp32Accumulate starts from
+// data, and columns past n of a wider y (ldy > n) must stay untouched.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "base/bf16.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/device.h"
+#include "kernels/quant/quant_gemm.h"
+#include "kernels/quant/quant_unit.h"
+#include "tests/unit/kernels_cuda/attention_problem.h"
+#include "tests/unit/kernels_cuda/quant_weight.h"
+
+namespace flashserve::kernels {
+namespace {
+
+using ::flashserve::bf16_bits_to_fp32;
+using ::flashserve::round_to_bf16;
+using testing::DeviceBuffer;
+using testing::make_weight;
+using testing::QuantWeight;
+using testing::random_bf16;
+
+struct Case {
+  WeightFormat format;
+  GemvOutput output;
+  int m, n, k;
+  int num_sms;     // the launcher's tile and split choice
+  bool partials;   // scratch for split-k partial sums given
+};
+
+void run_case(const Case& c, std::mt19937& rng) {
+  SCOPED_TRACE(::testing::Message() << weight_format_name(c.format) << " output "
+                                    << static_cast<int>(c.output) << " m " << c.m << " n "
+                                    << c.n << " k " << c.k << " sms " << c.num_sms
+                                    << (c.partials ? " with partials" : ""));
+  QuantWeight w = make_weight(c.format, c.n, c.k, rng);
+  const testing::Bf16Data x = random_bf16(static_cast<size_t>(c.m) * c.k, 1.f, rng);
+  const bool fp32_out = c.output != GemvOutput::kBf16;
+  const int ldy = c.n + 8;  // a wider y: columns [n, ldy) belong to someone else
+  std::normal_distribution<float> dist(0.f, 2.f);
+  std::vector<float> y_start(static_cast<size_t>(c.m) * ldy);
+  for (float& v : y_start) v = dist(rng);
+
+  DeviceBuffer d_x = DeviceBuffer::from(x.bits);
+  DeviceBuffer d_y = fp32_out ? DeviceBuffer::from(y_start)
+                              : DeviceBuffer(static_cast<size_t>(c.m) * ldy * 2);
+  if (c.output != GemvOutput::kFp32Accumulate) d_y.poison();
+  const int64_t partials_floats = c.partials ? quant_gemm_partials_floats(c.num_sms) : 0;
+  DeviceBuffer d_partials(static_cast<size_t>(std::max<int64_t>(partials_floats, 1)) * 4);
+  d_partials.poison();
+  QuantGemmParams p;
+  p.format = c.format;
+  p.w = w.device.get();
+  p.x = d_x.get();
+  p.output = c.output;
+  p.y = d_y.get();
+  p.ldy = ldy;
+  p.m = c.m;
+  p.n = c.n;
+  p.k = c.k;
+  p.partials = c.partials ? d_partials.get<float>() : nullptr;
+  p.partials_floats = partials_floats;
+  ASSERT_TRUE(quant_gemm(p, c.num_sms, nullptr).ok());
+  std::vector<float> got;
+  if (fp32_out) {
+    got = d_y.to_host<float>();
+  } else {
+    for (uint16_t b : d_y.to_host<uint16_t>()) got.push_back(bf16_bits_to_fp32(b));
+  }
+
+  // The reference on a dense [m, n] y.
+  std::vector<float> ref(static_cast<size_t>(c.m) * c.n);
+  for (int r = 0; r < c.m; ++r) {
+    for (int j = 0; j < c.n; ++j) ref[r * c.n + j] = y_start[static_cast<size_t>(r) * ldy + j];
+  }
+  GemvCpuParams r;
+  r.x = x.values.data();
+  r.output = c.output;
+  r.y = ref.data();
+  r.m = c.m;
+  r.n = c.n;
+  r.k = c.k;
+  ASSERT_TRUE(quant_gemm_cpu(r, c.format, w.ggml.data()).ok());
+
+  int bad = 0;
+  for (int row = 0; row < c.m; ++row) {
+    for (int j = 0; j < ldy; ++j) {
+      const float g = got[static_cast<size_t>(row) * ldy + j];
+      if (j >= c.n) {  // untouched: still the start value (fp32) or the poison (bf16)
+        const bool untouched = c.output == GemvOutput::kFp32Accumulate
+                                   ? g == y_start[static_cast<size_t>(row) * ldy + j]
+                                   : std::isnan(g);
+        if (!untouched && ++bad <= 5) ADD_FAILURE() << "wrote past n at " << row << ", " << j;
+        continue;
+      }
+      double s = 0;
+      for (int i = 0; i < c.k; ++i) {
+        s += std::fabs(double{round_to_bf16(w.values[static_cast<size_t>(j) * c.k + i])} *
+                       x.values[static_cast<size_t>(row) * c.k + i]);
+      }
+      const float want = ref[static_cast<size_t>(row) * c.n + j];
+      const double tol = 0x1p-12 * s + (fp32_out ? 0x1p-22 : 0x1p-7) * std::fabs(want);
+      if (!(std::fabs(double{g} - want) <= tol) && ++bad <= 5) {
+        ADD_FAILURE() << "y[" << row << ", " << j << "] = " << g << ", want " << want
+                      << " (tolerance " << tol << ")";
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(QuantGemmCuda, EveryFormatOutputTileAndSplitMatchesTheReference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(std::random_device{}());
+  for (WeightFormat f : quant::kQuantFormats) {
+    const bool k_quant = weight_block_elements(f) == kQuantSuperBlock;
+    // k: 608 = 19 units (4 stages of 128 and a part stage); K-quants: 1,280 = 5 blocks.
+    const int k = k_quant ? 1280 : 608;
+    for (GemvOutput out : {GemvOutput::kBf16, GemvOutput::kFp32, GemvOutput::kFp32Accumulate}) {
+      // n = 136: a full 128-row tile and 8 rows of a second. m = 300: 64-token tiles, the
+      // last ending mid-tile; on 1,000 SMs the K-quants' k splits in two.
+      run_case({f, out, 300, 136, k, 1, true}, rng);
+      run_case({f, out, 300, 136, k, 1000, true}, rng);
+      run_case({f, out, 20, 136, k, 132, false}, rng);  // 32-token tile, no split
+      // One step past the GEMV's largest m on a 4,096-long k (32 stages): split in 8, in
+      // fewer where the scratch is short, and not at all without one.
+      run_case({f, out, 9, 70, 4096, 132, true}, rng);
+      run_case({f, out, 9, 70, 4096, 2, true}, rng);
+      run_case({f, out, 9, 70, 4096, 132, false}, rng);
+    }
+  }
+}
+
+TEST(QuantGemmCuda, RejectsUnsupportedShapesNamingThem) {
+  QuantGemmParams p;
+  p.format = WeightFormat::kQ5_K;
+  p.m = 16;
+  p.n = 32;
+  p.k = 800;  // not a whole number of 256-element blocks
+  p.ldy = 32;
+  const absl::Status s = quant_gemm(p, 132, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("k 800"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("Q5_K"), std::string::npos) << s;
+  p.k = 512;
+  p.ldy = 31;  // narrower than n
+  EXPECT_EQ(quant_gemm(p, 132, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  p.ldy = 32;
+  p.output = GemvOutput::kSwiglu;
+  const absl::Status o = quant_gemm(p, 132, nullptr);
+  EXPECT_EQ(o.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(o.message().find("output"), std::string::npos) << o;
+  EXPECT_FALSE(quant_gemm_supported(WeightFormat::kBf16, 512));
+  EXPECT_FALSE(quant_gemm_supported(WeightFormat::kQ8_0, 40));
+  EXPECT_TRUE(quant_gemm_supported(WeightFormat::kQ4_0, 576));
+}
+
+}  // namespace
+}  // namespace flashserve::kernels
