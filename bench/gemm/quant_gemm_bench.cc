@@ -4,13 +4,14 @@
 //   deq+blas  dequantize_bf16 into a workspace, then the same cuBLASLt GEMM: the native
 //             path's choice past kQuantGemmMaxTokens (model/cuda/llama_forward.cc);
 //   qgemm     kernels::quant_gemm, the tensor-core GEMM dequantizing tiles in shared memory.
-// Before timing, qgemm is validated against deq+blas (the same bf16 weights by construction:
-// relative L2 <= 1e-3, all finite). Timing: weights cycled through enough copies to fill 4x
+// Before timing, qgemm is validated against deq+blas: relative L2 <= 1e-2, all finite (the
+// two round the weights to bf16 slightly differently, kernels/quant/quant_gemm.h: ~2^-9 a
+// weight, ~2e-3 on the outputs; a decoding error is far larger). Timing: weights cycled through enough copies to fill 4x
 // the L2, 16 calls captured in a CUDA graph, median of 5 replays, time per call. Prints one
 // markdown row per (shape, format, m) with the times, the qgemm TFLOP/s and the ratios.
 // bench/gemm/NOTES.md holds the predictions and results.
 //
-//   quant_gemm_bench [--quick]      (--quick: Q4_K and m in {64, 256, 1024} only)
+//   quant_gemm_bench [--quick]      (--quick: Q4_K and m in {64, 128, 256, 1024} only)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -171,9 +172,9 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
       std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.0f | %.2f | %.2f | %.1e %s|\n", s.name,
                   weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_q * 1e6,
                   flops / t_q / 1e12, t_bf16 / t_q, t_deq / t_q, err,
-                  err <= 1e-3 ? "" : "FAILED ");
+                  err <= 1e-2 ? "" : "FAILED ");
       std::fflush(stdout);
-      if (!(err <= 1e-3)) std::exit(1);
+      if (!(err <= 1e-2)) std::exit(1);
     }
     for (void* w : q) BENCH_CUDA(cudaFree(w));
   }
@@ -204,7 +205,7 @@ int run(int argc, char** argv) {
       quick ? std::vector<WeightFormat>{WeightFormat::kQ4_K}
             : std::vector<WeightFormat>{WeightFormat::kQ4_K, WeightFormat::kQ6_K,
                                         WeightFormat::kQ8_0, WeightFormat::kQ4_0};
-  const std::vector<int> ms = quick ? std::vector<int>{64, 256, 1024}
+  const std::vector<int> ms = quick ? std::vector<int>{64, 128, 256, 1024}
                                     : std::vector<int>{16, 64, 128, 256, 512, 1024, 2048, 4096};
   for (const Shape& s : shapes) {
     run_shape(**gemm, s, formats, ms, prop.multiProcessorCount,

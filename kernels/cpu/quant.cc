@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/bf16.h"
+#include "base/status_macros.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/quant/quant_unit.h"
 
@@ -25,49 +26,55 @@ void scale_min_k4(int j, const uint8_t* q, int* sc, int* mn) {
   }
 }
 
-void dequantize_legacy(WeightFormat f, const uint8_t* b, float* y) {
+// One ggml element as ggml computes it: value = a * q (Q8_0, Q4_0, Q6_K: q already less
+// its offset) or a * q + c (Q4_1, Q4_K, Q5_K), fp32 operations in that order.
+struct Parts {
+  int q;
+  float a, c;
+};
+
+bool has_offset(WeightFormat f) {
+  return f == WeightFormat::kQ4_1 || f == WeightFormat::kQ4_K || f == WeightFormat::kQ5_K;
+}
+
+void parts_legacy(WeightFormat f, const uint8_t* b, Parts* y) {
+  const float d = fp16(b);
   if (f == WeightFormat::kQ8_0) {
-    const float d = fp16(b);
-    for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<int8_t>(b[2 + j])) * d;
+    for (int j = 0; j < 32; ++j) y[j] = {static_cast<int8_t>(b[2 + j]), d, 0.f};
   } else if (f == WeightFormat::kQ4_0) {
-    const float d = fp16(b);
     for (int j = 0; j < 16; ++j) {
-      y[j] = static_cast<float>((b[2 + j] & 15) - 8) * d;
-      y[j + 16] = static_cast<float>((b[2 + j] >> 4) - 8) * d;
+      y[j] = {(b[2 + j] & 15) - 8, d, 0.f};
+      y[j + 16] = {(b[2 + j] >> 4) - 8, d, 0.f};
     }
   } else {  // Q4_1
-    const float d = fp16(b), m = fp16(b + 2);
+    const float m = fp16(b + 2);
     for (int j = 0; j < 16; ++j) {
-      y[j] = static_cast<float>(b[4 + j] & 15) * d + m;
-      y[j + 16] = static_cast<float>(b[4 + j] >> 4) * d + m;
+      y[j] = {b[4 + j] & 15, d, m};
+      y[j + 16] = {b[4 + j] >> 4, d, m};
     }
   }
 }
 
 // Q4_K (qh == nullptr) and Q5_K: four groups of 64, each the low then the high nibbles of
 // 32 bytes, with scales 2g and 2g + 1.
-void dequantize_q45_k(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, float* y) {
+void parts_q45_k(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, Parts* y) {
   const float d = fp16(b), dmin = fp16(b + 2);
   const uint8_t* scales = b + 4;
   for (int g = 0; g < 4; ++g) {
-    int sc, mn;
-    scale_min_k4(2 * g, scales, &sc, &mn);
-    const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(mn);
-    scale_min_k4(2 * g + 1, scales, &sc, &mn);
-    const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(mn);
-    for (int l = 0; l < 32; ++l) {
-      const int hi = qh != nullptr ? ((qh[l] >> (2 * g)) & 1) << 4 : 0;
-      *y++ = d1 * static_cast<float>((qs[l] & 15) + hi) - m1;
-    }
-    for (int l = 0; l < 32; ++l) {
-      const int hi = qh != nullptr ? ((qh[l] >> (2 * g + 1)) & 1) << 4 : 0;
-      *y++ = d2 * static_cast<float>((qs[l] >> 4) + hi) - m2;
+    for (int half = 0; half < 2; ++half) {
+      int sc, mn;
+      scale_min_k4(2 * g + half, scales, &sc, &mn);
+      const float a = d * static_cast<float>(sc), c = -(dmin * static_cast<float>(mn));
+      for (int l = 0; l < 32; ++l) {
+        const int hi = qh != nullptr ? ((qh[l] >> (2 * g + half)) & 1) << 4 : 0;
+        *y++ = {(half == 0 ? qs[l] & 15 : qs[l] >> 4) + hi, a, c};
+      }
     }
     qs += 32;
   }
 }
 
-void dequantize_q6_k(const uint8_t* b, float* y) {
+void parts_q6_k(const uint8_t* b, Parts* y) {
   const float d = fp16(b + 208);
   const uint8_t* ql = b;
   const uint8_t* qh = b + 128;
@@ -75,14 +82,12 @@ void dequantize_q6_k(const uint8_t* b, float* y) {
   for (int n = 0; n < 2; ++n) {
     for (int l = 0; l < 32; ++l) {
       const int is = l / 16;
-      const int q1 = ((ql[l] & 15) | (((qh[l] >> 0) & 3) << 4)) - 32;
-      const int q2 = ((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32;
-      const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-      y[l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
-      y[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
-      y[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
-      y[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+      y[l] = {((ql[l] & 15) | (((qh[l] >> 0) & 3) << 4)) - 32, d * static_cast<float>(sc[is]), 0.f};
+      y[l + 32] = {((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32,
+                   d * static_cast<float>(sc[is + 2]), 0.f};
+      y[l + 64] = {((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32, d * static_cast<float>(sc[is + 4]), 0.f};
+      y[l + 96] = {((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32,
+                   d * static_cast<float>(sc[is + 6]), 0.f};
     }
     y += 128;
     ql += 64;
@@ -91,25 +96,70 @@ void dequantize_q6_k(const uint8_t* b, float* y) {
   }
 }
 
+// The parts of every element of num_elements (whole blocks, checked by the caller).
+std::vector<Parts> ggml_parts(WeightFormat f, const uint8_t* src, int64_t num_elements) {
+  const int64_t be = weight_block_elements(f), bb = weight_block_bytes(f);
+  std::vector<Parts> parts(static_cast<size_t>(num_elements));
+  for (int64_t i = 0; i < num_elements / be; ++i) {
+    const uint8_t* b = src + i * bb;
+    Parts* y = parts.data() + i * be;
+    switch (f) {
+      case WeightFormat::kQ4_K: parts_q45_k(b, nullptr, b + 16, y); break;
+      case WeightFormat::kQ5_K: parts_q45_k(b, b + 16, b + 48, y); break;
+      case WeightFormat::kQ6_K: parts_q6_k(b, y); break;
+      default: parts_legacy(f, b, y); break;
+    }
+  }
+  return parts;
+}
+
+absl::Status check_elements(const char* op, WeightFormat f, int64_t num_elements) {
+  if (f == WeightFormat::kBf16) return absl::UnimplementedError(absl::StrCat(op, ": bf16"));
+  if (num_elements < 0 || num_elements % weight_block_elements(f) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", num_elements, " elements of ", weight_format_name(f)));
+  }
+  return absl::OkStatus();
+}
+
+// x rounded to nearest-even bf16 from a double (one rounding: the value is exact in double).
+float double_to_bf16(double x) {
+  if (x == 0 || !std::isfinite(x)) return static_cast<float>(x);
+  int e;
+  const double m = std::frexp(x, &e);  // |m| in [0.5, 1): 8 significant bits kept
+  const double scaled = std::nearbyint(std::ldexp(m, 8));  // round-half-even (default mode)
+  return static_cast<float>(std::ldexp(scaled, e - 8));
+}
+
 }  // namespace
 
 absl::Status dequantize_ggml_cpu(WeightFormat f, const uint8_t* src, int64_t num_elements,
                                  float* dst) {
-  if (f == WeightFormat::kBf16) return absl::UnimplementedError("dequantize_ggml_cpu: bf16");
-  const int64_t be = weight_block_elements(f), bb = weight_block_bytes(f);
-  if (num_elements < 0 || num_elements % be != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("dequantize_ggml_cpu: ", num_elements,
-                                                   " elements of ", weight_format_name(f)));
+  RETURN_IF_ERROR(check_elements("dequantize_ggml_cpu", f, num_elements));
+  const std::vector<Parts> parts = ggml_parts(f, src, num_elements);
+  const bool offset = has_offset(f);
+  for (int64_t i = 0; i < num_elements; ++i) {
+    const Parts& p = parts[i];
+    const float aq = p.a * static_cast<float>(p.q);
+    dst[i] = offset ? aq + p.c : aq;
   }
-  for (int64_t i = 0; i < num_elements / be; ++i) {
-    const uint8_t* b = src + i * bb;
-    float* y = dst + i * be;
-    switch (f) {
-      case WeightFormat::kQ4_K: dequantize_q45_k(b, nullptr, b + 16, y); break;
-      case WeightFormat::kQ5_K: dequantize_q45_k(b, b + 16, b + 48, y); break;
-      case WeightFormat::kQ6_K: dequantize_q6_k(b, y); break;
-      default: dequantize_legacy(f, b, y); break;
-    }
+  return absl::OkStatus();
+}
+
+absl::Status dequantize_gemm_cpu(WeightFormat f, const uint8_t* src, int64_t num_elements,
+                                 float* dst) {
+  RETURN_IF_ERROR(check_elements("dequantize_gemm_cpu", f, num_elements));
+  if (f == WeightFormat::kQ8_0) {
+    RETURN_IF_ERROR(dequantize_ggml_cpu(f, src, num_elements, dst));
+    for (int64_t i = 0; i < num_elements; ++i) dst[i] = round_to_bf16(dst[i]);
+    return absl::OkStatus();
+  }
+  const std::vector<Parts> parts = ggml_parts(f, src, num_elements);
+  const bool offset = has_offset(f);
+  for (int64_t i = 0; i < num_elements; ++i) {
+    const Parts& p = parts[i];
+    const double aq = static_cast<double>(p.q) * round_to_bf16(p.a);  // exact
+    dst[i] = double_to_bf16(offset ? aq + round_to_bf16(p.c) : aq);
   }
   return absl::OkStatus();
 }
@@ -158,8 +208,7 @@ absl::Status quant_gemm_cpu(const GemvCpuParams& p, WeightFormat f, const uint8_
   }
   const int64_t elements = int64_t{p.n} * p.k;
   std::vector<float> w(static_cast<size_t>(elements));
-  if (absl::Status s = dequantize_ggml_cpu(f, w_ggml, elements, w.data()); !s.ok()) return s;
-  for (float& v : w) v = round_to_bf16(v);
+  RETURN_IF_ERROR(dequantize_gemm_cpu(f, w_ggml, elements, w.data()));
   GemvCpuParams g = p;
   g.w = w.data();
   gemv_cpu(g);

@@ -11,9 +11,12 @@
 //                        dequantized activations x^ = dx * xq of the rows the GEMV stages
 //                        (kRmsNorm: normalised and rounded to bf16 first): the GPU computes
 //                        sum(w^ x^) exactly up to fp32 rounding;
-//   quant_gemm_cpu       the reference of kernels/quant/quant_gemm.h: gemv_cpu on the
-//                        dequantized weights rounded to bf16 (what dequantize_bf16 writes)
-//                        and the bf16 input rows as they are.
+//   dequantize_gemm_cpu  the weights as the tensor-core GEMM decodes them: with ggml's
+//                        value written a q (+ c) (a, c the block's fp32 scale factors, q the
+//                        quant less its offset), bf16_rn(q bf16(a) (+ bf16(c))), one
+//                        rounding of the exact value (Q8_0: ggml's value rounded to bf16);
+//   quant_gemm_cpu       the reference of kernels/quant/quant_gemm.h: gemv_cpu on those
+//                        weights and the bf16 input rows as they are.
 #include <cstdint>
 #include <vector>
 
@@ -28,6 +31,11 @@ namespace flashserve::kernels {
 absl::Status dequantize_ggml_cpu(WeightFormat f, const uint8_t* src, int64_t num_elements,
                                  float* dst);
 
+// dst[num_elements] = the values the tensor-core GEMM multiplies for `src` (see the top of
+// this file). Errors as dequantize_ggml_cpu.
+absl::Status dequantize_gemm_cpu(WeightFormat f, const uint8_t* src, int64_t num_elements,
+                                 float* dst);
+
 // q[k], d[k / 32] for x[k]; k a multiple of 32.
 void quantize_q8_cpu(const float* x, int64_t k, int8_t* q, float* d);
 
@@ -35,8 +43,8 @@ void quantize_q8_cpu(const float* x, int64_t k, int8_t* q, float* d);
 // rows quantized by quantize_q8_cpu. Errors as dequantize_ggml_cpu.
 absl::Status quant_gemv_cpu(const GemvCpuParams& p, WeightFormat f, const uint8_t* w_ggml);
 
-// gemv_cpu with the weights given as ggml blocks of format f (p.w is ignored), each weight
-// rounded to bf16; kBf16 input without a row gather, output kBf16, kFp32 or kFp32Accumulate
+// gemv_cpu with the weights given as ggml blocks of format f (p.w is ignored), decoded by
+// dequantize_gemm_cpu; kBf16 input without a row gather, output kBf16, kFp32 or kFp32Accumulate
 // (InvalidArgument otherwise). Errors as dequantize_ggml_cpu.
 absl::Status quant_gemm_cpu(const GemvCpuParams& p, WeightFormat f, const uint8_t* w_ggml);
 

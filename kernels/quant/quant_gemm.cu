@@ -1,25 +1,29 @@
 // quant_gemm() of kernels/quant/quant_gemm.h.
 //
-// Tiling. A CTA of 8 warps computes a tile of kBN = 128 weight rows (output features) by kBM
+// Tiling. A CTA of 8 warps computes a tile of kBN = 256 weight rows (output features) by kBM
 // tokens (32 or 64) over a range of k (all of it, or one of `splits` equal parts), in stages
-// of kBK = 128 elements (4 units of 32):
-//   1. a ring of kStages stage buffers in shared memory is filled by cp.async, kStages - 1
-//      stages ahead: the stage's quant bytes of the 128 rows (qs, and qh for Q5_K / Q6_K,
-//      kernels/quant/quant_layout.h: 64-160 bytes a row) and its x rows [kBM][128] bf16.
-//      The weights are the stream that must never stall: with kStages - 1 = 2-3 stages of
-//      ~8 KB in flight per CTA and two CTAs an SM, ~32-48 KB an SM are in flight, what
-//      4.8 TB/s x ~1 us of latency over 132 SMs needs;
-//   2. thread t decodes units 2 (t % 2), +1 of row t / 2 of the stage from the ring (scales
-//      read through L1: kernels/quant/quant_gemv.cuh load_unit_scales, prefetched when the
-//      stage is issued) to ggml's fp32 values rounded to bf16 (quant::unit_element, the
-//      operations of dequantize_bf16), into the weight tile [128][128] bf16;
-//   3. warp w multiplies rows 32 (w % 4) .. +32 of the weight tile (the mma's A operand, two
-//      m16 tiles) by tokens (kBM / 2) (w / 4) .. + kBM / 2 of the stage's x tile (B), 8 k16
-//      steps, fragments by ldmatrix from XOR-swizzled rows (kernels/mma_sync.cuh).
-// Two barriers a stage: after the stage has landed (then the next stage is issued into the
-// buffer everyone has finished with), and after the decode. Within a CTA decoding and mma
-// alternate; the second CTA of the SM fills the other's gaps.
-// With splits > 1 (small grids: a decode step's 64 tokens of a 4096-row projection make 32
+// of kBK = 64 elements (2 units of 32). Warp w owns rows 32 w .. 32 w + 31 (two m16 tiles,
+// the mma's A operand) and all kBM tokens (kBM / 8 n8 tiles, the B operand).
+//   1. A ring of kStages stage buffers in shared memory, filled kStages - 1 stages ahead:
+//      by cp.async the stage's quant bytes of the 256 rows (qs, and qh for Q5_K / Q6_K,
+//      kernels/quant/quant_layout.h) and its x rows [kBM][64] bf16 (XOR-swizzled); the
+//      scales through registers: thread t loads row t's scale words for stage s + kStages - 1
+//      while stage s computes, and one stage later stores them decoded — per unit the two
+//      floats of the element formula below — beside the row's quants. The weights are the
+//      stream that must not stall: with 3 stages of ~12 KB in flight per CTA and two CTAs an
+//      SM, ~70 KB an SM are in flight, above what 4.8 TB/s x ~1 us of latency over 132 SMs
+//      needs (~36 KB).
+//   2. Each warp decodes its A fragments straight from the ring into registers: for a k16
+//      step, lane (g, t) needs elements 2t, 2t + 1, 2t + 8, 2t + 9 of rows g and g + 8 — bytes
+//      2t, 2t + 1, 2t + 8, 2t + 9 of the unit's 16 qs bytes (low nibbles for the unit's
+//      first 16 elements, high nibbles for the second) — two 16-bit shared loads a row and
+//      unit serve both k16 steps of the unit. Element values in bf16x2 arithmetic
+//      (decode_pair: a byte permute, a subtraction and an FMA per pair); no weight tile in
+//      shared memory, no second barrier.
+//   3. B fragments by ldmatrix from the x tile; 16 mma.sync a k16 step and warp at kBM = 64.
+// One barrier a stage (the stage has landed; everyone is done with the buffer the next
+// issue overwrites).
+// With splits > 1 (small grids: a decode step's 64 tokens of a 4096-row projection make 16
 // tiles for 132 SMs) each CTA writes fp32 partial sums to `partials` and a second kernel
 // adds the splits in a fixed order and applies the output: deterministic, whatever the
 // schedule.
@@ -46,82 +50,108 @@ using quant_gemv::row_ptrs;
 using quant_gemv::RowPtrs;
 
 constexpr int kThreads = 256;
-constexpr int kBN = 128;             // weight rows per CTA
-constexpr int kBK = 128;             // elements of k per stage
-constexpr int kUnitsPerStage = kBK / kQuantUnit;
-constexpr int kUnitsPerThread = 2;   // kBN * kUnitsPerStage / kThreads
+constexpr int kWarps = kThreads / 32;
+constexpr int kBN = 256;                          // weight rows per CTA: one per thread
+constexpr int kRowsPerWarp = kBN / kWarps;        // 32: two m16 tiles
+constexpr int kUnitsPerStage = 2;
+constexpr int kBK = kUnitsPerStage * kQuantUnit;  // 64 elements of k per stage
 
-// Bytes of one row's quant data in a ring stage: qs (16 a unit; Q8_0 twice: its two
-// halves), then qh (Q5_K 4, Q6_K 8 a unit).
+// One row of a ring stage: qs (16 bytes a unit; Q8_0 32: its two halves, all first halves
+// then all second halves), qh (Q5_K 4, Q6_K 8 bytes a unit), then the decoded scales (two
+// floats a unit), padded to an odd number of 16-byte chunks so that the 8 rows a warp's
+// lanes g = 0..7 read fall in 8 different bank groups.
 template <WeightFormat F>
-__host__ __device__ constexpr int qs_stage_bytes() {
-  return (F == WeightFormat::kQ8_0 ? 32 : 16) * kUnitsPerStage;
+__host__ __device__ constexpr int qs_bytes() { return (F == WeightFormat::kQ8_0 ? 32 : 16) * kUnitsPerStage; }
+template <WeightFormat F>
+__host__ __device__ constexpr int qh_bytes() {
+  return F == WeightFormat::kQ5_K ? 4 * kUnitsPerStage : F == WeightFormat::kQ6_K ? 8 * kUnitsPerStage : 0;
 }
 template <WeightFormat F>
-__host__ __device__ constexpr int qh_stage_bytes() {
-  return F == WeightFormat::kQ5_K ? 4 * kUnitsPerStage
-         : F == WeightFormat::kQ6_K ? 8 * kUnitsPerStage : 0;
-}
+__host__ __device__ constexpr int scale_at() { return (qs_bytes<F>() + qh_bytes<F>() + 15) / 16 * 16; }
 template <WeightFormat F>
-__host__ __device__ constexpr int raw_row_bytes() { return qs_stage_bytes<F>() + qh_stage_bytes<F>(); }
-
+__host__ __device__ constexpr int row_stride() {
+  const int chunks = (scale_at<F>() + 8 * kUnitsPerStage + 15) / 16;
+  return 16 * (chunks % 2 == 1 ? chunks : chunks + 1);
+}
 template <WeightFormat F, int kBM>
-__host__ __device__ constexpr int ring_stage_bytes() { return kBN * raw_row_bytes<F>() + kBM * kBK * 2; }
-
-// Ring depth: 4 stages at kBM = 32, 3 at 64 (so that two CTAs share an SM's 228 KB where
-// the format's bytes allow).
-template <int kBM>
-__host__ __device__ constexpr int ring_stages() { return kBM <= 32 ? 4 : 3; }
-
+__host__ __device__ constexpr int stage_bytes() { return kBN * row_stride<F>() + kBM * kBK * 2; }
 template <WeightFormat F, int kBM>
-__host__ __device__ constexpr int smem_bytes() {
-  return ring_stages<kBM>() * ring_stage_bytes<F, kBM>() + kBN * kBK * 2;
+__host__ __device__ constexpr int smem_bytes(int stages) { return stages * stage_bytes<F, kBM>(); }
+// Ring depth: 4 stages where two CTAs of 4 still share an SM's 228 KB (1 KB reserved per
+// CTA), else 3.
+template <WeightFormat F, int kBM>
+__host__ __device__ constexpr int ring_stages() {
+  return 2 * (smem_bytes<F, kBM>(4) + 1024) <= 228 * 1024 ? 4 : 3;
 }
 
-__device__ __forceinline__ void prefetch_l1(const void* p) {
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+// The scale words of row `row`, units u, u + 1 (zeros past the row's end), as loaded.
+struct ScaleWords {
+  UnitRaw raw[kUnitsPerStage];
+};
+template <WeightFormat F>
+__device__ __forceinline__ void load_scales(const RowPtrs& rp, int u, int num_units, ScaleWords& s) {
+#pragma unroll
+  for (int i = 0; i < kUnitsPerStage; ++i) {
+    s.raw[i].sc[0] = s.raw[i].sc[1] = s.raw[i].sc[2] = s.raw[i].sc[3] = 0;
+    if (u + i < num_units) load_unit_scales<F>(rp, u + i, s.raw[i]);
+  }
+}
+// Stores them decoded, per unit two words: Q8_0 the floats {d, 0}; the others bf16 pairs
+// {bf16(a) x 2, bf16(c) x 2} (Q6_K: {a_lo x 2, a_hi x 2}) of the element formula (see
+// decode_pair).
+template <WeightFormat F>
+__device__ __forceinline__ void store_scales(const ScaleWords& s, int u, uint8_t* row) {
+  uint32_t v[2 * kUnitsPerStage];
+#pragma unroll
+  for (int i = 0; i < kUnitsPerStage; ++i) {
+    const Unit w = quant::decode_unit<F>(s.raw[i], u + i);
+    const float second = F == WeightFormat::kQ6_K ? w.a_hi : w.c;
+    if constexpr (F == WeightFormat::kQ8_0) {
+      v[2 * i] = __float_as_uint(w.a_lo);
+      v[2 * i + 1] = 0;
+    } else {
+      const __nv_bfloat162 a = __float2bfloat162_rn(w.a_lo), c = __float2bfloat162_rn(second);
+      v[2 * i] = *reinterpret_cast<const uint32_t*>(&a);
+      v[2 * i + 1] = *reinterpret_cast<const uint32_t*>(&c);
+    }
+  }
+  *reinterpret_cast<uint4*>(row + scale_at<F>()) = make_uint4(v[0], v[1], v[2], v[3]);
 }
 
-// Issues stage `stage` (global unit index u_begin = stage * kUnitsPerStage) into ring
-// buffer `buf`: the quant bytes of the CTA's rows and the x rows of its tokens; units past
-// the row's end and tokens past m are zero-filled. Commits one cp.async group (possibly
-// empty, so that every thread counts the same groups).
+// Issues the cp.async part of stage `stage` into `buf`: the quant bytes of the CTA's rows
+// and the x rows of its tokens; units past the row's end and tokens past m are zero-filled.
+// Commits one group.
 template <WeightFormat F, int kBM>
 __device__ __forceinline__ void issue_stage(const QuantGemmParams& p, const QuantLayout& l,
                                             int row0, int tok0, int stage, int num_units,
                                             uint8_t* buf) {
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   const int u_begin = stage * kUnitsPerStage;
-  constexpr int kChunksPerRow = raw_row_bytes<F>() / 16;
-  for (int i = threadIdx.x; i < kBN * kChunksPerRow; i += kThreads) {
-    const int r = i / kChunksPerRow, c = i % kChunksPerRow;
-    const int row = min(row0 + r, p.n - 1);
-    const uint8_t* src;
-    bool valid;
-    if (c < qs_stage_bytes<F>() / 16) {
-      // qs: chunk c is unit c (Q8_0: c < 4 the units' first halves, c >= 4 their second).
-      const int u = u_begin + c % kUnitsPerStage;
-      valid = u < num_units;
-      src = w + l.qs_offset + int64_t{row} * l.qs_row_bytes + 16 * u +
-            (c >= kUnitsPerStage ? l.qs_row_bytes / 2 : 0);
+  // qs: 16-byte chunks, c < kUnitsPerStage unit c (Q8_0: then the second halves).
+  constexpr int kQsChunks = qs_bytes<F>() / 16;
+#pragma unroll
+  for (int i = threadIdx.x; i < kBN * kQsChunks; i += kThreads) {
+    const int r = i / kQsChunks, c = i % kQsChunks;
+    const int u = u_begin + c % kUnitsPerStage;
+    const bool valid = u < num_units;
+    const uint8_t* src = w + l.qs_offset + int64_t{min(row0 + r, p.n - 1)} * l.qs_row_bytes +
+                         16 * u + (c >= kUnitsPerStage ? l.qs_row_bytes / 2 : 0);
+    cp_async_16(smem_addr(buf + r * row_stride<F>() + 16 * c), valid ? src : w, valid);
+  }
+  if constexpr (qh_bytes<F>() > 0) {  // one 8- (Q5_K) or 16-byte (Q6_K) copy a row
+    const int r = threadIdx.x;
+    const bool valid = u_begin < num_units;  // K-quant rows are whole 256-element blocks
+    const uint8_t* src = w + l.qh_offset + int64_t{min(row0 + r, p.n - 1)} * l.qh_row_bytes +
+                         (qh_bytes<F>() / kUnitsPerStage) * u_begin;
+    const uint32_t dst = smem_addr(buf + r * row_stride<F>() + qs_bytes<F>());
+    if constexpr (qh_bytes<F>() == 16) {
+      cp_async_16(dst, valid ? src : w, valid);
     } else {
-      // qh: 16 bytes hold 4 (Q5_K) or 2 (Q6_K) units' words.
-      const int c_h = c - qs_stage_bytes<F>() / 16;
-      const int per_chunk = F == WeightFormat::kQ5_K ? 4 : 2;
-      const int u = u_begin + per_chunk * c_h;
-      valid = u < num_units;
-      src = w + l.qh_offset + int64_t{row} * l.qh_row_bytes + (16 / per_chunk) * u;
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst),
+                   "l"(valid ? src : w), "r"(valid ? 8 : 0));
     }
-    cp_async_16(smem_addr(buf + r * raw_row_bytes<F>() + 16 * c), valid ? src : w, valid);
   }
-  // The scales the decode reads through L1, asked for now.
-  if (threadIdx.x < kBN && u_begin < num_units) {
-    const RowPtrs rp = row_ptrs<F>(w, l, min(row0 + threadIdx.x, p.n - 1));
-    prefetch_l1(rp.scale + (F == WeightFormat::kQ4_K || F == WeightFormat::kQ5_K
-                                ? 16 * (u_begin / 8)
-                                : (F == WeightFormat::kQ4_1 ? 4 : 2) * u_begin));
-  }
-  __nv_bfloat16* x_tile = reinterpret_cast<__nv_bfloat16*>(buf + kBN * raw_row_bytes<F>());
+  __nv_bfloat16* x_tile = reinterpret_cast<__nv_bfloat16*>(buf + kBN * row_stride<F>());
   const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
   constexpr int kXChunks = kBM * kBK / 8;
 #pragma unroll
@@ -135,49 +165,83 @@ __device__ __forceinline__ void issue_stage(const QuantGemmParams& p, const Quan
   cp_async_commit();
 }
 
-// Decodes this thread's two units of the stage in `buf` into the weight tile.
+// Two adjacent elements of an A fragment, from bytes p, p + 1 of the lane's quants q and
+// the unit's two scale words s (store_scales), as a bf16 pair.
+//   Q8_0: ggml's value (d q in fp32) rounded to bf16.
+//   Others: the bytes (< 64) become bf16 128 + q exactly with one byte permute (0x43 is the
+//   high byte of bf16 128, whose ulp is 1), one subtraction leaves q less the format's offset
+//   exactly, and one bf16x2 FMA (or multiply) rounds q bf16(a) + bf16(c) once: 1.5
+//   instructions an element where ggml's fp32 operations take ~6. Against ggml's value
+//   rounded to bf16 this adds the rounding of a and c to bf16 (each < 2^-9 relative; with
+//   |q| <= 63, under a twentieth of a quantization step): small beside the int8 rounding of
+//   the activations (kernels/cpu/quant.h dequantize_gemm_cpu is the exact reference).
 template <WeightFormat F>
-__device__ __forceinline__ void decode_stage(const RowPtrs& rp, const uint8_t* buf, int stage,
-                                             int num_units, __nv_bfloat16* tile) {
-  const int r = threadIdx.x / 2, j0 = kUnitsPerThread * (threadIdx.x % 2);
-  const uint8_t* raw_row = buf + r * raw_row_bytes<F>();
-#pragma unroll 1  // one unit's words at a time: the registers go to the accumulators
-  for (int i = 0; i < kUnitsPerThread; ++i) {
-    const int j = j0 + i, u = stage * kUnitsPerStage + j;
-    uint32_t out[16];
-    if (u < num_units) {
-      UnitRaw raw;
-      const uint4 q = *reinterpret_cast<const uint4*>(raw_row + 16 * j);
-      raw.qs[0] = q.x, raw.qs[1] = q.y, raw.qs[2] = q.z, raw.qs[3] = q.w;
-      if constexpr (F == WeightFormat::kQ8_0) {
-        const uint4 h = *reinterpret_cast<const uint4*>(raw_row + 16 * (kUnitsPerStage + j));
-        raw.qs[4] = h.x, raw.qs[5] = h.y, raw.qs[6] = h.z, raw.qs[7] = h.w;
-      }
-      if constexpr (F == WeightFormat::kQ5_K) {
-        raw.qh[0] = *reinterpret_cast<const uint32_t*>(raw_row + qs_stage_bytes<F>() + 4 * j);
-      }
-      if constexpr (F == WeightFormat::kQ6_K) {
-        const uint2 h = *reinterpret_cast<const uint2*>(raw_row + qs_stage_bytes<F>() + 8 * j);
-        raw.qh[0] = h.x, raw.qh[1] = h.y;
-      }
-      load_unit_scales<F>(rp, u, raw);
-      const Unit w = quant::decode_unit<F>(raw, u);
-#pragma unroll
-      for (int e = 0; e < kQuantUnit; e += 2) {
-        const __nv_bfloat162 b = __floats2bfloat162_rn(quant::unit_element<F>(w, e),
-                                                       quant::unit_element<F>(w, e + 1));
-        out[e / 2] = *reinterpret_cast<const uint32_t*>(&b);
-      }
+__device__ __forceinline__ uint32_t decode_pair(uint32_t q, int p, uint2 s, int h) {
+  if constexpr (F == WeightFormat::kQ8_0) {
+    const float d = __uint_as_float(s.x);
+    const __nv_bfloat162 b = __floats2bfloat162_rn(
+        quant::fmul_rn(quant::small_int_to_float(static_cast<int8_t>(q >> (8 * p))), d),
+        quant::fmul_rn(quant::small_int_to_float(static_cast<int8_t>(q >> (8 * p + 8))), d));
+    return *reinterpret_cast<const uint32_t*>(&b);
+  } else {
+    constexpr uint32_t kOffset = F == WeightFormat::kQ4_0 ? 0x43084308u    // 136: q - 8
+                                 : F == WeightFormat::kQ6_K ? 0x43204320u  // 160: q - 32
+                                                            : 0x43004300u;  // 128: q
+    const uint32_t m = __byte_perm(q, 0x43434343u, (p | 4 << 4 | (p + 1) << 8 | 4 << 12));
+    const __nv_bfloat162 qv = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&m),
+                                      *reinterpret_cast<const __nv_bfloat162*>(&kOffset));
+    const uint32_t a_bits = F == WeightFormat::kQ6_K && h == 1 ? s.y : s.x;
+    const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&a_bits);
+    __nv_bfloat162 w;
+    if constexpr (F == WeightFormat::kQ4_0 || F == WeightFormat::kQ6_K) {
+      w = __hmul2(qv, a);
     } else {
-#pragma unroll
-      for (int e = 0; e < 16; ++e) out[e] = 0;
+      w = __hfma2(qv, a, *reinterpret_cast<const __nv_bfloat162*>(&s.y));
     }
+    return *reinterpret_cast<const uint32_t*>(&w);
+  }
+}
+
+// The quants of elements 16 h + {2t, 2t + 1, 2t + 8, 2t + 9} of one row's unit j in the
+// stage, as four bytes (the lane's share of an A fragment for the unit's k16 step h).
+template <WeightFormat F>
+__device__ __forceinline__ uint32_t lane_quants(const uint8_t* row, int j, int h, int t) {
+  const uint8_t* qs = row + 16 * j + (F == WeightFormat::kQ8_0 ? 16 * kUnitsPerStage * h : 0);
+  uint32_t v = *reinterpret_cast<const uint16_t*>(qs + 2 * t) |
+               uint32_t{*reinterpret_cast<const uint16_t*>(qs + 2 * t + 8)} << 16;
+  if constexpr (F == WeightFormat::kQ8_0) return v;
+  v = (v >> (4 * h)) & 0x0f0f0f0fu;
+  const int e0 = 16 * h + 2 * t;  // the elements: e0, e0 + 1, e0 + 8, e0 + 9
+  if constexpr (F == WeightFormat::kQ5_K) {  // bit 4 of element e: bit e / 4 of byte e % 4
+    const uint32_t qh = *reinterpret_cast<const uint32_t*>(row + qs_bytes<F>() + 4 * j);
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      *reinterpret_cast<uint4*>(tile + swizzle<kBK>(r, kQuantUnit * j + 8 * c)) =
-          make_uint4(out[4 * c], out[4 * c + 1], out[4 * c + 2], out[4 * c + 3]);
+    for (int i = 0; i < 4; ++i) {
+      const int e = e0 + (i & 1) + 8 * (i >> 1);
+      v |= ((qh >> (8 * (e % 4) + e / 4)) & 1u) << (8 * i + 4);
     }
   }
+  if constexpr (F == WeightFormat::kQ6_K) {  // bits 4-5 of element 16 h + l: word h, byte l % 4, bits 2 (l / 4)
+    const uint32_t qh = *reinterpret_cast<const uint32_t*>(row + qs_bytes<F>() + 8 * j + 4 * h);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int l = 2 * t + (i & 1) + 8 * (i >> 1);
+      v |= ((qh >> (8 * (l % 4) + 2 * (l / 4))) & 3u) << (8 * i + 4);
+    }
+  }
+  return v;
+}
+
+// The A fragment (kernels/mma_sync.cuh) of rows r and r + 8 for k16 step h of unit j.
+template <WeightFormat F>
+__device__ __forceinline__ void decode_fragment(const uint8_t* row_lo, const uint8_t* row_hi,
+                                                int j, int h, int t, uint32_t (&a)[4]) {
+  const uint2 s_lo = *reinterpret_cast<const uint2*>(row_lo + scale_at<F>() + 8 * j);
+  const uint2 s_hi = *reinterpret_cast<const uint2*>(row_hi + scale_at<F>() + 8 * j);
+  const uint32_t q_lo = lane_quants<F>(row_lo, j, h, t), q_hi = lane_quants<F>(row_hi, j, h, t);
+  a[0] = decode_pair<F>(q_lo, 0, s_lo, h);  // (g, 2t..2t+1)
+  a[1] = decode_pair<F>(q_hi, 0, s_hi, h);  // (g + 8, 2t..)
+  a[2] = decode_pair<F>(q_lo, 2, s_lo, h);  // (g, 2t+8..)
+  a[3] = decode_pair<F>(q_hi, 2, s_hi, h);  // (g + 8, 2t+8..)
 }
 
 // The output rule of QuantGemmParams::output for one value.
@@ -192,71 +256,85 @@ __device__ __forceinline__ void store_output(const QuantGemmParams& p, int f, in
   }
 }
 
-// CTAs an SM holds (228 KB of shared memory, 1 KB of it reserved per CTA): the register
-// budget follows (64K / (256 x 2) = 128 registers a thread for two).
+// CTAs an SM holds: the register budget follows (64K / (256 x 2) = 128 a thread for two).
 template <WeightFormat F, int kBM>
-__host__ __device__ constexpr int ctas_per_sm() { return 2 * (smem_bytes<F, kBM>() + 1024) <= 228 * 1024 ? 2 : 1; }
+__host__ __device__ constexpr int ctas_per_sm() {
+  return 2 * (smem_bytes<F, kBM>(ring_stages<F, kBM>()) + 1024) <= 228 * 1024 ? 2 : 1;
+}
 
 template <WeightFormat F, int kBM>
-__global__ void __launch_bounds__(kThreads, (ctas_per_sm<F, kBM>())) quant_gemm_kernel(const QuantGemmParams p,
-                                                              const int splits) {
-  constexpr int kTokensPerWarp = kBM / 2, kNTiles = kTokensPerWarp / 8;
-  constexpr int kStages = ring_stages<kBM>();
+__global__ void __launch_bounds__(kThreads, (ctas_per_sm<F, kBM>())) quant_gemm_kernel(
+    const QuantGemmParams p, const int splits) {
+  constexpr int kNTiles = kBM / 8;
+  constexpr int kStages = ring_stages<F, kBM>();
+  constexpr int kStageBytes = stage_bytes<F, kBM>();
   extern __shared__ uint4 smem_raw[];
-  uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw);  // [kStages][ring_stage_bytes]
-  __nv_bfloat16* w_tile =
-      reinterpret_cast<__nv_bfloat16*>(ring + kStages * ring_stage_bytes<F, kBM>());  // [kBN][kBK]
+  uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw);  // [kStages][kStageBytes]
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int tok0 = blockIdx.x * kBM, row0 = blockIdx.y * kBN, split = blockIdx.z;
   const int num_units = p.k / kQuantUnit;
   const int total_stages = (num_units + kUnitsPerStage - 1) / kUnitsPerStage;
   const int per_split = (total_stages + splits - 1) / splits;
   const int s_begin = split * per_split, s_end = min(total_stages, s_begin + per_split);
+  const int num_stages = max(s_end - s_begin, 0);
   const QuantLayout l = quant_layout(F, p.n, p.k);
+  // Thread t stages the scales of row t.
   const RowPtrs rp = row_ptrs<F>(static_cast<const uint8_t*>(p.w), l,
-                                 min(row0 + static_cast<int>(threadIdx.x) / 2, p.n - 1));
+                                 min(row0 + static_cast<int>(threadIdx.x), p.n - 1));
+  auto slot = [&](int i) { return ring + (i % kStages) * kStageBytes; };
+  auto scale_row = [&](int i) { return slot(i) + threadIdx.x * row_stride<F>(); };
 
-  // x is the previous kernel's output (and the weights' cp.async shares its groups): wait.
+  // The weights are written by no kernel of a step: the first scales load before the
+  // wait; x (and the ring, which x shares) after it.
+  ScaleWords sc;
+  for (int i = 0; i < kStages - 1 && i < num_stages; ++i) {
+    load_scales<F>(rp, (s_begin + i) * kUnitsPerStage, num_units, sc);
+    store_scales<F>(sc, (s_begin + i) * kUnitsPerStage, scale_row(i));
+  }
   wait_for_prior_grid();
   for (int i = 0; i < kStages - 1; ++i) {
-    if (s_begin + i < s_end) {
-      issue_stage<F, kBM>(p, l, row0, tok0, s_begin + i, num_units,
-                          ring + i * ring_stage_bytes<F, kBM>());
+    if (i < num_stages) {
+      issue_stage<F, kBM>(p, l, row0, tok0, s_begin + i, num_units, slot(i));
     } else {
       cp_async_commit();
     }
   }
+  bool staged = kStages - 1 < num_stages;
+  if (staged) load_scales<F>(rp, (s_begin + kStages - 1) * kUnitsPerStage, num_units, sc);
 
   float acc[2][kNTiles][4] = {};
-  const int wf = 32 * (warp % 4), wt = kTokensPerWarp * (warp / 4);
-  for (int s = s_begin; s < s_end; ++s) {
-    const int i = s - s_begin;
-    uint8_t* buf = ring + (i % kStages) * ring_stage_bytes<F, kBM>();
+  const uint8_t* my_rows[2][2];  // [m16 tile][g or g + 8], set per stage
+  for (int i = 0; i < num_stages; ++i) {
     cp_async_wait<kStages - 2>();
-    __syncthreads();  // stage s has landed; everyone is done with stage s - 1's buffer
-    if (s + kStages - 1 < s_end) {
-      issue_stage<F, kBM>(p, l, row0, tok0, s + kStages - 1, num_units,
-                          ring + ((i + kStages - 1) % kStages) * ring_stage_bytes<F, kBM>());
+    __syncthreads();  // stage i has landed (its scales were stored before an earlier barrier)
+    const int next = i + kStages - 1;
+    if (next < num_stages) {
+      issue_stage<F, kBM>(p, l, row0, tok0, s_begin + next, num_units, slot(next));
+      store_scales<F>(sc, (s_begin + next) * kUnitsPerStage, scale_row(next));
+      staged = next + 1 < num_stages;
+      if (staged) load_scales<F>(rp, (s_begin + next + 1) * kUnitsPerStage, num_units, sc);
     } else {
       cp_async_commit();
     }
-    decode_stage<F>(rp, buf, s, num_units, w_tile);
-    __syncthreads();  // the weight tile is complete
-    const __nv_bfloat16* xs = reinterpret_cast<const __nv_bfloat16*>(buf + kBN * raw_row_bytes<F>());
+    const uint8_t* buf = slot(i);
 #pragma unroll
-    for (int kk = 0; kk < kBK; kk += 16) {
+    for (int mt = 0; mt < 2; ++mt) {
+      my_rows[mt][0] = buf + (kRowsPerWarp * warp + 16 * mt + g) * row_stride<F>();
+      my_rows[mt][1] = my_rows[mt][0] + 8 * row_stride<F>();
+    }
+    const __nv_bfloat16* xs = reinterpret_cast<const __nv_bfloat16*>(buf + kBN * row_stride<F>());
+#pragma unroll 1  // the registers go to the accumulators, not to decoded steps in advance
+    for (int kk = 0; kk < kBK / 16; ++kk) {
+      const int j = kk / 2, h = kk % 2;
       uint32_t a[2][4];
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        ldmatrix_x4(a[mt], smem_addr(w_tile + swizzle<kBK>(wf + 16 * mt + lane % 16,
-                                                              kk + 8 * (lane / 16))));
-      }
+      for (int mt = 0; mt < 2; ++mt) decode_fragment<F>(my_rows[mt][0], my_rows[mt][1], j, h, t, a[mt]);
 #pragma unroll
       for (int np = 0; np < kNTiles / 2; ++np) {
         uint32_t b[4];
-        const int tok = wt + 16 * np + lane % 8 + 8 * (lane / 16);
-        ldmatrix_x4(b, smem_addr(xs + swizzle<kBK>(tok, kk + 8 * ((lane / 8) % 2))));
+        const int tok = 16 * np + lane % 8 + 8 * (lane / 16);
+        ldmatrix_x4(b, smem_addr(xs + swizzle<kBK>(tok, 16 * kk + 8 * ((lane / 8) % 2))));
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           mma_16816<__nv_bfloat16>(acc[mt][2 * np], a[mt], b[0], b[1]);
@@ -268,21 +346,20 @@ __global__ void __launch_bounds__(kThreads, (ctas_per_sm<F, kBM>())) quant_gemm_
   cp_async_wait<0>();
   allow_next_grid();
 
-  const int g = lane / 4, t = lane % 4;
   float* partial = splits > 1 ? p.partials + int64_t{split} * p.m * p.n : nullptr;
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
     for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
-      for (int h = 0; h < 4; ++h) {
-        const int f = row0 + wf + 16 * mt + g + 8 * (h / 2);
-        const int tok = tok0 + wt + 8 * nt + 2 * t + h % 2;
+      for (int c = 0; c < 4; ++c) {
+        const int f = row0 + kRowsPerWarp * warp + 16 * mt + g + 8 * (c / 2);
+        const int tok = tok0 + 8 * nt + 2 * t + c % 2;
         if (f >= p.n || tok >= p.m) continue;
         if (partial != nullptr) {
-          partial[int64_t{tok} * p.n + f] = acc[mt][nt][h];
+          partial[int64_t{tok} * p.n + f] = acc[mt][nt][c];
         } else {
-          store_output(p, f, tok, acc[mt][nt][h]);
+          store_output(p, f, tok, acc[mt][nt][c]);
         }
       }
     }
@@ -308,9 +385,8 @@ struct Plan {
   int bm = 64, splits = 1;
 };
 
-// The largest token tile that still gives every SM two CTAs; where even 32-token tiles
-// do not, k is split so that they do (each split keeps >= 4 stages and the partial sums
-// fit p.partials).
+// 64-token tiles (32 for m <= 32); where they do not give every SM two CTAs, k is split so
+// that they do (each split keeps >= 4 stages and the partial sums fit p.partials).
 Plan plan(const QuantGemmParams& p, int num_sms) {
   const int64_t columns = (p.n + kBN - 1) / kBN;
   Plan pl;
@@ -328,7 +404,7 @@ Plan plan(const QuantGemmParams& p, int num_sms) {
 template <WeightFormat F, int kBM>
 absl::Status launch(const QuantGemmParams& p, const Plan& pl, cudaStream_t stream) {
   auto* kernel = quant_gemm_kernel<F, kBM>;
-  constexpr int smem = smem_bytes<F, kBM>();
+  constexpr int smem = smem_bytes<F, kBM>(ring_stages<F, kBM>());
   if (absl::Status s = set_smem_limit_once<SmemTag<F, kBM>>(kernel, smem); !s.ok()) return s;
   const dim3 grid((p.m + kBM - 1) / kBM, (p.n + kBN - 1) / kBN, pl.splits);
   CUDA_CHECK(launch_dependent(kernel, grid, kThreads, smem, stream, p, pl.splits));

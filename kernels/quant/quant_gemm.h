@@ -5,18 +5,19 @@
 //
 //   y[m, n] (+)= x[m, k] . bf16(w^)[n, k]^T
 //
-// w^ is ggml's fp32 value of each weight (kernels/cpu/quant.h's dequantize_ggml_cpu) rounded
-// to nearest-even bf16 — exactly what dequantize_bf16() writes — so the result is that of a
-// bf16 GEMM on dequantize_bf16()'s output up to fp32 summation order. The dequantization
-// happens in shared memory, tile by tile: every weight byte is read from HBM once per CTA
-// column (the Q4 file's 0.56 bytes an element, against 2 for a bf16 weight, plus 2 + 2 for
-// dequantizing into a workspace first). mma.sync m16n8k16 (sm_80+) with fp32 accumulation;
-// device code and its tiling: kernels/quant/quant_gemm.cu.
+// w^ is kernels/cpu/quant.h's dequantize_gemm_cpu: with ggml's value of a weight written
+// a q (+ c) (a, c the block's fp32 scale factors, q the quant less its offset),
+// bf16_rn(q bf16(a) (+ bf16(c))) with one rounding (Q8_0: ggml's value rounded to bf16) —
+// dequantize_bf16()'s value up to the rounding of a and c to bf16, < 2^-9 relative each.
+// The dequantization happens in registers, fragment by fragment: every weight byte is read
+// from HBM once per CTA column (the Q4 file's 0.56 bytes an element, against 2 for a bf16
+// weight, plus 2 + 2 for dequantizing into a workspace first). mma.sync m16n8k16 (sm_80+)
+// with fp32 accumulation; device code and its tiling: kernels/quant/quant_gemm.cu.
 //
 // Callers pass activations rounded as the quantized GEMV rounds them
 // (round_activations_q8, kernels/quant/quant_gemv.h) so that a token's numerics do not
 // depend on whether its step had more than kGemvMaxRows tokens (up to summation order and
-// the bf16 rounding of the weights).
+// the bf16 roundings of the weights).
 #include <cstdint>
 
 #include "absl/status/status.h"

@@ -25,7 +25,7 @@ constexpr size_t kBf16Bytes = 2;
 constexpr size_t kAlign = 16;  // every array of the metadata block starts 16-byte aligned
 // Steps of up to this many tokens multiply native matrices with kernels::quant_gemm, longer
 // ones dequantize into a workspace for cuBLASLt (gemm_linear; bench/gemm/NOTES.md).
-constexpr int kQuantGemmMaxTokens = 1024;
+constexpr int kQuantGemmMaxTokens = 128;
 
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
@@ -231,7 +231,7 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
 // reads its input rows ([m, k] bf16, in place) with their int8 rounding
 // (kernels::round_activations_q8), exactly what the quantized GEMV computes with, so a
 // token's numerics do not depend on whether its step had more than 8 tokens; then, up to
-// kQuantGemmMaxTokens tokens, the tensor-core GEMM that dequantizes tiles in shared memory
+// kQuantGemmMaxTokens tokens, the tensor-core GEMM that dequantizes fragments in registers
 // (kernels/quant/quant_gemm.h: ~0.56 bytes of Q4 weight an element from HBM), past it the
 // matrix dequantized into ws.gemm_scratch and cuBLASLt (~0.56 + 2 + 2 bytes an element, paid
 // once for many tokens, with cuBLASLt's wgmma kernels for the multiply). The choice depends

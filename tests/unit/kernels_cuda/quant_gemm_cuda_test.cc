@@ -1,6 +1,6 @@
 // The tensor-core GEMM on quantized weights (kernels/quant/quant_gemm.h) against its fp32
-// reference (kernels/cpu/quant.h quant_gemm_cpu: ggml's dequantization rounded to bf16,
-// products summed in double) on random ggml blocks repacked by quant_repack, for every
+// reference (kernels/cpu/quant.h quant_gemm_cpu: the weights as dequantize_gemm_cpu decodes
+// them, bit for bit what the kernel multiplies; products summed in double) on random ggml blocks repacked by quant_repack, for every
 // format x output x token tile x split of k (forced through m and num_sms: the launcher
 // splits k where the tiles would not give every SM two CTAs), with m, n and k that end
 // mid-tile and mid-stage.
@@ -20,7 +20,6 @@
 #include <random>
 #include <vector>
 
-#include "base/bf16.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/device.h"
 #include "kernels/quant/quant_gemm.h"
@@ -32,7 +31,6 @@ namespace flashserve::kernels {
 namespace {
 
 using ::flashserve::bf16_bits_to_fp32;
-using ::flashserve::round_to_bf16;
 using testing::DeviceBuffer;
 using testing::make_weight;
 using testing::QuantWeight;
@@ -100,6 +98,8 @@ void run_case(const Case& c, std::mt19937& rng) {
   r.k = c.k;
   ASSERT_TRUE(quant_gemm_cpu(r, c.format, w.ggml.data()).ok());
 
+  std::vector<float> w_gemm(static_cast<size_t>(c.n) * c.k);
+  ASSERT_TRUE(dequantize_gemm_cpu(c.format, w.ggml.data(), int64_t{c.n} * c.k, w_gemm.data()).ok());
   int bad = 0;
   for (int row = 0; row < c.m; ++row) {
     for (int j = 0; j < ldy; ++j) {
@@ -113,7 +113,7 @@ void run_case(const Case& c, std::mt19937& rng) {
       }
       double s = 0;
       for (int i = 0; i < c.k; ++i) {
-        s += std::fabs(double{round_to_bf16(w.values[static_cast<size_t>(j) * c.k + i])} *
+        s += std::fabs(double{w_gemm[static_cast<size_t>(j) * c.k + i]} *
                        x.values[static_cast<size_t>(row) * c.k + i]);
       }
       const float want = ref[static_cast<size_t>(row) * c.n + j];
