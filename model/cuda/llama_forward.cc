@@ -25,7 +25,7 @@ constexpr size_t kBf16Bytes = 2;
 constexpr size_t kAlign = 16;  // every array of the metadata block starts 16-byte aligned
 // Steps of up to this many tokens multiply native matrices with kernels::quant_gemm, longer
 // ones dequantize into a workspace for cuBLASLt (gemm_linear; bench/gemm/NOTES.md).
-constexpr int kQuantGemmMaxTokens = 128;
+constexpr int kQuantGemmMaxTokens = 64;
 
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
