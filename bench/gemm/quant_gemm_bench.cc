@@ -40,41 +40,8 @@ struct Shape {
   int n, k;
 };
 
-// Median seconds per call of `call(stream, i)`, 16 calls in a graph.
-double time_calls(const std::function<void(cudaStream_t, int)>& call) {
-  constexpr int kCalls = 16;
-  cudaStream_t stream;
-  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  call(stream, 0);  // plans, smem limits: outside the capture
-  BENCH_CUDA(cudaStreamSynchronize(stream));
-  cudaGraph_t graph;
-  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kCalls; ++i) call(stream, i);
-  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t start, stop;
-  BENCH_CUDA(cudaEventCreate(&start));
-  BENCH_CUDA(cudaEventCreate(&stop));
-  BENCH_CUDA(cudaGraphLaunch(exec, stream));  // warm-up
-  std::vector<double> t;
-  for (int rep = 0; rep < 5; ++rep) {
-    BENCH_CUDA(cudaEventRecord(start, stream));
-    BENCH_CUDA(cudaGraphLaunch(exec, stream));
-    BENCH_CUDA(cudaEventRecord(stop, stream));
-    BENCH_CUDA(cudaEventSynchronize(stop));
-    float ms;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    t.push_back(ms * 1e-3 / kCalls);
-  }
-  BENCH_CUDA(cudaEventDestroy(start));
-  BENCH_CUDA(cudaEventDestroy(stop));
-  BENCH_CUDA(cudaGraphExecDestroy(exec));
-  BENCH_CUDA(cudaGraphDestroy(graph));
-  BENCH_CUDA(cudaStreamDestroy(stream));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+// Median seconds per call of `call(stream, i)`: 16 calls in a graph, 5 replays.
+double time_calls(const std::function<void(cudaStream_t, int)>& call) { return time_graph(16, 5, call); }
 
 std::vector<void*> weight_copies(WeightFormat f, const Shape& s, size_t l2_bytes) {
   const int64_t wb = weight_bytes(f, s.n, s.k);

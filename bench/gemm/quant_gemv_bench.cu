@@ -117,41 +117,11 @@ double validate(const Shape& s, WeightFormat f, const Buffers& b, int m, int num
   return std::sqrt(d2 / std::max(r2, 1e-30));
 }
 
-// Median seconds per launch: a graph of 64 launches cycling through the copies.
+// Median seconds per launch: a graph of 64 launches cycling through the copies, 7 replays.
 double time_launches(const Shape& s, WeightFormat f, const Buffers& b, int m, int num_sms) {
-  constexpr int kLaunches = 64;
-  cudaStream_t stream;
-  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph;
-  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kLaunches; ++i) {
-    const void* w = b.copies[i % b.copies.size()];
-    BENCH_OK(gemv(params(s, f, w, b.x, b.y, m), num_sms, stream));
-  }
-  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t start, stop;
-  BENCH_CUDA(cudaEventCreate(&start));
-  BENCH_CUDA(cudaEventCreate(&stop));
-  BENCH_CUDA(cudaGraphLaunch(exec, stream));  // warm-up
-  std::vector<double> t;
-  for (int rep = 0; rep < 7; ++rep) {
-    BENCH_CUDA(cudaEventRecord(start, stream));
-    BENCH_CUDA(cudaGraphLaunch(exec, stream));
-    BENCH_CUDA(cudaEventRecord(stop, stream));
-    BENCH_CUDA(cudaEventSynchronize(stop));
-    float ms;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    t.push_back(ms * 1e-3 / kLaunches);
-  }
-  BENCH_CUDA(cudaEventDestroy(start));
-  BENCH_CUDA(cudaEventDestroy(stop));
-  BENCH_CUDA(cudaGraphExecDestroy(exec));
-  BENCH_CUDA(cudaGraphDestroy(graph));
-  BENCH_CUDA(cudaStreamDestroy(stream));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return time_graph(64, 7, [&](cudaStream_t stream, int i) {
+    BENCH_OK(gemv(params(s, f, b.copies[i % b.copies.size()], b.x, b.y, m), num_sms, stream));
+  });
 }
 
 void run_shape(const Shape& s, const std::vector<int>& ms, int num_sms, size_t l2_bytes,
