@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -101,7 +102,7 @@ class HttpServer::Impl {
   MHD_Result answer_error(MHD_Connection* connection, Request* request,
                           const absl::Status& status, int http = 0);
   // OK, or Unauthenticated when the request lacks an accepted token or client certificate.
-  absl::Status authorize(MHD_Connection* connection, bool needs_token) const;
+  absl::Status authorize(MHD_Connection* connection) const;
   // Counts a generation request refused before the engine (not the unauthenticated ones, as
   // gRPC: anyone could move the metrics with them).
   void record_refusal(const absl::Status& status) const;
@@ -118,6 +119,13 @@ class HttpServer::Impl {
   std::set<GenerationCall*> calls_;          // GUARDED_BY(mu_): calls with an open connection
   bool stopped_ = false;                     // GUARDED_BY(mu_)
   int quiesced_fd_ = -1;
+  std::condition_variable stop_watcher_;
+  std::thread watcher_;  // GenerationCall::check_disconnect() every kWatchPeriod
+
+ public:
+  // How often requests without events are checked for a client that left.
+  static constexpr std::chrono::milliseconds kWatchPeriod{100};
+  void watch_disconnects();
 };
 
 namespace {
@@ -180,19 +188,29 @@ absl::Status HttpServer::Impl::start() {
   }
   const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
   port_ = info != nullptr ? info->port : options_.port;
+  watcher_ = std::thread([this] { watch_disconnects(); });
   return absl::OkStatus();
+}
+
+void HttpServer::Impl::watch_disconnects() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_watcher_.wait_for(lock, kWatchPeriod, [this] { return stopped_; })) {
+    for (GenerationCall* call : calls_) call->check_disconnect();
+  }
 }
 
 void HttpServer::Impl::stop(std::chrono::milliseconds grace) {
   std::unique_lock<std::mutex> lock(mu_);
   if (stopped_ || daemon_ == nullptr) return;
   stopped_ = true;
+  stop_watcher_.notify_all();
   quiesced_fd_ = MHD_quiesce_daemon(daemon_);  // no new connections
   idle_.wait_for(lock, grace, [this] { return num_open_ == 0; });
   // libmicrohttpd must not stop with a suspended connection. After the engine's drain every
   // call has its final event (so none stays suspended for long); resume any that still is.
   for (GenerationCall* call : calls_) call->resume_if_suspended();
   lock.unlock();
+  watcher_.join();
   MHD_stop_daemon(daemon_);
   if (quiesced_fd_ >= 0) close(quiesced_fd_);
 }
@@ -256,9 +274,10 @@ void HttpServer::Impl::on_completed(MHD_Connection* /*connection*/, void** slot,
 
 MHD_Result HttpServer::Impl::on_headers(MHD_Connection* connection, Request* request) {
   const std::string& url = request->url;
-  const bool probe = url == "/health" || url == "/ready";
-  if (absl::Status denied = authorize(connection, !(probe && context_.open_health));
-      !denied.ok()) {
+  // Probes answer without a token or client certificate with --auth-open-health (the default;
+  // Kubernetes' HTTP probes can present neither).
+  const bool open = context_.open_health && (url == "/health" || url == "/ready");
+  if (absl::Status denied = open ? absl::OkStatus() : authorize(connection); !denied.ok()) {
     return answer_error(connection, request, denied);
   }
   const char* length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
@@ -417,7 +436,7 @@ MHD_Result HttpServer::Impl::answer_error(MHD_Connection* connection, Request* r
   return answer(connection, request, code, error_json(status, code));
 }
 
-absl::Status HttpServer::Impl::authorize(MHD_Connection* connection, bool needs_token) const {
+absl::Status HttpServer::Impl::authorize(MHD_Connection* connection) const {
   if (!options_.tls_client_ca_pem.empty()) {
     const MHD_ConnectionInfo* info =
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_GNUTLS_SESSION);
@@ -430,7 +449,7 @@ absl::Status HttpServer::Impl::authorize(MHD_Connection* connection, bool needs_
           "this server requires a client certificate signed by its --tls-client-ca");
     }
   }
-  if (!needs_token || context_.auth == nullptr) return absl::OkStatus();
+  if (context_.auth == nullptr) return absl::OkStatus();
   constexpr absl::string_view kBearer = "Bearer ";
   const char* header = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
                                                    MHD_HTTP_HEADER_AUTHORIZATION);

@@ -60,7 +60,8 @@ struct HttpOptions {
 // the server.
 struct HttpContext {
   const api::TokenAuth* auth = nullptr;  // null = no token auth
-  bool open_health = true;               // /health and /ready answer without a token
+  // /health and /ready answer without a token or client certificate.
+  bool open_health = true;
   metrics::Metrics* metrics = nullptr;   // null = no metrics
   const api::Logger* logger = nullptr;   // null = no access lines
   std::string model_name;                // the `model` that requests may name

@@ -132,6 +132,14 @@ void GenerationCall::resume_if_suspended() {
   if (resume) MHD_resume_connection(connection_);
 }
 
+void GenerationCall::check_disconnect() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!open_ || client_gone_ || final_ || !submitted_ || !peer_closed()) return;
+  client_gone_ = true;
+  lock.unlock();
+  engine_->cancel(id_);
+}
+
 GenerationCall::Outcome GenerationCall::outcome() const {
   std::lock_guard<std::mutex> lock(mu_);
   Outcome o;

@@ -10,7 +10,8 @@
 //
 // Disconnects: a suspended connection is not watched by libmicrohttpd, so every event first
 // checks whether the client has closed its side (poll POLLRDHUP on the socket) and cancels
-// the request; the engine then ends it at its next step. connection_closed() (the request is
+// the request; the engine then ends it at its next step. Requests without events (waiting
+// for admission) are checked by the server's watcher (check_disconnect()). connection_closed() (the request is
 // over for libmicrohttpd: answered, or the client went away mid-stream) cancels a request
 // still running.
 //
@@ -58,6 +59,9 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   void connection_closed();
   // Resumes a suspended connection (server shutdown: libmicrohttpd must not stop with one).
   void resume_if_suspended();
+  // Cancels the request when the client has closed its connection (the server's watcher
+  // calls this for requests that produce no events: waiting in the queue, or in a prefill).
+  void check_disconnect();
 
   // For the access line, once the request is over.
   struct Outcome {

@@ -3,7 +3,8 @@
 Starts the real `flashserve` binary on the default model (free loopback ports: --port 0,
 --http-port 0, --metrics-port 0; the ports are read from its log) and checks completions,
 chat, streaming (server-sent events, usage in the last chunk), stop strings, seed
-reproducibility, logprobs, errors in OpenAI's shape with their status codes, bearer-token auth,
+reproducibility, logprobs, errors in OpenAI's shape with their status codes, HTTPS with the
+gRPC certificate and bearer-token auth,
 and that a client that disconnects mid-stream cancels its request (the metrics count it as
 cancelled under api="http" and the access line says so). Greedy answers are few tokens long:
 the CPU backend decodes ~19 tokens/s and CI's whole suite has a time budget.
@@ -19,6 +20,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -47,10 +49,10 @@ class Server:
         deadline = time.monotonic() + 60
         while True:
             text = self.text()
-            http = re.search(r"listening on 127\.0\.0\.1:(\d+) \(HTTP\)", text)
+            http = re.search(r"listening on 127\.0\.0\.1:(\d+) \((HTTPS?)\)", text)
             metrics = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", text)
             if http and metrics and "serving" in text:
-                self.http = f"http://127.0.0.1:{http.group(1)}"
+                self.http = f"{http.group(2).lower()}://127.0.0.1:{http.group(1)}"
                 self.metrics = f"http://127.0.0.1:{metrics.group(1)}/metrics"
                 break
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -83,22 +85,22 @@ class Server:
             self.log.close()
 
 
-def http_get(url, headers=None):
+def http_get(url, headers=None, context=None):
     """(status, body) of a GET, whatever the status."""
     request = urllib.request.Request(url, headers=headers or {})
     try:
-        with urllib.request.urlopen(request, timeout=30) as r:
+        with urllib.request.urlopen(request, timeout=30, context=context) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
 
 
-def http_post(url, body, headers=None):
+def http_post(url, body, headers=None, context=None):
     request = urllib.request.Request(url, data=body, method="POST",
                                      headers={"Content-Type": "application/json",
                                               **(headers or {})})
     try:
-        with urllib.request.urlopen(request, timeout=30) as r:
+        with urllib.request.urlopen(request, timeout=30, context=context) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
@@ -262,25 +264,49 @@ class OpenAiHttp(unittest.TestCase):
             time.sleep(0.05)
 
 
-class OpenAiHttpAuth(unittest.TestCase):
-    """The same bearer tokens as gRPC (--auth-token-file): `Authorization: Bearer ...`."""
+def make_certificates(tmp):
+    """A CA and a server certificate for 127.0.0.1 signed by it (openssl, a test tool)."""
+    def openssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=tmp)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+            "ca.pem", "-days", "1", "-subj", "/CN=flashserve-e2e-ca")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out",
+            "server.csr", "-subj", "/CN=127.0.0.1")
+    with open(os.path.join(tmp, "san.cnf"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", "server.pem", "-days", "1", "-extfile", "san.cnf")
+    return [os.path.join(tmp, name) for name in ("ca.pem", "server.pem", "server.key")]
+
+
+class OpenAiHttpsAuth(unittest.TestCase):
+    """gRPC's TLS certificate (--tls-cert/--tls-key: HTTPS only) and bearer tokens
+    (--auth-token-file: `Authorization: Bearer ...`)."""
 
     server = None
+    ca = None
 
-    def test_bearer_token(self):
+    def test_bearer_token_over_tls(self):
         import openai  # noqa: PLC0415
 
+        self.assertTrue(self.server.http.startswith("https://"))
         url = self.server.http + "/v1"
-        wrong = openai.OpenAI(base_url=url, api_key="wrong", max_retries=0)
+        tls = ssl.create_default_context(cafile=self.ca)
+
+        def client(key):
+            return openai.OpenAI(base_url=url, api_key=key, max_retries=0,
+                                 http_client=openai.DefaultHttpxClient(verify=self.ca))
         with self.assertRaises(openai.AuthenticationError) as denied:
-            wrong.models.list()
+            client("wrong").models.list()
         self.assertEqual(denied.exception.status_code, 401)
-        self.assertEqual(http_post(url + "/completions", b'{"prompt": "x"}')[0], 401)
-        right = openai.OpenAI(base_url=url, api_key=TOKEN, max_retries=0)
-        self.assertEqual(right.completions.create(model=MODEL_NAME, prompt="Hi", max_tokens=1,
-                                                  temperature=0).usage.completion_tokens, 1)
+        self.assertEqual(http_post(url + "/completions", b'{"prompt": "x"}', context=tls)[0], 401)
+        reply = client(TOKEN).completions.create(model=MODEL_NAME, prompt="Hi", max_tokens=1,
+                                                 temperature=0)
+        self.assertEqual(reply.usage.completion_tokens, 1)
         # Probes stay open (--auth-open-health, the default), as gRPC health.
-        self.assertEqual(http_get(self.server.http + "/ready")[0], 200)
+        self.assertEqual(http_get(self.server.http + "/ready", context=tls)[0], 200)
+        with self.assertRaises((urllib.error.URLError, ConnectionError)):  # HTTPS only
+            http_get(self.server.http.replace("https://", "http://") + "/ready")
 
 
 def main():
@@ -304,13 +330,16 @@ def main():
         try:
             OpenAiHttp.server = Server(args.server, args.model, tmp, "open")
             servers.append(OpenAiHttp.server)
-            OpenAiHttpAuth.server = Server(args.server, args.model, tmp, "auth",
-                                           ["--auth-token-file", token_file])
-            servers.append(OpenAiHttpAuth.server)
+            ca, cert, key = make_certificates(tmp)
+            OpenAiHttpsAuth.ca = ca
+            OpenAiHttpsAuth.server = Server(args.server, args.model, tmp, "auth",
+                                            ["--auth-token-file", token_file, "--tls-cert", cert,
+                                             "--tls-key", key])
+            servers.append(OpenAiHttpsAuth.server)
             suite = unittest.TestSuite()
             loader = unittest.defaultTestLoader
             suite.addTests(loader.loadTestsFromTestCase(OpenAiHttp))
-            suite.addTests(loader.loadTestsFromTestCase(OpenAiHttpAuth))
+            suite.addTests(loader.loadTestsFromTestCase(OpenAiHttpsAuth))
             ok = unittest.TextTestRunner(verbosity=2).run(suite).wasSuccessful()
         finally:
             codes = [s.stop() for s in servers]
