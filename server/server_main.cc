@@ -27,7 +27,7 @@
 ABSL_FLAG(std::string, model, "", "Path of the GGUF model file (required)");
 ABSL_FLAG(std::string, device, "auto",
           "auto | cpu | cuda ('auto' = the GPU when one is visible and supports the model)");
-ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on (gRPC and metrics)");
+ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on (gRPC, HTTP and metrics)");
 ABSL_FLAG(int, port, 50051, "gRPC port (0 = any free port, printed at start-up)");
 ABSL_FLAG(int, metrics_port, 9464,
           "Prometheus /metrics HTTP port (0 = any free port, -1 = disabled)");
