@@ -15,6 +15,8 @@ Exit code 77 (ctest: skipped) when the default model or the `openai` package is 
 """
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import re
@@ -243,6 +245,21 @@ class OpenAiHttp(unittest.TestCase):
         status, _ = http_get(self.server.http + "/v1/models", {"X-Big": "a" * 40000})
         self.assertEqual(status, 431)
         self.assertEqual(http_get(self.server.http + "/v2/nothing")[0], 404)
+
+    def test_the_documented_example(self):
+        """docs/api.md's Python example, run as written (against this server's port)."""
+        with open(os.path.join(ROOT, "docs", "api.md"), encoding="utf-8") as f:
+            doc = f.read()
+        section = doc[doc.index("## OpenAI-compatible HTTP API"):]
+        code = section[section.index("```python\n") + 10:]
+        code = code[:code.index("```")].replace("http://localhost:8000", self.server.http)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, "docs/api.md", "exec"), {})  # noqa: S102 (our own document)
+        # The greedy chat answer the document shows, then the streamed story.
+        self.assertTrue(out.getvalue().startswith("The capital of France is Paris.\n"),
+                        out.getvalue())
+        self.assertGreater(len(out.getvalue()), len("The capital of France is Paris.\n"))
 
     def test_disconnect_cancels_the_request(self):
         series = ('flashserve_requests_total{model="%s",api="http",status="cancelled"}'
