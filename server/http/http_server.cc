@@ -207,8 +207,8 @@ void HttpServer::Impl::stop(std::chrono::milliseconds grace) {
   quiesced_fd_ = MHD_quiesce_daemon(daemon_);  // no new connections
   idle_.wait_for(lock, grace, [this] { return num_open_ == 0; });
   // libmicrohttpd must not stop with a suspended connection. After the engine's drain every
-  // call has its final event (so none stays suspended for long); resume any that still is.
-  for (GenerationCall* call : calls_) call->resume_if_suspended();
+  // call has its final event (so none stays suspended for long); release any that still is.
+  for (GenerationCall* call : calls_) call->release();
   lock.unlock();
   watcher_.join();
   MHD_stop_daemon(daemon_);

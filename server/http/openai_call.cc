@@ -76,9 +76,15 @@ void GenerationCall::on_event(engine::GenerationEvent event) {
   if (resume) MHD_resume_connection(connection_);
 }
 
+namespace {
+absl::Status shutting_down() {
+  return absl::UnavailableError("the server is shutting down; retry elsewhere");
+}
+}  // namespace
+
 bool GenerationCall::ready_or_suspend() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (final_) return true;
+  if (final_ || released_) return true;
   suspended_ = true;
   MHD_suspend_connection(connection_);
   return false;
@@ -86,11 +92,12 @@ bool GenerationCall::ready_or_suspend() {
 
 int GenerationCall::answer_status() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return http_status(final_error(*final_));
+  return http_status(final_ ? final_error(*final_) : shutting_down());
 }
 
 std::string GenerationCall::answer_body() const {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!final_) return error_json(shutting_down());
   const absl::Status error = final_error(*final_);
   if (!error.ok()) return error_json(error);
   return completion_json(meta_, gathered_, *final_);
@@ -109,6 +116,7 @@ long GenerationCall::read(char* buf, size_t max) {
     return static_cast<long>(n);
   }
   if (final_) return MHD_CONTENT_READER_END_OF_STREAM;
+  if (released_) return MHD_CONTENT_READER_END_WITH_ERROR;
   suspended_ = true;
   MHD_suspend_connection(connection_);
   return 0;
@@ -124,8 +132,9 @@ void GenerationCall::connection_closed() {
   if (cancel) engine_->cancel(id_);
 }
 
-void GenerationCall::resume_if_suspended() {
+void GenerationCall::release() {
   std::unique_lock<std::mutex> lock(mu_);
+  released_ = true;
   const bool resume = open_ && suspended_;
   suspended_ = false;
   lock.unlock();

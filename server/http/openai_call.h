@@ -57,8 +57,10 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
 
   // libmicrohttpd is done with the connection's request (it must not be resumed after this).
   void connection_closed();
-  // Resumes a suspended connection (server shutdown: libmicrohttpd must not stop with one).
-  void resume_if_suspended();
+  // Server shutdown (libmicrohttpd must not stop with a suspended connection): resumes the
+  // connection if suspended and never suspends it again; without its final event by then, a
+  // whole completion answers 503 and a stream ends at once.
+  void release();
   // Cancels the request when the client has closed its connection (the server's watcher
   // calls this for requests that produce no events: waiting in the queue, or in a prefill).
   void check_disconnect();
@@ -90,6 +92,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   bool open_ = true;        // libmicrohttpd still owns the connection
   bool suspended_ = false;  // suspended, waiting for an event
   bool client_gone_ = false;
+  bool released_ = false;   // release(): no more suspending
   std::string out_;         // stream: bytes not yet handed to libmicrohttpd
   size_t out_pos_ = 0;
   Gathered gathered_;       // stream = false
