@@ -52,11 +52,11 @@ void GenerationCall::on_event(engine::GenerationEvent event) {
   }
   if (stream_) {
     if (!event.finished) {
-      out_ += stream_event(meta_, event);
+      out_ += stream_event(meta_, event, &text_offset_);
     } else if (absl::Status error = final_error(event); !error.ok()) {
       out_ += stream_error(error);
     } else {
-      out_ += stream_event(meta_, event);
+      out_ += stream_event(meta_, event, &text_offset_);
     }
   } else {
     gathered_.text += event.text;

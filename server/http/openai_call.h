@@ -95,6 +95,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   bool released_ = false;   // release(): no more suspending
   std::string out_;         // stream: bytes not yet handed to libmicrohttpd
   size_t out_pos_ = 0;
+  size_t text_offset_ = 0;  // stream: text bytes sent so far
   Gathered gathered_;       // stream = false
   std::optional<engine::GenerationEvent> final_;  // the final event (its text moved out)
 };

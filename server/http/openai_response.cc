@@ -96,10 +96,12 @@ Json completion_logprobs(const ResponseMeta& meta,
           {"text_offset", std::move(offsets)}};
 }
 
-Json logprobs_json(const ResponseMeta& meta, const std::vector<engine::TokenLogprob>& logprobs) {
+// `offset`: the completion's text bytes before these tokens (a stream's earlier records).
+Json logprobs_json(const ResponseMeta& meta, const std::vector<engine::TokenLogprob>& logprobs,
+                   size_t offset = 0) {
   if (!meta.logprobs || meta.tokenizer == nullptr) return nullptr;
   return meta.endpoint == Endpoint::kChatCompletions ? chat_logprobs(meta, logprobs)
-                                                     : completion_logprobs(meta, logprobs, 0);
+                                                     : completion_logprobs(meta, logprobs, offset);
 }
 
 Json envelope(const ResponseMeta& meta, const char* object) {
@@ -205,13 +207,16 @@ std::string stream_start(const ResponseMeta& meta) {
   return sse(stream_chunk(meta, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
 }
 
-std::string stream_event(const ResponseMeta& meta, const engine::GenerationEvent& event) {
+std::string stream_event(const ResponseMeta& meta, const engine::GenerationEvent& event,
+                         size_t* text_offset) {
   const bool chat = meta.endpoint == Endpoint::kChatCompletions;
   std::string out;
   const bool has_logprobs = meta.logprobs && !event.logprobs.empty();
   if (!event.text.empty() || has_logprobs) {
     const Json piece = chat ? Json{{"content", event.text}} : Json(event.text);
-    const Json logprobs = has_logprobs ? logprobs_json(meta, event.logprobs) : Json(nullptr);
+    const Json logprobs =
+        has_logprobs ? logprobs_json(meta, event.logprobs, *text_offset) : Json(nullptr);
+    *text_offset += event.text.size();
     out += sse(stream_chunk(meta, piece, logprobs, nullptr));
   }
   if (!event.finished) return out;

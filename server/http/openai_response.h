@@ -62,7 +62,10 @@ std::string completion_json(const ResponseMeta& meta, const Gathered& gathered,
 std::string stream_start(const ResponseMeta& meta);
 // An event's text and logprobs; nothing when it has neither. For the final event this also
 // carries the finish reason, then the usage record (include_usage) and "data: [DONE]".
-std::string stream_event(const ResponseMeta& meta, const engine::GenerationEvent& event);
+// `text_offset`: bytes of text streamed so far (completions' logprobs.text_offset counts
+// from the start of the completion); advanced past this event's text.
+std::string stream_event(const ResponseMeta& meta, const engine::GenerationEvent& event,
+                         size_t* text_offset);
 // A failed stream's last records: the error object, then "data: [DONE]".
 std::string stream_error(const absl::Status& status);
 

@@ -143,14 +143,15 @@ TEST(OpenAiResponseTest, LogprobsInBothShapes) {
 TEST(OpenAiResponseTest, ChatStreamRecords) {
   FakeTokenizer tokenizer;
   const ResponseMeta m = meta(Endpoint::kChatCompletions, &tokenizer, false, true);
+  size_t offset = 0;
   std::string sse = stream_start(m);
   engine::GenerationEvent piece;
   piece.text = "Hel";
-  sse += stream_event(m, piece);
-  sse += stream_event(m, engine::GenerationEvent());  // nothing visible: no record
+  sse += stream_event(m, piece, &offset);
+  sse += stream_event(m, engine::GenerationEvent(), &offset);  // nothing visible: no record
   engine::GenerationEvent last = final_event(engine::FinishReason::kStop);
   last.text = "lo";
-  sse += stream_event(m, last);
+  sse += stream_event(m, last, &offset);
   const std::vector<Json> r = records(sse);
   ASSERT_EQ(r.size(), 6u) << sse;
   EXPECT_EQ(r[0]["object"], "chat.completion.chunk");
@@ -168,18 +169,39 @@ TEST(OpenAiResponseTest, ChatStreamRecords) {
 TEST(OpenAiResponseTest, CompletionStreamWithoutUsage) {
   FakeTokenizer tokenizer;
   const ResponseMeta m = meta(Endpoint::kCompletions, &tokenizer);
+  size_t offset = 0;
   EXPECT_EQ(stream_start(m), "");
   engine::GenerationEvent piece;
   piece.text = "x";
-  const std::vector<Json> r =
-      records(stream_event(m, piece) +
-              stream_event(m, final_event(engine::FinishReason::kLength)));
+  std::string sse = stream_event(m, piece, &offset);
+  sse += stream_event(m, final_event(engine::FinishReason::kLength), &offset);
+  const std::vector<Json> r = records(sse);
   ASSERT_EQ(r.size(), 3u);
   EXPECT_EQ(r[0]["object"], "text_completion");
   EXPECT_EQ(r[0]["choices"][0]["text"], "x");
   EXPECT_FALSE(r[0].contains("usage"));
   EXPECT_EQ(r[1]["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(r[2], "[DONE]");
+}
+
+TEST(OpenAiResponseTest, StreamedLogprobsCountTextOffsetsFromTheStart) {
+  FakeTokenizer tokenizer;
+  const ResponseMeta m = meta(Endpoint::kCompletions, &tokenizer, /*logprobs=*/true);
+  size_t offset = 0;
+  engine::GenerationEvent first;
+  first.text = "ab";
+  first.logprobs = {{letter('a'), -1.f, {}}, {letter('b'), -1.f, {}}};
+  engine::GenerationEvent second;
+  second.text = "c";
+  second.logprobs = {{letter('c'), -1.f, {}}};
+  std::string sse = stream_event(m, first, &offset);  // in order: each advances `offset`
+  sse += stream_event(m, second, &offset);
+  const std::vector<Json> r = records(sse);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0]["choices"][0]["logprobs"]["text_offset"], Json::array({0, 1}));
+  EXPECT_EQ(r[1]["choices"][0]["logprobs"]["text_offset"], Json::array({2}));
+  EXPECT_EQ(r[1]["choices"][0]["logprobs"]["tokens"], Json::array({"c"}));
+  EXPECT_EQ(offset, 3u);
 }
 
 TEST(OpenAiResponseTest, StreamErrorEndsTheStream) {
