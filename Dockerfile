@@ -28,7 +28,7 @@ RUN bash /opt/flashserve/scripts/install-deps.sh --runtime && rm -rf /var/lib/ap
  && useradd --system --uid 10001 --user-group --no-create-home flashserve
 COPY --from=cpu-build /src/build/bin/flashserve /src/build/bin/flashserve-cli /usr/local/bin/
 USER 10001:10001
-EXPOSE 50051 9464
+EXPOSE 50051 8000 9464
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --retries=3 \
   CMD ["flashserve-cli", "--target", "127.0.0.1:50051", "health", "--service", "flashserve.v1.Generation"]
@@ -56,7 +56,7 @@ RUN bash /opt/flashserve/scripts/install-deps.sh --runtime && rm -rf /var/lib/ap
  && useradd --system --uid 10001 --user-group --no-create-home flashserve
 COPY --from=gpu-build /src/build/bin/flashserve /src/build/bin/flashserve-cli /usr/local/bin/
 USER 10001:10001
-EXPOSE 50051 9464
+EXPOSE 50051 8000 9464
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --retries=3 \
   CMD ["flashserve-cli", "--target", "127.0.0.1:50051", "health", "--service", "flashserve.v1.Generation"]

@@ -47,7 +47,7 @@ start_server() {
   port=$((port + 2)); metrics_port=$((metrics_port + 2))
   # Its own process group, so that stop_server reaches a wrapper's child too.
   setsid "$@" "$bin/flashserve" --model "$model" --device auto --host 127.0.0.1 --port $port \
-    --metrics-port $metrics_port ${SERVER_ARGS:-} > "$log" 2>&1 &
+    --metrics-port $metrics_port --http-port 0 ${SERVER_ARGS:-} > "$log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 ${START_WAIT:-120}); do
     cli health > /dev/null 2>&1 && return 0

@@ -2,7 +2,8 @@
 # Installs flashserve's dependencies from Debian/Ubuntu packages, printing what it does.
 #
 #   scripts/install-deps.sh            build and run: compiler, CMake, gRPC, protobuf, Abseil,
-#                                      prometheus-cpp, OpenBLAS, PCRE2 (scripts/run.sh)
+#                                      prometheus-cpp, OpenBLAS, PCRE2, libmicrohttpd + GnuTLS
+#                                      and nlohmann-json (the HTTP API) (scripts/run.sh)
 #   scripts/install-deps.sh --test     also the test tools: GoogleTest, Google Benchmark,
 #                                      Prometheus (promtool + the live dashboard test) and the
 #                                      Python tooling in .venv/ from PyPI (scripts/test.sh)
@@ -27,10 +28,10 @@ build=(
   build-essential cmake pkg-config git ca-certificates python3 python3-pip
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libopenblas-dev libpcre2-dev
+  libmicrohttpd-dev libgnutls28-dev nlohmann-json3-dev  # the OpenAI HTTP API (server/http)
 )
 test_tools=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  nlohmann-json3-dev  # the JSON golden files (tests/support/json.h)
   prometheus
   python3 python3-pip python3-venv
   openssl clang
@@ -38,10 +39,12 @@ test_tools=(
 case "$distro" in
   ubuntu-24.04)
     runtime=(ca-certificates libgrpc++1.51t64 libprotobuf32t64 libabsl20220623t64
-             libprometheus-cpp-core1.0 libopenblas0-pthread libpcre2-8-0) ;;
+             libprometheus-cpp-core1.0 libopenblas0-pthread libpcre2-8-0
+             libmicrohttpd12t64 libgnutls30t64) ;;
   *)  # Debian 12
     runtime=(ca-certificates libgrpc++1.51 libprotobuf32 libabsl20220623
-             libprometheus-cpp-core1.0 libopenblas0-pthread libpcre2-8-0) ;;
+             libprometheus-cpp-core1.0 libopenblas0-pthread libpcre2-8-0
+             libmicrohttpd12 libgnutls30) ;;
 esac
 
 case "$mode" in

@@ -1,7 +1,8 @@
-// flashserve: the gRPC LLM server (contract in docs/design.md and docs/api.md).
+// flashserve: the gRPC (and OpenAI HTTP) LLM server (contract in docs/design.md and
+// docs/api.md).
 //
 //   flashserve --model PATH [--device auto|cpu|cuda] [--host 0.0.0.0] [--port 50051]
-//              [--metrics-port 9464] [--model-name NAME] [limits...]
+//              [--http-port 8000] [--metrics-port 9464] [--model-name NAME] [limits...]
 //              [--tls-cert C --tls-key K [--tls-client-ca CA]] [--auth-token-file F]
 //   flashserve --version
 //
@@ -14,7 +15,8 @@ int main(int argc, char** argv) {
       argc, argv,
       {.name = "flashserve",
        .usage = "--model PATH [--device auto|cpu|cuda] [--host 0.0.0.0] [--port 50051] "
-                "[--metrics-port 9464] [--model-name NAME] [--log-format text|json] "
+                "[--http-port 8000] [--metrics-port 9464] [--model-name NAME] "
+                "[--log-format text|json] "
                 "[--max-num-seqs N] [--max-batch-tokens N] [--max-waiting N] [--kv-cache-mb MB] "
                 "[--threads N] [--drain-timeout S] [--tls-cert C --tls-key K [--tls-client-ca CA]] "
                 "[--auth-token-file F]",

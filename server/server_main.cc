@@ -27,10 +27,13 @@
 ABSL_FLAG(std::string, model, "", "Path of the GGUF model file (required)");
 ABSL_FLAG(std::string, device, "auto",
           "auto | cpu | cuda ('auto' = the GPU when one is visible and supports the model)");
-ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on (gRPC and metrics)");
+ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on (gRPC, HTTP and metrics)");
 ABSL_FLAG(int, port, 50051, "gRPC port (0 = any free port, printed at start-up)");
 ABSL_FLAG(int, metrics_port, 9464,
           "Prometheus /metrics HTTP port (0 = any free port, -1 = disabled)");
+ABSL_FLAG(int, http_port, 8000,
+          "OpenAI-compatible HTTP API port: /v1/completions, /v1/chat/completions, /v1/models, "
+          "/health, /ready (0 = any free port, -1 = disabled)");
 ABSL_FLAG(std::string, log_format, "text",
           "text | json: the format of the log lines on stderr (json: one object per line)");
 ABSL_FLAG(std::string, model_name, "",
@@ -234,6 +237,7 @@ absl::StatusOr<ServerOptions> options_from_flags() {
   o.host = absl::GetFlag(FLAGS_host);
   o.port = absl::GetFlag(FLAGS_port);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.http_port = absl::GetFlag(FLAGS_http_port);
   o.engine.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   o.engine.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   o.engine.prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
@@ -275,6 +279,11 @@ std::unique_ptr<Server> start_server(const ServerOptions& options) {
                    options.tls.cert_path.empty() ? "plaintext" : "TLS",
                    options.tls.client_ca_path.empty() ? "" : " + client certificates (mTLS)",
                    options.auth.token_file.empty() ? ", no token auth" : ", bearer tokens"));
+  if ((*server)->http_port() > 0) {
+    // Tests and tools parse this line too: keep "listening on HOST:PORT (HTTP)".
+    log(absl::StrCat("listening on ", options.host, ":", (*server)->http_port(), " (HTTP",
+                     options.tls.cert_path.empty() ? "" : "S", ")"));
+  }
   if ((*server)->metrics_port() > 0) {
     log(absl::StrCat("metrics on http://", options.host, ":", (*server)->metrics_port(),
                      "/metrics"));

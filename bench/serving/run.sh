@@ -112,7 +112,7 @@ start_server() {
   local device_flag=(--device "$DEVICE")
   [[ $exe == "$canned_server" ]] && device_flag=()
   "$exe" --model "$model_path" "${device_flag[@]}" --host 127.0.0.1 --port "$PORT" \
-    --metrics-port "$metrics_port" "$@" > "$log" 2>&1 &
+    --metrics-port "$metrics_port" --http-port 0 "$@" > "$log" 2>&1 &
   server_pid=$!
   echo "waiting for $target to be SERVING (server log: $log)"
   local deadline=$((SECONDS + HEALTH_TIMEOUT))

@@ -47,10 +47,12 @@ def intensity(by="phase"):
 # (title, unit, [(expr, legend)], kind, width, description)
 ROWS = [
     ("Requests", [
-        ("Request rate by final status", "reqps",
-         [(rate("flashserve_requests_total", by="status"), "{{status}}")], "timeseries", 12,
-         "Requests per second by final status; invalid_argument is the client's error, "
-         "capacity / unavailable / internal are the server's."),
+        ("Request rate by API and final status", "reqps",
+         [(rate("flashserve_requests_total", by="api, status"), "{{api}} {{status}}")],
+         "timeseries", 12,
+         "Requests per second by API (grpc, or http: the OpenAI-compatible API) and final "
+         "status; invalid_argument is the client's error, capacity / unavailable / internal "
+         "are the server's."),
         ("Server error ratio", "percentunit",
          [(rate("flashserve_requests_total", 'status=~"capacity|unavailable|internal"')
            + " / " + rate("flashserve_requests_total"), "errors")], "timeseries", 6,

@@ -46,7 +46,7 @@ void GenerationService::record_refused_call(const grpc::Status& status) {
 }
 
 void GenerationService::record_rejected(const absl::Status& refusal) {
-  if (metrics_ != nullptr) metrics_->record_request(metrics::rejected_status(refusal));
+  if (metrics_ != nullptr) metrics_->record_request(metrics::rejected_status(refusal), metrics::Api::kGrpc);
 }
 
 absl::StatusOr<engine::GenerationRequest> GenerationService::prepare(

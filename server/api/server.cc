@@ -15,6 +15,7 @@
 #include "server/api/generation_service.h"
 #include "server/api/health.h"
 #include "server/api/raw_messages.h"
+#include "server/http/http_server.h"
 #include "server/metrics/metrics.h"
 
 namespace flashserve::api {
@@ -76,6 +77,23 @@ void apply_transport_limits(const TransportLimits& limits, grpc::ServerBuilder* 
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
 }
 
+// The HTTP API's options: the same address, TLS files and limits as gRPC.
+absl::StatusOr<http::HttpOptions> http_options(const ServerOptions& options) {
+  http::HttpOptions http;
+  http.host = options.host;
+  http.port = options.http_port;
+  http.max_body_bytes = static_cast<size_t>(options.transport.max_receive_message_bytes);
+  if (!options.tls.cert_path.empty()) {
+    ASSIGN_OR_RETURN(http.tls_cert_pem, read_pem("tls-cert", options.tls.cert_path));
+    ASSIGN_OR_RETURN(http.tls_key_pem, read_pem("tls-key", options.tls.key_path));
+  }
+  if (!options.tls.client_ca_path.empty()) {
+    ASSIGN_OR_RETURN(http.tls_client_ca_pem,
+                     read_pem("tls-client-ca", options.tls.client_ca_path));
+  }
+  return http;
+}
+
 }  // namespace
 
 class Server::Impl {
@@ -86,6 +104,7 @@ class Server::Impl {
   ~Impl() { route_protobuf_log(nullptr); }  // logger_ may not outlive the server
 
   absl::Status start();
+  absl::Status start_http();
   void serve(model::LoadedModel model);
   void shutdown();
   bool is_serving() const;
@@ -98,6 +117,7 @@ class Server::Impl {
   std::unique_ptr<HealthService> health_service_;  // NOT_SERVING until the watcher says so
   std::unique_ptr<grpc::Server> grpc_;
   int grpc_port_ = 0;
+  std::unique_ptr<http::HttpServer> http_;  // null with --http-port -1
   std::unique_ptr<HealthWatcher> health_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> shut_down_{false};
@@ -150,6 +170,25 @@ absl::Status Server::Impl::start() {
   }
   health_ = std::make_unique<HealthWatcher>(
       health_service_.get(), [this] { return is_serving(); }, options_.health_period);
+  return start_http();
+}
+
+absl::Status Server::Impl::start_http() {
+  if (options_.http_port < 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const http::HttpOptions http, http_options(options_));
+  http::HttpContext context;
+  context.auth = auth_.get();
+  context.open_health = options_.auth.open_health;
+  context.metrics = metrics_.get();
+  context.logger = &logger_;
+  context.model_name = options_.model_name.empty() ? default_model_name(options_.model_path)
+                                                   : options_.model_name;
+  context.ready = [this] { return is_serving(); };
+  context.live = [this] {  // as the gRPC liveness service: down only once the runner failed
+    const engine::Engine* engine = ready_engine_.load();
+    return engine == nullptr || engine->snapshot().failure.ok();
+  };
+  ASSIGN_OR_RETURN(http_, http::HttpServer::start(http, std::move(context)));
   return absl::OkStatus();
 }
 
@@ -191,6 +230,7 @@ void Server::Impl::serve(model::LoadedModel model) {
   backend_.commit = kGitCommit;
   if (metrics_ != nullptr) metrics_->set_device(model_.device);
   service_->set_backend(&backend_);
+  if (http_) http_->set_backend(&backend_);
   ready_engine_.store(engine_.get());
 }
 
@@ -208,6 +248,7 @@ void Server::Impl::shutdown() {
                                " ms passed; unfinished requests failed with UNAVAILABLE"));
   }
   if (health_service_) health_service_->shutdown();  // ends open Watch streams
+  if (http_) http_->stop(kDeliveryGrace);
   if (grpc_) {
     grpc_->Shutdown(std::chrono::system_clock::now() + kDeliveryGrace);
     grpc_->Wait();
@@ -240,6 +281,8 @@ absl::Status Server::reload_auth_tokens() {
 void Server::shutdown() { impl_->shutdown(); }
 
 int Server::grpc_port() const { return impl_->grpc_port_; }
+
+int Server::http_port() const { return impl_->http_ ? impl_->http_->port() : 0; }
 
 int Server::metrics_port() const {
   return impl_->metrics_ ? impl_->metrics_->listening_port() : 0;

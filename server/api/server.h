@@ -2,9 +2,10 @@
 // The flashserve server: wires model loading, the engine, metrics and the gRPC services.
 //
 // Life cycle (server/server_main.h runs it for every server binary):
-//   start()       binds the metrics HTTP port and the gRPC port and starts serving at once:
-//                 health NOT_SERVING, Generation answers UNAVAILABLE ("model is loading"),
-//                 reflection and health work — so orchestrators can watch the start-up.
+//   start()       binds the metrics HTTP port, the gRPC port and the OpenAI HTTP API's port
+//                 (server/http) and starts serving at once: health NOT_SERVING (HTTP /ready
+//                 503), Generation answers UNAVAILABLE ("model is loading"), reflection and
+//                 health work — so orchestrators can watch the start-up.
 //   serve()       takes the model the caller loaded (flashserve: the GGUF loader; the
 //                 benches and tests: models they build), starts the engine thread over it and
 //                 publishes it to the service; health turns SERVING once the engine runs and
@@ -41,6 +42,7 @@ class Server {
 
   int grpc_port() const;
   int metrics_port() const;  // 0 when metrics are off
+  int http_port() const;     // the OpenAI HTTP API's; 0 when it is off
   // One line: "SmolLM2 135M (llama, 30 layers, ...) on cpu, KV cache N blocks x 16 tokens".
   std::string model_summary() const;
 

@@ -31,6 +31,9 @@ absl::Status validate_ports(const ServerOptions& o) {
   if (o.metrics_port < -1 || o.metrics_port > 65535) {
     return bad("metrics-port", absl::StrCat(o.metrics_port, " is not a port (or -1 for none)"));
   }
+  if (o.http_port < -1 || o.http_port > 65535) {
+    return bad("http-port", absl::StrCat(o.http_port, " is not a port (or -1 for none)"));
+  }
   return absl::OkStatus();
 }
 

@@ -54,6 +54,7 @@ struct ServerOptions {
   std::string host = "0.0.0.0";
   int port = 50051;             // 0 = any free port (see grpc_port())
   int metrics_port = 9464;      // 0 = any free port; -1 = no metrics HTTP server
+  int http_port = 8000;         // the OpenAI HTTP API (server/http); 0 = any free port; -1 = off
   engine::EngineOptions engine;
   int kv_cache_mb = 0;          // KV cache size in MiB; 0 = the loader's default
   int64_t kv_cache_tokens = 0;  // KV cache size in tokens (overrides kv_cache_mb); 0 = unset

@@ -274,6 +274,7 @@ absl::Status Engine::Impl::check_capacity(const GenerationRequest& r) {
 }
 
 absl::StatusOr<RequestId> Engine::Impl::submit(GenerationRequest request, EventSink sink) {
+  const metrics::Api api = request.api;
   absl::Status status = validate(request);
   RequestId id = 0;
   if (status.ok()) {
@@ -298,7 +299,7 @@ absl::StatusOr<RequestId> Engine::Impl::submit(GenerationRequest request, EventS
   }
   if (status.ok()) input_cv_.notify_one();
   if (!status.ok()) {
-    metrics_->request_refused(status);
+    metrics_->request_refused(status, api);
     return status;
   }
   return id;
@@ -463,7 +464,7 @@ void Engine::Impl::finish(RequestState* req, FinishReason reason, absl::Status s
                           TimePoint now) {
   GenerationEvent event = req->final_event(reason, std::move(status), now);
   scheduler_.finish(&req->seq);
-  metrics_->request_finished(reason, event.status, event.timings.total_seconds,
+  metrics_->request_finished(reason, event.status, req->api, event.timings.total_seconds,
                              req->seq.num_prompt_tokens());
   outbox_.emplace_back(std::move(req->sink), std::move(event));
   requests_.erase(req->seq.id());  // `req` is gone from here on

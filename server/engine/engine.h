@@ -29,10 +29,7 @@
 #include "model/sampling.h"
 #include "model/text/tokenizer.h"
 #include "server/engine/clock.h"
-
-namespace flashserve::metrics {
-class Metrics;
-}
+#include "server/metrics/metrics.h"
 
 namespace flashserve::engine {
 
@@ -52,6 +49,8 @@ struct GenerationRequest {
   bool logprobs = false;
   // Absolute deadline; the sequence is aborted at the next step once it has passed.
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  // The API the request came through: the `api` label it is counted under in the metrics.
+  metrics::Api api = metrics::Api::kGrpc;
 };
 
 enum class FinishReason { kStop, kLength, kStopSequence, kCancelled, kDeadlineExceeded, kError };

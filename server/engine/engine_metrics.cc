@@ -33,12 +33,12 @@ class NullEngineMetrics final : public EngineMetrics {
  public:
   bool wants_forward_stats() const override { return false; }
   void engine_created(int, int) override {}
-  void request_refused(const absl::Status&) override {}
+  void request_refused(const absl::Status&, metrics::Api) override {}
   void step_scheduled(const SchedulerOutput&, TimePoint) override {}
   void token_sampled(TimePoint, const std::optional<TimePoint>&, TimePoint) override {}
   void step_done(const SchedulerOutput&, int, const model::ForwardStats&, TimePoint,
                  TimePoint) override {}
-  void request_finished(FinishReason, const absl::Status&, double, int) override {}
+  void request_finished(FinishReason, const absl::Status&, metrics::Api, double, int) override {}
   void state(int, int, const BlockManager&) override {}
 };
 
@@ -53,8 +53,8 @@ class PrometheusEngineMetrics final : public EngineMetrics {
     m_.set_waiting_capacity(max_waiting);
   }
 
-  void request_refused(const absl::Status& refusal) override {
-    m_.record_request(metrics::rejected_status(refusal));
+  void request_refused(const absl::Status& refusal, metrics::Api api) override {
+    m_.record_request(metrics::rejected_status(refusal), api);
   }
 
   void step_scheduled(const SchedulerOutput& out, TimePoint now) override {
@@ -93,9 +93,9 @@ class PrometheusEngineMetrics final : public EngineMetrics {
     }
   }
 
-  void request_finished(FinishReason reason, const absl::Status& status, double total_seconds,
-                        int num_prompt_tokens) override {
-    m_.record_request(metrics_status(reason, status));
+  void request_finished(FinishReason reason, const absl::Status& status, metrics::Api api,
+                        double total_seconds, int num_prompt_tokens) override {
+    m_.record_request(metrics_status(reason, status), api);
     m_.observe_request_duration(total_seconds);
     m_.add_prompt_tokens(num_prompt_tokens);
   }

@@ -33,8 +33,8 @@ class EngineMetrics {
   virtual bool wants_forward_stats() const = 0;
   // Once, when the engine is built.
   virtual void engine_created(int num_kv_blocks, int max_waiting) = 0;
-  // submit() refused a request with `refusal` (not OK).
-  virtual void request_refused(const absl::Status& refusal) = 0;
+  // submit() refused a request that came through `api` with `refusal` (not OK).
+  virtual void request_refused(const absl::Status& refusal, metrics::Api api) = 0;
   // schedule() picked `out` at `now`: its preemptions, and the queue time of every sequence
   // scheduled for the first time. REQUIRES: called before the sequences are marked scheduled.
   virtual void step_scheduled(const SchedulerOutput& out, TimePoint now) = 0;
@@ -46,9 +46,11 @@ class EngineMetrics {
   // tokens are processed at `end`. `stats` is what the runner measured.
   virtual void step_done(const SchedulerOutput& out, int num_sampled,
                          const model::ForwardStats& stats, TimePoint begin, TimePoint end) = 0;
-  // A request ended with `reason` / `status` after `total_seconds`, with `num_prompt_tokens`.
+  // A request that came through `api` ended with `reason` / `status` after `total_seconds`,
+  // with `num_prompt_tokens`.
   virtual void request_finished(FinishReason reason, const absl::Status& status,
-                                double total_seconds, int num_prompt_tokens) = 0;
+                                metrics::Api api, double total_seconds,
+                                int num_prompt_tokens) = 0;
   // The queues and the KV cache as of now (gauges, and the prefix cache counters' growth).
   virtual void state(int num_running, int num_waiting, const BlockManager& blocks) = 0;
 };

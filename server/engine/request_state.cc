@@ -21,7 +21,8 @@ RequestState::RequestState(RequestId id, GenerationRequest request, EventSink ev
                             std::move(request.stop_token_ids), request.ignore_eos}),
       sink(std::make_shared<EventSink>(std::move(event_sink))),
       deadline(request.deadline),
-      want_logprobs(request.logprobs || request.sampling.num_logprobs > 0) {}
+      want_logprobs(request.logprobs || request.sampling.num_logprobs > 0),
+      api(request.api) {}
 
 StopReason RequestState::take_token(const model::SampledToken& token, TimePoint now) {
   seq.append_token(token.token);

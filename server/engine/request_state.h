@@ -47,6 +47,7 @@ struct RequestState {
   std::shared_ptr<EventSink> sink;
   std::optional<TimePoint> deadline;
   bool want_logprobs;
+  metrics::Api api;  // the metrics label of its final status
   GenerationEvent pending;  // tokens and text since the last event
   std::optional<TimePoint> first_token_time;
   TimePoint last_token_time;

@@ -70,11 +70,20 @@ std::string_view request_status_label(RequestStatus status) {
   return "unknown";
 }
 
+std::string_view api_label(Api api) {
+  switch (api) {
+    case Api::kGrpc: return "grpc";
+    case Api::kHttp: return "http";
+  }
+  return "unknown";
+}
+
 RequestStatus rejected_status(const absl::Status& refusal) {
   switch (refusal.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange:
-    case absl::StatusCode::kFailedPrecondition: return RequestStatus::kInvalidArgument;
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kNotFound: return RequestStatus::kInvalidArgument;
     case absl::StatusCode::kResourceExhausted: return RequestStatus::kCapacity;
     case absl::StatusCode::kUnavailable: return RequestStatus::kUnavailable;
     default: return RequestStatus::kInternal;
@@ -152,15 +161,18 @@ Metrics::Metrics(const BuildInfo& info)
 void Metrics::register_requests() {
   auto& r = *registry_;
   auto& requests = family(BuildCounter(), r, "flashserve_requests_total",
-                          "Requests by final status: stop (end-of-generation or stop token), "
+                          "Requests by API (grpc, http) and final status: stop (end-of-generation or stop token), "
                           "length (max_new_tokens or context), stop_sequence, cancelled, "
                           "deadline_exceeded, internal (the model failed); never admitted: "
                           "invalid_argument, capacity (queue or KV cache full), unavailable (loading "
                           "or draining).",
                           constant_labels_);
-  for (int i = 0; i < kNumRequestStatuses; ++i) {
-    auto status = static_cast<RequestStatus>(i);
-    requests_[i] = &requests.Add({{"status", std::string(request_status_label(status))}});
+  for (int a = 0; a < kNumApis; ++a) {
+    for (int i = 0; i < kNumRequestStatuses; ++i) {
+      auto status = static_cast<RequestStatus>(i);
+      requests_[a][i] = &requests.Add({{"api", std::string(api_label(static_cast<Api>(a)))},
+                                       {"status", std::string(request_status_label(status))}});
+    }
   }
   const Row<prometheus::Histogram> histograms[] = {
       {&queue_seconds_, "flashserve_request_queue_seconds",
@@ -314,8 +326,8 @@ std::string Metrics::serialize() const {
   return out.str();
 }
 
-void Metrics::record_request(RequestStatus status) {
-  requests_[static_cast<int>(status)]->Increment();
+void Metrics::record_request(RequestStatus status, Api api) {
+  requests_[static_cast<int>(api)][static_cast<int>(status)]->Increment();
 }
 void Metrics::observe_queue_seconds(double seconds) { queue_seconds_->Observe(seconds); }
 void Metrics::observe_time_to_first_token(double seconds) {

@@ -52,9 +52,14 @@ enum class RequestStatus {
 inline constexpr int kNumRequestStatuses = 9;
 std::string_view request_status_label(RequestStatus status);
 // The status of a request refused with `refusal` (not OK): InvalidArgument / OutOfRange /
-// FailedPrecondition -> kInvalidArgument, ResourceExhausted -> kCapacity, Unavailable ->
-// kUnavailable, anything else -> kInternal.
+// FailedPrecondition / NotFound (the HTTP API's unknown model) -> kInvalidArgument,
+// ResourceExhausted -> kCapacity, Unavailable -> kUnavailable, anything else -> kInternal.
 RequestStatus rejected_status(const absl::Status& refusal);
+
+// The API a request came in through, the `api` label of flashserve_requests_total.
+enum class Api { kGrpc, kHttp };
+inline constexpr int kNumApis = 2;
+std::string_view api_label(Api api);
 
 // The `part` label of flashserve_forward_seconds_total.
 enum class ForwardPart { kAttention, kGemm, kOther };
@@ -121,9 +126,10 @@ class Metrics {
   std::string serialize() const;
 
   // ---- requests ----
-  // Exactly once per request, with its final status (the engine for accepted requests and
-  // for requests submit() rejected; the API layer for requests it rejects before submit()).
-  void record_request(RequestStatus status);
+  // Exactly once per request, with its final status and the API it came through (the engine
+  // for accepted requests and for requests submit() rejected; the API layer for requests it
+  // rejects before submit()).
+  void record_request(RequestStatus status, Api api);
   void observe_queue_seconds(double seconds);         // submit -> first scheduled
   void observe_time_to_first_token(double seconds);   // submit -> first token sampled
   // Times between consecutive tokens of a request: one engine step's, in one update (one
@@ -178,7 +184,7 @@ class Metrics {
   // Declared after registry_, so it stops (joining its thread) before the registry goes.
   std::unique_ptr<HttpEndpoint> endpoint_;  // null until serve()
 
-  prometheus::Counter* requests_[kNumRequestStatuses] = {};
+  prometheus::Counter* requests_[kNumApis][kNumRequestStatuses] = {};
   prometheus::Histogram* queue_seconds_ = nullptr;
   prometheus::Histogram* time_to_first_token_ = nullptr;
   prometheus::Histogram* inter_token_latency_ = nullptr;

@@ -71,16 +71,28 @@ def validate(venv, where, docs):
 
 
 def check_deployment(where, docs):
-    """The probes ask the server for names it answers; ports match the Services."""
+    """The probes ask the server for names/paths it answers; ports match the flags and the
+    Services."""
     failures = []
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    probes = {p: container[p]["grpc"] for p in ("startupProbe", "readinessProbe", "livenessProbe")}
-    expected = {"startupProbe": "flashserve.v1.Generation",
-                "readinessProbe": "flashserve.v1.Generation", "livenessProbe": "liveness"}
+    probes = {p: container[p].get("grpc", {}) for p in ("startupProbe", "livenessProbe")}
+    expected = {"startupProbe": "flashserve.v1.Generation", "livenessProbe": "liveness"}
     for probe, service in expected.items():
         if probes[probe].get("service") != service or probes[probe].get("port") != 50051:
             failures.append(f"{where}: {probe} asks {probes[probe]}, expected {service} on 50051")
+    # Readiness through the HTTP API's /ready, on the port --http-port opens.
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    ready = container["readinessProbe"].get("httpGet", {})
+    if ready.get("path") != "/ready" or ready.get("port") != "http":
+        failures.append(f"{where}: readinessProbe is {container['readinessProbe']}, expected "
+                        "httpGet /ready on port http")
+    if f"--http-port={ports.get('http')}" not in container["args"]:
+        failures.append(f"{where}: container port http {ports.get('http')} is not --http-port")
+    for service in (d for d in docs if d["kind"] == "Service" and "clusterIP" not in d["spec"]):
+        targets = {p.get("targetPort") for p in service["spec"]["ports"]}
+        if "http" not in targets:
+            failures.append(f"{where}: Service {service['metadata']['name']} has no http port")
     args = container["args"]
     devices = [a for a in args if a.startswith("--device=")]
     if devices != [f"--device={EXPECTED_DEVICE[where]}"]:

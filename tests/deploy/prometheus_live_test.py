@@ -75,7 +75,8 @@ def start_server(args, tmp, grpc_port, metrics_port):
     return subprocess.Popen(
         [args.server, "--model", str(MODEL), "--device", "cpu", "--host", "127.0.0.1",
          "--port", str(grpc_port),
-         "--metrics-port", str(metrics_port), "--max-waiting", "64", "--threads", "1"],
+         "--metrics-port", str(metrics_port), "--http-port", "0", "--max-waiting", "64",
+         "--threads", "1"],
         stdout=log, stderr=subprocess.STDOUT)
 
 

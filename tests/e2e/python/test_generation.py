@@ -44,7 +44,8 @@ class Server:
         self.log_path = log_path
         self.log = open(log_path, "wb")
         self.proc = subprocess.Popen(
-            [binary, "--model", model, "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0"],
+            [binary, "--model", model, "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0",
+             "--http-port", "0"],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while True:

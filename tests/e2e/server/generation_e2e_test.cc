@@ -315,11 +315,11 @@ TEST_F(GenerationE2E, CancelMidStreamFreesKvBlocks) {
   EXPECT_TRUE(wait_idle(stub_.get())) << "KV blocks not freed after cancel";
   // The engine counted it as cancelled.
   const double cancelled_before =
-      metric_value(before, "flashserve_requests_total", "status=\"cancelled\"").value_or(-1);
+      metric_value(before, "flashserve_requests_total", "api=\"grpc\",status=\"cancelled\"").value_or(-1);
   double cancelled_after = -1;
   for (int i = 0; i < 100 && cancelled_after < cancelled_before + 1; ++i) {
     cancelled_after = metric_value(server_->scrape_metrics().value_or(""),
-                                   "flashserve_requests_total", "status=\"cancelled\"")
+                                   "flashserve_requests_total", "api=\"grpc\",status=\"cancelled\"")
                           .value_or(-1);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -436,10 +436,10 @@ TEST_F(GenerationE2E, EveryInvalidArgumentNamesTheField) {
 
   // Every rejected generation is counted once as "invalid_argument".
   const double rejected_before =
-      metric_value(before, "flashserve_requests_total", "status=\"invalid_argument\"").value_or(-1);
+      metric_value(before, "flashserve_requests_total", "api=\"grpc\",status=\"invalid_argument\"").value_or(-1);
   const double rejected_after = metric_value(server_->scrape_metrics().value_or(""),
                                              "flashserve_requests_total",
-                                             "status=\"invalid_argument\"")
+                                             "api=\"grpc\",status=\"invalid_argument\"")
                                     .value_or(-1);
   EXPECT_EQ(rejected_after, rejected_before + 2 * static_cast<double>(cases.size()));
 }
@@ -471,8 +471,8 @@ TEST_F(GenerationE2E, MetricsMatchWhatTheTestDid) {
   std::string after;
   for (int i = 0; i < 100; ++i) {
     after = scrape().value_or("");
-    if (value(after, "flashserve_requests_total", "status=\"length\"") >=
-        value(*before, "flashserve_requests_total", "status=\"length\"") + kNumRequests) {
+    if (value(after, "flashserve_requests_total", "api=\"grpc\",status=\"length\"") >=
+        value(*before, "flashserve_requests_total", "api=\"grpc\",status=\"length\"") + kNumRequests) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -480,9 +480,9 @@ TEST_F(GenerationE2E, MetricsMatchWhatTheTestDid) {
   auto delta = [&](const std::string& name, const std::string& labels = "") {
     return value(after, name, labels) - value(*before, name, labels);
   };
-  EXPECT_EQ(delta("flashserve_requests_total", "status=\"length\""), kNumRequests);
-  EXPECT_EQ(delta("flashserve_requests_total", "status=\"stop\""), 0);
-  EXPECT_EQ(delta("flashserve_requests_total", "status=\"invalid_argument\""), 0);
+  EXPECT_EQ(delta("flashserve_requests_total", "api=\"grpc\",status=\"length\""), kNumRequests);
+  EXPECT_EQ(delta("flashserve_requests_total", "api=\"grpc\",status=\"stop\""), 0);
+  EXPECT_EQ(delta("flashserve_requests_total", "api=\"grpc\",status=\"invalid_argument\""), 0);
   EXPECT_EQ(delta("flashserve_generated_tokens_total"), kNumRequests * kNewTokens);
   EXPECT_EQ(delta("flashserve_prompt_tokens_total"), prompt_tokens);
   EXPECT_EQ(delta("flashserve_time_to_first_token_seconds_count"), kNumRequests);

@@ -24,7 +24,8 @@ CommandResult run_server(const std::string& args) {
 
 // No model is needed: these are refused before anything starts.
 TEST(HardeningE2E, FlagsThatCannotServeAreRefusedAtStart) {
-  const std::string base = "--model /nonexistent/model.gguf --port 0 --metrics-port -1 ";
+  const std::string base =
+      "--model /nonexistent/model.gguf --port 0 --metrics-port -1 --http-port -1 ";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--max-context 1", "--max-context 1 must be 0"},
       {"--max-waiting 0", "--max-waiting 0 must be >= 1"},
@@ -32,6 +33,7 @@ TEST(HardeningE2E, FlagsThatCannotServeAreRefusedAtStart) {
       {"--drain-timeout nan", "--drain-timeout"},
       {"--max-num-seqs 0", "--max-num-seqs 0"},
       {"--port 65536", "--port 65536 is not a port"},
+      {"--http-port 65536", "--http-port 65536 is not a port"},
       {"--tls-cert /etc/hostname", "--tls-cert is given without --tls-key"},
       {"--auth-token-file /nonexistent/tokens", "--auth-token-file '/nonexistent/tokens'"},
   };

@@ -299,10 +299,10 @@ TEST_F(LifecycleE2E, FullQueueIsResourceExhaustedAtOnce) {
 
   const auto metrics = server_->scrape_metrics();
   ASSERT_TRUE(metrics.ok()) << metrics.status();
-  EXPECT_EQ(metric_value(*metrics, "flashserve_requests_total", "status=\"capacity\"").value_or(-1),
+  EXPECT_EQ(metric_value(*metrics, "flashserve_requests_total", "api=\"grpc\",status=\"capacity\"").value_or(-1),
             2);
   EXPECT_EQ(
-      metric_value(*metrics, "flashserve_requests_total", "status=\"cancelled\"").value_or(-1), 2);
+      metric_value(*metrics, "flashserve_requests_total", "api=\"grpc\",status=\"cancelled\"").value_or(-1), 2);
   EXPECT_EQ(server_->stop(SIGTERM), 0);
 }
 

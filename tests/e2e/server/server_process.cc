@@ -99,7 +99,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start_binary(
   server->log_path_ = std::string(dir_template) + "/server.log";
 
   std::vector<std::string> args = {binary, "--model", model_path,
-                                   "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0"};
+                                   "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0",
+                                   "--http-port", "0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

@@ -200,7 +200,7 @@ TEST_F(SoakE2E, CancellationsAndDeadlinesLeakNothing) {
   EXPECT_LE(sum_samples(*metrics, "flashserve_requests_total"), num_warmup + num_requests);
   const int num_ok = warmup_counts[grpc::StatusCode::OK] + counts[grpc::StatusCode::OK];
   const double num_length =
-      metric_value(*metrics, "flashserve_requests_total", "status=\"length\"").value_or(-1);
+      metric_value(*metrics, "flashserve_requests_total", "api=\"grpc\",status=\"length\"").value_or(-1);
   EXPECT_GE(num_length, num_ok);
   EXPECT_LE(num_length, num_warmup + num_requests);
   const double growth = static_cast<double>(rss_after - rss_before) / rss_before;
@@ -244,7 +244,7 @@ TEST_F(SoakE2E, KilledClientLeavesNoSequenceRunning) {
   EXPECT_TRUE(wait_idle(server_->stub().get(), std::chrono::seconds(30)));
   const auto metrics = server_->scrape_metrics();
   ASSERT_TRUE(metrics.ok());
-  EXPECT_EQ(metric_value(*metrics, "flashserve_requests_total", "status=\"cancelled\"").value_or(-1),
+  EXPECT_EQ(metric_value(*metrics, "flashserve_requests_total", "api=\"grpc\",status=\"cancelled\"").value_or(-1),
             1);
 }
 

@@ -60,6 +60,15 @@ TEST(ServerOptionsTest, ConfigurationsThatCannotServeAreRefused) {
   o.metrics_port = -2;
   expect_refused(o, "--metrics-port -2");
   o = valid();
+  o.http_port = -2;
+  expect_refused(o, "--http-port -2 is not a port (or -1 for none)");
+  o = valid();
+  o.http_port = 65536;
+  expect_refused(o, "--http-port 65536");
+  o = valid();
+  o.http_port = -1;  // off
+  EXPECT_TRUE(validate_server_options(o).ok());
+  o = valid();
   o.drain_timeout = std::chrono::milliseconds(-1000);
   expect_refused(o, "--drain-timeout -1 s is negative");
   o = valid();

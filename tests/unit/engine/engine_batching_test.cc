@@ -247,9 +247,9 @@ TEST(EngineBatchingTest, MetricsAfterAKnownWorkload) {
   const int extra_generated = cancelled->final_event().usage.completion_tokens;
 
   const std::string t = e.metrics.serialize();
-  EXPECT_EQ(metric(t, "flashserve_requests_total{status=\"length\"}"), was_cancelled ? 3 : 4);
-  EXPECT_EQ(metric(t, "flashserve_requests_total{status=\"cancelled\"}"), was_cancelled ? 1 : 0);
-  EXPECT_EQ(metric(t, "flashserve_requests_total{status=\"capacity\"}"), 1);
+  EXPECT_EQ(metric(t, "flashserve_requests_total{api=\"grpc\",status=\"length\"}"), was_cancelled ? 3 : 4);
+  EXPECT_EQ(metric(t, "flashserve_requests_total{api=\"grpc\",status=\"cancelled\"}"), was_cancelled ? 1 : 0);
+  EXPECT_EQ(metric(t, "flashserve_requests_total{api=\"grpc\",status=\"capacity\"}"), 1);
   EXPECT_EQ(metric(t, "flashserve_prompt_tokens_total"), 3 * 5 + 6);
   EXPECT_EQ(metric(t, "flashserve_generated_tokens_total"), 3 * 4 + extra_generated);
   EXPECT_EQ(metric(t, "flashserve_request_duration_seconds_count"), 4);

@@ -319,10 +319,10 @@ TEST(EngineTest, CancelAfterTheDeadlineCountsAsDeadlineExceeded) {
   EXPECT_EQ(s->final_event().finish_reason, FinishReason::kDeadlineExceeded);
   EXPECT_EQ(plain->final_event().finish_reason, FinishReason::kCancelled);
   const std::string t = e.metrics.serialize();
-  EXPECT_NE(t.find("flashserve_requests_total{status=\"deadline_exceeded\"} 1\n"),
+  EXPECT_NE(t.find("flashserve_requests_total{api=\"grpc\",status=\"deadline_exceeded\"} 1\n"),
             std::string::npos)
       << t;
-  EXPECT_NE(t.find("flashserve_requests_total{status=\"cancelled\"} 1\n"), std::string::npos)
+  EXPECT_NE(t.find("flashserve_requests_total{api=\"grpc\",status=\"cancelled\"} 1\n"), std::string::npos)
       << t;
 }
 
@@ -426,10 +426,10 @@ TEST(EngineTest, RunnerErrorFailsEveryRequestAndTheEngineStopsServing) {
   // Counted by the status the client sees: internal (the failed step's two), unavailable
   // (the waiting one and the refused submit).
   const std::string metrics = e.metrics.serialize();
-  EXPECT_NE(metrics.find("flashserve_requests_total{status=\"internal\"} 2\n"),
+  EXPECT_NE(metrics.find("flashserve_requests_total{api=\"grpc\",status=\"internal\"} 2\n"),
             std::string::npos)
       << metrics;
-  EXPECT_NE(metrics.find("flashserve_requests_total{status=\"unavailable\"} 2\n"),
+  EXPECT_NE(metrics.find("flashserve_requests_total{api=\"grpc\",status=\"unavailable\"} 2\n"),
             std::string::npos)
       << metrics;
   EXPECT_TRUE(e->drain(std::chrono::seconds(10)));

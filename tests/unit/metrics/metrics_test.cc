@@ -45,9 +45,11 @@ TEST(MetricsTest, EveryRequestStatusIsExportedFromTheStart) {
   for (const char* status :
        {"stop", "length", "stop_sequence", "cancelled", "deadline_exceeded", "internal",
         "invalid_argument", "capacity", "unavailable"}) {
-    EXPECT_EQ(value_of(text, std::string("flashserve_requests_total{status=\"") + status +
-                                 "\"}"),
-              0);
+    for (const char* api : {"grpc", "http"}) {
+      EXPECT_EQ(value_of(text, std::string("flashserve_requests_total{api=\"") + api +
+                                   "\",status=\"" + status + "\"}"),
+                0);
+    }
   }
   EXPECT_EQ(value_of(text, "flashserve_attention_kernel_bytes_total{phase=\"prefill\"}"), 0);
   EXPECT_EQ(value_of(text, "flashserve_attention_kernel_bytes_total{phase=\"decode\"}"), 0);
@@ -55,9 +57,10 @@ TEST(MetricsTest, EveryRequestStatusIsExportedFromTheStart) {
 
 TEST(MetricsTest, RequestCountersAndHistograms) {
   Metrics m;
-  m.record_request(RequestStatus::kStop);
-  m.record_request(RequestStatus::kStop);
-  m.record_request(RequestStatus::kCapacity);
+  m.record_request(RequestStatus::kStop, Api::kGrpc);
+  m.record_request(RequestStatus::kStop, Api::kGrpc);
+  m.record_request(RequestStatus::kCapacity, Api::kGrpc);
+  m.record_request(RequestStatus::kStop, Api::kHttp);
   m.observe_time_to_first_token(0.004);   // bucket le=0.005
   m.observe_time_to_first_token(0.2);     // bucket le=0.25
   m.observe_inter_token_latencies({});  // nothing
@@ -69,9 +72,11 @@ TEST(MetricsTest, RequestCountersAndHistograms) {
   m.add_generated_tokens(5);
   m.add_generated_tokens(3);
   const std::string t = m.serialize();
-  EXPECT_EQ(value_of(t, "flashserve_requests_total{status=\"stop\"}"), 2);
-  EXPECT_EQ(value_of(t, "flashserve_requests_total{status=\"capacity\"}"), 1);
-  EXPECT_EQ(value_of(t, "flashserve_requests_total{status=\"length\"}"), 0);
+  EXPECT_EQ(value_of(t, "flashserve_requests_total{api=\"grpc\",status=\"stop\"}"), 2);
+  EXPECT_EQ(value_of(t, "flashserve_requests_total{api=\"http\",status=\"stop\"}"), 1);
+  EXPECT_EQ(value_of(t, "flashserve_requests_total{api=\"grpc\",status=\"capacity\"}"), 1);
+  EXPECT_EQ(value_of(t, "flashserve_requests_total{api=\"http\",status=\"capacity\"}"), 0);
+  EXPECT_EQ(value_of(t, "flashserve_requests_total{api=\"grpc\",status=\"length\"}"), 0);
   EXPECT_EQ(value_of(t, "flashserve_time_to_first_token_seconds_count"), 2);
   EXPECT_DOUBLE_EQ(value_of(t, "flashserve_time_to_first_token_seconds_sum"), 0.204);
   EXPECT_EQ(value_of(t, "flashserve_time_to_first_token_seconds_bucket{le=\"0.0025\"}"), 0);
@@ -119,7 +124,7 @@ TEST(MetricsTest, BuildInfoAndTheModelLabelOnEveryMetric) {
   EXPECT_EQ(value_of(t, "flashserve_build_info{model=\"tiny\",commit=\"abc123\",device=\"cpu\","
                         "version=\"1.2.3\"}"),
             1);
-  EXPECT_EQ(value_of(t, "flashserve_requests_total{model=\"tiny\",status=\"stop\"}"), 0);
+  EXPECT_EQ(value_of(t, "flashserve_requests_total{model=\"tiny\",api=\"grpc\",status=\"stop\"}"), 0);
   // Every sample line carries the model label.
   std::istringstream in(t);
   std::string line;
@@ -314,10 +319,10 @@ TEST(MetricsTest, ServesTheRegistryOverHttp) {
   const int port = m.listening_port();
   ASSERT_GT(port, 0);
   EXPECT_EQ(m.serve("127.0.0.1:0").code(), absl::StatusCode::kFailedPrecondition);
-  m.record_request(RequestStatus::kLength);
+  m.record_request(RequestStatus::kLength, Api::kGrpc);
   const std::string response = http_get(port, "/metrics");
   EXPECT_NE(response.find("200 OK"), std::string::npos) << response;
-  EXPECT_NE(response.find("flashserve_requests_total{status=\"length\"} 1"), std::string::npos)
+  EXPECT_NE(response.find("flashserve_requests_total{api=\"grpc\",status=\"length\"} 1"), std::string::npos)
       << response;
 }
 

@@ -1,0 +1,319 @@
+// The HTTP server in-process: libmicrohttpd on a loopback port over a real Engine whose model
+// is the engine tests' fake runner and tokenizer (tests/support/engine_fakes.h), driven by a
+// plain socket client. Covers what the e2e test (tests/e2e/python/test_openai_http.py)
+// cannot trigger on demand: the model still loading, a full queue (429), a client that
+// leaves while its request waits in the queue or runs, and stopping with streams open.
+#include "server/http/http_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "server/metrics/metrics.h"
+#include "tests/support/engine_fakes.h"
+
+namespace flashserve::http {
+namespace {
+
+using engine::fakes::FakeRunner;
+using engine::fakes::FakeRunnerState;
+using engine::fakes::FakeTokenizer;
+using Json = nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr int kContext = 256;
+
+// A socket to the server; the request is written at once, the answer read when asked.
+class Client {
+ public:
+  Client(int port, const std::string& method, const std::string& path,
+         const std::string& body = "", const std::string& headers = "") {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr = {};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    const std::string request = method + " " + path + " HTTP/1.1\r\nHost: x\r\n" + headers +
+                                "Connection: close\r\nContent-Length: " +
+                                std::to_string(body.size()) + "\r\n\r\n" + body;
+    EXPECT_EQ(send(fd_, request.data(), request.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(request.size()));
+  }
+  ~Client() { close_now(); }
+  void close_now() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  // Reads until `text` has arrived (or the server closed).
+  std::string read_until(const std::string& text) {
+    char buf[4096];
+    while (received_.find(text) == std::string::npos) {
+      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      received_.append(buf, n);
+    }
+    return received_;
+  }
+  int status() {
+    read_until("\r\n");
+    return received_.size() > 12 ? std::stoi(received_.substr(9, 3)) : 0;
+  }
+  // The whole answer's body (read to the end; chunked encoding undone).
+  std::string body() {
+    read_until(std::string(1, '\0'));  // to EOF
+    const size_t start = received_.find("\r\n\r\n");
+    if (start == std::string::npos) return "";
+    std::string raw = received_.substr(start + 4);
+    if (received_.substr(0, start).find("chunked") == std::string::npos) return raw;
+    std::string out;
+    size_t at = 0;
+    while (at < raw.size()) {
+      const size_t line_end = raw.find("\r\n", at);
+      const size_t size = std::stoul(raw.substr(at, line_end - at), nullptr, 16);
+      if (size == 0) break;
+      out += raw.substr(line_end + 2, size);
+      at = line_end + 2 + size + 2;
+    }
+    return out;
+  }
+
+ private:
+  int fd_ = -1;
+  std::string received_;
+};
+
+// Holds the engine inside forward() while closed.
+class Gate {
+ public:
+  void set_open(bool open) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_ = open;
+    }
+    cv_.notify_all();
+  }
+  void pass() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return open_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
+};
+
+std::string completion(int max_tokens, bool stream = false) {
+  return Json{{"prompt", "ab"}, {"max_tokens", max_tokens}, {"temperature", 0},
+              {"ignore_eos", true}, {"stream", stream}}
+      .dump();
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void start(engine::EngineOptions options = {}, const std::string& token = "") {
+    runner_state_ = std::make_shared<FakeRunnerState>();
+    runner_state_->on_forward = [this](const model::ForwardBatch&) {
+      gate_.pass();
+      std::this_thread::sleep_for(std::chrono::milliseconds(step_ms_.load()));
+    };
+    engine_ = std::make_unique<engine::Engine>(
+        std::make_unique<FakeRunner>(runner_state_, 64, 16, kContext), tokenizer_, options,
+        &metrics_);
+    engine_->start();
+    backend_.engine = engine_.get();
+    backend_.prompt.tokenizer = &tokenizer_;
+    backend_.prompt.limits.context_length = kContext;
+    backend_.prompt.limits.vocab_size = tokenizer_.vocab_size();
+    backend_.engine_options = options;
+    if (!token.empty()) {
+      const std::string path = ::testing::TempDir() + "/http_server_test_tokens";
+      std::ofstream(path) << token << "\n";
+      auto auth = api::TokenAuth::load(path);
+      ASSERT_TRUE(auth.ok()) << auth.status();
+      auth_ = std::move(*auth);
+    }
+    HttpOptions http;
+    http.host = "127.0.0.1";
+    http.port = 0;
+    HttpContext context;
+    context.auth = auth_.get();
+    context.metrics = &metrics_;
+    context.model_name = "tiny";
+    context.ready = [this] { return ready_.load(); };
+    auto server = HttpServer::start(http, std::move(context));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    port_ = server_->port();
+    ASSERT_GT(port_, 0);
+  }
+  void serve() {
+    server_->set_backend(&backend_);
+    ready_ = true;
+  }
+  void TearDown() override {
+    gate_.set_open(true);
+    if (engine_) engine_->drain();
+    if (server_) server_->stop(std::chrono::milliseconds(1000));
+  }
+  double requests(const std::string& status) {
+    const std::string series =
+        "flashserve_requests_total{api=\"http\",status=\"" + status + "\"} ";
+    const std::string text = metrics_.serialize();
+    const size_t at = text.find(series);
+    return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size()));
+  }
+  // Polls (another thread updates them) for at most 10 s.
+  bool eventually(const std::function<bool()>& done) {
+    for (int i = 0; i < 2000 && !done(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return done();
+  }
+
+  FakeTokenizer tokenizer_;
+  metrics::Metrics metrics_;
+  std::shared_ptr<FakeRunnerState> runner_state_;
+  Gate gate_;
+  std::unique_ptr<engine::Engine> engine_;
+  api::Backend backend_;
+  std::unique_ptr<api::TokenAuth> auth_;
+  std::atomic<bool> ready_{false};
+  std::atomic<int> step_ms_{0};  // how long each engine step takes
+  std::unique_ptr<HttpServer> server_;
+  int port_ = 0;
+};
+
+TEST_F(HttpServerTest, LoadingThenServing) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  Client loading(port_, "POST", "/v1/completions", completion(2));
+  EXPECT_EQ(loading.status(), 503);
+  EXPECT_THAT(loading.body(), HasSubstr("still loading"));
+  EXPECT_EQ(Client(port_, "GET", "/ready").status(), 503);
+  EXPECT_EQ(Client(port_, "GET", "/health").status(), 200);
+  EXPECT_EQ(requests("unavailable"), 1);
+  serve();
+  EXPECT_EQ(Client(port_, "GET", "/ready").status(), 200);
+  Client whole(port_, "POST", "/v1/completions", completion(5));
+  EXPECT_EQ(whole.status(), 200);
+  const Json answer = Json::parse(whole.body());
+  EXPECT_EQ(answer["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(answer["choices"][0]["finish_reason"], "length");
+  const std::string text = answer["choices"][0]["text"];
+  EXPECT_EQ(text.size(), 5u);  // the fake's tokens are single letters
+  // The stream of the same greedy request carries the same text.
+  Client stream(port_, "POST", "/v1/completions", completion(5, /*stream=*/true));
+  EXPECT_EQ(stream.status(), 200);
+  std::string streamed;
+  const std::string sse = stream.body();
+  for (size_t at = 0; (at = sse.find("data: {", at)) != std::string::npos; ++at) {
+    const Json record = Json::parse(sse.substr(at + 6, sse.find("\n\n", at) - at - 6));
+    streamed += record["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(streamed, text);
+  EXPECT_THAT(sse, HasSubstr("data: [DONE]\n\n"));
+  EXPECT_EQ(requests("length"), 2);
+}
+
+TEST_F(HttpServerTest, FullQueueIs429) {
+  engine::EngineOptions options;
+  options.max_num_seqs = 1;
+  options.max_waiting = 1;
+  ASSERT_NO_FATAL_FAILURE(start(options));
+  serve();
+  gate_.set_open(false);
+  Client running(port_, "POST", "/v1/completions", completion(2));
+  ASSERT_TRUE(eventually([&] { return engine_->snapshot().num_running == 1; }));
+  Client waiting(port_, "POST", "/v1/completions", completion(2));
+  ASSERT_TRUE(eventually([&] { return engine_->snapshot().num_waiting == 1; }));
+  Client refused(port_, "POST", "/v1/completions", completion(2));
+  EXPECT_EQ(refused.status(), 429);
+  EXPECT_EQ(Json::parse(refused.body())["error"]["type"], "rate_limit_error");
+  gate_.set_open(true);
+  EXPECT_EQ(running.status(), 200);
+  EXPECT_EQ(waiting.status(), 200);
+  EXPECT_EQ(requests("capacity"), 1);
+}
+
+TEST_F(HttpServerTest, ClientThatLeavesCancelsItsRequest) {
+  engine::EngineOptions options;
+  options.max_num_seqs = 1;
+  ASSERT_NO_FATAL_FAILURE(start(options));
+  serve();
+  step_ms_ = 10;  // the running stream takes 2 s: time for both clients to leave
+  Client running(port_, "POST", "/v1/completions", completion(200, /*stream=*/true));
+  ASSERT_TRUE(eventually([&] { return engine_->snapshot().num_running == 1; }));
+  Client queued(port_, "POST", "/v1/completions", completion(200));
+  ASSERT_TRUE(eventually([&] { return engine_->snapshot().num_waiting == 1; }));
+  // Leaves while waiting for admission: the server's watcher notices without any event, and
+  // the engine drops it at its next step.
+  queued.close_now();
+  EXPECT_TRUE(eventually([&] { return requests("cancelled") == 1; }));
+  EXPECT_EQ(engine_->snapshot().num_waiting, 0);
+  EXPECT_EQ(engine_->snapshot().num_running, 1);
+  // Leaves mid-stream: noticed at its next event.
+  running.read_until("data: {");
+  running.close_now();
+  EXPECT_TRUE(eventually([&] { return requests("cancelled") == 2; }));
+  EXPECT_TRUE(eventually([&] { return engine_->snapshot().num_running == 0; }));
+  EXPECT_EQ(requests("length"), 0);
+}
+
+TEST_F(HttpServerTest, TokensRoutesAndMethods) {
+  ASSERT_NO_FATAL_FAILURE(start({}, "secret"));
+  serve();
+  Client anonymous(port_, "GET", "/v1/models");
+  EXPECT_EQ(anonymous.status(), 401);
+  EXPECT_THAT(anonymous.read_until("\r\n\r\n"), HasSubstr("WWW-Authenticate: Bearer"));
+  EXPECT_EQ(Client(port_, "GET", "/v1/models", "", "Authorization: Bearer wrong\r\n").status(),
+            401);
+  Client models(port_, "GET", "/v1/models", "", "Authorization: Bearer secret\r\n");
+  EXPECT_EQ(models.status(), 200);
+  EXPECT_EQ(Json::parse(models.body())["data"][0]["id"], "tiny");
+  EXPECT_EQ(Client(port_, "GET", "/ready").status(), 200);  // probes stay open
+  const std::string bearer = "Authorization: Bearer secret\r\n";
+  EXPECT_EQ(Client(port_, "GET", "/v1/models/other", "", bearer).status(), 404);
+  EXPECT_EQ(Client(port_, "GET", "/v1/completions", "", bearer).status(), 405);
+  EXPECT_EQ(Client(port_, "GET", "/nowhere", "", bearer).status(), 404);
+  Client unknown_model(port_, "POST", "/v1/completions", R"({"prompt": "ab", "model": "x"})",
+                       bearer);
+  EXPECT_EQ(unknown_model.status(), 404);
+  EXPECT_EQ(Json::parse(unknown_model.body())["error"]["code"], "model_not_found");
+  Client bad(port_, "POST", "/v1/chat/completions", R"({"messages": [{"role": "user"}]})",
+             bearer);
+  EXPECT_EQ(bad.status(), 400);
+  EXPECT_EQ(Json::parse(bad.body())["error"]["param"], "messages[0].content");
+  // Unauthenticated requests are not counted; the others as the client's errors.
+  EXPECT_EQ(requests("invalid_argument"), 2);
+}
+
+TEST_F(HttpServerTest, StopsWithStreamsOpen) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  serve();
+  gate_.set_open(false);
+  Client stream(port_, "POST", "/v1/completions", completion(100, /*stream=*/true));
+  ASSERT_TRUE(eventually([&] { return engine_->snapshot().num_running == 1; }));
+  gate_.set_open(true);
+  stream.read_until("data: {");
+  // As Server::shutdown: the engine drains (the stream gets its final event), then the HTTP
+  // server stops, giving the open response its grace to finish.
+  engine_->drain(std::chrono::milliseconds(0));
+  server_->stop(std::chrono::milliseconds(2000));
+  const std::string body = stream.body();
+  EXPECT_THAT(body, HasSubstr("data: [DONE]"));
+}
+
+}  // namespace
+}  // namespace flashserve::http
