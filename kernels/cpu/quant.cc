@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/bf16.h"
+#include "kernels/cpu/quant_matmul_internal.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/quant/quant_unit.h"
 
@@ -13,17 +14,6 @@ namespace flashserve::kernels {
 namespace {
 
 float fp16(const uint8_t* p) { return quant::half_bits_to_float(uint32_t{p[0]} | uint32_t{p[1]} << 8); }
-
-// ggml's get_scale_min_k4.
-void scale_min_k4(int j, const uint8_t* q, int* sc, int* mn) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *mn = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
 
 void dequantize_legacy(WeightFormat f, const uint8_t* b, float* y) {
   if (f == WeightFormat::kQ8_0) {
@@ -51,9 +41,9 @@ void dequantize_q45_k(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, fl
   const uint8_t* scales = b + 4;
   for (int g = 0; g < 4; ++g) {
     int sc, mn;
-    scale_min_k4(2 * g, scales, &sc, &mn);
+    qmm::k_scale_min(scales, 2 * g, &sc, &mn);
     const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(mn);
-    scale_min_k4(2 * g + 1, scales, &sc, &mn);
+    qmm::k_scale_min(scales, 2 * g + 1, &sc, &mn);
     const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(mn);
     for (int l = 0; l < 32; ++l) {
       const int hi = qh != nullptr ? ((qh[l] >> (2 * g)) & 1) << 4 : 0;
