@@ -164,31 +164,42 @@ CpuIsa best_cpu_isa() {
   return CpuIsa::kScalar;
 }
 
-void quantize_activations_q8(const float* x, int m, int64_t k, Q8Activations* out) {
-  const int64_t num_units = k / 32;
+void resize_activations_q8(int m, int64_t k, Q8Activations* out) {
   out->m = m;
   out->k = k;
-  const size_t lanes = static_cast<size_t>(m) * num_units * 8;
+  const size_t lanes = static_cast<size_t>(m) * (k / 32) * 8;
   if (out->q.size() < static_cast<size_t>(m) * k) out->q.resize(static_cast<size_t>(m) * k);
   if (out->dx8.size() < lanes) {
     out->dx8.resize(lanes);
     out->lane_sum.resize(lanes);
     out->lane_sum_f.resize(lanes);
   }
-  std::vector<float> d(static_cast<size_t>(num_units));
-  for (int r = 0; r < m; ++r) {
+}
+
+void quantize_activation_rows_q8(const float* x, int r0, int r1, Q8Activations* out) {
+  const int64_t k = out->k, num_units = k / 32;
+  float d[64];  // unit scales of up to 2048 elements at a time
+  for (int r = r0; r < r1; ++r) {
     int8_t* q = out->q.data() + r * k;
-    quantize_q8_cpu(x + r * k, k, q, d.data());
-    for (int64_t u = 0; u < num_units; ++u) {
-      for (int l = 0; l < 8; ++l) {
-        const int64_t i = (r * num_units + u) * 8 + l;
-        const int8_t* quad = q + u * 32 + 4 * l;
-        out->dx8[i] = d[u];
-        out->lane_sum[i] = quad[0] + quad[1] + quad[2] + quad[3];
-        out->lane_sum_f[i] = static_cast<float>(out->lane_sum[i]);
+    for (int64_t u0 = 0; u0 < num_units; u0 += 64) {
+      const int64_t nu = num_units - u0 < 64 ? num_units - u0 : 64;
+      quantize_q8_cpu(x + r * k + u0 * 32, nu * 32, q + u0 * 32, d);
+      for (int64_t u = u0; u < u0 + nu; ++u) {
+        for (int l = 0; l < 8; ++l) {
+          const int64_t i = (r * num_units + u) * 8 + l;
+          const int8_t* quad = q + u * 32 + 4 * l;
+          out->dx8[i] = d[u - u0];
+          out->lane_sum[i] = quad[0] + quad[1] + quad[2] + quad[3];
+          out->lane_sum_f[i] = static_cast<float>(out->lane_sum[i]);
+        }
       }
     }
   }
+}
+
+void quantize_activations_q8(const float* x, int m, int64_t k, Q8Activations* out) {
+  resize_activations_q8(m, k, out);
+  quantize_activation_rows_q8(x, 0, m, out);
 }
 
 int64_t quant_row_bytes(WeightFormat format, int64_t k) {

@@ -55,7 +55,12 @@ struct Q8Activations {
   std::vector<float> lane_sum_f;   // [m, k / 32, 8]
 };
 
-// x: [m, k] floats (row stride k). REQUIRES k % 32 == 0.
+// Sizes `out` for m rows of k elements. REQUIRES k % 32 == 0.
+void resize_activations_q8(int m, int64_t k, Q8Activations* out);
+// Quantizes rows [r0, r1) of x ([m, k] floats, row stride k) into a sized `out`; ranges
+// may run on different threads.
+void quantize_activation_rows_q8(const float* x, int r0, int r1, Q8Activations* out);
+// resize_activations_q8, then every row.
 void quantize_activations_q8(const float* x, int m, int64_t k, Q8Activations* out);
 
 // Rows [n_begin, n_end) of the product, for all m activation rows.
