@@ -110,7 +110,7 @@ void matmul_scalar(const qmm::MatmulView& p) {
     for (int r = 0; r < p.x.m; ++r) {
       const int8_t* xq = p.x.q + r * p.k;
       const float* dx8 = p.x.dx8 + r * num_units * 8;
-      const float* sf = p.x.lane_sum_f + r * num_units * 8;
+      const float* sf = p.x.lane_dsum + r * num_units * 8;
       float acc[2][8] = {};
       for (int64_t u = 0; u < num_units; ++u) {
         const uint8_t* block = row + (u / per_block) * bb;
@@ -125,7 +125,7 @@ void matmul_scalar(const qmm::MatmulView& p) {
           int sum = 0;
           for (int i = 4 * l; i < 4 * l + 4; ++i) sum += unit.q[i] * xq[u * 32 + i];
           a[l] = std::fma(unit.dw[l] * dx, static_cast<float>(sum), a[l]);
-          if (with_min) a[l] = std::fma(unit.mw * dx, sf[u * 8 + l], a[l]);
+          if (with_min) a[l] = std::fma(unit.mw, sf[u * 8 + l], a[l]);
         }
       }
       float v[8];
@@ -172,7 +172,7 @@ void resize_activations_q8(int m, int64_t k, Q8Activations* out) {
   if (out->dx8.size() < lanes) {
     out->dx8.resize(lanes);
     out->lane_sum.resize(lanes);
-    out->lane_sum_f.resize(lanes);
+    out->lane_dsum.resize(lanes);
   }
 }
 
@@ -190,7 +190,7 @@ void quantize_activation_rows_q8(const float* x, int r0, int r1, Q8Activations* 
           const int8_t* quad = q + u * 32 + 4 * l;
           out->dx8[i] = d[u - u0];
           out->lane_sum[i] = quad[0] + quad[1] + quad[2] + quad[3];
-          out->lane_sum_f[i] = static_cast<float>(out->lane_sum[i]);
+          out->lane_dsum[i] = d[u - u0] * static_cast<float>(out->lane_sum[i]);
         }
       }
     }
@@ -214,7 +214,7 @@ void quant_matmul_cpu(CpuIsa isa, const QuantMatmulParams& p) {
                     p.k,
                     p.n_begin,
                     p.n_end,
-                    {x.q.data(), x.dx8.data(), x.lane_sum.data(), x.lane_sum_f.data(), x.m, x.k},
+                    {x.q.data(), x.dx8.data(), x.lane_sum.data(), x.lane_dsum.data(), x.m, x.k},
                     p.y,
                     p.ldy,
                     p.accumulate};

@@ -16,7 +16,8 @@
 //            6-bit scale), d * sc[2u + l / 4] (Q6_K: one int8 scale per 16 elements);
 //   mw_u     the weight offset: m (Q4_1), -(dmin * mn) (Q4_K, Q5_K), none otherwise;
 //   acc[u % 2][l] = fma(dw_u[l] * dx_u, float(p_u[l]), acc[u % 2][l]), then, with an
-//                   offset, acc[u % 2][l] = fma(mw_u * dx_u, float(s_u[l]), acc[u % 2][l]);
+//                   offset, acc[u % 2][l] = fma(mw_u, dx_u * float(s_u[l]), acc[u % 2][l])
+//                   (dx_u * float(s_u[l]) is computed once per activation: lane_dsum);
 //   v = acc[0] + acc[1];  dot = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7));
 //   y = dot, or y + dot when accumulating.
 // Every float operation is single-precision, round to nearest, fma fused, nothing else
@@ -44,15 +45,15 @@ bool cpu_isa_runs(CpuIsa isa);
 CpuIsa best_cpu_isa();
 
 // Activations quantized for the products, m rows of k elements (k a multiple of 32):
-// q, d as quantize_q8_cpu; dx8 each unit's d repeated over its 8 lanes; lane_sum /
-// lane_sum_f the lanes' s_u[l] as int32 and as float. Buffers grow and are reused.
+// q, d as quantize_q8_cpu; dx8 each unit's d repeated over its 8 lanes; lane_sum the lanes'
+// s_u[l] (int32) and lane_dsum = dx_u * float(s_u[l]). Buffers grow and are reused.
 struct Q8Activations {
   int m = 0;
   int64_t k = 0;
   std::vector<int8_t> q;           // [m, k]
   std::vector<float> dx8;          // [m, k / 32, 8]
   std::vector<int32_t> lane_sum;   // [m, k / 32, 8]
-  std::vector<float> lane_sum_f;   // [m, k / 32, 8]
+  std::vector<float> lane_dsum;    // [m, k / 32, 8]
 };
 
 // Sizes `out` for m rows of k elements. REQUIRES k % 32 == 0.

@@ -13,16 +13,19 @@
 namespace flashserve::kernels::qmm {
 namespace {
 
-float h2f(const uint8_t* p) {
+// Every helper is inlined into the tiles (a call per unit costs more than the unit).
+#define FS_INLINE inline __attribute__((always_inline))
+
+FS_INLINE float h2f(const uint8_t* p) {
   return _cvtsh_ss(static_cast<uint16_t>(p[0] | (p[1] << 8)));
 }
 
-__m512 halves(float lo, float hi) {
+FS_INLINE __m512 halves(float lo, float hi) {
   return _mm512_insertf32x8(_mm512_set1_ps(lo), _mm256_set1_ps(hi), 1);
 }
 
 // [a.lo | a.hi | b.lo | b.hi]: the low then high nibbles of 16 bytes at a, then at b.
-__m512i nibbles_pair(const uint8_t* a, const uint8_t* b) {
+FS_INLINE __m512i nibbles_pair(const uint8_t* a, const uint8_t* b) {
   const __m256i ab = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b),
                                          reinterpret_cast<const __m128i*>(a));
   __m512i z = _mm512_castsi256_si512(ab);
@@ -33,7 +36,7 @@ __m512i nibbles_pair(const uint8_t* a, const uint8_t* b) {
 
 // 32 bytes at p twice, the first copy shifted right by s0 bits, the second by s1 (per 64-bit
 // word: callers mask to the bits they want).
-__m512i twice_shifted(const uint8_t* p, int s0, int s1) {
+FS_INLINE __m512i twice_shifted(const uint8_t* p, int s0, int s1) {
   const __m512i z = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   return _mm512_srlv_epi64(z, _mm512_set_epi64(s1, s1, s1, s1, s0, s0, s0, s0));
 }
@@ -46,7 +49,7 @@ struct Pair {
 };
 
 template <int F>
-Pair decode(const uint8_t* row, int64_t u, bool single) {
+FS_INLINE Pair decode(const uint8_t* row, int64_t u, bool single) {
   Pair p;
   if constexpr (F == kQ8_0 || F == kQ4_0 || F == kQ4_1) {
     constexpr int64_t bb = F == kQ8_0 ? 34 : F == kQ4_0 ? 18 : 20;
@@ -99,7 +102,7 @@ Pair decode(const uint8_t* row, int64_t u, bool single) {
   }
 }
 
-float reduce(__m512 acc) {
+FS_INLINE float reduce(__m512 acc) {
   const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
   const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
@@ -133,14 +136,14 @@ void tile(const MatmulView& p, int r0, int j0) {
         ls = _mm512_slli_epi32(_mm512_maskz_loadu_epi32(mask, p.x.lane_sum + lane), kOffsetShift);
       }
       __m512 sf = _mm512_setzero_ps();
-      if constexpr (kMin) sf = _mm512_maskz_loadu_ps(mask, p.x.lane_sum_f + lane);
+      if constexpr (kMin) sf = _mm512_maskz_loadu_ps(mask, p.x.lane_dsum + lane);
       for (int c = 0; c < NR; ++c) {
         __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[c].w, x);
         if constexpr (kOffsetShift != 0) dot = _mm512_sub_epi32(dot, ls);
         acc[r][c] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(w[c].dw, dx), _mm512_cvtepi32_ps(dot),
                                           acc[r][c], mask);
         if constexpr (kMin) {
-          acc[r][c] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(w[c].mw, dx), sf, acc[r][c], mask);
+          acc[r][c] = _mm512_mask3_fmadd_ps(w[c].mw, sf, acc[r][c], mask);
         }
       }
     }
@@ -172,10 +175,10 @@ void run(const MatmulView& p) {
   for (int c0 = 0; c0 < m; c0 += kRowChunk) {
     const int c1 = c0 + kRowChunk < m ? c0 + kRowChunk : m;
     int j = p.n_begin;
-    for (; j + 2 <= p.n_end; j += 2) {
+    for (; j + 4 <= p.n_end; j += 4) {
       int r = c0;
-      for (; r + 4 <= c1; r += 4) tile<F, 4, 2>(p, r, j);
-      for (; r < c1; ++r) tile<F, 1, 2>(p, r, j);
+      for (; r + 4 <= c1; r += 4) tile<F, 4, 4>(p, r, j);
+      for (; r < c1; ++r) tile<F, 1, 4>(p, r, j);
     }
     for (; j < p.n_end; ++j) {
       int r = c0;

@@ -14,7 +14,7 @@ struct RowsView {          // Q8Activations (quant_matmul.h) as pointers
   const int8_t* q;         // [m, k]
   const float* dx8;        // [m, k / 32, 8]
   const int32_t* lane_sum;   // [m, k / 32, 8]
-  const float* lane_sum_f;   // [m, k / 32, 8]
+  const float* lane_dsum;   // [m, k / 32, 8]
   int m;
   int64_t k;
 };

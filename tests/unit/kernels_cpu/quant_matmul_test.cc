@@ -90,7 +90,7 @@ TEST(QuantMatmulTest, ActivationsAreQuantizeQ8WithLaneSums) {
         for (int i = 0; i < 4; ++i) sum += q[u * 32 + 4 * l + i];
         EXPECT_EQ(a.dx8[lane], d[u]);
         EXPECT_EQ(a.lane_sum[lane], sum);
-        EXPECT_EQ(a.lane_sum_f[lane], static_cast<float>(sum));
+        EXPECT_EQ(a.lane_dsum[lane], d[u] * static_cast<float>(sum));
       }
     }
   }
