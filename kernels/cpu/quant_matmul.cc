@@ -176,8 +176,16 @@ void resize_activations_q8(int m, int64_t k, Q8Activations* out) {
   }
 }
 
-void quantize_activation_rows_q8(const float* x, int r0, int r1, Q8Activations* out) {
+void quantize_activation_rows_q8(CpuIsa isa, const float* x, int r0, int r1,
+                                 Q8Activations* out) {
   const int64_t k = out->k, num_units = k / 32;
+#if defined(__x86_64__)
+  if (isa == CpuIsa::kAvx512) {
+    return qmm::quantize_rows_avx512({x, out->q.data(), out->dx8.data(), out->lane_sum.data(),
+                                      out->lane_dsum.data(), k},
+                                     r0, r1);
+  }
+#endif
   float d[64];  // unit scales of up to 2048 elements at a time
   for (int r = r0; r < r1; ++r) {
     int8_t* q = out->q.data() + r * k;
@@ -199,7 +207,7 @@ void quantize_activation_rows_q8(const float* x, int r0, int r1, Q8Activations* 
 
 void quantize_activations_q8(const float* x, int m, int64_t k, Q8Activations* out) {
   resize_activations_q8(m, k, out);
-  quantize_activation_rows_q8(x, 0, m, out);
+  quantize_activation_rows_q8(CpuIsa::kScalar, x, 0, m, out);
 }
 
 int64_t quant_row_bytes(WeightFormat format, int64_t k) {

@@ -59,9 +59,11 @@ struct Q8Activations {
 // Sizes `out` for m rows of k elements. REQUIRES k % 32 == 0.
 void resize_activations_q8(int m, int64_t k, Q8Activations* out);
 // Quantizes rows [r0, r1) of x ([m, k] floats, row stride k) into a sized `out`; ranges
-// may run on different threads.
-void quantize_activation_rows_q8(const float* x, int r0, int r1, Q8Activations* out);
-// resize_activations_q8, then every row.
+// may run on different threads. Every isa gives the same bits (kAvx512 has its own code,
+// the others the scalar one). REQUIRES cpu_isa_runs(isa).
+void quantize_activation_rows_q8(CpuIsa isa, const float* x, int r0, int r1,
+                                 Q8Activations* out);
+// resize_activations_q8, then every row (scalar).
 void quantize_activations_q8(const float* x, int m, int64_t k, Q8Activations* out);
 
 // Rows [n_begin, n_end) of the product, for all m activation rows.

@@ -190,6 +190,35 @@ void run(const MatmulView& p) {
 
 }  // namespace
 
+// quantize_q8_cpu's operations (kernels/cpu/quant.cc) on 16 lanes: the max of |x| is exact,
+// amax / 127 and 1 / dx are IEEE divisions, and vcvtps2dq rounds to nearest even (the
+// default MXCSR mode, as nearbyint); the lane sums come from vpdpbusd with ones.
+void quantize_rows_avx512(const QuantizeView& v, int r0, int r1) {
+  const int64_t units = v.k / 32;
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t u = 0; u < units; ++u) {
+      const float* x = v.x + r * v.k + u * 32;
+      const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+      const float amax = _mm512_reduce_max_ps(
+          _mm512_max_ps(_mm512_and_ps(a, abs_mask), _mm512_and_ps(b, abs_mask)));
+      const float dx = amax / 127.f;
+      const float id = dx > 0 ? 1.f / dx : 0.f;
+      const __m512 vid = _mm512_set1_ps(id);
+      const __m128i qa = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(a, vid)));
+      const __m128i qb = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(b, vid)));
+      const __m256i q = _mm256_set_m128i(qb, qa);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(v.q + r * v.k + u * 32), q);
+      const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
+      const int64_t lane = (r * units + u) * 8;
+      const __m256 vdx = _mm256_set1_ps(dx);
+      _mm256_storeu_ps(v.dx8 + lane, vdx);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(v.lane_sum + lane), sums);
+      _mm256_storeu_ps(v.lane_dsum + lane, _mm256_mul_ps(vdx, _mm256_cvtepi32_ps(sums)));
+    }
+  }
+}
+
 void matmul_avx512(const MatmulView& p) {
   switch (p.format) {
     case kQ8_0: return run<kQ8_0>(p);

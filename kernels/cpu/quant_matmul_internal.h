@@ -70,6 +70,17 @@ static inline float reduce8(const float* v) {
   return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
 }
 
+// Rows [r0, r1) of x quantized as quantize_activation_rows_q8 (quant_matmul.h), bit for bit.
+struct QuantizeView {
+  const float* x;    // [m, k]
+  int8_t* q;
+  float* dx8;
+  int32_t* lane_sum;
+  float* lane_dsum;
+  int64_t k;
+};
+void quantize_rows_avx512(const QuantizeView& v, int r0, int r1);
+
 void matmul_avx2(const MatmulView& p);
 void matmul_avx512(const MatmulView& p);
 

@@ -64,7 +64,7 @@ void quantize_input(LinearInput* in, ForwardWorkspace* ws) {
   kernels::resize_activations_q8(in->m, in->k, &ws->q8);
   const int num_tasks = std::min(in->m, ws->pool->num_threads());
   ws->pool->run(num_tasks, [&](int t) {
-    kernels::quantize_activation_rows_q8(in->x, in->m * t / num_tasks,
+    kernels::quantize_activation_rows_q8(ws->isa, in->x, in->m * t / num_tasks,
                                          in->m * (t + 1) / num_tasks, &ws->q8);
   });
   in->quantized = true;
@@ -82,7 +82,8 @@ void linear(LinearInput* in, const CpuMatrix& w, float* y, float beta, ForwardWo
   if (w.quantized()) {
     if (!in->quantized) quantize_input(in, ws);
     // Chunks of whole tiles (4 weight rows), a few per thread so that a busy core does less.
-    const int num_tasks = std::max(1, std::min(ws->pool->num_threads() * 3, n / 16));
+    const int per_thread = in->m >= 4 ? 8 : 3;  // prefill: finer, for a busy machine
+    const int num_tasks = std::max(1, std::min(ws->pool->num_threads() * per_thread, n / 16));
     ws->pool->run(num_tasks, [&](int t) {
       kernels::QuantMatmulParams p;
       p.format = w.format;

@@ -71,6 +71,29 @@ std::string name(WeightFormat f, const Shape& s) {
          " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k);
 }
 
+// Every path's activation quantization gives the scalar one's bits.
+TEST(QuantMatmulTest, ActivationPathsMatchScalarBitwise) {
+  std::mt19937 rng(5);
+  const int m = 5;
+  const int64_t k = 576;
+  const std::vector<float> x = random_activations(m, k, rng);
+  Q8Activations want;
+  quantize_activations_q8(x.data(), m, k, &want);
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (!cpu_isa_runs(isa)) continue;  // Avx2/Avx512MatchesScalarBitwise say which are absent
+    Q8Activations got;
+    resize_activations_q8(m, k, &got);
+    quantize_activation_rows_q8(isa, x.data(), 0, 2, &got);
+    quantize_activation_rows_q8(isa, x.data(), 2, m, &got);
+    for (int64_t i = 0; i < m * k; ++i) ASSERT_EQ(got.q[i], want.q[i]) << cpu_isa_name(isa) << i;
+    for (int64_t i = 0; i < m * k / 4; ++i) {
+      ASSERT_EQ(got.dx8[i], want.dx8[i]) << cpu_isa_name(isa) << " lane " << i;
+      ASSERT_EQ(got.lane_sum[i], want.lane_sum[i]) << cpu_isa_name(isa) << " lane " << i;
+      ASSERT_EQ(got.lane_dsum[i], want.lane_dsum[i]) << cpu_isa_name(isa) << " lane " << i;
+    }
+  }
+}
+
 TEST(QuantMatmulTest, ActivationsAreQuantizeQ8WithLaneSums) {
   std::mt19937 rng(1);
   const int m = 3;
