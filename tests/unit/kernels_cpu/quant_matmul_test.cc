@@ -1,7 +1,8 @@
 // The CPU's quantized products (kernels/cpu/quant_matmul.h) on random blocks of every
 // format (tests/support/quant_blocks.h) and odd shapes: the scalar path against the fp32
-// reference quant_gemv_cpu (kernels/cpu/quant.h), every SIMD path this CPU runs against the
-// scalar path bit for bit, and each row's result independent of the other rows.
+// reference quant_gemv_cpu (kernels/cpu/quant.h) and each row's result independent of the
+// other rows (every path this CPU runs). The SIMD paths against the scalar one bit for bit:
+// quant_matmul_isa_test.cc.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,62 +15,13 @@
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/quant/quant_unit.h"
 #include "tests/support/quant_blocks.h"
+#include "quant_matmul_test_util.h"
 
 namespace flashserve::kernels {
 namespace {
 
 using quant::kQuantFormats;
-
-struct Shape {
-  int m, n;
-  int64_t k;
-};
-
-// Odd shapes: k of 1, 3, 5 or 18 units of 32 (K-quants: 1 to 3 super-blocks), n not a
-// multiple of any tile width, m across the decode (m < 4) and prefill tiles.
-std::vector<Shape> shapes(WeightFormat f) {
-  const bool kquant = weight_block_elements(f) == 256;
-  std::vector<int64_t> ks = kquant ? std::vector<int64_t>{256, 512, 768}
-                                   : std::vector<int64_t>{32, 96, 160, 576};
-  std::vector<Shape> out;
-  for (int64_t k : ks) {
-    for (int m : {1, 2, 3, 5, 37}) {
-      for (int n : {1, 7, 13}) out.push_back({m, n, k});
-    }
-  }
-  return out;
-}
-
-std::vector<float> random_activations(int m, int64_t k, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> x(static_cast<size_t>(m * k));
-  for (float& v : x) v = dist(rng);
-  for (int64_t i = 0; i < k && i < 32; ++i) x[i] = 0.f;  // an all-zero unit (dx = 0)
-  return x;
-}
-
-std::vector<float> run(CpuIsa isa, WeightFormat f, const std::vector<uint8_t>& w,
-                       const Shape& s, const Q8Activations& x, const std::vector<float>& y0,
-                       bool accumulate) {
-  std::vector<float> y = y0;
-  QuantMatmulParams p;
-  p.format = f;
-  p.w = w.data();
-  p.k = s.k;
-  p.n_begin = 0;
-  p.n_end = s.n;
-  p.x = &x;
-  p.y = y.data();
-  p.ldy = s.n;
-  p.accumulate = accumulate;
-  quant_matmul_cpu(isa, p);
-  return y;
-}
-
-std::string name(WeightFormat f, const Shape& s) {
-  return std::string(weight_format_name(f)) + " m=" + std::to_string(s.m) +
-         " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k);
-}
+using namespace quant_matmul_test;
 
 // Every path's activation quantization gives the scalar one's bits.
 TEST(QuantMatmulTest, ActivationPathsMatchScalarBitwise) {
@@ -161,47 +113,12 @@ TEST(QuantMatmulTest, ScalarMatchesTheFp32Reference) {
   }
 }
 
-void expect_simd_matches_scalar(CpuIsa isa) {
-  std::mt19937 rng(3);
-  for (WeightFormat f : kQuantFormats) {
-    for (const Shape& s : shapes(f)) {
-      const std::vector<uint8_t> w = testing::random_ggml_tensor(f, s.n, s.k, rng);
-      const std::vector<float> x = random_activations(s.m, s.k, rng);
-      Q8Activations a;
-      quantize_activations_q8(x.data(), s.m, s.k, &a);
-      std::vector<float> y0(static_cast<size_t>(s.m * s.n));
-      std::normal_distribution<float> dist(0.f, 1.f);
-      for (float& v : y0) v = dist(rng);
-      for (bool accumulate : {false, true}) {
-        const std::vector<float> want = run(CpuIsa::kScalar, f, w, s, a, y0, accumulate);
-        const std::vector<float> got = run(isa, f, w, s, a, y0, accumulate);
-        for (size_t i = 0; i < want.size(); ++i) {
-          ASSERT_EQ(got[i], want[i]) << cpu_isa_name(isa) << " " << name(f, s) << " output "
-                                     << i << (accumulate ? " (accumulate)" : "");
-        }
-      }
-    }
-  }
-}
-
-TEST(QuantMatmulTest, Avx2MatchesScalarBitwise) {
-  if (!cpu_isa_runs(CpuIsa::kAvx2)) GTEST_SKIP() << "this CPU (or OS) does not run AVX2";
-  expect_simd_matches_scalar(CpuIsa::kAvx2);
-}
-
-TEST(QuantMatmulTest, Avx512MatchesScalarBitwise) {
-  if (!cpu_isa_runs(CpuIsa::kAvx512)) {
-    GTEST_SKIP() << "this CPU (or OS) does not run AVX-512 F/BW/VL/DQ + VNNI";
-  }
-  expect_simd_matches_scalar(CpuIsa::kAvx512);
-}
-
 // Row r of a 37-row product equals the same activation row alone (m = 1), bit for bit, on
 // every path: the tiles of 1, 2 or 4 rows all follow the canonical order.
 TEST(QuantMatmulTest, EachRowIsIndependentOfTheOthers) {
   std::mt19937 rng(4);
   for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
-    if (!cpu_isa_runs(isa)) continue;  // the two tests above say which paths are absent
+    if (!cpu_isa_runs(isa)) continue;  // quant_matmul_isa_test.cc says which are absent
     for (WeightFormat f : kQuantFormats) {
       const Shape s{37, 11, weight_block_elements(f) == 256 ? 512 : 160};
       const std::vector<uint8_t> w = testing::random_ggml_tensor(f, s.n, s.k, rng);
