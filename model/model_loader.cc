@@ -23,12 +23,19 @@ KvCacheRequest kv_request(const LoadOptions& o) {
   return {o.num_kv_blocks, o.kv_cache_tokens, o.kv_cache_mb};
 }
 
-// Bytes the fp32 weights of the file take once dequantized (every tensor, 4 bytes an element).
-int64_t fp32_weight_bytes(const GgufFile& file) {
+// Bytes the CPU weights take: the file's tensors as stored (native), or every element as
+// fp32 (dequantized; an upper bound for native files with unquantized types too).
+int64_t cpu_weight_bytes(const GgufFile& file, bool native) {
   int64_t n = 0;
-  for (const GgufTensorInfo& t : file.tensors()) n += t.num_elements;
-  return n * int64_t{sizeof(float)};
+  for (const GgufTensorInfo& t : file.tensors()) {
+    n += native ? static_cast<int64_t>(t.num_bytes) : t.num_elements * int64_t{sizeof(float)};
+  }
+  return n;
 }
+
+// The CPU backend keeps quantized matrices in their block format unless --weights bf16 asks
+// for weights dequantized at load (there fp32, the reference path).
+bool cpu_native_weights(const LoadOptions& o) { return o.weights != Weights::kBf16; }
 
 // The CPU cache: fp32 in host memory, kDefaultKvCacheMb unless asked otherwise, never more
 // than what the machine has available beside the fp32 weights still to be loaded.
@@ -38,10 +45,10 @@ absl::StatusOr<KvCacheBudget> cpu_kv_budget(const LoadOptions& options, const Gg
   g.bytes_per_block = PagedKvCache::bytes_per_block(config.num_layers, config.num_kv_heads,
                                                     block_size, config.head_dim);
   g.block_size = block_size;
-  g.available_bytes = host_available_bytes() - fp32_weight_bytes(file);
+  g.available_bytes = host_available_bytes() - cpu_weight_bytes(file, cpu_native_weights(options));
   g.default_bytes = kDefaultKvCacheMb << 20;
   g.default_source = absl::StrCat("the CPU default of ", kDefaultKvCacheMb, " MiB");
-  g.memory_name = "host memory (after the fp32 weights)";
+  g.memory_name = "host memory (after the weights)";
   g.min_blocks = std::max(options.max_num_seqs, 1);
   return resolve_kv_cache(kv_request(options), g);
 }
@@ -72,12 +79,14 @@ absl::Status load_cpu_runner(const LoadOptions& options, LoadedModel* m, std::st
                    cpu_kv_budget(options, *m->file, m->config, runner_options.block_size));
   runner_options.num_kv_blocks = kv.num_blocks;
   runner_options.num_threads = options.num_threads;
+  runner_options.native_weights = cpu_native_weights(options);
   ASSIGN_OR_RETURN(std::unique_ptr<CpuModelRunner> runner,
                    CpuModelRunner::from_gguf(*m->file, m->config, runner_options));
   m->backend_summary = absl::StrFormat(
-      "cpu%s: weights %.1f MiB fp32; KV cache %d blocks x %d tokens = %d tokens, %.1f MiB "
-      "fp32 (%s)",
-      why.empty() ? "" : " (" + why + ")", runner->weights()->num_parameters() * 4.0 / (1 << 20),
+      "cpu%s: weights %.1f MiB (%s; %s products, %d threads); KV cache %d blocks x %d tokens "
+      "= %d tokens, %.1f MiB fp32 (%s)",
+      why.empty() ? "" : " (" + why + ")", runner->weights().num_bytes() / double(1 << 20),
+      runner->weights().summary(), kernels::cpu_isa_name(runner->isa()), runner->num_threads(),
       kv.num_blocks, runner_options.block_size, kv.num_blocks * runner_options.block_size,
       kv.bytes / double(1 << 20), kv.source);
   m->runner = std::move(runner);

@@ -50,9 +50,11 @@ struct LoadOptions {
   double gpu_memory_fraction = 0.9;  // (0, 1]: device memory the CUDA backend may fill
   int max_num_seqs = 0;  // >= 0; the cache must hold one block per sequence (0 = no check)
   int max_batch_tokens = 0;  // >= 0; the CUDA backend sizes its step workspace for it
-  int num_threads = 0;   // BLAS threads of the CPU backend; 0 = the BLAS default
+  int num_threads = 0;   // threads of the CPU backend (and its BLAS); 0 = every core
   bool cuda_graphs = true;  // CUDA backend: decode steps through CUDA graphs
   // CUDA backend: quantized matrices stay in their block format (kNative) or become bf16.
+  // CPU backend: kAuto and kNative keep them in their block format (quantized products);
+  // kBf16 dequantizes every weight at load (to fp32 there: the reference path).
   Weights weights = Weights::kAuto;
 };
 

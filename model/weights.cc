@@ -30,6 +30,22 @@ absl::StatusOr<std::vector<float>> load_weight_tensor(const GgufFile& file,
   return file.dequantize(*info);
 }
 
+void permute_rows_to_adjacent_pairs(int head_dim, int64_t row_bytes, uint8_t* data,
+                                    int64_t num_bytes) {
+  const int half = head_dim / 2;
+  const int64_t head_bytes = head_dim * row_bytes;
+  std::vector<uint8_t> head(head_bytes);
+  for (int64_t h = 0; (h + 1) * head_bytes <= num_bytes; ++h) {
+    uint8_t* base = data + h * head_bytes;
+    std::copy(base, base + head_bytes, head.begin());
+    for (int i = 0; i < half; ++i) {
+      std::copy_n(head.data() + i * row_bytes, row_bytes, base + (2 * i) * row_bytes);
+      std::copy_n(head.data() + (i + half) * row_bytes, row_bytes,
+                  base + (2 * i + 1) * row_bytes);
+    }
+  }
+}
+
 namespace {
 
 // One tensor of a layer: its name after `blk.<i>.`, ggml dims and where it goes.
@@ -84,22 +100,10 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> model_tensors(const Mo
   return all;
 }
 
-// Rows of every head reordered from HF's half-split RoPE order to adjacent pairs: row i and
-// row i + head_dim/2 of a head become rows 2i and 2i+1 (what llama.cpp's converter does to
-// llama files). `v` is [num_rows, row_length] with num_rows a multiple of head_dim.
 void permute_to_adjacent_pairs(int head_dim, int64_t row_length, std::vector<float>* v) {
-  const int half = head_dim / 2;
-  const int64_t head_size = head_dim * row_length;
-  std::vector<float> head(head_size);
-  for (int64_t h = 0; h * head_size < static_cast<int64_t>(v->size()); ++h) {
-    float* base = v->data() + h * head_size;
-    std::copy(base, base + head_size, head.begin());
-    for (int i = 0; i < half; ++i) {
-      std::copy_n(head.data() + i * row_length, row_length, base + (2 * i) * row_length);
-      std::copy_n(head.data() + (i + half) * row_length, row_length,
-                  base + (2 * i + 1) * row_length);
-    }
-  }
+  permute_rows_to_adjacent_pairs(head_dim, row_length * int64_t{sizeof(float)},
+                                 reinterpret_cast<uint8_t*>(v->data()),
+                                 static_cast<int64_t>(v->size() * sizeof(float)));
 }
 
 absl::Status load_layer(const GgufFile& file, const ModelConfig& c, int layer,

@@ -69,6 +69,12 @@ absl::Status check_llama_config(const ModelConfig& config);
 // One layer's tensors (`blk.<layer>.*`), dequantized, with the errors above.
 absl::StatusOr<LayerWeights> load_llama_layer(const GgufFile& file, const ModelConfig& config,
                                               int layer);
+// Rows of every head reordered from HF's half-split RoPE order to adjacent pairs: row i and
+// row i + head_dim/2 of a head become rows 2i and 2i+1 (what llama.cpp's converter does to
+// llama files). `data` is num_bytes / row_bytes rows of row_bytes bytes (fp32 values or
+// ggml blocks alike), a whole number of heads of head_dim rows.
+void permute_rows_to_adjacent_pairs(int head_dim, int64_t row_bytes, uint8_t* data,
+                                    int64_t num_bytes);
 // Tensor `name` dequantized to fp32; NotFound when missing, InvalidArgument when its ggml
 // dims are not exactly `dims`.
 absl::StatusOr<std::vector<float>> load_weight_tensor(const GgufFile& file,

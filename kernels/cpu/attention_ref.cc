@@ -157,16 +157,73 @@ void load_tile(const AttentionCpuParams& p, const SeqView& seq, int kv_head, int
   }
 }
 
+// Scores of keys [j0, j0 + kBlock) of the tile: s[j] = sum over c of q[c] * kt[c][j], in c
+// order, in a fixed-size block the compiler keeps in registers across the c loop (the
+// plain loop re-reads and re-writes s in memory for every c). 64 = the default kv_tile and
+// head_dim: four independent 16-lane chains on AVX-512 (bench/cpu/NOTES.md, step 7).
+constexpr int kBlock = 64;
+constexpr int kValueBlock = 16;  // tile_values: 64 kept the block in memory (slower)
+
+// The hot loops of update_row, built for AVX-512, AVX2 and the baseline; the version is
+// chosen at load by what the CPU and OS run (GCC's target_clones). This file builds with
+// -ffp-contract=off (kernels/CMakeLists.txt), so every version computes the same
+// operations in the same order: the same bits on every CPU.
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define FS_ATTENTION_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FS_ATTENTION_CLONES
+#endif
+
+FS_ATTENTION_CLONES
+void tile_scores(const float* q, const float* kt, int head_dim, int kv_tile, int num_keys,
+                 float* s) {
+  int j0 = 0;
+  for (; j0 + kBlock <= num_keys; j0 += kBlock) {
+    float blk[kBlock] = {};
+    for (int c = 0; c < head_dim; ++c) {
+      const float qc = q[c];
+      const float* k = kt + static_cast<size_t>(c) * kv_tile + j0;
+      for (int jj = 0; jj < kBlock; ++jj) blk[jj] += qc * k[jj];
+    }
+    for (int jj = 0; jj < kBlock; ++jj) s[j0 + jj] = blk[jj];
+  }
+  if (j0 == num_keys) return;
+  std::fill(s + j0, s + num_keys, 0.f);
+  for (int c = 0; c < head_dim; ++c) {
+    const float qc = q[c];
+    const float* k = kt + static_cast<size_t>(c) * kv_tile;
+    for (int j = j0; j < num_keys; ++j) s[j] += qc * k[j];
+  }
+}
+
+// acc[c] += sum over j of s[j] * v_rows[j][c], in j order, kValueBlock columns at a time
+// in registers.
+FS_ATTENTION_CLONES
+void tile_values(const float* s, const float* const* v_rows, int num_keys, int head_dim,
+                 float* acc) {
+  int c0 = 0;
+  for (; c0 + kValueBlock <= head_dim; c0 += kValueBlock) {
+    float blk[kValueBlock];
+    for (int cc = 0; cc < kValueBlock; ++cc) blk[cc] = acc[c0 + cc];
+    for (int j = 0; j < num_keys; ++j) {
+      const float weight = s[j];
+      const float* v = v_rows[j] + c0;
+      for (int cc = 0; cc < kValueBlock; ++cc) blk[cc] += weight * v[cc];
+    }
+    for (int cc = 0; cc < kValueBlock; ++cc) acc[c0 + cc] = blk[cc];
+  }
+  for (int j = 0; j < num_keys; ++j) {
+    const float weight = s[j];
+    for (int c = c0; c < head_dim; ++c) acc[c] += weight * v_rows[j][c];
+  }
+}
+
 // Folds the first num_keys keys of the loaded tile into one query row's (m, l, acc).
 void update_row(const AttentionCpuParams& p, const float* q, int num_keys, int kv_tile,
                 TileScratch& sc, float& m, float& l, float* acc) {
   float* s = sc.scores.data();
-  std::fill(s, s + num_keys, 0.f);
-  for (int c = 0; c < p.head_dim; ++c) {
-    const float qc = q[c];
-    const float* kt = sc.kt.data() + static_cast<size_t>(c) * kv_tile;
-    for (int j = 0; j < num_keys; ++j) s[j] += qc * kt[j];
-  }
+  tile_scores(q, sc.kt.data(), p.head_dim, kv_tile, num_keys, s);
   float tile_max = kNegInf;
   for (int j = 0; j < num_keys; ++j) {
     s[j] *= p.softmax_scale;
@@ -184,11 +241,7 @@ void update_row(const AttentionCpuParams& p, const float* q, int num_keys, int k
   if (alpha != 1.f) {
     for (int c = 0; c < p.head_dim; ++c) acc[c] *= alpha;
   }
-  for (int j = 0; j < num_keys; ++j) {
-    const float* v = sc.v_rows[j];
-    const float weight = s[j];
-    for (int c = 0; c < p.head_dim; ++c) acc[c] += weight * v[c];
-  }
+  tile_values(s, sc.v_rows.data(), num_keys, p.head_dim, acc);
   l = l * alpha + tile_sum;
   m = m_new;
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/bf16.h"
 #include "base/status_macros.h"
+#include "kernels/cpu/quant_matmul_internal.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/quant/quant_unit.h"
 
@@ -14,17 +15,6 @@ namespace flashserve::kernels {
 namespace {
 
 float fp16(const uint8_t* p) { return quant::half_bits_to_float(uint32_t{p[0]} | uint32_t{p[1]} << 8); }
-
-// ggml's get_scale_min_k4.
-void scale_min_k4(int j, const uint8_t* q, int* sc, int* mn) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *mn = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
 
 // One ggml element as ggml computes it: value = a * q (Q8_0, Q4_0, Q6_K: q already less
 // its offset) or a * q + c (Q4_1, Q4_K, Q5_K), fp32 operations in that order.
@@ -63,7 +53,7 @@ void parts_q45_k(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, Parts* 
   for (int g = 0; g < 4; ++g) {
     for (int half = 0; half < 2; ++half) {
       int sc, mn;
-      scale_min_k4(2 * g + half, scales, &sc, &mn);
+      qmm::k_scale_min(scales, 2 * g + half, &sc, &mn);
       const float a = d * static_cast<float>(sc), c = -(dmin * static_cast<float>(mn));
       for (int l = 0; l < 32; ++l) {
         const int hi = qh != nullptr ? ((qh[l] >> (2 * g + half)) & 1) << 4 : 0;

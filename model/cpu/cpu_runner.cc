@@ -2,7 +2,9 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -14,15 +16,20 @@
 namespace flashserve::model {
 
 CpuModelRunner::CpuModelRunner(const ModelConfig& config,
-                               std::shared_ptr<const LlamaWeights> weights,
-                               const CpuRunnerOptions& options)
+                               std::shared_ptr<const CpuWeights> weights,
+                               const CpuRunnerOptions& options, kernels::CpuIsa isa,
+                               int num_threads)
     : config_(config),
       weights_(std::move(weights)),
+      pool_(std::make_unique<ThreadPool>(num_threads)),
       cache_(config.num_layers, options.num_kv_blocks, config.num_kv_heads, options.block_size,
-             config.head_dim) {}
+             config.head_dim) {
+  workspace_.pool = pool_.get();
+  workspace_.isa = isa;
+}
 
 absl::StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::create(
-    const ModelConfig& config, std::shared_ptr<const LlamaWeights> weights,
+    const ModelConfig& config, std::shared_ptr<const CpuWeights> weights,
     const CpuRunnerOptions& options) {
   if (options.num_kv_blocks < 1) {
     return absl::InvalidArgumentError(
@@ -36,6 +43,10 @@ absl::StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::create(
     return absl::InvalidArgumentError(
         absl::StrCat("cpu runner: num_threads must be >= 0, got ", options.num_threads));
   }
+  if (options.isa.has_value() && !kernels::cpu_isa_runs(*options.isa)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cpu runner: isa ", kernels::cpu_isa_name(*options.isa), " does not run on this CPU"));
+  }
   if (config.num_kv_heads < 1 || config.num_heads % config.num_kv_heads != 0) {
     return absl::UnimplementedError(
         absl::StrCat("cpu runner: num_heads ", config.num_heads,
@@ -47,12 +58,28 @@ absl::StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::create(
         " layers, the config ", config.num_layers));
   }
   if (options.num_threads > 0) openblas_set_num_threads(options.num_threads);
+  const int num_threads = options.num_threads > 0
+                              ? options.num_threads
+                              : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   return std::unique_ptr<CpuModelRunner>(
-      new CpuModelRunner(config, std::move(weights), options));
+      new CpuModelRunner(config, std::move(weights), options,
+                         options.isa.value_or(kernels::best_cpu_isa()), num_threads));
+}
+
+absl::StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::create(
+    const ModelConfig& config, std::shared_ptr<const LlamaWeights> weights,
+    const CpuRunnerOptions& options) {
+  if (weights == nullptr) return absl::InvalidArgumentError("cpu runner: weights are null");
+  return create(config, CpuWeights::from_fp32(std::move(weights)), options);
 }
 
 absl::StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::from_gguf(
     const GgufFile& file, const ModelConfig& config, const CpuRunnerOptions& options) {
+  if (options.native_weights) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const CpuWeights> weights,
+                     CpuWeights::native(file, config));
+    return create(config, std::move(weights), options);
+  }
   ASSIGN_OR_RETURN(LlamaWeights weights, load_llama_weights(file, config));
   return create(config, std::make_shared<const LlamaWeights>(std::move(weights)), options);
 }

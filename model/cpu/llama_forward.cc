@@ -6,16 +6,19 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <new>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/attention.h"
 #include "kernels/cpu/attention_ref.h"
+#include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/sampling.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
 #include "kernels/paged_kv.h"
+#include "model/cpu/thread_pool.h"
 
 namespace flashserve::model {
 namespace {
@@ -46,15 +49,58 @@ int min_gemm_rows(const ModelConfig& c) {
                    gemm_rows(1, c.vocab_size, c.hidden_size)});
 }
 
-// y[m, n] = x[m, k] * w[n, k]^T + beta * y. `w` is a GGUF weight: row-major [out][in].
+// The input of one or more products: fp32 rows [m, k], quantized (ws->q8) by the first
+// product with a quantized matrix and reused by the next ones over the same input.
+struct LinearInput {
+  const float* x;
+  int m;
+  int64_t k;
+  bool quantized = false;
+};
+
+// Quantizes in->x into ws->q8 over the pool (rows are independent: any split gives the
+// same bits).
+void quantize_input(LinearInput* in, ForwardWorkspace* ws) {
+  kernels::resize_activations_q8(in->m, in->k, &ws->q8);
+  const int num_tasks = std::min(in->m, ws->pool->num_threads());
+  ws->pool->run(num_tasks, [&](int t) {
+    kernels::quantize_activation_rows_q8(ws->isa, in->x, in->m * t / num_tasks,
+                                         in->m * (t + 1) / num_tasks, &ws->q8);
+  });
+  in->quantized = true;
+}
+
+// y[m, n] = x[m, k] * w[n, k]^T + beta * y, beta 0 or 1. Quantized matrices run the
+// quantized products (kernels/cpu/quant_matmul.h) over the pool, split by output columns
+// (every output is computed the same way whatever the split); fp32 ones one sgemm.
 // Adds its wall time to ws->gemm_seconds.
-// REQUIRES: x and y have gemm_rows(m, n, k) rows, those past m finite (they are computed
-// and ignored).
-void linear(const float* x, const float* w, float* y, int m, int n, int k, float beta,
-            ForwardWorkspace* ws) {
+// REQUIRES (fp32): x and y have gemm_rows(m, n, k) rows, those past m finite (they are
+// computed and ignored).
+void linear(LinearInput* in, const CpuMatrix& w, float* y, float beta, ForwardWorkspace* ws) {
   const auto start = std::chrono::steady_clock::now();
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, gemm_rows(m, n, k), n, k, 1.0f, x, k,
-              w, k, beta, y, n);
+  const int n = static_cast<int>(w.rows), k = static_cast<int>(w.cols);
+  if (w.quantized()) {
+    if (!in->quantized) quantize_input(in, ws);
+    // Chunks of whole tiles (4 weight rows), a few per thread so that a busy core does less.
+    const int per_thread = in->m >= 4 ? 8 : 3;  // prefill: finer, for a busy machine
+    const int num_tasks = std::max(1, std::min(ws->pool->num_threads() * per_thread, n / 16));
+    ws->pool->run(num_tasks, [&](int t) {
+      kernels::QuantMatmulParams p;
+      p.format = w.format;
+      p.w = w.blocks;
+      p.k = k;
+      p.n_begin = n / 4 * t / num_tasks * 4;
+      p.n_end = t + 1 == num_tasks ? n : n / 4 * (t + 1) / num_tasks * 4;
+      p.x = &ws->q8;
+      p.y = y;
+      p.ldy = n;
+      p.accumulate = beta != 0.0f;
+      kernels::quant_matmul_cpu(ws->isa, p);
+    });
+  } else {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, gemm_rows(in->m, n, k), n, k, 1.0f,
+                in->x, k, w.f32, k, beta, y, n);
+  }
   ws->gemm_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -127,27 +173,28 @@ void add_bias(const float* bias, int rows, int dim, float* x) {
   }
 }
 
-void attention_block(const ModelConfig& c, const LayerWeights& w, const ForwardBatch& b,
+void attention_block(const ModelConfig& c, const CpuLayerWeights& w, const ForwardBatch& b,
                      PagedKvCache* cache, int layer, ForwardWorkspace* ws,
                      ForwardStats* stats) {
   const int t = b.num_tokens();
   const int hidden = c.hidden_size;
   const int q_dim = c.num_heads * c.head_dim;
   const int kv_dim = c.num_kv_heads * c.head_dim;
-  kernels::rmsnorm_cpu(ws->x.data(), w.attn_norm.data(), t, hidden, c.rms_eps, ws->xn.data());
-  linear(ws->xn.data(), w.wq.data(), ws->q.data(), t, q_dim, hidden, 0.0f, ws);
-  linear(ws->xn.data(), w.wk.data(), ws->k.data(), t, kv_dim, hidden, 0.0f, ws);
-  linear(ws->xn.data(), w.wv.data(), ws->v.data(), t, kv_dim, hidden, 0.0f, ws);
+  kernels::rmsnorm_cpu(ws->x.data(), w.attn_norm, t, hidden, c.rms_eps, ws->xn.data());
+  LinearInput xn{ws->xn.data(), t, hidden};
+  linear(&xn, w.wq, ws->q.data(), 0.0f, ws);
+  linear(&xn, w.wk, ws->k.data(), 0.0f, ws);
+  linear(&xn, w.wv, ws->v.data(), 0.0f, ws);
   if (c.qkv_bias) {
-    add_bias(w.bq.data(), t, q_dim, ws->q.data());
-    add_bias(w.bk.data(), t, kv_dim, ws->k.data());
-    add_bias(w.bv.data(), t, kv_dim, ws->v.data());
+    add_bias(w.bq, t, q_dim, ws->q.data());
+    add_bias(w.bk, t, kv_dim, ws->k.data());
+    add_bias(w.bv, t, kv_dim, ws->v.data());
   }
   if (c.qk_norm) {  // per head, over head_dim: each head is one row of the norm
-    kernels::rmsnorm_cpu(ws->q.data(), w.q_norm.data(), int64_t{t} * c.num_heads, c.head_dim,
+    kernels::rmsnorm_cpu(ws->q.data(), w.q_norm, int64_t{t} * c.num_heads, c.head_dim,
                          c.rms_eps, ws->q.data());
-    kernels::rmsnorm_cpu(ws->k.data(), w.k_norm.data(), int64_t{t} * c.num_kv_heads,
-                         c.head_dim, c.rms_eps, ws->k.data());
+    kernels::rmsnorm_cpu(ws->k.data(), w.k_norm, int64_t{t} * c.num_kv_heads, c.head_dim,
+                         c.rms_eps, ws->k.data());
   }
   const auto style = kernels::RopeStyle::kAdjacentPairs;  // every file's rows (weights.h)
   kernels::rope_apply_cpu(ws->q.data(), t, c.num_heads, c.head_dim, ws->rope_cos.data(),
@@ -158,17 +205,25 @@ void attention_block(const ModelConfig& c, const LayerWeights& w, const ForwardB
                          c.num_kv_heads, c.head_dim, cache->block_size(), cache->k(layer),
                          cache->v(layer));
   attention_all(c, b, cache, layer, ws, stats);
-  linear(ws->attn.data(), w.wo.data(), ws->x.data(), t, hidden, q_dim, 1.0f, ws);  // residual
+  LinearInput attn{ws->attn.data(), t, q_dim};
+  linear(&attn, w.wo, ws->x.data(), 1.0f, ws);  // residual
 }
 
-void ffn_block(const ModelConfig& c, const LayerWeights& w, int t, ForwardWorkspace* ws) {
+void ffn_block(const ModelConfig& c, const CpuLayerWeights& w, int t, ForwardWorkspace* ws) {
   const int hidden = c.hidden_size;
   const int ffn = c.ffn_size;
-  kernels::rmsnorm_cpu(ws->x.data(), w.ffn_norm.data(), t, hidden, c.rms_eps, ws->xn.data());
-  linear(ws->xn.data(), w.w_gate.data(), ws->gate.data(), t, ffn, hidden, 0.0f, ws);
-  linear(ws->xn.data(), w.w_up.data(), ws->up.data(), t, ffn, hidden, 0.0f, ws);
-  kernels::swiglu_cpu(ws->gate.data(), ws->up.data(), t, ffn, ws->gate.data());
-  linear(ws->gate.data(), w.w_down.data(), ws->x.data(), t, hidden, ffn, 1.0f, ws);  // residual
+  kernels::rmsnorm_cpu(ws->x.data(), w.ffn_norm, t, hidden, c.rms_eps, ws->xn.data());
+  LinearInput xn{ws->xn.data(), t, hidden};
+  linear(&xn, w.w_gate, ws->gate.data(), 0.0f, ws);
+  linear(&xn, w.w_up, ws->up.data(), 0.0f, ws);
+  const int num_tasks = std::min(t, ws->pool->num_threads());
+  ws->pool->run(num_tasks, [&](int task) {  // rows are independent
+    const int64_t r0 = int64_t{t} * task / num_tasks, r1 = int64_t{t} * (task + 1) / num_tasks;
+    kernels::swiglu_cpu(ws->gate.data() + r0 * ffn, ws->up.data() + r0 * ffn, r1 - r0, ffn,
+                        ws->gate.data() + r0 * ffn);
+  });
+  LinearInput gate{ws->gate.data(), t, ffn};
+  linear(&gate, w.w_down, ws->x.data(), 1.0f, ws);  // residual
 }
 
 // Sizes the buffers for the step and zeroes the GEMM padding rows of every GEMM input
@@ -204,8 +259,12 @@ PagedKvCache::PagedKvCache(int num_layers, int num_blocks, int num_kv_heads, int
     : num_blocks_(num_blocks),
       block_size_(block_size),
       layer_stride_(static_cast<int64_t>(num_blocks) * num_kv_heads * block_size * head_dim),
-      k_(static_cast<size_t>(layer_stride_) * num_layers, 0.0f),
-      v_(static_cast<size_t>(layer_stride_) * num_layers, 0.0f) {}
+      k_(static_cast<float*>(std::calloc(static_cast<size_t>(layer_stride_) * num_layers + 1,
+                                         sizeof(float)))),
+      v_(static_cast<float*>(std::calloc(static_cast<size_t>(layer_stride_) * num_layers + 1,
+                                         sizeof(float)))) {
+  if (k_ == nullptr || v_ == nullptr) throw std::bad_alloc();  // as std::vector did
+}
 
 int64_t PagedKvCache::bytes_per_block(int num_layers, int num_kv_heads, int block_size,
                                       int head_dim) {
@@ -213,7 +272,7 @@ int64_t PagedKvCache::bytes_per_block(int num_layers, int num_kv_heads, int bloc
          static_cast<int64_t>(sizeof(float));
 }
 
-void llama_forward_cpu(const ModelConfig& c, const LlamaWeights& weights,
+void llama_forward_cpu(const ModelConfig& c, const CpuWeights& weights,
                        const ForwardBatch& b, int num_layers, PagedKvCache* cache,
                        ForwardWorkspace* ws, std::vector<float>* logits, ForwardStats* stats) {
   const auto start = std::chrono::steady_clock::now();
@@ -227,10 +286,7 @@ void llama_forward_cpu(const ModelConfig& c, const LlamaWeights& weights,
   kernels::rope_cos_sin_cpu(b.positions.data(), t, c.head_dim, c.rope_theta,
                             ws->rope_cos.data(), ws->rope_sin.data(),
                             c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data());
-  for (int i = 0; i < t; ++i) {
-    std::memcpy(ws->x.data() + i * hidden, weights.token_embd.data() + b.token_ids[i] * hidden,
-                hidden * sizeof(float));
-  }
+  for (int i = 0; i < t; ++i) weights.token_embd.row_to_float(b.token_ids[i], ws->x.data() + i * hidden);
   for (int layer = 0; layer < num_layers; ++layer) {
     attention_block(c, weights.layers[layer], b, cache, layer, ws, stats);
     ffn_block(c, weights.layers[layer], t, ws);
@@ -240,10 +296,10 @@ void llama_forward_cpu(const ModelConfig& c, const LlamaWeights& weights,
     std::memcpy(ws->last.data() + s * hidden, ws->x.data() + last_token * hidden,
                 hidden * sizeof(float));
   }
-  kernels::rmsnorm_cpu(ws->last.data(), weights.output_norm.data(), num_seqs, c.hidden_size,
+  kernels::rmsnorm_cpu(ws->last.data(), weights.output_norm, num_seqs, c.hidden_size,
                        c.rms_eps, ws->last.data());
-  linear(ws->last.data(), weights.lm_head(), ws->logits.data(), num_seqs, c.vocab_size,
-         c.hidden_size, 0.0f, ws);
+  LinearInput last{ws->last.data(), num_seqs, c.hidden_size};
+  linear(&last, weights.lm_head, ws->logits.data(), 0.0f, ws);
   logits->assign(ws->logits.begin(),
                  ws->logits.begin() + static_cast<size_t>(num_seqs) * c.vocab_size);
   if (stats != nullptr) {

@@ -7,41 +7,52 @@
 // residual -> RMSNorm -> gate/up -> SwiGLU -> down -> residual. Then the final RMSNorm and
 // the LM head for the last token of each sequence only.
 //
-// All tokens of the batch go through each projection together (one sgemm per projection per
-// layer); attention runs per run of same-phase sequences (prefill: > 1 query token, decode:
-// exactly 1) so that its time can be reported per phase. Every row of every GEMM is
-// independent of the other rows, and GEMMs are padded to a minimum row count so that the
-// BLAS computes each row the same way for every batch size: a sequence's logits are
-// bitwise the same alone or in any batch (tests/unit/model_forward checks it).
+// All tokens of the batch go through each projection together; attention runs per run of
+// same-phase sequences (prefill: > 1 query token, decode: exactly 1) so that its time can be
+// reported per phase. Every row of every product is independent of the other rows, so a
+// sequence's logits are bitwise the same alone or in any batch: quantized matrices by
+// construction (kernels/cpu/quant_matmul.h: one order of operations per output on every
+// path); fp32 matrices through OpenBLAS with GEMMs padded to a minimum row count so that the
+// BLAS computes each row the same way for every batch size (where its kernels allow:
+// tests/unit/model_forward checks it).
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
+#include "kernels/cpu/quant_matmul.h"
 #include "model/config.h"
+#include "model/cpu/cpu_weights.h"
 #include "model/runner.h"
-#include "model/weights.h"
 
 namespace flashserve::model {
 
+class ThreadPool;
+
 // fp32 paged KV cache, one K and one V tensor per layer, each
-// [num_blocks, num_kv_heads, block_size, head_dim] (kernels/paged_kv.h).
+// [num_blocks, num_kv_heads, block_size, head_dim] (kernels/paged_kv.h). Zeroed memory from
+// the OS, touched only where sequences write: an unused cache takes no resident memory.
 class PagedKvCache {
  public:
   PagedKvCache(int num_layers, int num_blocks, int num_kv_heads, int block_size,
                int head_dim);
   int num_blocks() const { return num_blocks_; }
   int block_size() const { return block_size_; }
-  float* k(int layer) { return k_.data() + layer * layer_stride_; }  // one layer's K
-  float* v(int layer) { return v_.data() + layer * layer_stride_; }  // one layer's V
+  float* k(int layer) { return k_.get() + layer * layer_stride_; }  // one layer's K
+  float* v(int layer) { return v_.get() + layer * layer_stride_; }  // one layer's V
   // Bytes per block over all layers, K and V (to size a cache from a memory budget).
   static int64_t bytes_per_block(int num_layers, int num_kv_heads, int block_size,
                                  int head_dim);
 
  private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
   int num_blocks_;
   int block_size_;
   int64_t layer_stride_;
-  std::vector<float> k_;
-  std::vector<float> v_;
+  std::unique_ptr<float[], Free> k_;
+  std::unique_ptr<float[], Free> v_;
 };
 
 // Scratch buffers of one step, grown on demand and reused so that steady-state decode
@@ -61,6 +72,9 @@ struct ForwardWorkspace {
   std::vector<float> last;    // [num_seqs, hidden_size] last token of each sequence
   std::vector<float> logits;  // [num_seqs, vocab_size]
   std::vector<int32_t> run_cu_seqlens;  // cu_seqlens_q of one attention run, rebased to 0
+  kernels::Q8Activations q8;  // the input of the quantized products, quantized
+  ThreadPool* pool = nullptr;  // runs the products (set by the runner; never null)
+  kernels::CpuIsa isa = kernels::CpuIsa::kScalar;  // of the quantized products
   double gemm_seconds = 0;  // time in GEMMs during the current forward pass
 };
 
@@ -71,7 +85,7 @@ struct ForwardWorkspace {
 // config and cache; 1 <= num_layers <= config.num_layers.
 // `stats` may be null; when set, the attention time, bytes and FLOPs, the GEMM time and the
 // rest of the forward pass's time are added to it.
-void llama_forward_cpu(const ModelConfig& config, const LlamaWeights& weights,
+void llama_forward_cpu(const ModelConfig& config, const CpuWeights& weights,
                        const ForwardBatch& batch, int num_layers, PagedKvCache* cache,
                        ForwardWorkspace* ws, std::vector<float>* logits,
                        ForwardStats* stats);

@@ -23,10 +23,11 @@ ABSL_FLAG(float, temperature, 0, "Sampling temperature (0 = greedy)");
 ABSL_FLAG(std::optional<uint64_t>, seed, std::nullopt,
           "Sampling seed (default: a seed of the engine's choosing)");
 ABSL_FLAG(bool, chat, false, "Render the prompt as one user message with the chat template");
-ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = the BLAS default)");
+ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = every core)");
 ABSL_FLAG(std::string, device, "auto", "auto | cpu | cuda");
 ABSL_FLAG(std::string, weights, "auto",
-          "CUDA backend: auto | native (quantized matrices in their block format) | bf16");
+          "auto | native (quantized matrices in their block format) | bf16 (dequantized at "
+          "load: bf16 on the GPU, the fp32 reference path on the CPU)");
 
 namespace fm = flashserve::model;
 

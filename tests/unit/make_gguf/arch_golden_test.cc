@@ -72,6 +72,7 @@ TEST_P(ArchGoldenTest, CpuRunnerMatchesTransformers) {
   options.device = model::Device::kCpu;
   options.num_kv_blocks = 160;  // the 8,250-token prompt of the llama3 case
   options.num_threads = 1;
+  options.weights = model::Weights::kBf16;  // on the CPU: the dequantized fp32 reference path
   absl::StatusOr<model::LoadedModel> m = model::load_model(path, options);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->config.architecture, GetParam() == "llama3" ? "llama" : GetParam());

@@ -95,6 +95,7 @@ TEST_P(CudaArchTest, LogitsWithinTheBf16Yardstick) {
   o.num_kv_blocks = 160;  // the 8,250-token prompt of the llama3 case
   o.max_num_seqs = 4;
   o.device = Device::kCpu;
+  o.weights = Weights::kBf16;  // on the CPU: the fp32 reference path (dequantized at load)
   absl::StatusOr<LoadedModel> cpu = load_model(path, o);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   o.device = Device::kCuda;

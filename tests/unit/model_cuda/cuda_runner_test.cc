@@ -88,6 +88,7 @@ class CudaRunnerTest : public ::testing::Test {
     std::printf("[cuda runner] %s\n", native->backend_summary.c_str());
     gpu_native_ = new LoadedModel(std::move(*native));
     o.device = Device::kCpu;
+    o.weights = Weights::kBf16;  // on the CPU: the fp32 reference path (dequantized at load)
     o.num_kv_blocks = 64;
     auto cpu = load_model(model_path(), o);
     ASSERT_TRUE(cpu.ok()) << cpu.status();

@@ -16,28 +16,28 @@ using testing::max_abs_diff;
 using testing::relative_error;
 
 // The prompt of golden case `c` followed by its greedy continuation (~40-50 tokens).
-TEST_F(ModelForwardTest, ChunkedPrefillAndTokenByTokenMatchOneShot) {
+TEST_P(BatchingTest, ChunkedPrefillAndTokenByTokenMatchOneShot) {
   const std::vector<int32_t> tokens = case_tokens(1);
   TestSequence one_shot = new_sequence(tokens.size());
-  const std::vector<float> expected = feed(runner_.get(), &one_shot, tokens);
+  const std::vector<float> expected = feed(runner(), &one_shot, tokens);
 
   TestSequence chunked = new_sequence(tokens.size());
   const size_t split = 17;
-  feed(runner_.get(), &chunked, std::span(tokens).first(split));
-  const std::vector<float> two_chunks = feed(runner_.get(), &chunked, std::span(tokens).subspan(split));
+  feed(runner(), &chunked, std::span(tokens).first(split));
+  const std::vector<float> two_chunks = feed(runner(), &chunked, std::span(tokens).subspan(split));
 
   TestSequence stepped = new_sequence(tokens.size());
   std::vector<float> token_by_token;
   for (size_t i = 0; i < tokens.size(); ++i) {
-    token_by_token = feed(runner_.get(), &stepped, std::span(tokens).subspan(i, 1));
+    token_by_token = feed(runner(), &stepped, std::span(tokens).subspan(i, 1));
   }
-  report_and_check("two chunks", two_chunks, expected);
-  report_and_check("token by token", token_by_token, expected);
+  check("two chunks", two_chunks, expected);
+  check("token by token", token_by_token, expected);
 }
 
 // Four sequences over three steps, mixing prefills and decodes in one batch, against each
 // sequence run alone with the same chunks.
-TEST_F(ModelForwardTest, BatchedSequencesMatchEachAlone) {
+TEST_P(BatchingTest, BatchedSequencesMatchEachAlone) {
   // steps[s][k]: the tokens sequence s feeds at step k (empty: not in that step's batch).
   std::vector<std::vector<std::vector<int32_t>>> steps(4);
   for (int s = 0; s < 4; ++s) {
@@ -55,7 +55,7 @@ TEST_F(ModelForwardTest, BatchedSequencesMatchEachAlone) {
   for (int s = 0; s < 4; ++s) {
     TestSequence seq = new_sequence(64);
     for (const auto& chunk : steps[s]) {
-      alone[s].push_back(chunk.empty() ? std::vector<float>() : feed(runner_.get(), &seq, chunk));
+      alone[s].push_back(chunk.empty() ? std::vector<float>() : feed(runner(), &seq, chunk));
     }
   }
   // Together: every step is one batch of all sequences with tokens in it.
@@ -67,15 +67,15 @@ TEST_F(ModelForwardTest, BatchedSequencesMatchEachAlone) {
     std::vector<int> ids;
     for (int s = 0; s < 4; ++s) {
       if (steps[s][k].empty()) continue;
-      add_to_batch(&seqs[s], steps[s][k], runner_->kv_block_size(), &batch);
+      add_to_batch(&seqs[s], steps[s][k], runner()->kv_block_size(), &batch);
       in_batch.push_back(&seqs[s]);
       ids.push_back(s);
     }
     finish_batch(in_batch, &batch);
-    const std::vector<float> logits = run(runner_.get(), batch);
+    const std::vector<float> logits = run(runner(), batch);
     ASSERT_EQ(logits.size(), ids.size() * config_.vocab_size);
     for (size_t i = 0; i < ids.size(); ++i) {
-      report_and_check("batched step " + std::to_string(k) + " seq " + std::to_string(ids[i]),
+      check("batched step " + std::to_string(k) + " seq " + std::to_string(ids[i]),
                        row(logits, i), alone[ids[i]][k]);
     }
   }
@@ -83,7 +83,7 @@ TEST_F(ModelForwardTest, BatchedSequencesMatchEachAlone) {
 
 // A 150-token sequence (three blocks of 64) in contiguous blocks, in shuffled blocks, and in
 // a cache of 16-token blocks (shuffled too): the paging must not change any logit.
-TEST_F(ModelForwardTest, ShuffledBlocksAndBlockSizeDoNotChangeLogits) {
+TEST_P(BatchingTest, ShuffledBlocksAndBlockSizeDoNotChangeLogits) {
   std::vector<int32_t> tokens;
   for (int c = 0; tokens.size() < 150; ++c) {
     const std::vector<int32_t> more = case_tokens(c);
@@ -102,9 +102,9 @@ TEST_F(ModelForwardTest, ShuffledBlocksAndBlockSizeDoNotChangeLogits) {
     }
     return out;
   };
-  const auto contiguous = run_paged(runner_.get(), {0, 1, 2});
-  const auto shuffled = run_paged(runner_.get(), {kNumKvBlocks - 1, 7, 3});
-  std::unique_ptr<CpuModelRunner> small_blocks = make_runner(16);
+  const auto contiguous = run_paged(runner(), {0, 1, 2});
+  const auto shuffled = run_paged(runner(), {kNumKvBlocks - 1, 7, 3});
+  std::unique_ptr<CpuModelRunner> small_blocks = make_runner(16, native());
   ASSERT_NE(small_blocks, nullptr);
   std::vector<int32_t> blocks16(10);
   std::iota(blocks16.begin(), blocks16.end(), 0);
@@ -112,10 +112,15 @@ TEST_F(ModelForwardTest, ShuffledBlocksAndBlockSizeDoNotChangeLogits) {
   for (int32_t& b : blocks16) b = b * 17 % small_blocks->num_kv_blocks();
   const auto paged16 = run_paged(small_blocks.get(), blocks16);
   for (size_t i = 0; i < contiguous.size(); ++i) {
-    report_and_check("shuffled blocks, step " + std::to_string(i), shuffled[i], contiguous[i]);
-    report_and_check("16-token blocks, step " + std::to_string(i), paged16[i], contiguous[i]);
+    check("shuffled blocks, step " + std::to_string(i), shuffled[i], contiguous[i]);
+    check("16-token blocks, step " + std::to_string(i), paged16[i], contiguous[i]);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Weights, BatchingTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Native" : "Fp32";
+                         });
 
 TEST_F(ModelForwardTest, StatsCountAttentionWorkPerPhase) {
   const std::vector<int32_t> tokens = case_tokens(0);

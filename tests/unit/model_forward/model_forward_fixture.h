@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "model/config.h"
 #include "model/cpu/cpu_runner.h"
+#include "model/cpu/cpu_weights.h"
 #include "model/gguf/gguf.h"
 #include "model/weights.h"
 #include "tests/support/forward_test_util.h"
@@ -63,26 +64,35 @@ class ModelForwardTest : public ::testing::Test {
     auto weights = load_llama_weights(*file_, config_);
     ASSERT_TRUE(weights.ok()) << weights.status();
     weights_ = std::make_shared<const LlamaWeights>(std::move(*weights));
+    auto native = CpuWeights::native(*file_, config_);
+    ASSERT_TRUE(native.ok()) << native.status();
+    native_weights_ = *native;
     runner_ = make_runner(kernels::kKvBlockSize);
+    native_runner_ = make_runner(kernels::kKvBlockSize, /*native=*/true);
     golden_ = testing::read_json_file(kGoldenPath);
   }
   static void TearDownTestSuite() {
     runner_.reset();
+    native_runner_.reset();
     weights_.reset();
+    native_weights_.reset();
     file_.reset();
   }
   void SetUp() override {
     if (runner_ == nullptr) GTEST_SKIP() << "model file " << kModelPath << " is absent";
   }
 
-  static std::unique_ptr<CpuModelRunner> make_runner(int block_size) {
+
+  // The fp32 reference runner, or (native) the runner of the file's quantized weights.
+  static std::unique_ptr<CpuModelRunner> make_runner(int block_size, bool native = false) {
     CpuRunnerOptions options;
     options.num_kv_blocks = kNumKvBlocks * kernels::kKvBlockSize / block_size;
     options.block_size = block_size;
     // One BLAS thread: ctest runs tests in parallel on small machines, where OpenBLAS's
     // spinning worker threads make a contended run several times slower.
     options.num_threads = 1;
-    auto runner = CpuModelRunner::create(config_, weights_, options);
+    auto runner = native ? CpuModelRunner::create(config_, native_weights_, options)
+                         : CpuModelRunner::create(config_, weights_, options);
     EXPECT_TRUE(runner.ok()) << runner.status();
     return runner.ok() ? std::move(*runner) : nullptr;
   }
@@ -104,7 +114,15 @@ class ModelForwardTest : public ::testing::Test {
     return logits;
   }
 
+
+ public:  // for the tests' free helpers
   // Feeds `tokens` to one sequence as a single chunk; returns the last token's logits.
+  static std::vector<float> feed_runner(CpuModelRunner* runner, TestSequence* seq,
+                                        std::span<const int32_t> tokens) {
+    return feed(runner, seq, tokens);
+  }
+
+ protected:
   static std::vector<float> feed(CpuModelRunner* runner, TestSequence* seq,
                                  std::span<const int32_t> tokens) {
     ForwardBatch batch;
@@ -119,21 +137,24 @@ class ModelForwardTest : public ::testing::Test {
                                                   config_.vocab_size);
   }
 
-  // The same tokens computed under another batching, chunking or paging. Bitwise identical
-  // where OpenBLAS runs its SkylakeX kernels (the padding of llama_forward.cc's gemm_rows
-  // makes every GEMM take the same path whatever the batch). Its Haswell and Zen kernels
-  // (OpenBLAS 0.3.21 picks Haswell on the AMD EPYC build machines) sum a row in an order
-  // that depends on the number of rows: measured on 2026-12-01, max abs 5.6e-5, relative
-  // 1.7e-6. There the check is what docs/design.md promises, "the same up to floating-point
-  // ties": the same argmax and a relative error under kMaxBatchingRelativeError, 6x the
-  // measured worst (summation order alone; a wrong block table or position gives > 1e-2).
+  // The same tokens computed under another batching, chunking or paging. With native
+  // (quantized) weights always bitwise identical: every product computes each row in one
+  // order whatever the batch (kernels/cpu/quant_matmul.h), on every CPU. With fp32 weights
+  // bitwise identical where OpenBLAS runs its SkylakeX kernels (the padding of
+  // llama_forward.cc's gemm_rows makes every GEMM take the same path whatever the batch).
+  // Its Haswell and Zen kernels (OpenBLAS 0.3.21 picks Haswell on the AMD EPYC build
+  // machines) sum a row in an order that depends on the number of rows: measured on
+  // 2026-12-01, max abs 5.6e-5, relative 1.7e-6. There the check is what docs/design.md
+  // promises, "the same up to floating-point ties": the same argmax and a relative error
+  // under kMaxBatchingRelativeError, 6x the measured worst (summation order alone; a wrong
+  // block table or position gives > 1e-2).
   static constexpr double kMaxBatchingRelativeError = 1e-5;
   static void report_and_check(const std::string& what, std::span<const float> ours,
-                               std::span<const float> expected) {
+                               std::span<const float> expected, bool native = false) {
     ASSERT_EQ(ours.size(), expected.size()) << what;
     const double diff = testing::max_abs_diff(ours, expected);
     const double rel = testing::relative_error(ours, expected);
-    if (std::string(openblas_get_corename()) == "skylakex") {
+    if (native || std::string(openblas_get_corename()) == "skylakex") {
       EXPECT_EQ(diff, 0.0) << what << ": relative error " << rel;
       return;
     }
@@ -157,9 +178,23 @@ class ModelForwardTest : public ::testing::Test {
   static inline std::unique_ptr<GgufFile> file_;
   static inline ModelConfig config_;
   static inline std::shared_ptr<const LlamaWeights> weights_;
-  static inline std::unique_ptr<CpuModelRunner> runner_;
+  static inline std::shared_ptr<const CpuWeights> native_weights_;
+  static inline std::unique_ptr<CpuModelRunner> runner_;         // fp32 reference weights
+  static inline std::unique_ptr<CpuModelRunner> native_runner_;  // the file's quantized ones
   static inline Json golden_;
   int next_block_ = 0;
+};
+
+// The batching, chunking and paging tests, once with the fp32 reference weights (false) and
+// once with the file's quantized weights (true).
+class BatchingTest : public ModelForwardTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  bool native() const { return GetParam(); }
+  CpuModelRunner* runner() const { return native() ? native_runner_.get() : runner_.get(); }
+  void check(const std::string& what, std::span<const float> ours,
+             std::span<const float> expected) const {
+    report_and_check(what, ours, expected, native());
+  }
 };
 
 }  // namespace flashserve::model
