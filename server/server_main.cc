@@ -59,7 +59,7 @@ ABSL_FLAG(std::string, weights, "auto",
           "bf16 at load; fastest at many streams) | auto (native when --max-num-seqs <= 8)");
 ABSL_FLAG(bool, prefix_caching, true,
           "Reuse the KV cache blocks of prompt prefixes seen before (--noprefix_caching: off)");
-ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = the BLAS default)");
+ABSL_FLAG(int, threads, 0, "CPU backend threads of a step (0 = every core)");
 ABSL_FLAG(double, drain_timeout, 30,
           "Shutdown: seconds admitted requests may take to finish; then what remains fails "
           "with UNAVAILABLE and the process exits");

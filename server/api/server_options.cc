@@ -58,7 +58,7 @@ absl::Status validate_engine(const ServerOptions& o) {
   if (!(o.gpu_memory_fraction > 0 && o.gpu_memory_fraction <= 1)) {
     return bad("gpu-memory-fraction", absl::StrCat(o.gpu_memory_fraction, " must be in (0, 1]"));
   }
-  return at_least("threads", o.num_threads, 0, "0 = the BLAS default");
+  return at_least("threads", o.num_threads, 0, "0 = every core");
 }
 
 absl::Status validate_security(const ServerOptions& o) {
