@@ -1,7 +1,7 @@
 #pragma once
 // Bearer-token authentication for the gRPC services.
 //
-// Clients send `authorization: Bearer <token>` metadata. The accepted tokens are read from a
+// Clients send `authorization: Bearer <token>` metadata (the scheme in any case). The accepted tokens are read from a
 // file (one per line; blank lines and lines starting with '#' are ignored; surrounding
 // whitespace is trimmed) and can be re-read while serving (SIGHUP -> reload()). A call with a
 // missing, malformed or unknown token gets UNAUTHENTICATED with one message for all three
@@ -31,6 +31,9 @@ class TokenAuth {
   absl::Status reload();
   // True when `token` equals one of the accepted tokens.
   bool accepts(absl::string_view token) const;
+  // True when an `authorization` value is "Bearer TOKEN" with an accepted token; the scheme
+  // in any case ("bearer", RFC 7235), one or more spaces after it.
+  bool accepts_authorization(absl::string_view value) const;
   // OK, or UNAUTHENTICATED when the call's metadata does not carry an accepted token.
   grpc::Status check(const grpc::ServerContextBase& context) const;
   int num_tokens() const;
