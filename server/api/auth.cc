@@ -96,9 +96,12 @@ bool TokenAuth::accepts_authorization(absl::string_view value) const {
 grpc::Status TokenAuth::check(const grpc::ServerContextBase& context) const {
   const auto& metadata = context.client_metadata();
   const auto it = metadata.find("authorization");
-  if (it == metadata.end()) return unauthenticated();
-  const absl::string_view value(it->second.data(), it->second.size());
-  return accepts_authorization(value) ? grpc::Status::OK : unauthenticated();
+  if (it != metadata.end() &&
+      accepts_authorization(absl::string_view(it->second.data(), it->second.size()))) {
+    return grpc::Status::OK;
+  }
+  if (on_failure_) on_failure_();
+  return unauthenticated();
 }
 
 int TokenAuth::num_tokens() const {

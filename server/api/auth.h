@@ -9,6 +9,7 @@
 // only on the presented token's length, never on where it differs from an accepted one.
 //
 // Thread-safety: check()/accepts() from any thread, concurrently with reload().
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,6 +38,9 @@ class TokenAuth {
   // OK, or UNAUTHENTICATED when the call's metadata does not carry an accepted token.
   grpc::Status check(const grpc::ServerContextBase& context) const;
   int num_tokens() const;
+  // Called (on the calling thread) for every check() that refuses a call, e.g. to count it.
+  // Set before serving; not synchronized with check().
+  void set_on_failure(std::function<void()> on_failure) { on_failure_ = std::move(on_failure); }
 
  private:
   explicit TokenAuth(std::string path) : path_(std::move(path)) {}
@@ -44,6 +48,7 @@ class TokenAuth {
   const std::string path_;
   mutable std::mutex mu_;  // std::mutex: visible to ThreadSanitizer
   std::vector<std::string> tokens_;  // guarded by mu_
+  std::function<void()> on_failure_;
 };
 
 // The tokens in a token file's text (see above). Exposed for tests.

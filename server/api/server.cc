@@ -125,6 +125,9 @@ absl::Status Server::Impl::start() {
   }
   if (!options_.auth.token_file.empty()) {
     ASSIGN_OR_RETURN(auth_, TokenAuth::load(options_.auth.token_file));
+    if (metrics_ != nullptr) {
+      auth_->set_on_failure([m = metrics_.get()] { m->record_auth_failure(); });
+    }
   }
   ASSIGN_OR_RETURN(const std::shared_ptr<grpc::ServerCredentials> credentials,
                    server_credentials(options_.tls, logger_));

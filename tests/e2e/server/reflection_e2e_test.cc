@@ -2,7 +2,8 @@
 // without a token, with a wrong one and with the right one, against a server without token
 // auth, one with tokens and reflection closed (the default), and one with tokens and
 // --auth-open-reflection. Before the fix gRPC's reflection library, registered by a static
-// initializer, served v1alpha to anyone whatever the flag said.
+// initializer, served v1alpha to anyone whatever the flag said. Refused calls are counted in
+// flashserve_auth_failures_total.
 #include <signal.h>
 
 #include <fstream>
@@ -118,6 +119,12 @@ class ReflectionE2E : public ::testing::Test {
         }
       }
     }
+    // Every refused call is counted: two tokens refused, two versions.
+    const auto metrics = (*server)->scrape_metrics();
+    ASSERT_TRUE(metrics.ok()) << metrics.status();
+    const auto failures = metric_value(*metrics, "flashserve_auth_failures_total");
+    ASSERT_TRUE(failures.ok()) << failures.status();
+    EXPECT_EQ(*failures, open_without_token ? 0 : 4);
     EXPECT_EQ((*server)->stop(SIGTERM), 0) << (*server)->log();
   }
 
