@@ -279,14 +279,16 @@ std::unique_ptr<Server> start_server(const ServerOptions& options, int* exit_cod
     *exit_code = server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
     return nullptr;
   }
-  // Tests and tools parse this line: keep "listening on HOST:PORT (gRPC)".
-  log(absl::StrCat("listening on ", options.host, ":", (*server)->grpc_port(), " (gRPC)"));
+  // Tests and tools parse this line: keep "listening on HOST:PORT (gRPC)" (IPv6 in brackets).
+  const std::string host =
+      absl::StrContains(options.host, ':') ? absl::StrCat("[", options.host, "]") : options.host;
+  log(absl::StrCat("listening on ", host, ":", (*server)->grpc_port(), " (gRPC)"));
   log(absl::StrCat("gRPC security: ",
                    options.tls.cert_path.empty() ? "plaintext" : "TLS",
                    options.tls.client_ca_path.empty() ? "" : " + client certificates (mTLS)",
                    options.auth.token_file.empty() ? ", no token auth" : ", bearer tokens"));
   if ((*server)->metrics_port() > 0) {
-    log(absl::StrCat("metrics on http://", options.host, ":", (*server)->metrics_port(),
+    log(absl::StrCat("metrics on http://", host, ":", (*server)->metrics_port(),
                      "/metrics"));
   }
   return std::move(*server);

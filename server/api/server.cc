@@ -8,6 +8,7 @@
 #include "base/status_macros.h"
 #include "flashserve/version.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/resource_quota.h"
 #include "model/model_loader.h"
 #include "server/api/generation_service.h"
 #include "server/api/health.h"
@@ -70,6 +71,9 @@ void apply_transport_limits(const TransportLimits& limits, grpc::ServerBuilder* 
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                               static_cast<int>(limits.min_client_ping_interval.count()));
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  grpc::ResourceQuota quota("flashserve");
+  quota.Resize(static_cast<size_t>(limits.grpc_memory_quota_bytes));
+  builder->SetResourceQuota(quota);
 }
 
 }  // namespace
