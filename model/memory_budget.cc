@@ -78,6 +78,14 @@ absl::StatusOr<KvCacheBudget> resolve_kv_cache(const KvCacheRequest& request,
                        std::move(want.source)};
 }
 
+absl::Status check_fits(std::string_view what, int64_t bytes, int64_t available_bytes,
+                        std::string_view memory_name) {
+  if (bytes <= available_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s takes %.1f MiB but %s has %.1f MiB available", what, double(bytes) / kMiB,
+      memory_name, std::max<int64_t>(available_bytes, 0) / kMiB));
+}
+
 int64_t host_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGESIZE);

@@ -11,6 +11,7 @@
 // map fields to their own flags.
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 
@@ -51,6 +52,13 @@ struct KvCacheBudget {
 // available when the request does not fit or the result holds fewer than min_blocks.
 absl::StatusOr<KvCacheBudget> resolve_kv_cache(const KvCacheRequest& request,
                                                const KvCacheGeometry& geometry);
+
+// Refuses a fixed allocation that does not fit: OK when `bytes` <= `available_bytes`, else
+// ResourceExhausted "<what> takes X MiB but <memory_name> has Y MiB available". `what`
+// starts with the option field when one decides the size ("max_batch_tokens 2048: the step
+// workspace"), so that the binaries can name their flag. Nothing is allocated.
+absl::Status check_fits(std::string_view what, int64_t bytes, int64_t available_bytes,
+                        std::string_view memory_name);
 
 // Bytes of physical memory of this machine (0 when it cannot be read).
 int64_t host_memory_bytes();

@@ -37,18 +37,49 @@ int64_t cpu_weight_bytes(const GgufFile& file, bool native) {
 // for weights dequantized at load (there fp32, the reference path).
 bool cpu_native_weights(const LoadOptions& o) { return o.weights != Weights::kBf16; }
 
-// The CPU cache: fp32 in host memory, kDefaultKvCacheMb unless asked otherwise, never more
-// than what the machine has available beside the fp32 weights still to be loaded.
-absl::StatusOr<KvCacheBudget> cpu_kv_budget(const LoadOptions& options, const GgufFile& file,
-                                            const ModelConfig& config, int block_size) {
+// Bytes of the CPU forward pass's workspace (model/cpu/llama_forward.h, ForwardWorkspace)
+// for a step of `max_tokens` tokens and `max_seqs` sampled sequences: fp32 activations per
+// token, and the last hidden state and a row of logits per sequence.
+int64_t cpu_workspace_bytes(const ModelConfig& c, int64_t max_tokens, int64_t max_seqs) {
+  const int64_t q_width = int64_t{c.num_heads} * c.head_dim;
+  const int64_t kv_width = int64_t{c.num_kv_heads} * c.head_dim;
+  const int64_t per_token = 2 * int64_t{c.hidden_size} + 2 * q_width + 2 * kv_width +
+                            2 * int64_t{c.ffn_size} + c.head_dim;
+  const int64_t per_seq = int64_t{c.hidden_size} + c.vocab_size;
+  return (max_tokens * per_token + max_seqs * per_seq) * int64_t{sizeof(float)};
+}
+
+// Host memory on the CPU backend, checked before anything is allocated: the weights (the
+// file's blocks, or fp32 with --weights bf16), then the step workspace for max_batch_tokens,
+// then the cache (fp32, kDefaultKvCacheMb unless asked otherwise) in what the two leave of
+// the memory available.
+absl::StatusOr<KvCacheBudget> cpu_memory_budget(const LoadOptions& options,
+                                                const GgufFile& file, const ModelConfig& config,
+                                                int block_size) {
+  const int64_t available = host_available_bytes();
+  const bool native = cpu_native_weights(options);
+  const int64_t weights = cpu_weight_bytes(file, native);
+  RETURN_IF_ERROR(check_fits(native ? "the model's weights (the file's blocks on the CPU backend)"
+                                    : "the model's weights (fp32 on the CPU backend)",
+                             weights, available, "host memory"));
+  // A step samples at most one token per sequence and per token of the step.
+  const int64_t max_seqs = options.max_batch_tokens > 0
+                               ? std::min(options.max_num_seqs, options.max_batch_tokens)
+                               : options.max_num_seqs;
+  const int64_t workspace =
+      cpu_workspace_bytes(config, options.max_batch_tokens, std::max<int64_t>(max_seqs, 1));
+  RETURN_IF_ERROR(check_fits(
+      absl::StrCat("max_batch_tokens ", options.max_batch_tokens, " and max_num_seqs ",
+                   options.max_num_seqs, ": the CPU step workspace"),
+      workspace, available - weights, "host memory (after the weights)"));
   KvCacheGeometry g;
   g.bytes_per_block = PagedKvCache::bytes_per_block(config.num_layers, config.num_kv_heads,
                                                     block_size, config.head_dim);
   g.block_size = block_size;
-  g.available_bytes = host_available_bytes() - cpu_weight_bytes(file, cpu_native_weights(options));
+  g.available_bytes = available - weights - workspace;
   g.default_bytes = kDefaultKvCacheMb << 20;
   g.default_source = absl::StrCat("the CPU default of ", kDefaultKvCacheMb, " MiB");
-  g.memory_name = "host memory (after the weights)";
+  g.memory_name = "host memory (after the weights and the step workspace)";
   g.min_blocks = std::max(options.max_num_seqs, 1);
   return resolve_kv_cache(kv_request(options), g);
 }
@@ -76,7 +107,7 @@ absl::Status check_options(const LoadOptions& o) {
 absl::Status load_cpu_runner(const LoadOptions& options, LoadedModel* m, std::string why) {
   CpuRunnerOptions runner_options;
   ASSIGN_OR_RETURN(const KvCacheBudget kv,
-                   cpu_kv_budget(options, *m->file, m->config, runner_options.block_size));
+                   cpu_memory_budget(options, *m->file, m->config, runner_options.block_size));
   runner_options.num_kv_blocks = kv.num_blocks;
   runner_options.num_threads = options.num_threads;
   runner_options.native_weights = cpu_native_weights(options);

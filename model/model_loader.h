@@ -49,7 +49,8 @@ struct LoadOptions {
   int64_t kv_cache_mb = 0;
   double gpu_memory_fraction = 0.9;  // (0, 1]: device memory the CUDA backend may fill
   int max_num_seqs = 0;  // >= 0; the cache must hold one block per sequence (0 = no check)
-  int max_batch_tokens = 0;  // >= 0; the CUDA backend sizes its step workspace for it
+  int max_batch_tokens = 0;  // >= 0; the step workspace is sized (CUDA) or checked against
+                             // the memory available (CPU) for it (0 = no CPU check)
   int num_threads = 0;   // threads of the CPU backend (and its BLAS); 0 = every core
   bool cuda_graphs = true;  // CUDA backend: decode steps through CUDA graphs
   // CUDA backend: quantized matrices stay in their block format (kNative) or become bf16.

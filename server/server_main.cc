@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <string>
 #include <utility>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/notification.h"
 #include "base/command_line.h"
 #include "base/status_macros.h"
@@ -89,28 +91,32 @@ constexpr std::pair<const char*, const char*> kFieldFlags[] = {
     {"device", "--device"},
     {"weights", "--weights"}};
 
-// A message of model/ that starts with an option field ("device cuda: ...") as one about
-// the flag that sets it ("--device cuda: ...").
+// Fields that are plain words ("device", "weights": "the fp32 weights") name their flag only
+// at the start of a message; identifiers ("kv_cache_mb") wherever they stand.
+bool is_identifier(std::string_view field) { return field.find('_') != std::string_view::npos; }
+
+// A message of model/ about option fields as one about the flags that set them: "device
+// cuda: ..." -> "--device cuda: ...", "KV cache: kv_cache_mb 30000 asks ..." -> "KV cache:
+// --kv-cache-mb 30000 asks ...".
 absl::Status as_flag_error(const absl::Status& status) {
+  std::string message(status.message());
   for (const auto& [field, flag] : kFieldFlags) {
-    if (absl::StartsWith(status.message(), field)) {
-      return absl::Status(status.code(),
-                          absl::StrCat(flag, status.message().substr(std::string_view(field).size())));
+    if (is_identifier(field)) {
+      message = absl::StrReplaceAll(message, {{field, flag}});
+    } else if (absl::StartsWith(message, field)) {
+      message = absl::StrCat(flag, message.substr(std::string_view(field).size()));
     }
   }
-  return status;
+  return absl::Status(status.code(), message);
 }
 
-std::string flags_named_in(const absl::Status& status) {
-  std::string flags;
+// True when an as_flag_error() message names one of the flags.
+bool names_a_flag(const absl::Status& status) {
   for (const auto& [field, flag] : kFieldFlags) {
-    if (status.message().find(field) != std::string_view::npos) {
-      absl::StrAppend(&flags, flags.empty() ? " (flags: " : ", ", flag);
-    }
+    if (absl::StrContains(status.message(), flag)) return true;
   }
-  return flags.empty() ? flags : flags + ")";
+  return false;
 }
-
 
 using api::Server;
 using api::ServerOptions;
@@ -267,14 +273,20 @@ absl::StatusOr<ServerOptions> options_from_flags() {
 
 // ---- life cycle ------------------------------------------------------------------------------
 
-std::unique_ptr<Server> start_server(const ServerOptions& options) {
+// Null when the server cannot start, with *exit_code 2 when a flag's file is wrong (a key
+// that does not match the certificate, a token file without tokens: InvalidArgument) and 1
+// otherwise (the port cannot be bound).
+std::unique_ptr<Server> start_server(const ServerOptions& options, int* exit_code) {
   auto server = Server::start(options);
   if (!server.ok()) {
     log_error(absl::StrCat("cannot start: ", server.status().ToString()));
+    *exit_code = server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
     return nullptr;
   }
-  // Tests and tools parse this line: keep "listening on HOST:PORT (gRPC)".
-  log(absl::StrCat("listening on ", options.host, ":", (*server)->grpc_port(), " (gRPC)"));
+  // Tests and tools parse this line: keep "listening on HOST:PORT (gRPC)" (IPv6 in brackets).
+  const std::string host =
+      absl::StrContains(options.host, ':') ? absl::StrCat("[", options.host, "]") : options.host;
+  log(absl::StrCat("listening on ", host, ":", (*server)->grpc_port(), " (gRPC)"));
   log(absl::StrCat("gRPC security: ",
                    options.tls.cert_path.empty() ? "plaintext" : "TLS",
                    options.tls.client_ca_path.empty() ? "" : " + client certificates (mTLS)",
@@ -285,21 +297,35 @@ std::unique_ptr<Server> start_server(const ServerOptions& options) {
                      options.tls.cert_path.empty() ? "" : "S", ")"));
   }
   if ((*server)->metrics_port() > 0) {
-    log(absl::StrCat("metrics on http://", options.host, ":", (*server)->metrics_port(),
+    log(absl::StrCat("metrics on http://", host, ":", (*server)->metrics_port(),
                      "/metrics"));
   }
   return std::move(*server);
+}
+
+// The model source, with an allocation that fails while loading as an error status: an
+// exception must not end the process from the loader thread.
+absl::StatusOr<model::LoadedModel> load_guarded(const ModelSource& source,
+                                                const ServerOptions& options) {
+  try {
+    return source(options);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "out of memory while loading the model (no budget check caught it: please report)");
+  }
 }
 
 std::thread start_loader(Server* server, const ServerOptions& options, const ModelSource& source,
                          StopRequest* stop) {
   log(absl::StrCat("loading ", options.model_path, " ..."));
   return std::thread([server, &options, &source, stop] {
-    absl::StatusOr<model::LoadedModel> model = source(options);
+    absl::StatusOr<model::LoadedModel> model = load_guarded(source, options);
     if (!model.ok()) {
-      stop->request(absl::StrCat("cannot load the model: ", model.status().ToString(),
-                                 flags_named_in(model.status())),
-                    1);
+      // A budget or choice that the flags set (the KV cache past the memory available) is a
+      // usage error like a bad flag: exit code 2; anything else (the file) 1.
+      const absl::Status error = as_flag_error(model.status());
+      stop->request(absl::StrCat("cannot load the model: ", error.ToString()),
+                    names_a_flag(error) ? 2 : 1);
       return;
     }
     server->serve(std::move(*model));
@@ -341,8 +367,9 @@ int run_server(int argc, char** argv, const ServerBinary& binary) {
     log_error(absl::StrCat("cannot create the signal pipe: ", std::strerror(errno)));
     return 1;
   }
-  std::unique_ptr<Server> server = start_server(*options);
-  if (server == nullptr) return 1;
+  int start_error = 0;
+  std::unique_ptr<Server> server = start_server(*options, &start_error);
+  if (server == nullptr) return start_error;
   StopRequest stop;
   std::thread signals = start_signal_thread(server.get(), &stop);
   std::thread loader = start_loader(server.get(), *options, binary.load_model, &stop);

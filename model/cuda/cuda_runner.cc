@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels/attention.h"
 #include "kernels/device.h"
@@ -92,6 +93,28 @@ size_t start_metadata_bytes(const CudaRunnerOptions& o) {
                               kMinGraphTableWidth);
 }
 
+// A lower bound of the device bytes the weights take once uploaded: bf16 matrices take two
+// bytes an element; native ones keep their GGUF blocks (never more than bf16 would take).
+int64_t min_weight_bytes(const GgufFile& file, bool native) {
+  int64_t bytes = 0;
+  for (const GgufTensorInfo& t : file.tensors()) {
+    const int64_t bf16 = 2 * t.num_elements;
+    bytes += native ? std::min(bf16, static_cast<int64_t>(t.num_bytes)) : bf16;
+  }
+  return bytes;
+}
+
+// Refuses weights that cannot fit in the device's free memory, before any is uploaded.
+absl::Status check_weights_fit(const GgufFile& file, const CudaRunnerOptions& o,
+                               const DeviceProps& d) {
+  return check_fits(
+      absl::StrCat("weights ", o.native_weights ? "native" : "bf16",
+                   ": the model's weights (at least)"),
+      min_weight_bytes(file, o.native_weights), static_cast<int64_t>(d.free) - kMarginBytes,
+      absl::StrFormat("%s (%.1f of %.1f MiB free, less a %.0f MiB margin)", d.name,
+                      d.free / kMiB, d.total / kMiB, kMarginBytes / kMiB));
+}
+
 // The cache: bf16 on the device; by default what gpu_memory_fraction of the device leaves
 // after the weights (already uploaded), the step workspace and a margin; an explicit size
 // may use everything free beyond the workspace and the margin.
@@ -103,6 +126,12 @@ absl::StatusOr<KvCacheBudget> cuda_kv_budget(const ModelConfig& c, const CudaRun
   const int64_t workspace = cuda::workspace_bytes(c, o.max_batch_tokens,
                                                   cuda::decode_bucket(o.max_num_seqs),
                                                   start_metadata_bytes(o), dequant_bytes);
+  RETURN_IF_ERROR(check_fits(
+      absl::StrCat("max_batch_tokens ", o.max_batch_tokens, " and max_num_seqs ",
+                   o.max_num_seqs, ": the step workspace"),
+      workspace, static_cast<int64_t>(free) - kMarginBytes,
+      absl::StrFormat("%s (%.1f MiB free after the weights, less a %.0f MiB margin)", d.name,
+                      free / kMiB, kMarginBytes / kMiB)));
   KvCacheGeometry g;
   g.bytes_per_block = DeviceKvCache::bytes_per_block(c, block_size);
   g.block_size = block_size;
@@ -183,6 +212,7 @@ absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions
                                    CudaRunnerInfo* info) {
   use_graphs_ = o.cuda_graphs;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  RETURN_IF_ERROR(check_weights_fit(file, o, device_));
   ASSIGN_OR_RETURN(weights_, cuda::upload_llama_weights(file, config_, o.native_weights));
   ASSIGN_OR_RETURN(gemm_, cuda::Gemm::create());
   const int block_size = kernels::kKvBlockSize;

@@ -12,7 +12,7 @@
 namespace flashserve::api {
 namespace {
 
-constexpr absl::string_view kBearer = "Bearer ";
+constexpr absl::string_view kBearer = "Bearer";
 
 const grpc::Status& unauthenticated() {
   static const grpc::Status* status = new grpc::Status(
@@ -82,13 +82,26 @@ bool TokenAuth::accepts(absl::string_view token) const {
   return found;
 }
 
+bool TokenAuth::accepts_authorization(absl::string_view value) const {
+  // RFC 7235: the scheme is case-insensitive and one or more spaces follow it.
+  if (value.size() <= kBearer.size() || !absl::StartsWithIgnoreCase(value, kBearer) ||
+      value[kBearer.size()] != ' ') {
+    return false;
+  }
+  value.remove_prefix(kBearer.size());
+  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  return accepts(value);
+}
+
 grpc::Status TokenAuth::check(const grpc::ServerContextBase& context) const {
   const auto& metadata = context.client_metadata();
   const auto it = metadata.find("authorization");
-  if (it == metadata.end()) return unauthenticated();
-  const absl::string_view value(it->second.data(), it->second.size());
-  if (!absl::StartsWith(value, kBearer)) return unauthenticated();
-  return accepts(value.substr(kBearer.size())) ? grpc::Status::OK : unauthenticated();
+  if (it != metadata.end() &&
+      accepts_authorization(absl::string_view(it->second.data(), it->second.size()))) {
+    return grpc::Status::OK;
+  }
+  if (on_failure_) on_failure_();
+  return unauthenticated();
 }
 
 int TokenAuth::num_tokens() const {

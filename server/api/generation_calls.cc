@@ -1,7 +1,9 @@
 #include "server/api/generation_calls.h"
 
+#include <chrono>
 #include <deque>
 #include <mutex>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 #include "model/text/utf8.h"
@@ -35,6 +37,9 @@ struct CallState {
   bool client_gone = false;  // OnCancel, or a write failed
   bool submitted = false;
   engine::RequestId id = 0;
+  // The call's deadline (unset: none), to tell a deadline from a client's cancel: gRPC
+  // cancels the call (OnCancel) in both cases.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
   // From the final event, for the access line; stable once `finished`.
   bool have_final = false;
   engine::FinishReason finish_reason = engine::FinishReason::kStop;
@@ -48,6 +53,9 @@ struct CallState {
   void finish(std::unique_lock<std::mutex> lock, const grpc::Status& status);
   // The access line. REQUIRES: `finished` (so the fields it reads no longer change).
   void log_access(const grpc::Status& status) const;
+  // The status of a call the client side ended (client_gone): DEADLINE_EXCEEDED once the
+  // deadline has passed, else CANCELLED by the client.
+  grpc::Status gone_status() const;
 };
 
 namespace {
@@ -87,6 +95,10 @@ void append_event_impl(const engine::GenerationEvent& event, Response* response)
 // Runs the engine submission shared by both calls. Touches only `state` after submit()
 // returns: the reactor may already be gone.
 void submit_request(const std::shared_ptr<CallState>& state, engine::GenerationRequest request) {
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->deadline = request.deadline;
+  }
   auto id = state->engine->submit(
       std::move(request),
       [state](engine::GenerationEvent event) { state->on_event(std::move(event)); });
@@ -181,6 +193,15 @@ void CallState::finish(std::unique_lock<std::mutex> lock, const grpc::Status& st
   }
 }
 
+grpc::Status CallState::gone_status() const {
+  if (deadline.has_value() && std::chrono::steady_clock::now() >= *deadline) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        absl::StrFormat("deadline exceeded after %d generated tokens",
+                                        usage.completion_tokens));
+  }
+  return cancelled_by_client();
+}
+
 void CallState::log_access(const grpc::Status& status) const {
   if (logger == nullptr) return;
   const std::string code =
@@ -217,7 +238,10 @@ void CallState::on_event(engine::GenerationEvent event) {
   }
   append_event(event, &response);
   if (!event.finished) return;
-  const grpc::Status status = final_status(event, client_gone);
+  const grpc::Status status =
+      client_gone && event.finish_reason == engine::FinishReason::kCancelled
+          ? gone_status()
+          : final_status(event, client_gone);
   if (status.ok()) {
     response.set_finish_reason(to_proto(event.finish_reason));
     fill_usage(event, response.mutable_usage(), response.mutable_timings());
@@ -233,7 +257,7 @@ void CallState::pump(std::unique_lock<std::mutex> lock) {
     bool have_final = false;
     for (const engine::GenerationEvent& e : pending) have_final |= e.finished;
     pending.clear();
-    if (have_final) finish(std::move(lock), cancelled_by_client());
+    if (have_final) finish(std::move(lock), gone_status());
     return;
   }
   out.Clear();

@@ -14,10 +14,14 @@
 // its own lock while invoking sinks).
 //
 // Client cancellation (OnCancel, or a failed write) -> engine.cancel(id); the engine then
-// sends the final event (kCancelled) at its next step and the call finishes with CANCELLED.
+// sends the final event (kCancelled) at its next step and the call finishes with CANCELLED,
+// or DEADLINE_EXCEEDED when it was the call's deadline that passed (gRPC cancels the call
+// then too).
 //
 // With a logger, every call writes one access line when it finishes: method, request id,
-// gRPC status, finish reason, tokens in and out, queue / first-token / total seconds.
+// gRPC status, finish reason, tokens in and out, queue / first-token / total seconds; a call
+// refused before the engine (no token, malformed bytes, still loading) too, through
+// reject().
 #include <memory>
 
 #include "flashserve/v1/generation.grpc.pb.h"

@@ -92,14 +92,19 @@ grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContex
                                                       const grpc::ByteBuffer* bytes,
                                                       grpc::ByteBuffer* response) {
   v1::GenerateRequest request;
+  // Refused calls go through a GenerateCall too: every generation call writes its access line.
   if (grpc::Status status = accept(*context, *bytes, &request); !status.ok()) {
     record_refused_call(status);
-    return finish_unary(context, status);
+    auto* call = new GenerateCall(nullptr, response, logger_);
+    call->reject(status);
+    return call;
   }
   const Backend* backend = backend_.load(std::memory_order_acquire);
   if (backend == nullptr) {
     record_rejected(absl::UnavailableError("model is loading"));
-    return finish_unary(context, loading_status());
+    auto* call = new GenerateCall(nullptr, response, logger_);
+    call->reject(loading_status());
+    return call;
   }
   auto* call = new GenerateCall(backend->engine, response, logger_);
   auto prepared = prepare(*context, request, *backend);

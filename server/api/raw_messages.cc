@@ -1,12 +1,15 @@
 #include "server/api/raw_messages.h"
 
 #include <atomic>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/stubs/logging.h"
+#include "grpc/support/log.h"
 
 namespace flashserve::api {
 namespace {
@@ -22,13 +25,19 @@ const Logger& logger() {
   return l != nullptr ? *l : default_logger();
 }
 
-struct LogState {
-  std::mutex mu;
+// Rate-limit state of one key of log_rate_limited().
+struct KeyState {
   std::chrono::steady_clock::time_point last_print{};
   bool printed_once = false;
+  int64_t suppressed_since_print = 0;
+};
+
+struct LogState {
+  std::mutex mu;
+  // Keys are kinds of lines (a fixed text, a library's file:line): a bounded set.
+  std::map<std::string, KeyState, std::less<>> keys;
   int64_t printed = 0;
   int64_t suppressed = 0;
-  int64_t suppressed_since_print = 0;
 };
 
 LogState& log_state() {
@@ -56,8 +65,19 @@ void rate_limited_log(google::protobuf::LogLevel level, const char* filename, in
     logger().error(absl::StrCat("[libprotobuf FATAL ", filename, ":", line, "] ", message));
     return;
   }
-  log_rate_limited(absl::StrCat("[libprotobuf ", level_name(level), " ", filename, ":", line,
+  log_rate_limited(absl::StrCat("protobuf ", filename, ":", line),
+                   absl::StrCat("[libprotobuf ", level_name(level), " ", filename, ":", line,
                                 "] ", message));
+}
+
+// gRPC's lines (gpr_log; its own minimum severity, GRPC_VERBOSITY, already applied), keyed
+// by their source line: a client that fails 200 TLS handshakes gets one line per interval.
+void grpc_log(gpr_log_func_args* args) {
+  const LogLevel level = args->severity == GPR_LOG_SEVERITY_ERROR ? LogLevel::kError
+                                                                  : LogLevel::kInfo;
+  const std::string source = absl::StrCat(args->file, ":", args->line);
+  log_rate_limited(absl::StrCat("grpc ", source),
+                   absl::StrCat("[grpc ", source, "] ", args->message), level);
 }
 
 }  // namespace
@@ -89,28 +109,38 @@ grpc::ByteBuffer to_byte_buffer(const google::protobuf::Message& message) {
   return grpc::ByteBuffer(&slice, 1);
 }
 
-void log_rate_limited(const std::string& line) {
+void log_rate_limited(std::string_view key, const std::string& line, LogLevel level) {
   LogState& s = log_state();
   std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.keys.find(key);
+  if (it == s.keys.end()) it = s.keys.emplace(std::string(key), KeyState()).first;
+  KeyState& k = it->second;
   const auto now = std::chrono::steady_clock::now();
-  if (s.printed_once && now - s.last_print < kLogInterval) {
+  if (k.printed_once && now - k.last_print < kLogInterval) {
     ++s.suppressed;
-    ++s.suppressed_since_print;
+    ++k.suppressed_since_print;
     return;
   }
   std::string suffix;
-  if (s.suppressed_since_print > 0) {
-    suffix = absl::StrCat(" (", s.suppressed_since_print, " similar lines suppressed in the last ",
+  if (k.suppressed_since_print > 0) {
+    suffix = absl::StrCat(" (", k.suppressed_since_print, " similar lines suppressed in the last ",
                           kLogInterval.count(), " s)");
   }
-  logger().log(LogLevel::kWarning, absl::StrCat(line, suffix));
-  s.printed_once = true;
-  s.last_print = now;
-  s.suppressed_since_print = 0;
+  logger().log(level, absl::StrCat(line, suffix));
+  k.printed_once = true;
+  k.last_print = now;
+  k.suppressed_since_print = 0;
   ++s.printed;
 }
 
+void log_rate_limited(const std::string& line) { log_rate_limited("request", line); }
+
 void route_protobuf_log(const Logger* logger) { g_logger.store(logger); }
+
+void install_grpc_log_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] { gpr_set_log_function(&grpc_log); });
+}
 
 void install_protobuf_log_handler() {
   static std::once_flag once;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "google/protobuf/message.h"
@@ -29,17 +30,26 @@ inline constexpr std::chrono::seconds kLogInterval{10};
 absl::Status parse_request(const grpc::ByteBuffer& bytes, google::protobuf::Message* message);
 grpc::ByteBuffer to_byte_buffer(const google::protobuf::Message& message);
 
-// Logs `line` (level warning) unless a line was logged less than kLogInterval ago (then
-// counts it; the next logged line says how many were suppressed). Shared by all callers.
+// Logs `line` at `level` unless a line of the same `key` (what kind of line it is: "malformed
+// request", a library's source line) was logged less than kLogInterval ago; then counts it,
+// and the next logged line of that key says how many were suppressed. Every line a client
+// can trigger goes through here.
+void log_rate_limited(std::string_view key, const std::string& line,
+                      LogLevel level = LogLevel::kWarning);
+// The same under the key "request" (lines about malformed requests).
 void log_rate_limited(const std::string& line);
 
 // Idempotent; call before serving.
 void install_protobuf_log_handler();
-// The logger of log_rate_limited() and of protobuf's lines; null = default_logger(). It must
-// stay alive until it is replaced (Server routes its own there and resets it on destruction).
-// Process-wide, like protobuf's log handler.
+// Routes gRPC's own log lines (gpr_log: failed TLS handshakes, transport errors) through
+// log_rate_limited(), keyed by their source line, so that they are in the --log-format
+// format and a client cannot flood the log with them. Idempotent; process-wide.
+void install_grpc_log_handler();
+// The logger of log_rate_limited(), of protobuf's and of gRPC's lines; null =
+// default_logger(). It must stay alive until it is replaced (Server routes its own there and
+// resets it on destruction). Process-wide, like the libraries' log handlers.
 void route_protobuf_log(const Logger* logger);
-// Lines printed and suppressed by the handler so far (for tests).
+// Lines printed and suppressed by log_rate_limited() so far, all keys (for tests).
 struct ProtobufLogCounts {
   int64_t printed = 0;
   int64_t suppressed = 0;

@@ -1,20 +1,20 @@
 #include "server/api/server.h"
 
 #include <atomic>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "flashserve/version.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/resource_quota.h"
 #include "model/model_loader.h"
 #include "server/api/generation_service.h"
 #include "server/api/health.h"
 #include "server/api/raw_messages.h"
+#include "server/api/reflection.h"
+#include "server/api/tls_files.h"
 #include "server/http/http_server.h"
 #include "server/metrics/metrics.h"
 
@@ -40,26 +40,23 @@ std::string host_port(const std::string& host, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-absl::StatusOr<std::string> read_pem(absl::string_view flag, const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream text;
-  text << file.rdbuf();
-  if (!file || text.str().find("-----BEGIN ") == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": '", path, "' is not a readable PEM file"));
-  }
-  return text.str();
-}
-
+// Plaintext without TLS files; otherwise TLS from the checked files (tls_files.h), and a
+// warning when the server certificate has expired.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_credentials(
-    const TlsOptions& tls) {
+    const TlsOptions& tls, const Logger& logger) {
   if (tls.cert_path.empty()) return grpc::InsecureServerCredentials();
-  ASSIGN_OR_RETURN(std::string cert, read_pem("tls-cert", tls.cert_path));
-  ASSIGN_OR_RETURN(std::string key, read_pem("tls-key", tls.key_path));
+  ASSIGN_OR_RETURN(TlsFiles files, read_tls_files(tls));
+  if (files.expired) {
+    logger.log(LogLevel::kWarning,
+               absl::StrCat("TLS: the server certificate of --tls-cert '", tls.cert_path,
+                            "' expired on ", files.not_after,
+                            "; clients that check it refuse every connection"),
+               {{"not_after", files.not_after}});
+  }
   grpc::SslServerCredentialsOptions ssl;
-  ssl.pem_key_cert_pairs.push_back({std::move(key), std::move(cert)});
+  ssl.pem_key_cert_pairs.push_back({std::move(files.key_pem), std::move(files.cert_pem)});
   if (!tls.client_ca_path.empty()) {
-    ASSIGN_OR_RETURN(ssl.pem_root_certs, read_pem("tls-client-ca", tls.client_ca_path));
+    ssl.pem_root_certs = std::move(files.client_ca_pem);
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);
@@ -75,21 +72,23 @@ void apply_transport_limits(const TransportLimits& limits, grpc::ServerBuilder* 
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                               static_cast<int>(limits.min_client_ping_interval.count()));
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  grpc::ResourceQuota quota("flashserve");
+  quota.Resize(static_cast<size_t>(limits.grpc_memory_quota_bytes));
+  builder->SetResourceQuota(quota);
 }
 
-// The HTTP API's options: the same address, TLS files and limits as gRPC.
+// The HTTP API's options: the same address, TLS files (checked as gRPC's: tls_files.h) and
+// limits as gRPC.
 absl::StatusOr<http::HttpOptions> http_options(const ServerOptions& options) {
   http::HttpOptions http;
   http.host = options.host;
   http.port = options.http_port;
   http.max_body_bytes = static_cast<size_t>(options.transport.max_receive_message_bytes);
   if (!options.tls.cert_path.empty()) {
-    ASSIGN_OR_RETURN(http.tls_cert_pem, read_pem("tls-cert", options.tls.cert_path));
-    ASSIGN_OR_RETURN(http.tls_key_pem, read_pem("tls-key", options.tls.key_path));
-  }
-  if (!options.tls.client_ca_path.empty()) {
-    ASSIGN_OR_RETURN(http.tls_client_ca_pem,
-                     read_pem("tls-client-ca", options.tls.client_ca_path));
+    ASSIGN_OR_RETURN(TlsFiles files, read_tls_files(options.tls));
+    http.tls_cert_pem = std::move(files.cert_pem);
+    http.tls_key_pem = std::move(files.key_pem);
+    http.tls_client_ca_pem = std::move(files.client_ca_pem);
   }
   return http;
 }
@@ -115,6 +114,7 @@ class Server::Impl {
   std::unique_ptr<TokenAuth> auth_;  // null without --auth-token-file
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<HealthService> health_service_;  // NOT_SERVING until the watcher says so
+  std::vector<std::unique_ptr<grpc::Service>> reflection_;  // v1, v1alpha
   std::unique_ptr<grpc::Server> grpc_;
   int grpc_port_ = 0;
   std::unique_ptr<http::HttpServer> http_;  // null with --http-port -1
@@ -134,6 +134,7 @@ class Server::Impl {
 
 absl::Status Server::Impl::start() {
   install_protobuf_log_handler();  // malformed requests must not flood the log
+  install_grpc_log_handler();      // nor failed TLS handshakes; both in --log-format
   route_protobuf_log(&logger_);
   if (options_.metrics_port >= 0) {
     metrics::BuildInfo info;
@@ -147,23 +148,29 @@ absl::Status Server::Impl::start() {
   }
   if (!options_.auth.token_file.empty()) {
     ASSIGN_OR_RETURN(auth_, TokenAuth::load(options_.auth.token_file));
+    if (metrics_ != nullptr) {
+      auth_->set_on_failure([m = metrics_.get()] { m->record_auth_failure(); });
+    }
   }
   ASSIGN_OR_RETURN(const std::shared_ptr<grpc::ServerCredentials> credentials,
-                   server_credentials(options_.tls));
+                   server_credentials(options_.tls, logger_));
   service_ = std::make_unique<GenerationService>(metrics_.get(), auth_.get(), &logger_);
   health_service_ = std::make_unique<HealthService>(
       std::vector<std::string>{v1::Generation::service_full_name()},
       options_.auth.open_health ? nullptr : auth_.get());
-  // Reflection cannot check tokens (it is gRPC's own service): with token auth it is served
-  // only when declared open.
-  const bool reflection = auth_ == nullptr || options_.auth.open_reflection;
-  if (reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  std::vector<std::string> services = {v1::Generation::service_full_name(),
+                                       grpc::health::v1::Health::service_full_name()};
+  services.insert(services.end(), std::begin(kReflectionServiceNames),
+                  std::end(kReflectionServiceNames));
+  reflection_ = make_reflection_services(
+      std::move(services), options_.auth.open_reflection ? nullptr : auth_.get());
   grpc::ServerBuilder builder;
   const std::string address = host_port(options_.host, options_.port);
   builder.AddListeningPort(address, credentials, &grpc_port_);
   apply_transport_limits(options_.transport, &builder);
   builder.RegisterService(service_.get());
   builder.RegisterService(health_service_.get());
+  for (const auto& reflection : reflection_) builder.RegisterService(reflection.get());
   grpc_ = builder.BuildAndStart();
   if (grpc_ == nullptr || grpc_port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", address));

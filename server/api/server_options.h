@@ -43,6 +43,10 @@ struct TransportLimits {
   // Clients may ping at most this often without data; two faster pings close the connection
   // (GOAWAY "too_many_pings").
   std::chrono::milliseconds min_client_ping_interval{10000};
+  // gRPC's own memory (call arenas, transport buffers) across all connections; under pressure
+  // gRPC refuses new streams instead of growing (HTTP/2 rapid reset: a stream opened and
+  // reset at once still costs its call state until gRPC has cleaned it up).
+  int64_t grpc_memory_quota_bytes = int64_t{256} << 20;
 };
 
 struct ServerOptions {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <new>
 #include <random>
 #include <span>
 #include <string>
@@ -98,6 +99,7 @@ class Engine::Impl {
   SchedulerOutput schedule(TimePoint now);
   // Builds batch_ and runs it through the model runner into sampled_ / stats_.
   absl::Status run(const SchedulerOutput& out);
+  absl::Status run_batch(const SchedulerOutput& out);
   // Takes the sampled tokens (events, stop checks), completes the step and publishes it.
   void postprocess(const SchedulerOutput& out, TimePoint begin);
   void abort_expired(TimePoint now);
@@ -396,7 +398,19 @@ SchedulerOutput Engine::Impl::schedule(TimePoint now) {
   return out;
 }
 
+// An allocation that fails inside the step (the runner growing its workspace, the batch
+// growing) fails the step like any runner error, instead of ending the process with an
+// exception on the engine thread.
 absl::Status Engine::Impl::run(const SchedulerOutput& out) {
+  try {
+    return run_batch(out);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "out of memory during an engine step of ", out.scheduled.size(), " sequences"));
+  }
+}
+
+absl::Status Engine::Impl::run_batch(const SchedulerOutput& out) {
   build_batch(out, blocks_.block_size(),
               [this](const Sequence& seq, model::ForwardBatch* batch) {
                 return next_sample_spec(seq, batch);

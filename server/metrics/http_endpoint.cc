@@ -127,13 +127,17 @@ ReadOutcome read_request(int fd, int wake_fd, Clock::time_point deadline,
     }
     if (eol != std::string::npos) {
       if (eol > static_cast<size_t>(options.max_request_line)) return ReadOutcome::kLineTooLong;
+      // The headers: from after the request line to the blank line that ends them (or to
+      // what has arrived). Checked before the end is looked for, so that headers past the
+      // limit are refused however they arrive (in one piece too).
       const size_t end = std::min(request.find("\r\n\r\n"), request.find("\n\n"));
+      const size_t header_bytes = std::min(end, request.size()) - (eol + 1);
+      if (header_bytes > static_cast<size_t>(options.max_header_bytes)) {
+        return ReadOutcome::kHeadersTooLarge;
+      }
       if (end != std::string::npos) {
         *line = request.substr(0, request.find_first_of("\r\n"));
         return ReadOutcome::kOk;
-      }
-      if (request.size() - eol > static_cast<size_t>(options.max_header_bytes)) {
-        return ReadOutcome::kHeadersTooLarge;
       }
     }
     if (!wait_ready(fd, POLLIN, wake_fd, deadline)) return ReadOutcome::kTimeout;

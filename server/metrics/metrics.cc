@@ -196,6 +196,9 @@ void Metrics::register_requests() {
        "Prompt tokens of admitted requests, counted at their final event."},
       {&generated_tokens_, "flashserve_generated_tokens_total",
        "Tokens generated (sampled), counted as they are sampled."},
+      {&auth_failures_, "flashserve_auth_failures_total",
+       "Calls refused with UNAUTHENTICATED (no accepted bearer token), whatever the service: "
+       "generation, health (when not open), reflection (when not open)."},
   };
   for (const auto& row : counters) {
     *row.slot = &family(BuildCounter(), r, row.name, row.help, constant_labels_).Add({});
@@ -329,6 +332,7 @@ std::string Metrics::serialize() const {
 void Metrics::record_request(RequestStatus status, Api api) {
   requests_[static_cast<int>(api)][static_cast<int>(status)]->Increment();
 }
+void Metrics::record_auth_failure() { auth_failures_->Increment(); }
 void Metrics::observe_queue_seconds(double seconds) { queue_seconds_->Observe(seconds); }
 void Metrics::observe_time_to_first_token(double seconds) {
   time_to_first_token_->Observe(seconds);

@@ -130,6 +130,7 @@ class Metrics {
   // for accepted requests and for requests submit() rejected; the API layer for requests it
   // rejects before submit()).
   void record_request(RequestStatus status, Api api);
+  void record_auth_failure();  // a call refused with UNAUTHENTICATED
   void observe_queue_seconds(double seconds);         // submit -> first scheduled
   void observe_time_to_first_token(double seconds);   // submit -> first token sampled
   // Times between consecutive tokens of a request: one engine step's, in one update (one
@@ -191,6 +192,7 @@ class Metrics {
   prometheus::Histogram* request_duration_ = nullptr;
   prometheus::Counter* prompt_tokens_ = nullptr;
   prometheus::Counter* generated_tokens_ = nullptr;
+  prometheus::Counter* auth_failures_ = nullptr;
 
   prometheus::Gauge* num_running_ = nullptr;
   prometheus::Gauge* num_waiting_ = nullptr;

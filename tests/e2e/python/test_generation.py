@@ -155,6 +155,7 @@ class GenerationFromPython(unittest.TestCase):
         database = ProtoReflectionDescriptorDatabase(self.channel)
         services = set(database.get_services())
         self.assertLessEqual({"flashserve.v1.Generation", "grpc.health.v1.Health",
+                              "grpc.reflection.v1.ServerReflection",
                               "grpc.reflection.v1alpha.ServerReflection"}, services)
         pool = DescriptorPool(database)
         generation = pool.FindServiceByName("flashserve.v1.Generation")

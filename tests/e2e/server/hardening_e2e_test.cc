@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -52,6 +53,34 @@ class HardeningModelE2E : public ::testing::Test {
   }
   std::string model_;
 };
+
+// Issue 23, item 2: memory budgets past what the machine has are refused at start, before
+// anything is allocated, with exit code 2 and a message naming the flag, the request and what
+// is available; never std::bad_alloc (which ended the process with 134) nor the OOM killer.
+TEST_F(HardeningModelE2E, ImpossibleMemoryBudgetsAreRefusedAtStart) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t total_kib = 0;
+  while (meminfo >> key && key != "MemTotal:") meminfo.ignore(256, '\n');
+  ASSERT_TRUE(meminfo >> total_kib);
+  const std::string twice_the_ram = std::to_string(total_kib * 2 / 1024);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--kv-cache-mb 100000000", "--kv-cache-mb 100000000 asks for"},
+      {"--kv-cache-tokens 2000000000", "--kv-cache-tokens 2000000000 asks for"},
+      {"--kv-cache-mb 2147483647", "--kv-cache-mb 2147483647 asks for"},
+      {"--kv-cache-mb " + twice_the_ram, "--kv-cache-mb " + twice_the_ram + " asks for"},
+      {"--max-batch-tokens 2000000000", "--max-batch-tokens 2000000000 and --max-num-seqs 64: "
+                                        "the CPU step workspace takes"},
+  };
+  for (const auto& [flags, message] : cases) {
+    const CommandResult run = run_server("--model " + model_ +
+                                         " --device cpu --port 0 --metrics-port -1 " + flags);
+    EXPECT_EQ(run.exit_code, 2) << flags << ": " << run.out;
+    EXPECT_THAT(run.out, HasSubstr(message)) << flags;
+    EXPECT_THAT(run.out, HasSubstr("MiB available")) << flags;
+    EXPECT_THAT(run.out, ::testing::Not(HasSubstr("bad_alloc"))) << flags;
+  }
+}
 
 // Defect 6: with --drain-timeout 1, three long requests (one running, two waiting) do not keep
 // the process alive: after the limit they fail with UNAVAILABLE naming it, and it exits 0.

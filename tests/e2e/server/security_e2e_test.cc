@@ -14,6 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/server/certificates.h"
 #include "tests/e2e/server/e2e_util.h"
 #include "tests/e2e/server/server_process.h"
 
@@ -21,32 +22,6 @@ namespace flashserve::e2e {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string read_file(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-// A CA, a server certificate for localhost/127.0.0.1, a client certificate from that CA,
-// and a client certificate from another CA. EC P-256 keys: fast to make.
-bool make_certificates(const std::string& dir) {
-  const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-  const std::string script =
-      "set -e; cd " + dir + "; exec >openssl.log 2>&1\n"
-      "for ca in ca other-ca; do openssl req -x509 " + key + " -days 1 -subj /CN=$ca "
-      "-keyout $ca.key -out $ca.pem; done\n"
-      "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1' > san.ext\n"
-      "openssl req " + key + " -subj /CN=localhost -keyout server.key -out server.csr\n"
-      "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 "
-      "-extfile san.ext -out server.pem\n"
-      "for c in client:ca stranger:other-ca; do n=${c%%:*}; ca=${c##*:}; "
-      "openssl req " + key + " -subj /CN=$n -keyout $n.key -out $n.csr; "
-      "openssl x509 -req -in $n.csr -CA $ca.pem -CAkey $ca.key -CAcreateserial -days 1 "
-      "-out $n.pem; done\n";
-  return std::system(script.c_str()) == 0;
-}
 
 class SecurityE2E : public ::testing::Test {
  protected:
@@ -108,6 +83,12 @@ TEST_F(SecurityE2E, OnlyTrustedClientsWithATokenAreServed) {
   // The right certificate and either token: served, generation included.
   EXPECT_TRUE(info(channel("client"), "alpha-token").ok());
   EXPECT_TRUE(info(channel("client"), "beta-token").ok());
+  auto lower_case = context_with_timeout(std::chrono::seconds(10));  // RFC 7235 (issue 23)
+  lower_case->AddMetadata("authorization", "bearer alpha-token");
+  v1::ModelInfo lower_case_info;
+  EXPECT_TRUE(v1::Generation::NewStub(channel("client"))
+                  ->GetModelInfo(lower_case.get(), v1::GetModelInfoRequest(), &lower_case_info)
+                  .ok());
   auto context = context_with_timeout(kRpcTimeout);
   context->AddMetadata("authorization", "Bearer alpha-token");
   v1::GenerateResponse response;

@@ -117,14 +117,16 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start_binary(
     return absl::InternalError(absl::StrCat("cannot spawn ", args[0], ": errno ", rc));
   }
 
-  const std::regex grpc_re(R"(listening on 127\.0\.0\.1:(\d+) \(gRPC\))");
-  const std::regex metrics_re(R"(metrics on http://127\.0\.0\.1:(\d+)/metrics)");
+  // HOST is --host as given, IPv6 addresses in brackets ("[::1]").
+  const std::regex grpc_re(R"(listening on (\S+):(\d+) \(gRPC\))");
+  const std::regex metrics_re(R"(metrics on http://\S+:(\d+)/metrics)");
   const auto give_up = Clock::now() + timeout;
   while (true) {
     const std::string log = server->log();
     std::smatch g, m;
     if (std::regex_search(log, g, grpc_re) && std::regex_search(log, m, metrics_re)) {
-      server->grpc_port_ = std::stoi(g[1]);
+      server->grpc_host_ = g[1];
+      server->grpc_port_ = std::stoi(g[2]);
       server->metrics_port_ = std::stoi(m[1]);
       break;
     }

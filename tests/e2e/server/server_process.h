@@ -73,7 +73,8 @@ class ServerProcess {
   int64_t rss_kib() const;
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
-  std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  // "127.0.0.1:PORT", or the --host the test gave ("[::1]:PORT").
+  std::string target() const { return grpc_host_ + ":" + std::to_string(grpc_port_); }
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
   std::unique_ptr<v1::Generation::Stub> stub() const { return v1::Generation::NewStub(channel_); }
 
@@ -88,6 +89,7 @@ class ServerProcess {
   pid_t pid_ = -1;
   std::optional<int> exit_status_;
   std::string log_path_;
+  std::string grpc_host_ = "127.0.0.1";  // as the server's log names it
   int grpc_port_ = 0;
   int metrics_port_ = 0;
   std::shared_ptr<grpc::Channel> channel_;

@@ -5,10 +5,11 @@
 //     running or waiting, no KV block in use, gauges back to 0, every request counted once)
 //     and RSS grows < 5 % after warm-up. ctest runs a small version; scripts/soak.sh runs
 //     10,000 requests at concurrency 64 (FLASHSERVE_SOAK_REQUESTS / _CONCURRENCY);
+//   - the same mix over TLS with token auth on: nothing leaks, RSS stays within 5 %;
 //   - a client process killed mid-stream (SIGKILL) does not leave its sequence running;
-//   - a stalled engine (flashserve-stall-server, stall_server.cc: flashserve whose runner
-//     blocks while --fault-stall-file exists): NOT_SERVING, new requests UNAVAILABLE,
-//     recovery.
+//   - a stalled engine with eight streams in it (flashserve-stall-server, stall_server.cc:
+//     flashserve whose runner blocks while --fault-stall-file exists): NOT_SERVING, new
+//     requests UNAVAILABLE, recovery with every stream completed.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <mutex>
@@ -26,6 +28,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/server/certificates.h"
 #include "tests/e2e/server/e2e_util.h"
 #include "tests/e2e/server/server_process.h"
 
@@ -62,11 +65,14 @@ class SoakE2E : public ::testing::Test {
     model_ = default_model_path();
     if (model_.empty()) GTEST_SKIP() << "default model not in models/";
   }
-  // `binary`: flashserve unless given (stall_server_binary()).
-  void start(const std::vector<std::string>& args, const std::string& binary = server_binary()) {
+  // `binary`: flashserve unless given (stall_server_binary()); `channel`: makes the channel
+  // to the server's target (plaintext unless given).
+  void start(const std::vector<std::string>& args, const std::string& binary = server_binary(),
+             std::function<std::shared_ptr<grpc::Channel>(const std::string&)> channel = {}) {
     auto server = ServerProcess::start_binary(binary, model_, args);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
+    if (channel) server_->set_channel(channel(server_->target()));
     ASSERT_TRUE(server_->wait_serving().ok()) << server_->log();
   }
   void expect_no_leak() {
@@ -128,7 +134,8 @@ TEST_F(SoakE2E, BurstOfTenTimesCapacity) {
 
 // One request of the soak: ~15 % cancelled by the client after a random delay, ~15 % with a
 // random short deadline, the rest run to max_new_tokens (1..6).
-grpc::StatusCode soak_one(v1::Generation::Stub* stub, uint64_t seed) {
+grpc::StatusCode soak_one(v1::Generation::Stub* stub, uint64_t seed,
+                          const std::string& token = "") {
   std::mt19937_64 rng(seed);
   const int kind = static_cast<int>(rng() % 100);
   v1::GenerateRequest request =
@@ -136,6 +143,7 @@ grpc::StatusCode soak_one(v1::Generation::Stub* stub, uint64_t seed) {
                      1 + static_cast<int>(rng() % 6));
   request.mutable_stopping()->set_ignore_eos(true);
   grpc::ClientContext context;
+  if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
   const auto delay = std::chrono::milliseconds(rng() % 200);
   context.set_deadline(std::chrono::system_clock::now() +
                        (kind >= 15 && kind < 30 ? std::chrono::milliseconds(1) + delay
@@ -227,6 +235,72 @@ TEST_F(SoakE2E, CancellationsAndDeadlinesLeakNothing) {
   EXPECT_GT(counts[grpc::StatusCode::CANCELLED] + counts[grpc::StatusCode::DEADLINE_EXCEEDED], 0);
 }
 
+// The soak over TLS with token auth on (issue 23, item 6): the same mix of completed,
+// cancelled and timed-out streams, each on a TLS connection with a bearer token; nothing
+// leaks and the resident memory stays near where the warm-up left it.
+TEST_F(SoakE2E, SoakOverTlsWithTokensLeaksNothing) {
+  char dir[] = "/tmp/flashserve-soak-tls-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string certs = dir;
+  ASSERT_TRUE(make_certificates(certs)) << read_file(certs + "/openssl.log");
+  std::ofstream(certs + "/tokens") << "soak-token\n";
+  ASSERT_NO_FATAL_FAILURE(start({"--tls-cert", certs + "/server.pem", "--tls-key",
+                                 certs + "/server.key", "--auth-token-file", certs + "/tokens"},
+                                server_binary(), [&](const std::string& target) {
+                                  grpc::SslCredentialsOptions ssl;
+                                  ssl.pem_root_certs = read_file(certs + "/ca.pem");
+                                  grpc::ChannelArguments args;
+                                  args.SetString(GRPC_SSL_TARGET_NAME_OVERRIDE_ARG, "localhost");
+                                  return grpc::CreateCustomChannel(
+                                      target, grpc::SslCredentials(ssl), args);
+                                }));
+  constexpr int kConcurrency = 8;
+  auto run = [&](int first, int count, std::map<grpc::StatusCode, int>* counts) {
+    std::atomic<int> next{first};
+    std::mutex mu;
+    std::vector<std::thread> workers;
+    for (int w = 0; w < kConcurrency; ++w) {
+      workers.emplace_back([&] {
+        auto stub = server_->stub();
+        for (int i = next++; i < first + count; i = next++) {
+          const grpc::StatusCode code = soak_one(stub.get(), 0x7150000u + i, "soak-token");
+          std::lock_guard<std::mutex> lock(mu);
+          ++(*counts)[code];
+        }
+      });
+    }
+    for (auto& w : workers) w.join();
+  };
+  std::map<grpc::StatusCode, int> warmup, counts;
+  run(0, 2 * kConcurrency, &warmup);
+  const int64_t rss_before = server_->rss_kib();
+  run(1000, 10 * kConcurrency, &counts);
+  for (const auto& [code, n] : counts) {
+    EXPECT_TRUE(code == grpc::StatusCode::OK || code == grpc::StatusCode::CANCELLED ||
+                code == grpc::StatusCode::DEADLINE_EXCEEDED)
+        << "status " << code << " x" << n;
+  }
+  EXPECT_GT(counts[grpc::StatusCode::OK], 0);
+  auto stub = server_->stub();
+  bool idle = false;
+  for (int i = 0; i < 3000 && !idle; ++i) {
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer soak-token");
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ModelInfo info;
+    idle = stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok() &&
+           info.engine().num_running() == 0 && info.engine().num_waiting() == 0 &&
+           info.kv_cache().num_blocks_used() == 0;
+    if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(idle);
+  const int64_t rss_after = server_->rss_kib();
+  std::printf("TLS soak: %d requests, RSS %lld -> %lld KiB\n", 10 * kConcurrency,
+              static_cast<long long>(rss_before), static_cast<long long>(rss_after));
+  EXPECT_LT(static_cast<double>(rss_after - rss_before) / rss_before, 0.05);
+  std::system(("rm -rf " + certs).c_str());
+}
+
 TEST_F(SoakE2E, KilledClientLeavesNoSequenceRunning) {
   ASSERT_NO_FATAL_FAILURE(start({}));
   int out[2];
@@ -268,8 +342,17 @@ TEST_F(SoakE2E, StalledEngineIsNotServingThenRecovers) {
       start({"--fault-stall-file", stall_file, "--stall-timeout", "1"}, stall_server_binary()));
   auto stub = server_->stub();
   std::ofstream(stall_file) << "stall\n";
-  StreamResult stuck;
-  std::thread client([&] { stuck = generate_stream(stub.get(), greedy_request("Hello", 4)); });
+  // Under load (issue 23, item 6): eight streams are in the engine when it stalls.
+  constexpr int kStuck = 8;
+  std::vector<StreamResult> stuck(kStuck);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStuck; ++i) {
+    clients.emplace_back([&, i] {
+      v1::GenerateRequest request = greedy_request("Hello " + std::to_string(i), 4);
+      request.mutable_stopping()->set_ignore_eos(true);
+      stuck[i] = generate_stream(stub.get(), request);
+    });
+  }
   Health::ServingStatus seen = Health::SERVING;
   for (int i = 0; i < 1000 && seen != Health::NOT_SERVING; ++i) {
     seen = server_->health();
@@ -280,8 +363,11 @@ TEST_F(SoakE2E, StalledEngineIsNotServingThenRecovers) {
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(refused.status.error_message(), HasSubstr("stalled"));
   std::remove(stall_file.c_str());
-  client.join();
-  EXPECT_TRUE(stuck.status.ok()) << stuck.status.error_message();
+  for (auto& client : clients) client.join();
+  for (const StreamResult& r : stuck) {
+    EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.token_ids().size(), 4u);
+  }
   EXPECT_TRUE(server_->wait_serving(std::chrono::seconds(30)).ok());
   EXPECT_TRUE(generate(stub.get(), greedy_request("Hi", 2)).status.ok());
   rmdir(dir);

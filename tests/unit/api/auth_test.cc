@@ -60,6 +60,21 @@ TEST(AuthTest, LoadAcceptsEveryTokenAndReloadReplacesThem) {
   std::remove(path.c_str());
 }
 
+// Issue 23: the scheme is case-insensitive (RFC 7235: "bearer" was refused); the token is not.
+TEST(AuthTest, AuthorizationSchemeIsCaseInsensitive) {
+  const std::string path = write_temp("alpha\n");
+  auto auth = TokenAuth::load(path);
+  std::remove(path.c_str());
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  for (const char* value : {"Bearer alpha", "bearer alpha", "BEARER alpha", "bEaReR  alpha"}) {
+    EXPECT_TRUE((*auth)->accepts_authorization(value)) << value;
+  }
+  for (const char* value : {"Bearer Alpha", "Bearer", "Bearer ", "Beareralpha", "Basic alpha",
+                            "alpha", "", "Bearer alpha "}) {
+    EXPECT_FALSE((*auth)->accepts_authorization(value)) << value;
+  }
+}
+
 TEST(AuthTest, LoadRefusesAMissingOrEmptyFile) {
   EXPECT_EQ(TokenAuth::load("/nonexistent/tokens").status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -6,7 +6,11 @@
 // counted number of steps through), and the stall test moves a manual engine clock.
 #include "server/api/generation_service.h"
 
+#include <unistd.h>
+
 #include <condition_variable>
+#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -30,6 +34,7 @@ using engine::fakes::FakeRunner;
 using engine::fakes::FakeRunnerState;
 using engine::fakes::FakeTokenizer;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr int kContext = 256;
@@ -85,6 +90,43 @@ class StepGate {
   int permits_ = kOpen;  // guarded by mu_
 };
 
+// A JSON logger writing to a temporary file that the test reads back.
+struct LogFile {
+  LogFile() : path(make_path()), file(std::fopen(path.c_str(), "a")), logger(LogFormat::kJson, file) {}
+  ~LogFile() {
+    std::fclose(file);
+    std::remove(path.c_str());
+  }
+  static std::string make_path() {
+    char name[] = "/tmp/flashserve-service-log-XXXXXX";
+    const int fd = ::mkstemp(name);
+    if (fd >= 0) ::close(fd);
+    return name;
+  }
+  // The "access" lines written so far.
+  std::vector<std::string> access_lines() const {
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("\"msg\":\"access\"") != std::string::npos) lines.push_back(line);
+    }
+    return lines;
+  }
+  // Polls (5 s at most) until `n` access lines are there.
+  std::vector<std::string> wait_for_access_lines(size_t n) const {
+    std::vector<std::string> lines = access_lines();
+    for (int i = 0; i < 1000 && lines.size() < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      lines = access_lines();
+    }
+    return lines;
+  }
+
+  const std::string path;
+  std::FILE* const file;
+  const Logger logger;
+};
+
 class ServiceTest : public ::testing::Test {
  protected:
   // Builds the engine (started unless told otherwise), the service and the gRPC server.
@@ -103,7 +145,8 @@ class ServiceTest : public ::testing::Test {
     backend_.prompt.limits.vocab_size = tokenizer_.vocab_size();
     backend_.engine_options = options;
     backend_.device = "cpu";
-    service_ = std::make_unique<GenerationService>(&metrics_);
+    service_ = std::make_unique<GenerationService>(&metrics_, auth_.get(),
+                                                   log_ ? &log_->logger : nullptr);
     if (with_backend) service_->set_backend(&backend_);
     grpc::ServerBuilder builder;
     int port = 0;
@@ -173,6 +216,9 @@ class ServiceTest : public ::testing::Test {
     return sum;
   }
 
+  // Set before start() to give the service a token check and an access log.
+  std::unique_ptr<TokenAuth> auth_;
+  std::unique_ptr<LogFile> log_;
   FakeTokenizer tokenizer_;
   metrics::Metrics metrics_;
   testing::ManualClock clock_;  // the engine's where a test says so (options.clock)
@@ -637,6 +683,71 @@ TEST_F(ServiceTest, MalformedRequestLogsAreRateLimited) {
   // One line per kLogInterval (10 s): this loop takes far less, so at most one is printed.
   EXPECT_LE(after.printed - before.printed, 1);
   EXPECT_GE(after.suppressed - before.suppressed, 29);
+}
+
+// ---- access lines (issue 23, item 4) -------------------------------------------------------
+
+// A stream that its deadline ends is logged as DEADLINE_EXCEEDED, as the client sees it, not
+// as cancelled by the client (gRPC cancels the call at the deadline, then the engine ends it).
+TEST_F(ServiceTest, AStreamEndedByItsDeadlineIsLoggedAsDeadlineExceeded) {
+  log_ = std::make_unique<LogFile>();
+  ASSERT_NO_FATAL_FAILURE(start());
+  gate_.close();  // the request's first step waits until the deadline has passed
+  auto context = context_with(std::chrono::milliseconds(200));
+  auto stream = stub_->GenerateStream(context.get(), request("abc", 50));
+  v1::GenerateStreamResponse message;
+  while (stream->Read(&message)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  gate_.open();
+  EXPECT_TRUE(idle());
+  const std::vector<std::string> lines = log_->wait_for_access_lines(1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("\"method\":\"GenerateStream\""));
+  EXPECT_THAT(lines[0], HasSubstr("\"status\":\"DEADLINE_EXCEEDED\""));
+  EXPECT_THAT(lines[0], Not(HasSubstr("cancelled by the client")));
+}
+
+// Unary calls refused before the engine write their access line as streams do: without a
+// token, with malformed bytes, while the model loads.
+TEST_F(ServiceTest, RefusedUnaryCallsWriteAnAccessLine) {
+  const std::string tokens = LogFile::make_path();
+  std::ofstream(tokens) << "the-token\n";
+  auto auth = TokenAuth::load(tokens);
+  std::remove(tokens.c_str());
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  auth_ = std::move(*auth);
+  log_ = std::make_unique<LogFile>();
+  ASSERT_NO_FATAL_FAILURE(start(engine::EngineOptions(), /*with_backend=*/false));
+  v1::GenerateResponse response;
+  EXPECT_EQ(stub_->Generate(context_with(kTimeout).get(), request("abc", 3), &response)
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  auto with_token = context_with(kTimeout);
+  with_token->AddMetadata("authorization", "Bearer the-token");
+  EXPECT_EQ(stub_->Generate(with_token.get(), request("abc", 3), &response).error_code(),
+            grpc::StatusCode::UNAVAILABLE);  // still loading
+  grpc::Slice slice(kGarbage);
+  grpc::ByteBuffer bytes(&slice, 1);
+  grpc::ByteBuffer ignored;
+  auto malformed = context_with(kTimeout);
+  malformed->AddMetadata("authorization", "Bearer the-token");
+  EXPECT_EQ((grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+                 channel_.get(),
+                 grpc::internal::RpcMethod("/flashserve.v1.Generation/Generate",
+                                           grpc::internal::RpcMethod::NORMAL_RPC),
+                 malformed.get(), bytes, &ignored))
+                .error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  const std::vector<std::string> lines = log_->wait_for_access_lines(3);
+  ASSERT_EQ(lines.size(), 3u);
+  const char* statuses[] = {"UNAUTHENTICATED", "UNAVAILABLE", "INVALID_ARGUMENT"};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(lines[i], HasSubstr("\"method\":\"Generate\"")) << lines[i];
+    EXPECT_THAT(lines[i], HasSubstr(std::string("\"status\":\"") + statuses[i] + "\""))
+        << lines[i];
+    EXPECT_THAT(lines[i], HasSubstr("\"finish_reason\":\"rejected\"")) << lines[i];
+  }
 }
 
 }  // namespace

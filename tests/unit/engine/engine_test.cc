@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -368,6 +369,34 @@ TEST(EngineTest, DeadlineWhileWaitingBehindAFullBatch) {
   ASSERT_TRUE(running->wait_final());
   EXPECT_EQ(running->final_event().finish_reason, FinishReason::kLength);
   for (const auto& b : e.state->batches_copy()) EXPECT_EQ(b.num_seqs(), 1);
+}
+
+// Issue 23: an allocation that fails inside a step (here the runner's) is a failed step with
+// RESOURCE_EXHAUSTED, handled like any runner error, not an exception that ends the process.
+TEST(EngineTest, OutOfMemoryInAStepIsARunnerError) {
+  std::mutex reported_mu;
+  std::vector<absl::Status> reported;
+  TestEngine e({.engine = {.on_runner_failure = [&](const absl::Status& error) {
+    std::lock_guard<std::mutex> lock(reported_mu);
+    reported.push_back(error);
+  }}});
+  std::atomic<int> num_forwards{0};
+  e.state->on_forward = [&](const model::ForwardBatch&) {
+    if (++num_forwards == 2) throw std::bad_alloc();
+  };
+  auto s = e.submit(greedy_request(make_prompt(1, 5), 4));
+  e->start();
+  ASSERT_TRUE(s->wait_final());
+  expect_one_final(*s);
+  EXPECT_EQ(s->final_event().finish_reason, FinishReason::kError);
+  EXPECT_EQ(s->final_event().status.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(s->final_event().status.message().find("out of memory during an engine step"),
+            std::string::npos)
+      << s->final_event().status;
+  EXPECT_EQ(e->snapshot().num_kv_blocks_used, 0);
+  std::lock_guard<std::mutex> lock(reported_mu);
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_EQ(reported[0].code(), absl::StatusCode::kResourceExhausted);
 }
 
 // Issue 10 (GPU faults): a failed forward pass leaves the device in an unknown state, so the

@@ -151,6 +151,14 @@ TEST(HttpEndpointTest, OversizedHeadersGet431) {
   // Headers just under the limit are fine.
   EXPECT_EQ(request(endpoint->port(), "GET /metrics HTTP/1.1\r\nX: " + std::string(8000, 'c') +
                                           "\r\n\r\n").rfind("HTTP/1.1 200", 0), 0u);
+  // Issue 23: headers a little past the limit, complete in one piece, are refused too (the
+  // end of the headers was found before their size was checked: ~9 KB got through).
+  const std::string just_over = "GET /metrics HTTP/1.1\r\nX: " + std::string(8190, 'd') +
+                                "\r\n\r\n";
+  EXPECT_EQ(request(endpoint->port(), just_over).rfind("HTTP/1.1 431", 0), 0u);
+  const std::string nine_kb = "GET /metrics HTTP/1.1\r\nX: " + std::string(9200, 'e') +
+                              "\r\n\r\n";
+  EXPECT_EQ(request(endpoint->port(), nine_kb).rfind("HTTP/1.1 431", 0), 0u);
 }
 
 TEST(HttpEndpointTest, ConnectionsBeyondTheLimitGet503AndOthersStillServe) {

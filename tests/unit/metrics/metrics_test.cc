@@ -270,7 +270,7 @@ TEST(MetricsTest, NamesFollowConventions) {
     const bool ends_total = name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
     EXPECT_EQ(ends_total, type == "counter") << name << " is a " << type;
   }
-  EXPECT_EQ(num_families, 27);  // 23 + the four prefix-cache families
+  EXPECT_EQ(num_families, 28);  // 23 + the four prefix-cache families + auth failures
 }
 
 // The text passes `promtool check metrics` (skipped where promtool is not installed).

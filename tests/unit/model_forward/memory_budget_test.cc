@@ -93,5 +93,20 @@ TEST(MemoryBudgetTest, HostMemoryIsReadable) {
   EXPECT_LE(host_available_bytes(), host_memory_bytes());
 }
 
+// A fixed allocation (weights, a workspace) past what is available is refused, naming what
+// asked and what is there; sizes past any machine cost nothing.
+TEST(MemoryBudgetTest, CheckFitsRefusesWhatIsNotAvailable) {
+  EXPECT_TRUE(check_fits("weights", 10 * kMiB, 10 * kMiB, "test memory").ok());
+  const absl::Status refused = check_fits("max_batch_tokens 2000000000: the step workspace",
+                                          int64_t{1} << 50, 10 * kMiB, "test memory");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.message(),
+            "max_batch_tokens 2000000000: the step workspace takes 1073741824.0 MiB but test "
+            "memory has 10.0 MiB available");
+  // Nothing left (the weights took it all) reads as 0, not as a negative amount.
+  EXPECT_NE(check_fits("x", 1, -5 * kMiB, "m").message().find("m has 0.0 MiB available"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace flashserve::model
