@@ -194,7 +194,10 @@ void CallState::finish(std::unique_lock<std::mutex> lock, const grpc::Status& st
 }
 
 grpc::Status CallState::gone_status() const {
-  if (deadline.has_value() && std::chrono::steady_clock::now() >= *deadline) {
+  // The client's deadline timer fires first and its RST_STREAM can reach us a little before
+  // our own copy of the deadline (gRPC sends a relative timeout; ours starts at receipt).
+  constexpr auto kDeadlineSlack = std::chrono::milliseconds(50);
+  if (deadline.has_value() && std::chrono::steady_clock::now() + kDeadlineSlack >= *deadline) {
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                         absl::StrFormat("deadline exceeded after %d generated tokens",
                                         usage.completion_tokens));

@@ -244,8 +244,13 @@ TEST_F(SoakE2E, SoakOverTlsWithTokensLeaksNothing) {
   const std::string certs = dir;
   ASSERT_TRUE(make_certificates(certs)) << read_file(certs + "/openssl.log");
   std::ofstream(certs + "/tokens") << "soak-token\n";
+  constexpr int kConcurrency = 8;
+  // A small KV cache cycled through in the warm-up, as in CancellationsAndDeadlinesLeakNothing.
+  constexpr int kCacheTokens = 2 * 64 * kConcurrency;
   ASSERT_NO_FATAL_FAILURE(start({"--tls-cert", certs + "/server.pem", "--tls-key",
-                                 certs + "/server.key", "--auth-token-file", certs + "/tokens"},
+                                 certs + "/server.key", "--auth-token-file", certs + "/tokens",
+                                 "--max-num-seqs", std::to_string(kConcurrency),
+                                 "--kv-cache-tokens", std::to_string(kCacheTokens)},
                                 server_binary(), [&](const std::string& target) {
                                   grpc::SslCredentialsOptions ssl;
                                   ssl.pem_root_certs = read_file(certs + "/ca.pem");
@@ -254,7 +259,6 @@ TEST_F(SoakE2E, SoakOverTlsWithTokensLeaksNothing) {
                                   return grpc::CreateCustomChannel(
                                       target, grpc::SslCredentials(ssl), args);
                                 }));
-  constexpr int kConcurrency = 8;
   auto run = [&](int first, int count, std::map<grpc::StatusCode, int>* counts) {
     std::atomic<int> next{first};
     std::mutex mu;
@@ -272,7 +276,7 @@ TEST_F(SoakE2E, SoakOverTlsWithTokensLeaksNothing) {
     for (auto& w : workers) w.join();
   };
   std::map<grpc::StatusCode, int> warmup, counts;
-  run(0, 2 * kConcurrency, &warmup);
+  run(0, 2 * (kCacheTokens / 64) + 2 * kConcurrency, &warmup);  // every block written
   const int64_t rss_before = server_->rss_kib();
   run(1000, 10 * kConcurrency, &counts);
   for (const auto& [code, n] : counts) {
