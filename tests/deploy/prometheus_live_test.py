@@ -165,7 +165,11 @@ def main():
                      lambda: urllib.request.urlopen(f"{prom}/-/ready", timeout=2).status == 200,
                      30)
             run_load(args, grpc_port)
-            # Two more scrapes and rule evaluations after the load, so rates see all of it.
+            # Prometheus has scraped the load (its first scrape of a target may come up to a
+            # scrape interval late, and a fast CPU backend ends the load in ~3 s), then two
+            # more scrapes and rule evaluations, so rates see all of it.
+            wait_for("prometheus to scrape the load's requests", lambda: query(
+                prom, "rate(flashserve_requests_total[30s])")[1] != [], 30)
             time.sleep(3)
             num_queries, failures = check_everything(prom)
             print(f"{num_queries} queries evaluated in {time.monotonic() - started:.1f} s")
