@@ -27,27 +27,11 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_check.h"
 #include "kernels/attention.h"
 
 namespace flashserve::kernels {
 namespace {
-
-#define BENCH_CUDA(expr)                                                                     \
-  do {                                                                                       \
-    const cudaError_t e_ = (expr);                                                           \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
-#define BENCH_OK(status_expr)                                                   \
-  do {                                                                          \
-    const absl::Status s_ = (status_expr);                                      \
-    if (!s_.ok()) {                                                             \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_.ToString().c_str()); \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
 
 // Uniform(-sqrt3, sqrt3) (unit variance) from a hash of the index, rounded to bf16.
 __global__ void fill_random_bf16(__nv_bfloat16* x, size_t n, uint32_t seed) {

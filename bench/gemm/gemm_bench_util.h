@@ -1,7 +1,8 @@
 #pragma once
 // Shared plumbing of the GEMV / GEMM benchmarks of bench/gemm/ (library
-// flashserve_gemm_bench_util): error checks that exit, random weights of any format filled on
-// the device, and the device-to-device copy bandwidth. Plain C++ header.
+// flashserve_gemm_bench_util): random weights of any format filled on
+// the device, and the device-to-device copy bandwidth (error checks: bench/bench_check.h).
+// Plain C++ header.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -10,24 +11,8 @@
 #include <functional>
 
 #include "absl/status/status.h"
+#include "bench/bench_check.h"
 #include "kernels/quant/quant_layout.h"
-
-#define BENCH_CUDA(expr)                                                                     \
-  do {                                                                                       \
-    const cudaError_t e_ = (expr);                                                           \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
-#define BENCH_OK(status_expr)                                                   \
-  do {                                                                          \
-    const absl::Status s_ = (status_expr);                                      \
-    if (!s_.ok()) {                                                             \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_.ToString().c_str()); \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
 
 namespace flashserve::kernels::bench {
 

@@ -300,8 +300,9 @@ __global__ void __launch_bounds__(kThreads, (ctas_per_sm<F, kBM>())) quant_gemm_
       cp_async_commit();
     }
   }
-  bool staged = kStages - 1 < num_stages;
-  if (staged) load_scales<F>(rp, (s_begin + kStages - 1) * kUnitsPerStage, num_units, sc);
+  if (kStages - 1 < num_stages) {
+    load_scales<F>(rp, (s_begin + kStages - 1) * kUnitsPerStage, num_units, sc);
+  }
 
   float acc[2][kNTiles][4] = {};
   const uint8_t* my_rows[2][2];  // [m16 tile][g or g + 8], set per stage
@@ -312,8 +313,9 @@ __global__ void __launch_bounds__(kThreads, (ctas_per_sm<F, kBM>())) quant_gemm_
     if (next < num_stages) {
       issue_stage<F, kBM>(p, l, row0, tok0, s_begin + next, num_units, slot(next));
       store_scales<F>(sc, (s_begin + next) * kUnitsPerStage, scale_row(next));
-      staged = next + 1 < num_stages;
-      if (staged) load_scales<F>(rp, (s_begin + next + 1) * kUnitsPerStage, num_units, sc);
+      if (next + 1 < num_stages) {
+        load_scales<F>(rp, (s_begin + next + 1) * kUnitsPerStage, num_units, sc);
+      }
     } else {
       cp_async_commit();
     }
