@@ -118,52 +118,90 @@ __device__ __forceinline__ void store_scales(const ScaleWords& s, int u, uint8_t
   *reinterpret_cast<uint4*>(row + scale_at<F>()) = make_uint4(v[0], v[1], v[2], v[3]);
 }
 
-// Issues the cp.async part of stage `stage` into `buf`: the quant bytes of the CTA's rows
-// and the x rows of its tokens; units past the row's end and tokens past m are zero-filled.
-// Commits one group.
+// The cp.async copies of one thread, the same for every stage but for their k offset:
+// built once per CTA, so that issuing a stage adds that offset to a few registers (the
+// general loop, with its divisions, 64-bit row products and clamps per copy and stage, was
+// a third of the kernel's instructions). Rows past n read row n - 1, units past the row's
+// end and tokens past m are zero-filled. Byte offsets from the weights' base fit 32 bits
+// (quant_gemm refuses tensors of 4 GiB and more).
 template <WeightFormat F, int kBM>
-__device__ __forceinline__ void issue_stage(const QuantGemmParams& p, const QuantLayout& l,
-                                            int row0, int tok0, int stage, int num_units,
-                                            uint8_t* buf) {
-  const uint8_t* w = static_cast<const uint8_t*>(p.w);
-  const int u_begin = stage * kUnitsPerStage;
-  // qs: 16-byte chunks, c < kUnitsPerStage unit c (Q8_0: then the second halves).
-  constexpr int kQsChunks = qs_bytes<F>() / 16;
+struct StageCopier {
+  static constexpr int kQsChunks = qs_bytes<F>() / 16;          // a row and stage
+  static constexpr int kQsCopies = kBN * kQsChunks / kThreads;  // a thread and stage
+  static constexpr int kQsRowStep = kThreads / kQsChunks;       // rows between its copies
+  static constexpr int kXChunks = kBK / 8;                      // of x, a token and stage
+  static constexpr int kXCopies = kBM * kXChunks / kThreads;
+  static constexpr int kXRowStep = kThreads / kXChunks;
+  static_assert(kQsCopies >= 1 && kXCopies >= 1 && kThreads % kQsChunks == 0);
+
+  const uint8_t* qs;               // chunk c of unit 0 (Q8_0: its half), row offset 0
+  uint32_t qs_row[kQsCopies];      // byte offsets of the thread's rows in qs
+  uint32_t qs_dst;                 // offset in a stage buffer of the first copy
+  int unit;                        // which unit of the stage the thread's chunks hold
+  const uint8_t* qh;               // row threadIdx.x's high bits at unit 0
+  const __nv_bfloat16* x;          // the first token's x at column `col`
+  uint32_t x_dst[kXCopies];
+  uint32_t x_tokens_ok;            // bit i: copy i's token is < m
+  int col;
+
+  __device__ __forceinline__ StageCopier(const QuantGemmParams& p, const QuantLayout& l,
+                                         int row0, int tok0) {
+    const uint8_t* w = static_cast<const uint8_t*>(p.w);
+    const int c = threadIdx.x % kQsChunks, r = threadIdx.x / kQsChunks;
+    unit = c % kUnitsPerStage;
+    qs = w + l.qs_offset + 16 * unit + (c >= kUnitsPerStage ? l.qs_row_bytes / 2 : 0);
 #pragma unroll
-  for (int i = threadIdx.x; i < kBN * kQsChunks; i += kThreads) {
-    const int r = i / kQsChunks, c = i % kQsChunks;
-    const int u = u_begin + c % kUnitsPerStage;
-    const bool valid = u < num_units;
-    const uint8_t* src = w + l.qs_offset + int64_t{min(row0 + r, p.n - 1)} * l.qs_row_bytes +
-                         16 * u + (c >= kUnitsPerStage ? l.qs_row_bytes / 2 : 0);
-    cp_async_16(smem_addr(buf + r * row_stride<F>() + 16 * c), valid ? src : w, valid);
-  }
-  if constexpr (qh_bytes<F>() > 0) {  // one 8- (Q5_K) or 16-byte (Q6_K) copy a row
-    const int r = threadIdx.x;
-    const bool valid = u_begin < num_units;  // K-quant rows are whole 256-element blocks
-    const uint8_t* src = w + l.qh_offset + int64_t{min(row0 + r, p.n - 1)} * l.qh_row_bytes +
-                         (qh_bytes<F>() / kUnitsPerStage) * u_begin;
-    const uint32_t dst = smem_addr(buf + r * row_stride<F>() + qs_bytes<F>());
-    if constexpr (qh_bytes<F>() == 16) {
-      cp_async_16(dst, valid ? src : w, valid);
-    } else {
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst),
-                   "l"(valid ? src : w), "r"(valid ? 8 : 0));
+    for (int i = 0; i < kQsCopies; ++i) {
+      qs_row[i] = static_cast<uint32_t>(min(row0 + r + i * kQsRowStep, p.n - 1)) *
+                  static_cast<uint32_t>(l.qs_row_bytes);
+    }
+    qs_dst = r * row_stride<F>() + 16 * c;
+    qh = w + l.qh_offset +
+         int64_t{min(row0 + static_cast<int>(threadIdx.x), p.n - 1)} * l.qh_row_bytes;
+    const int xr = threadIdx.x / kXChunks;
+    col = 8 * (threadIdx.x % kXChunks);
+    x = static_cast<const __nv_bfloat16*>(p.x) + int64_t{min(tok0 + xr, p.m - 1)} * p.k + col;
+    x_tokens_ok = 0;
+#pragma unroll
+    for (int i = 0; i < kXCopies; ++i) {
+      x_dst[i] = 2 * swizzle<kBK>(xr + i * kXRowStep, col);
+      if (tok0 + xr + i * kXRowStep < p.m) x_tokens_ok |= 1u << i;
     }
   }
-  __nv_bfloat16* x_tile = reinterpret_cast<__nv_bfloat16*>(buf + kBN * row_stride<F>());
-  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
-  constexpr int kXChunks = kBM * kBK / 8;
+
+  // Issues stage `stage` into `buf` and commits one group.
+  __device__ __forceinline__ void issue(const QuantGemmParams& p, int stage, int num_units,
+                                        uint8_t* buf) const {
+    const int u_begin = stage * kUnitsPerStage;
+    const uint32_t base = smem_addr(buf);
+    const bool unit_ok = u_begin + unit < num_units;
+    const uint8_t* qs_stage = qs + 16 * u_begin;
 #pragma unroll
-  for (int i = threadIdx.x; i < kXChunks; i += kThreads) {
-    const int row = i / (kBK / 8), col = 8 * (i % (kBK / 8));
-    const int tok = tok0 + row, kk = stage * kBK + col;
-    const bool valid = tok < p.m && kk < p.k;
-    const __nv_bfloat16* src = valid ? x + static_cast<int64_t>(tok) * p.k + kk : x;
-    cp_async_16(smem_addr(x_tile + swizzle<kBK>(row, col)), src, valid);
+    for (int i = 0; i < kQsCopies; ++i) {
+      cp_async_16(base + qs_dst + i * kQsRowStep * row_stride<F>(),
+                  unit_ok ? qs_stage + qs_row[i] : qs, unit_ok);
+    }
+    if constexpr (qh_bytes<F>() > 0) {  // one 8- (Q5_K) or 16-byte (Q6_K) copy a row
+      const bool ok = u_begin < num_units;  // K-quant rows are whole 256-element blocks
+      const uint8_t* src = ok ? qh + (qh_bytes<F>() / kUnitsPerStage) * u_begin : qh;
+      const uint32_t dst = base + threadIdx.x * row_stride<F>() + qs_bytes<F>();
+      if constexpr (qh_bytes<F>() == 16) {
+        cp_async_16(dst, src, ok);
+      } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src),
+                     "r"(ok ? 8 : 0));
+      }
+    }
+    const bool col_ok = stage * kBK + col < p.k;
+    const uint32_t x_base = base + kBN * row_stride<F>();
+#pragma unroll
+    for (int i = 0; i < kXCopies; ++i) {
+      const bool ok = col_ok && (x_tokens_ok >> i & 1u);
+      cp_async_16(x_base + x_dst[i], ok ? x + int64_t{i * kXRowStep} * p.k + stage * kBK : x, ok);
+    }
+    cp_async_commit();
   }
-  cp_async_commit();
-}
+};
 
 // Two adjacent elements of an A fragment, from bytes p, p + 1 of the lane's quants q and
 // the unit's two scale words s (store_scales), as a bf16 pair.
@@ -171,12 +209,15 @@ __device__ __forceinline__ void issue_stage(const QuantGemmParams& p, const Quan
 //   Others: the bytes (< 64) become bf16 128 + q exactly with one byte permute (0x43 is the
 //   high byte of bf16 128, whose ulp is 1), one subtraction leaves q less the format's offset
 //   exactly, and one bf16x2 FMA (or multiply) rounds q bf16(a) + bf16(c) once: 1.5
-//   instructions an element where ggml's fp32 operations take ~6. Against ggml's value
+//   instructions an element where ggml's fp32 operations take ~6. k43 = 0x43434343, in a
+//   register the compiler cannot see through (bf16_magic()): a byte permute takes one
+//   immediate, and with both constants known the compiler spent a move on the selector of
+//   every permute. Against ggml's value
 //   rounded to bf16 this adds the rounding of a and c to bf16 (each < 2^-9 relative; with
 //   |q| <= 63, under a twentieth of a quantization step): small beside the int8 rounding of
 //   the activations (kernels/cpu/quant.h dequantize_gemm_cpu is the exact reference).
 template <WeightFormat F>
-__device__ __forceinline__ uint32_t decode_pair(uint32_t q, int p, uint2 s, int h) {
+__device__ __forceinline__ uint32_t decode_pair(uint32_t q, int p, uint2 s, int h, uint32_t k43) {
   if constexpr (F == WeightFormat::kQ8_0) {
     const float d = __uint_as_float(s.x);
     const __nv_bfloat162 b = __floats2bfloat162_rn(
@@ -187,7 +228,7 @@ __device__ __forceinline__ uint32_t decode_pair(uint32_t q, int p, uint2 s, int 
     constexpr uint32_t kOffset = F == WeightFormat::kQ4_0 ? 0x43084308u    // 136: q - 8
                                  : F == WeightFormat::kQ6_K ? 0x43204320u  // 160: q - 32
                                                             : 0x43004300u;  // 128: q
-    const uint32_t m = __byte_perm(q, 0x43434343u, (p | 4 << 4 | (p + 1) << 8 | 4 << 12));
+    const uint32_t m = __byte_perm(q, k43, (p | 4 << 4 | (p + 1) << 8 | 4 << 12));
     const __nv_bfloat162 qv = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&m),
                                       *reinterpret_cast<const __nv_bfloat162*>(&kOffset));
     const uint32_t a_bits = F == WeightFormat::kQ6_K && h == 1 ? s.y : s.x;
@@ -202,46 +243,73 @@ __device__ __forceinline__ uint32_t decode_pair(uint32_t q, int p, uint2 s, int 
   }
 }
 
-// The quants of elements 16 h + {2t, 2t + 1, 2t + 8, 2t + 9} of one row's unit j in the
-// stage, as four bytes (the lane's share of an A fragment for the unit's k16 step h).
+// What a lane reads of one row's unit j in the stage, once for both of the unit's k16
+// steps h: the quant bytes 2t, 2t + 1, 2t + 8, 2t + 9 (low nibbles: step 0, high: step 1;
+// Q8_0: step h's int8 in qs[h]), the high-bit words (Q5_K: 1, Q6_K: 2) and the two scale
+// words (store_scales).
 template <WeightFormat F>
-__device__ __forceinline__ uint32_t lane_quants(const uint8_t* row, int j, int h, int t) {
-  const uint8_t* qs = row + 16 * j + (F == WeightFormat::kQ8_0 ? 16 * kUnitsPerStage * h : 0);
-  uint32_t v = *reinterpret_cast<const uint16_t*>(qs + 2 * t) |
-               uint32_t{*reinterpret_cast<const uint16_t*>(qs + 2 * t + 8)} << 16;
-  if constexpr (F == WeightFormat::kQ8_0) return v;
-  v = (v >> (4 * h)) & 0x0f0f0f0fu;
-  const int e0 = 16 * h + 2 * t;  // the elements: e0, e0 + 1, e0 + 8, e0 + 9
-  if constexpr (F == WeightFormat::kQ5_K) {  // bit 4 of element e: bit e / 4 of byte e % 4
-    const uint32_t qh = *reinterpret_cast<const uint32_t*>(row + qs_bytes<F>() + 4 * j);
+struct RowUnit {
+  uint32_t qs[F == WeightFormat::kQ8_0 ? 2 : 1];
+  uint32_t qh[F == WeightFormat::kQ6_K ? 2 : 1];
+  uint2 s;
+};
+template <WeightFormat F>
+__device__ __forceinline__ RowUnit<F> load_row_unit(const uint8_t* row, int j, int t) {
+  RowUnit<F> r;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int e = e0 + (i & 1) + 8 * (i >> 1);
-      v |= ((qh >> (8 * (e % 4) + e / 4)) & 1u) << (8 * i + 4);
-    }
+  for (int h = 0; h < (F == WeightFormat::kQ8_0 ? 2 : 1); ++h) {
+    const uint8_t* qs = row + 16 * j + 16 * kUnitsPerStage * h;
+    r.qs[h] = *reinterpret_cast<const uint16_t*>(qs + 2 * t) |
+              uint32_t{*reinterpret_cast<const uint16_t*>(qs + 2 * t + 8)} << 16;
+  }
+  if constexpr (F == WeightFormat::kQ5_K) {
+    r.qh[0] = *reinterpret_cast<const uint32_t*>(row + qs_bytes<F>() + 4 * j);
+  } else if constexpr (F == WeightFormat::kQ6_K) {
+    const uint2 v = *reinterpret_cast<const uint2*>(row + qs_bytes<F>() + 8 * j);
+    r.qh[0] = v.x, r.qh[1] = v.y;
+  } else {
+    r.qh[0] = 0;
+  }
+  r.s = *reinterpret_cast<const uint2*>(row + scale_at<F>() + 8 * j);
+  return r;
+}
+
+// The quants of elements 16 h + {2t, 2t + 1, 2t + 8, 2t + 9} of the unit as four bytes
+// (the lane's share of an A fragment for the unit's k16 step h).
+template <WeightFormat F>
+__device__ __forceinline__ uint32_t lane_quants(const RowUnit<F>& r, int h, int t) {
+  if constexpr (F == WeightFormat::kQ8_0) return r.qs[h];
+  uint32_t v = (r.qs[0] >> (4 * h)) & 0x0f0f0f0fu;
+  // The high bits of the elements 16 h + {2t, 2t + 1, 2t + 8, 2t + 9} go to bit 4 (Q5_K;
+  // bits 4-5, Q6_K) of bytes 0-3. Those of 2t and 2t + 1 lie in bytes 2t % 4 and 2t % 4 + 1
+  // of the high-bit word (kernels/quant/quant_layout.h), those of 2t + 8 and 2t + 9 two
+  // bit positions (Q6_K: bit pairs) above them: one shift brings the four to the bottom
+  // of bytes 0 and 1, two masked shifts put them in place.
+  if constexpr (F == WeightFormat::kQ5_K) {  // bit 4 of element e: bit e / 4 of byte e % 4
+    const uint32_t z = r.qh[0] >> (8 * (2 * t % 4) + 4 * h + t / 2);
+    v |= ((z << 4) & 0x00001010u) | ((z << 18) & 0x10100000u);
   }
   if constexpr (F == WeightFormat::kQ6_K) {  // bits 4-5 of element 16 h + l: word h, byte l % 4, bits 2 (l / 4)
-    const uint32_t qh = *reinterpret_cast<const uint32_t*>(row + qs_bytes<F>() + 8 * j + 4 * h);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int l = 2 * t + (i & 1) + 8 * (i >> 1);
-      v |= ((qh >> (8 * (l % 4) + 2 * (l / 4))) & 3u) << (8 * i + 4);
-    }
+    const uint32_t z = r.qh[h] >> (8 * (2 * t % 4) + 2 * (t / 2));
+    v |= ((z << 4) & 0x00003030u) | ((z << 16) & 0x30300000u);
   }
   return v;
 }
 
-// The A fragment (kernels/mma_sync.cuh) of rows r and r + 8 for k16 step h of unit j.
+// 0x43434343 (decode_pair), as a value the compiler does not know: read once into a
+// register.
+__constant__ uint32_t kBf16Magic = 0x43434343u;
+__device__ __forceinline__ uint32_t bf16_magic() { return kBf16Magic; }
+
+// The A fragment (kernels/mma_sync.cuh) of rows r and r + 8 (lo, hi) for k16 step h.
 template <WeightFormat F>
-__device__ __forceinline__ void decode_fragment(const uint8_t* row_lo, const uint8_t* row_hi,
-                                                int j, int h, int t, uint32_t (&a)[4]) {
-  const uint2 s_lo = *reinterpret_cast<const uint2*>(row_lo + scale_at<F>() + 8 * j);
-  const uint2 s_hi = *reinterpret_cast<const uint2*>(row_hi + scale_at<F>() + 8 * j);
-  const uint32_t q_lo = lane_quants<F>(row_lo, j, h, t), q_hi = lane_quants<F>(row_hi, j, h, t);
-  a[0] = decode_pair<F>(q_lo, 0, s_lo, h);  // (g, 2t..2t+1)
-  a[1] = decode_pair<F>(q_hi, 0, s_hi, h);  // (g + 8, 2t..)
-  a[2] = decode_pair<F>(q_lo, 2, s_lo, h);  // (g, 2t+8..)
-  a[3] = decode_pair<F>(q_hi, 2, s_hi, h);  // (g + 8, 2t+8..)
+__device__ __forceinline__ void decode_fragment(const RowUnit<F>& lo, const RowUnit<F>& hi,
+                                                int h, int t, uint32_t k43, uint32_t (&a)[4]) {
+  const uint32_t q_lo = lane_quants<F>(lo, h, t), q_hi = lane_quants<F>(hi, h, t);
+  a[0] = decode_pair<F>(q_lo, 0, lo.s, h, k43);  // (g, 2t..2t+1)
+  a[1] = decode_pair<F>(q_hi, 0, hi.s, h, k43);  // (g + 8, 2t..)
+  a[2] = decode_pair<F>(q_lo, 2, lo.s, h, k43);  // (g, 2t+8..)
+  a[3] = decode_pair<F>(q_hi, 2, hi.s, h, k43);  // (g + 8, 2t+8..)
 }
 
 // The output rule of QuantGemmParams::output for one value.
@@ -293,9 +361,10 @@ __global__ void __launch_bounds__(kThreads, (ctas_per_sm<F, kBM>())) quant_gemm_
     store_scales<F>(sc, (s_begin + i) * kUnitsPerStage, scale_row(i));
   }
   wait_for_prior_grid();
+  const StageCopier<F, kBM> copier(p, l, row0, tok0);
   for (int i = 0; i < kStages - 1; ++i) {
     if (i < num_stages) {
-      issue_stage<F, kBM>(p, l, row0, tok0, s_begin + i, num_units, slot(i));
+      copier.issue(p, s_begin + i, num_units, slot(i));
     } else {
       cp_async_commit();
     }
@@ -304,6 +373,7 @@ __global__ void __launch_bounds__(kThreads, (ctas_per_sm<F, kBM>())) quant_gemm_
     load_scales<F>(rp, (s_begin + kStages - 1) * kUnitsPerStage, num_units, sc);
   }
 
+  const uint32_t k43 = bf16_magic();
   float acc[2][kNTiles][4] = {};
   const uint8_t* my_rows[2][2];  // [m16 tile][g or g + 8], set per stage
   for (int i = 0; i < num_stages; ++i) {
@@ -311,7 +381,7 @@ __global__ void __launch_bounds__(kThreads, (ctas_per_sm<F, kBM>())) quant_gemm_
     __syncthreads();  // stage i has landed (its scales were stored before an earlier barrier)
     const int next = i + kStages - 1;
     if (next < num_stages) {
-      issue_stage<F, kBM>(p, l, row0, tok0, s_begin + next, num_units, slot(next));
+      copier.issue(p, s_begin + next, num_units, slot(next));
       store_scales<F>(sc, (s_begin + next) * kUnitsPerStage, scale_row(next));
       if (next + 1 < num_stages) {
         load_scales<F>(rp, (s_begin + next + 1) * kUnitsPerStage, num_units, sc);
@@ -326,21 +396,34 @@ __global__ void __launch_bounds__(kThreads, (ctas_per_sm<F, kBM>())) quant_gemm_
       my_rows[mt][1] = my_rows[mt][0] + 8 * row_stride<F>();
     }
     const __nv_bfloat16* xs = reinterpret_cast<const __nv_bfloat16*>(buf + kBN * row_stride<F>());
-#pragma unroll 1  // the registers go to the accumulators, not to decoded steps in advance
-    for (int kk = 0; kk < kBK / 16; ++kk) {
-      const int j = kk / 2, h = kk % 2;
-      uint32_t a[2][4];
+// One unit at a time: its quant and scale words are read once for both k16 steps; not
+    // unrolled further, the registers go to the accumulators.
+#pragma unroll 1
+    for (int j = 0; j < kUnitsPerStage; ++j) {
+      RowUnit<F> rows[2][2];
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) decode_fragment<F>(my_rows[mt][0], my_rows[mt][1], j, h, t, a[mt]);
+      for (int mt = 0; mt < 2; ++mt) {
+        rows[mt][0] = load_row_unit<F>(my_rows[mt][0], j, t);
+        rows[mt][1] = load_row_unit<F>(my_rows[mt][1], j, t);
+      }
 #pragma unroll
-      for (int np = 0; np < kNTiles / 2; ++np) {
-        uint32_t b[4];
-        const int tok = 16 * np + lane % 8 + 8 * (lane / 16);
-        ldmatrix_x4(b, smem_addr(xs + swizzle<kBK>(tok, 16 * kk + 8 * ((lane / 8) % 2))));
+      for (int h = 0; h < 2; ++h) {
+        const int kk = 2 * j + h;
+        uint32_t a[2][4];
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-          mma_16816<__nv_bfloat16>(acc[mt][2 * np], a[mt], b[0], b[1]);
-          mma_16816<__nv_bfloat16>(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+          decode_fragment<F>(rows[mt][0], rows[mt][1], h, t, k43, a[mt]);
+        }
+#pragma unroll
+        for (int np = 0; np < kNTiles / 2; ++np) {
+          uint32_t b[4];
+          const int tok = 16 * np + lane % 8 + 8 * (lane / 16);
+          ldmatrix_x4(b, smem_addr(xs + swizzle<kBK>(tok, 16 * kk + 8 * ((lane / 8) % 2))));
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            mma_16816<__nv_bfloat16>(acc[mt][2 * np], a[mt], b[0], b[1]);
+            mma_16816<__nv_bfloat16>(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+          }
         }
       }
     }
@@ -442,6 +525,11 @@ absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stre
     return absl::InvalidArgumentError(absl::StrCat(
         "quant_gemm: unsupported output ", static_cast<int>(p.output),
         " (supported: bf16, fp32, fp32 accumulate)"));
+  }
+  if (quant_layout(p.format, p.n, p.k).total_bytes >= (int64_t{1} << 32)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quant_gemm: a ", weight_format_name(p.format), " tensor of ", p.n, " x ", p.k,
+        " takes 4 GiB or more (the kernel addresses it with 32-bit offsets)"));
   }
   if (p.w == nullptr || p.x == nullptr || p.y == nullptr ||
       reinterpret_cast<uintptr_t>(p.w) % 16 != 0 || reinterpret_cast<uintptr_t>(p.x) % 16 != 0 ||
