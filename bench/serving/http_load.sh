@@ -80,8 +80,11 @@ fi
 "$PYTHON" - > "$out/python.txt" 2>&1 <<'PY' || { cat "$out/python.txt" >&2; exit 1; }
 import importlib.metadata as m, sys
 print("python", sys.version.split()[0])
-for name in ("guidellm", "openai", "transformers", "gguf", "datasets", "pydantic", "httpx"):
-    print(name, m.version(name))
+for name in ("guidellm", "openai", "transformers", "gguf", "datasets", "pydantic", "httpx", "torch"):
+    try:
+        print(name, m.version(name))
+    except m.PackageNotFoundError:
+        print(name, "missing")
 PY
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
