@@ -30,6 +30,9 @@
 #   REQUESTS_PER_STREAM=4 MIN_REQUESTS=16 DEVICE=auto PORT=50161 HTTP_PORT=50162
 #   METRICS_PORT=50163 HEALTH_TIMEOUT=600 LOAD_TIMEOUT=150 (each client run) RAW=1 E2E=1 IDLE=1
 #   SERVER_ARGS="--max-num-seqs 256 --max-waiting 1024 --noprefix_caching"
+# guidellm's own settings pass through the environment, e.g. GUIDELLM__MAX_WORKER_PROCESSES
+# (its client processes, default 10: at 64-256 streams guidellm's per-record Python work is
+# the likely limit, NOTES.md).
 # Exit status: 0 when every run and test succeeded (musts are reported, not the status), 1
 # otherwise, 2 bad usage.
 set -euo pipefail
