@@ -41,7 +41,9 @@ def read_guidellm(path, new_tokens):
     if tokens["count"] and tokens["min"] < new_tokens:
         failed += 1
     ttft = metrics["time_to_first_token_ms"]["successful"]["percentiles"]["p50"]
-    return tokens["total_sum"] / bench["duration"], ttft, failed
+    # The streams guidellm kept in flight (a client that cannot keep up keeps fewer).
+    in_flight = metrics["request_concurrency"]["successful"]["mean"]
+    return tokens["total_sum"] / bench["duration"], ttft, failed, in_flight
 
 
 def read_raw(path):
@@ -90,15 +92,17 @@ def main():
 
     out = [f"### HTTP/SSE (guidellm) beside gRPC (flashserve-cli load): {args.prompt_tokens} "
            f"prompt tokens -> {args.new_tokens} new tokens, ignore EOS, greedy", ""]
-    head = "| streams | gRPC tokens/s | guidellm tokens/s | guidellm / gRPC | gRPC TTFT p50 ms | guidellm TTFT p50 ms |"
-    rule = "|---|---|---|---|---|---|"
+    head = ("| streams | gRPC tokens/s | guidellm tokens/s | guidellm / gRPC | gRPC TTFT p50 ms "
+            "| guidellm TTFT p50 ms | guidellm streams in flight (mean) |")
+    rule = "|---|---|---|---|---|---|---|"
     if has_raw:
         head += " raw SSE tokens/s | raw / gRPC | raw TTFT p50 ms |"
         rule += "---|---|---|"
     out += [head, rule]
     for row in rows:
         line = (f"| {row['c']} | {cell(row, 'grpc', 0, '{:,.0f}')} | {cell(row, 'http', 0, '{:,.0f}')} "
-                f"| {ratio(row, 'http')} | {cell(row, 'grpc', 1, '{:.2f}')} | {cell(row, 'http', 1, '{:.2f}')} |")
+                f"| {ratio(row, 'http')} | {cell(row, 'grpc', 1, '{:.2f}')} | {cell(row, 'http', 1, '{:.2f}')} "
+                f"| {cell(row, 'http', 3, '{:.1f}')} |")
         if has_raw:
             line += (f" {cell(row, 'raw', 0, '{:,.0f}')} | {ratio(row, 'raw')} "
                      f"| {cell(row, 'raw', 1, '{:.2f}')} |")
