@@ -27,20 +27,20 @@ import tempfile
 import time
 import urllib.request
 
-from test_openai_http import DEFAULT_MODEL, MODEL_NAME, SKIP, Server, http_post
+from test_openai_http import DEFAULT_MODEL, SKIP, Server, http_get, http_post
 
 
 STATUSES = ("cancelled", "length", "stop", "stop_sequence", "deadline_exceeded", "internal",
             "invalid_argument", "capacity", "unavailable")
 
 
-def http_requests(server):
+def http_requests(server, model):
     """{status: flashserve_requests_total{api="http"}} (0 for a series not there yet)."""
     counts = {}
     for status in STATUSES:
         try:
             counts[status] = server.metric('flashserve_requests_total{model="%s",api="http",'
-                                           'status="%s"}' % (MODEL_NAME, status))
+                                           'status="%s"}' % (model, status))
         except KeyError:
             counts[status] = 0.0
     return counts
@@ -54,9 +54,9 @@ def threads(pid):
     raise RuntimeError("no Threads line")
 
 
-def open_streams(port, count, max_tokens):
+def open_streams(port, model, count, max_tokens):
     """count connections, each with a streaming completion sent; returns the sockets."""
-    body = json.dumps({"model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": max_tokens,
+    body = json.dumps({"model": model, "prompt": "Once upon a time", "max_tokens": max_tokens,
                        "ignore_eos": True, "temperature": 0, "stream": True}).encode()
     request = (b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)) + body
@@ -148,10 +148,11 @@ def main():
 def check(server, args):
     port = int(server.http.rsplit(":", 1)[1])
     pid = server.proc.pid
-    before = http_requests(server)
+    model = json.loads(http_get(server.http + "/v1/models")[1])["data"][0]["id"]
+    before = http_requests(server, model)
     threads_before = threads(pid)
     start = time.monotonic()
-    streams = open_streams(port, args.streams, max_tokens=args.max_tokens)
+    streams = open_streams(port, model, args.streams, max_tokens=args.max_tokens)
     heads = read_heads(streams, timeout=60)
     opened = time.monotonic() - start
     bad = [h.split(b"\r\n", 1)[0] + b" " + h.split(b"\r\n\r\n", 1)[1][:300] for h in heads.values()
@@ -180,7 +181,7 @@ def check(server, args):
     # can finish a few during the hold); nothing else.
     closed = time.monotonic()
     while True:
-        now = http_requests(server)
+        now = http_requests(server, model)
         delta = {k: now[k] - before[k] for k in STATUSES}
         if delta["cancelled"] + delta["length"] >= args.streams or time.monotonic() > closed + 30:
             break
@@ -193,7 +194,7 @@ def check(server, args):
     others = {k: v for k, v in delta.items() if k not in ("cancelled", "length") and v}
     assert not others, f"streams ended otherwise: {others}"
     status, body = http_post(server.http + "/v1/completions",
-                             json.dumps({"model": MODEL_NAME, "prompt": "Hello", "max_tokens": 2,
+                             json.dumps({"model": model, "prompt": "Hello", "max_tokens": 2,
                                          "temperature": 0}).encode())
     assert status == 200, (status, body)
     assert json.loads(body)["usage"]["completion_tokens"] == 2, body
