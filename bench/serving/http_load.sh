@@ -188,6 +188,6 @@ if [[ ${IDLE:-1} == 1 ]]; then
   echo "idle streams: tests/e2e/python/test_http_idle_streams.py (its own server)"
   timeout 300 "$PYTHON" "$root/tests/e2e/python/test_http_idle_streams.py" --server "$server" \
     --model "$model" --device "$DEVICE" > "$out/idle_streams.log" 2>&1 || status=1
-  grep -E '^(idle|OK|FAILED)' "$out/idle_streams.log" | sed -E 's/^(OK|FAILED)/idle streams: \1/' | tee -a "$out/results.md"
+  grep -E '^(idle|OK|FAILED|skipped)' "$out/idle_streams.log" | sed -E 's/^(OK|FAILED|skipped)/idle streams: \1/' | tee -a "$out/results.md"
 fi
 exit "$status"
