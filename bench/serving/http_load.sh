@@ -153,6 +153,7 @@ raw_load() {  # raw_load CONCURRENCY REQUESTS OUTPUT
     "$NEW_TOKENS" "$PROMPT_TOKENS" > "$3" 2>&1
 }
 
+: > "$out/log_ranges.txt"  # CLIENT CONCURRENCY FIRST LAST: each run's server.log lines
 echo "warm-up (gRPC and HTTP)"
 grpc_load 1 2 "$out/warmup_grpc.txt" || { cat "$out/warmup_grpc.txt" >&2; exit 1; }
 # guidellm failing here (its wheels against the machine's packages) still leaves the rest.
@@ -161,16 +162,23 @@ args=()
 for c in $CONCURRENCY; do
   n=$((c * REQUESTS_PER_STREAM > MIN_REQUESTS ? c * REQUESTS_PER_STREAM : MIN_REQUESTS))
   echo "concurrency $c: $n requests each: gRPC, guidellm$([[ ${RAW:-1} == 1 ]] && echo ", raw SSE")"
+  mark=$(wc -l < "$out/server.log")
   grpc_load "$c" "$n" "$out/grpc_c$c.txt" || { status=1; tail -n 5 "$out/grpc_c$c.txt"; }
+  echo "grpc $c $mark $(wc -l < "$out/server.log")" >> "$out/log_ranges.txt"
+  mark=$(wc -l < "$out/server.log")
   guidellm_load "$c" "$n" "$out/guidellm_c$c" || { status=1; tail -n 20 "$out/guidellm_c$c.log"; }
+  echo "http $c $mark $(wc -l < "$out/server.log")" >> "$out/log_ranges.txt"
   args+=(--run "$c:$out/grpc_c$c.txt:$out/guidellm_c$c.json")
   if [[ ${RAW:-1} == 1 ]]; then
+    mark=$(wc -l < "$out/server.log")
     raw_load "$c" "$n" "$out/raw_c$c.txt" || { status=1; tail -n 5 "$out/raw_c$c.txt"; }
+    echo "raw $c $mark $(wc -l < "$out/server.log")" >> "$out/log_ranges.txt"
     args[-1]+=":$out/raw_c$c.txt"
   fi
   summary_status=0  # results.md after every concurrency: a run cut short still leaves a table
   "$PYTHON" "$here/http_load_summary.py" --prompt-tokens "$PROMPT_TOKENS" \
-    --new-tokens "$NEW_TOKENS" --env "$out/env.txt" "${args[@]}" > "$out/results.md" || summary_status=1
+    --new-tokens "$NEW_TOKENS" --env "$out/env.txt" --server-log "$out/server.log" \
+    --log-ranges "$out/log_ranges.txt" "${args[@]}" > "$out/results.md" || summary_status=1
 done
 (( summary_status == 0 )) || status=1
 cat "$out/results.md"

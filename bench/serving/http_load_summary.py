@@ -1,7 +1,8 @@
 """The table of bench/serving/http_load.sh: per concurrency, output tokens/s and TTFT p50 of
 the gRPC client (`flashserve-cli load`), guidellm over HTTP/SSE and, when given, our thin SSE
-client (openai_sse_load.py); the HTTP/gRPC ratios and issue 22's musts. Exit status 1 when a
-run is missing or had failed requests.
+client (openai_sse_load.py); the HTTP/gRPC ratios and issue 22's musts; with the server's log
+and each run's lines of it, the engine's own TTFT p50 per run beside the client's. Exit
+status 1 when a run is missing or had failed requests.
 
     python3 bench/serving/http_load_summary.py --prompt-tokens 128 --new-tokens 128 \\
         --run 1:grpc_c1.txt:guidellm_c1.json[:raw_c1.txt] --run 64:... [--env env.txt]
@@ -54,6 +55,15 @@ def read_raw(path):
     return float(m.group(1)), float(m.group(2)), int(m.group(3))
 
 
+def engine_ttft_p50(log_lines, first, last):
+    """p50 of the engine's TTFT (submit -> first token sampled, the access lines'
+    ttft_seconds) over the generation requests logged in lines [first, last), in ms."""
+    values = sorted(float(m.group(1)) * 1000 for line in log_lines[first:last]
+                    if " access " in line and "completion_tokens=0" not in line
+                    for m in [re.search(r"ttft_seconds=([\d.e+-]+)", line)] if m)
+    return values[len(values) // 2] if values else None
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--prompt-tokens", type=int, required=True)
@@ -61,7 +71,15 @@ def main():
     parser.add_argument("--run", action="append", required=True,
                         help="CONCURRENCY:GRPC_OUTPUT:GUIDELLM_JSON[:RAW_OUTPUT]")
     parser.add_argument("--env")
+    parser.add_argument("--server-log", help="with --log-ranges: the engine's TTFT per run")
+    parser.add_argument("--log-ranges", help="lines 'CLIENT CONCURRENCY FIRST LAST' of the log")
     args = parser.parse_args()
+    engine_ttft = {}  # (client, concurrency) -> engine TTFT p50 ms
+    if args.server_log and args.log_ranges:
+        log_lines = open(args.server_log, encoding="utf-8", errors="replace").read().splitlines()
+        for line in open(args.log_ranges, encoding="utf-8").read().splitlines():
+            client, c, first, last = line.split()
+            engine_ttft[(client, int(c))] = engine_ttft_p50(log_lines, int(first), int(last))
     rows, problems, musts = [], [], []
     has_raw = any(len(r.split(":")) > 3 for r in args.run)
     for run in args.run:
@@ -122,6 +140,20 @@ def main():
             must(f"TTFT p50 within {MUST_TTFT_MS:g} ms of gRPC at 1 stream (guidellm {d:+.2f} ms"
                  + (f", raw SSE {row['raw'][1] - row['grpc'][1]:+.2f} ms" if "raw" in row else "")
                  + ")", abs(d) <= MUST_TTFT_MS)
+    overheads = []
+    for row in rows:
+        parts = []
+        for key, name in (("grpc", "gRPC"), ("http", "guidellm"), ("raw", "raw SSE")):
+            engine = engine_ttft.get((key, row["c"]))
+            if key in row and engine is not None:
+                parts.append(f"{name} {row[key][1] - engine:.2f} ms (engine {engine:.2f})")
+        if parts:
+            overheads.append(f"- {row['c']} streams: " + ", ".join(parts))
+    if overheads:
+        musts += ["", "The client's TTFT p50 minus the engine's (submit -> first token sampled, "
+                  "from the server's access lines of the same run): about what the transport "
+                  "and the client add (a difference of two medians: small samples can make it "
+                  "negative):"] + overheads
     out += [""] + musts
     if problems:
         out += ["", "Problems:"] + [f"- {p}" for p in problems]
