@@ -164,15 +164,15 @@ for c in $CONCURRENCY; do
   echo "concurrency $c: $n requests each: gRPC, guidellm$([[ ${RAW:-1} == 1 ]] && echo ", raw SSE")"
   mark=$(wc -l < "$out/server.log")
   grpc_load "$c" "$n" "$out/grpc_c$c.txt" || { status=1; tail -n 5 "$out/grpc_c$c.txt"; }
-  echo "grpc $c $mark $(wc -l < "$out/server.log")" >> "$out/log_ranges.txt"
+  sleep 0.2; echo "grpc $c $mark $(wc -l < "$out/server.log")" >> "$out/log_ranges.txt"
   mark=$(wc -l < "$out/server.log")
   guidellm_load "$c" "$n" "$out/guidellm_c$c" || { status=1; tail -n 20 "$out/guidellm_c$c.log"; }
-  echo "http $c $mark $(wc -l < "$out/server.log")" >> "$out/log_ranges.txt"
+  sleep 0.2; echo "http $c $mark $(wc -l < "$out/server.log")" >> "$out/log_ranges.txt"
   args+=(--run "$c:$out/grpc_c$c.txt:$out/guidellm_c$c.json")
   if [[ ${RAW:-1} == 1 ]]; then
     mark=$(wc -l < "$out/server.log")
     raw_load "$c" "$n" "$out/raw_c$c.txt" || { status=1; tail -n 5 "$out/raw_c$c.txt"; }
-    echo "raw $c $mark $(wc -l < "$out/server.log")" >> "$out/log_ranges.txt"
+    sleep 0.2; echo "raw $c $mark $(wc -l < "$out/server.log")" >> "$out/log_ranges.txt"
     args[-1]+=":$out/raw_c$c.txt"
   fi
   summary_status=0  # results.md after every concurrency: a run cut short still leaves a table

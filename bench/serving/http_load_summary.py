@@ -55,13 +55,14 @@ def read_raw(path):
     return float(m.group(1)), float(m.group(2)), int(m.group(3))
 
 
-def engine_ttft_p50(log_lines, first, last):
+def engine_ttft_p50(log_lines, first, last, grpc):
     """p50 of the engine's TTFT (submit -> first token sampled, the access lines'
-    ttft_seconds) over the generation requests logged in lines [first, last), in ms."""
+    ttft_seconds) over the generation requests of one API logged in lines [first, last), ms."""
+    api = "method=GenerateStream" if grpc else "path=/v1/completions"
     values = sorted(float(m.group(1)) * 1000 for line in log_lines[first:last]
-                    if " access " in line and "completion_tokens=0" not in line
+                    if " access " in line and api in line and "completion_tokens=0" not in line
                     for m in [re.search(r"ttft_seconds=([\d.e+-]+)", line)] if m)
-    return values[len(values) // 2] if values else None
+    return values[(len(values) - 1) // 2] if values else None  # the lower median, as the cli
 
 
 def main():
@@ -79,7 +80,8 @@ def main():
         log_lines = open(args.server_log, encoding="utf-8", errors="replace").read().splitlines()
         for line in open(args.log_ranges, encoding="utf-8").read().splitlines():
             client, c, first, last = line.split()
-            engine_ttft[(client, int(c))] = engine_ttft_p50(log_lines, int(first), int(last))
+            engine_ttft[(client, int(c))] = engine_ttft_p50(log_lines, int(first), int(last),
+                                                            client == "grpc")
     rows, problems, musts = [], [], []
     has_raw = any(len(r.split(":")) > 3 for r in args.run)
     for run in args.run:

@@ -113,7 +113,7 @@ def main():
     tokens = sum(share[1] for share in shares)
     failed = sum(share[2] for share in shares) + len(workers) - len(shares)
     dt = max(share[4] for share in shares) - min(share[3] for share in shares)
-    p50 = 1000 * ttfts[len(ttfts) // 2] if ttfts else float("nan")
+    p50 = 1000 * ttfts[(len(ttfts) - 1) // 2] if ttfts else float("nan")  # lower median, as the cli
     print(f"http  concurrency {conc}: {total} requests, {tokens} tokens in {dt:.2f} s = "
           f"{tokens / dt:.0f} tok/s; TTFT p50 {p50:.2f} ms; failed {failed} "
           f"({procs} client processes)")
