@@ -159,6 +159,7 @@ grpc_load 1 2 "$out/warmup_grpc.txt" || { cat "$out/warmup_grpc.txt" >&2; exit 1
 # guidellm failing here (its wheels against the machine's packages) still leaves the rest.
 guidellm_load 1 2 "$out/warmup_guidellm" || { status=1; tail -n 30 "$out/warmup_guidellm.log" >&2; }
 args=()
+summary_status=1  # until a table is written
 for c in $CONCURRENCY; do
   n=$((c * REQUESTS_PER_STREAM > MIN_REQUESTS ? c * REQUESTS_PER_STREAM : MIN_REQUESTS))
   echo "concurrency $c: $n requests each: gRPC, guidellm$([[ ${RAW:-1} == 1 ]] && echo ", raw SSE")"
