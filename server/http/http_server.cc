@@ -33,7 +33,6 @@ struct Request {
   std::string method;
   std::string url;
   std::string body;
-  bool body_too_large = false;
   bool answered = false;   // a response was queued
   int status = 0;          // the HTTP status queued
   std::string error;       // the error message answered, for the access line
@@ -142,6 +141,16 @@ void completed_handler(void* cls, MHD_Connection* connection, void** slot,
   static_cast<HttpServer::Impl*>(cls)->on_completed(connection, slot, code);
 }
 
+// A new connection gets the header timeout until its first request's headers are in
+// (on_request sets the idle timeout back).
+void connection_handler(void* cls, MHD_Connection* connection, void** /*socket_context*/,
+                        MHD_ConnectionNotificationCode code) {
+  if (code != MHD_CONNECTION_NOTIFY_STARTED) return;
+  const int seconds = std::max(1, static_cast<const HttpOptions*>(cls)->header_timeout_seconds);
+  MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
+                            static_cast<unsigned int>(seconds));
+}
+
 ssize_t stream_reader(void* cls, uint64_t /*pos*/, char* buf, size_t max) {
   return (*static_cast<std::shared_ptr<GenerationCall>*>(cls))->read(buf, max);
 }
@@ -169,6 +178,8 @@ absl::Status HttpServer::Impl::start() {
       {MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<intptr_t>(options_.max_header_bytes),
        nullptr},
       {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&completed_handler), this},
+      {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&connection_handler),
+       &options_},
   };
   if (tls) {
     items.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, options_.tls_cert_pem.data()});
@@ -221,6 +232,10 @@ MHD_Result HttpServer::Impl::on_request(MHD_Connection* connection, const char* 
                                         const char* method, const char* upload,
                                         size_t* upload_size, void** slot) {
   if (*slot == nullptr) {
+    // The headers are in: from now on the connection may idle as long as any.
+    const int idle_seconds = std::max(1, options_.idle_timeout_seconds);
+    MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
+                              static_cast<unsigned int>(idle_seconds));
     auto* request = new Request();
     request->method = method;
     request->url = url;
@@ -234,10 +249,16 @@ MHD_Result HttpServer::Impl::on_request(MHD_Connection* connection, const char* 
   auto* request = static_cast<Request*>(*slot);
   if (*upload_size > 0) {  // a piece of the body
     if (request->body.size() + *upload_size > options_.max_body_bytes) {
-      request->body_too_large = true;
-    } else if (!request->body_too_large) {
-      request->body.append(upload, *upload_size);
+      // A body without a Content-Length (chunked) past the limit. libmicrohttpd can answer
+      // only before the body or after all of it, and reading an endless body to its end is
+      // what an attacker wants: close the connection now, without an answer.
+      request->error = absl::StrCat("body: larger than ", options_.max_body_bytes,
+                                    " bytes (connection closed)");
+      request->status = 413;
+      request->answered = true;  // for the access line; nothing more is sent
+      return MHD_NO;
     }
+    request->body.append(upload, *upload_size);
     *upload_size = 0;
     return MHD_YES;
   }
@@ -247,10 +268,6 @@ MHD_Result HttpServer::Impl::on_request(MHD_Connection* connection, const char* 
     return answer(connection, request, status, request->call->answer_body());
   }
   if (request->answered) return MHD_YES;
-  if (request->body_too_large) {
-    return answer_error(connection, request, absl::ResourceExhaustedError(absl::StrCat(
-        "body: larger than ", options_.max_body_bytes, " bytes")), /*status=*/413);
-  }
   return dispatch(connection, request);
 }
 
@@ -450,11 +467,11 @@ absl::Status HttpServer::Impl::authorize(MHD_Connection* connection) const {
     }
   }
   if (context_.auth == nullptr) return absl::OkStatus();
-  constexpr absl::string_view kBearer = "Bearer ";
+  // gRPC's rule: the scheme in any case, one or more spaces before the token.
   const char* header = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
                                                    MHD_HTTP_HEADER_AUTHORIZATION);
-  const absl::string_view value = header != nullptr ? header : "";
-  if (!absl::StartsWith(value, kBearer) || !context_.auth->accepts(value.substr(kBearer.size()))) {
+  if (header == nullptr || !context_.auth->accepts_authorization(header)) {
+    if (context_.metrics != nullptr) context_.metrics->record_auth_failure();
     return absl::UnauthenticatedError(
         "this server requires a valid bearer token in the 'Authorization' header");
   }

@@ -299,6 +299,26 @@ TEST_F(HttpServerTest, TokensRoutesAndMethods) {
   EXPECT_EQ(requests("invalid_argument"), 2);
 }
 
+// Issue 23: the scheme is case-insensitive with one or more spaces after it, as on gRPC
+// (TokenAuth::accepts_authorization; "bearer secret" got 401 here), and every 401 counts in
+// flashserve_auth_failures_total, as gRPC's refusals do.
+TEST_F(HttpServerTest, BearerSchemeInAnyCaseAndRefusalsCounted) {
+  ASSERT_NO_FATAL_FAILURE(start({}, "secret"));
+  serve();
+  for (const char* header :
+       {"Authorization: bearer secret\r\n", "Authorization: BEARER secret\r\n",
+        "Authorization: Bearer   secret\r\n"}) {
+    EXPECT_EQ(Client(port_, "GET", "/v1/models", "", header).status(), 200) << header;
+  }
+  for (const char* header :
+       {"", "Authorization: Bearer SECRET\r\n", "Authorization: Bearersecret\r\n",
+        "Authorization: Basic secret\r\n"}) {
+    EXPECT_EQ(Client(port_, "GET", "/v1/models", "", header).status(), 401) << header;
+  }
+  const std::string text = metrics_.serialize();
+  EXPECT_THAT(text, HasSubstr("flashserve_auth_failures_total 4"));
+}
+
 TEST_F(HttpServerTest, StopsWithStreamsOpen) {
   ASSERT_NO_FATAL_FAILURE(start());
   serve();
