@@ -5,8 +5,8 @@
 // not free chunks below memory still in use. A burst of small, short-lived allocations (HTTP/2
 // rapid reset: ~20 KB of gRPC call state per stream opened and reset, ~400 MB for 20,000
 // streams on one connection) is freed once gRPC has cleaned up, yet the resident memory stays
-// where the burst left it, and a later burst on other threads' arenas adds to it. malloc_trim(0)
-// releases those free pages (madvise) without moving anything.
+// where the burst left it. malloc_trim(0) releases those free pages (madvise) without moving
+// anything.
 //
 // A thread looks every `period` at the resident size and at the bytes free in the arenas
 // (mallinfo2; a walk of the free lists, short while little is free), each against a mark that
