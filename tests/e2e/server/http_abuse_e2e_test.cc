@@ -280,14 +280,15 @@ TEST_F(HttpAbuseE2E, BearerSchemeIsCaseInsensitive) {
   expect_serving_and_memory_back();
 }
 
-// A client that never reads its event stream (a 4 KiB receive window): the engine does not
-// wait for it (the request finishes and others are served meanwhile), its events wait in the
-// server, bounded by the request's own tokens.
+// A client that never reads its event stream (a 4 KiB receive window; 96 tokens with their
+// logprobs, ~40 KB of events): the engine does not wait for it (the request finishes and
+// another is served meanwhile); its events wait in the server, bounded by the request's own
+// tokens, and all of them arrive once the client reads.
 TEST_F(HttpAbuseE2E, ClientThatNeverReadsItsStream) {
   const std::string finished = R"(api="http",status="length")";
   const double before = metric("flashserve_requests_total", finished);
   Socket stuck(server_->http_port(), /*receive_buffer=*/4096);
-  const std::string body = Json{{"prompt", "Once upon a time"}, {"max_tokens", 48},
+  const std::string body = Json{{"prompt", "Once upon a time"}, {"max_tokens", 96},
                                 {"temperature", 0}, {"ignore_eos", true}, {"stream", true},
                                 {"logprobs", 5}}.dump();
   ASSERT_TRUE(stuck.send(request("POST", "/v1/completions", body)));
@@ -298,7 +299,11 @@ TEST_F(HttpAbuseE2E, ClientThatNeverReadsItsStream) {
   }
   EXPECT_EQ(metric("flashserve_requests_total", finished), before + 2);
   EXPECT_EQ(metric("flashserve_requests_running"), 0);
-  stuck.close_now();
+  const std::string events = stuck.read_until("data: [DONE]");
+  EXPECT_THAT(events, HasSubstr("\"finish_reason\":\"length\""));
+  EXPECT_THAT(events, HasSubstr("data: [DONE]"));
+  std::printf("never-read stream: %zu bytes delivered after the request finished\n",
+              events.size());
   expect_serving_and_memory_back();
 }
 
