@@ -33,6 +33,7 @@ struct Request {
   std::string method;
   std::string url;
   std::string body;
+  int64_t body_reserved = 0;  // bytes of the server's body budget held for this request
   bool answered = false;   // a response was queued
   int status = 0;          // the HTTP status queued
   std::string error;       // the error message answered, for the access line
@@ -85,6 +86,7 @@ class HttpServer::Impl {
   HttpContext context_;
   std::atomic<const api::Backend*> backend_{nullptr};
   std::atomic<uint64_t> num_responses_{0};  // numbers the response ids
+  std::atomic<int64_t> num_body_bytes_{0};   // request bodies held, all connections together
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
   int64_t started_unix_ = absl::ToUnixSeconds(absl::Now());
@@ -92,6 +94,12 @@ class HttpServer::Impl {
  private:
   // The first call for a request (headers only): an answer right away, or none to read on.
   MHD_Result on_headers(MHD_Connection* connection, Request* request);
+  MHD_Result on_body_piece(Request* request, const char* upload, size_t* upload_size);
+  // Holds `bytes` more of the budget for request bodies (HttpOptions::max_buffered_body_bytes)
+  // for `request`; false, holding nothing more, when that would pass the budget.
+  bool reserve_body(Request* request, int64_t bytes);
+  // Frees the request's body and gives its part of the budget back.
+  void release_body(Request* request);
   MHD_Result dispatch(MHD_Connection* connection, Request* request);
   MHD_Result generate(MHD_Connection* connection, Request* request, Endpoint endpoint);
   MHD_Result answer_stream(MHD_Connection* connection, Request* request);
@@ -247,28 +255,57 @@ MHD_Result HttpServer::Impl::on_request(MHD_Connection* connection, const char* 
     return on_headers(connection, request);
   }
   auto* request = static_cast<Request*>(*slot);
-  if (*upload_size > 0) {  // a piece of the body
-    if (request->body.size() + *upload_size > options_.max_body_bytes) {
-      // A body without a Content-Length (chunked) past the limit. libmicrohttpd can answer
-      // only before the body or after all of it, and reading an endless body to its end is
-      // what an attacker wants: close the connection now, without an answer.
-      request->error = absl::StrCat("body: larger than ", options_.max_body_bytes,
-                                    " bytes (connection closed)");
-      request->status = 413;
-      request->answered = true;  // for the access line; nothing more is sent
-      return MHD_NO;
-    }
-    request->body.append(upload, *upload_size);
-    *upload_size = 0;
-    return MHD_YES;
-  }
+  if (*upload_size > 0) return on_body_piece(request, upload, upload_size);
   if (request->call != nullptr) {  // resumed: the final event of a whole completion is here
     if (!request->call->ready_or_suspend()) return MHD_YES;
     const int status = request->call->answer_status();
     return answer(connection, request, status, request->call->answer_body());
   }
   if (request->answered) return MHD_YES;
-  return dispatch(connection, request);
+  const MHD_Result result = dispatch(connection, request);
+  release_body(request);  // parsed: the engine's request holds what it needs
+  return result;
+}
+
+MHD_Result HttpServer::Impl::on_body_piece(Request* request, const char* upload,
+                                           size_t* upload_size) {
+  const size_t size = request->body.size() + *upload_size;
+  // Past a limit with the body under way: libmicrohttpd can answer only before the body or
+  // after all of it, and reading an endless or stalled body to its end is what an attacker
+  // wants, so the connection is closed now, without an answer.
+  int refused = 0;  // the status for the access line
+  if (size > options_.max_body_bytes) {  // a chunked body: no Content-Length said so before
+    refused = 413;
+    request->error = absl::StrCat("body: larger than ", options_.max_body_bytes,
+                                  " bytes (connection closed)");
+  } else if (!reserve_body(request, static_cast<int64_t>(size) - request->body_reserved)) {
+    refused = 503;
+    request->error = "request bodies held by the server: over their budget (connection closed)";
+  }
+  if (refused != 0) {
+    request->status = refused;
+    request->answered = true;  // for the access line; nothing more is sent
+    return MHD_NO;
+  }
+  request->body.append(upload, *upload_size);
+  *upload_size = 0;
+  return MHD_YES;
+}
+
+bool HttpServer::Impl::reserve_body(Request* request, int64_t bytes) {
+  if (bytes <= 0) return true;
+  if (num_body_bytes_.fetch_add(bytes) + bytes > options_.max_buffered_body_bytes) {
+    num_body_bytes_.fetch_sub(bytes);
+    return false;
+  }
+  request->body_reserved += bytes;
+  return true;
+}
+
+void HttpServer::Impl::release_body(Request* request) {
+  num_body_bytes_.fetch_sub(request->body_reserved);
+  request->body_reserved = 0;
+  std::string().swap(request->body);
 }
 
 void HttpServer::Impl::on_completed(MHD_Connection* /*connection*/, void** slot,
@@ -282,6 +319,7 @@ void HttpServer::Impl::on_completed(MHD_Connection* /*connection*/, void** slot,
     calls_.erase(request->call.get());
   }
   log_access(*request);
+  release_body(request);
   delete request;
   std::lock_guard<std::mutex> lock(mu_);
   if (--num_open_ == 0) idle_.notify_all();
@@ -299,12 +337,21 @@ MHD_Result HttpServer::Impl::on_headers(MHD_Connection* connection, Request* req
   }
   const char* length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
                                                    MHD_HTTP_HEADER_CONTENT_LENGTH);
-  if (length != nullptr && std::strtoull(length, nullptr, 10) > options_.max_body_bytes) {
+  const uint64_t declared = length != nullptr ? std::strtoull(length, nullptr, 10) : 0;
+  if (declared > options_.max_body_bytes) {
     return answer_error(connection, request,
                         absl::ResourceExhaustedError(absl::StrCat(
                             "body: ", length, " bytes, at most ", options_.max_body_bytes)),
                         /*http=*/413);
   }
+  // The whole declared body is held from the start: a client that sends it slowly holds it.
+  if (!reserve_body(request, static_cast<int64_t>(declared))) {
+    return answer_error(connection, request,
+                        absl::UnavailableError(
+                            "the server holds too many request bodies being received; retry "
+                            "shortly"));
+  }
+  request->body.reserve(declared);  // pages are touched only as the body arrives
   return MHD_YES;
 }
 

@@ -49,6 +49,10 @@ struct HttpOptions {
   // A body past this gets 413: the same bound as gRPC's message size (2 MiB: 1 MiB of text,
   // RequestLimits::max_input_bytes, plus the JSON around it).
   size_t max_body_bytes = 2 << 20;
+  // Request bodies being received, all connections together (a body with a Content-Length
+  // holds all of it from its headers on). Past it a request gets 503 at its headers, or its
+  // connection closed mid-body; without it 4096 connections could hold 8 GiB of bodies.
+  int64_t max_buffered_body_bytes = int64_t{256} << 20;
   // Request line + headers past this get 431 (libmicrohttpd's per-connection memory pool).
   size_t max_header_bytes = 32 << 10;
   int max_connections = 4096;  // open at once; then new connections are refused

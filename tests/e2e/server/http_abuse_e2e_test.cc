@@ -13,6 +13,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -70,8 +71,12 @@ class Socket {
     const auto give_up = Clock::now() + timeout;
     char chunk[16384];
     while (received_.find(text) == std::string::npos && !closed_ && Clock::now() < give_up) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up -
+                                                                            Clock::now());
       pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0) continue;
+      if (::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 0, 50))) <= 0) {
+        continue;
+      }
       const ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
       if (n <= 0) {
         closed_ = true;
@@ -227,6 +232,41 @@ TEST_F(HttpAbuseE2E, EndlessChunkedBodyIsCutOff) {
               static_cast<long long>(num_sent >> 10));
   EXPECT_LT(num_sent, int64_t{256} << 20);
   EXPECT_TRUE(s.closed_by_server(std::chrono::seconds(5)));
+  expect_serving_and_memory_back();
+}
+
+// 250 connections each announce a 2 MiB body and send all of it but its last byte, then
+// stall (500 MiB): the server holds at most its budget of 256 MiB of bodies (128 of them);
+// the others get 503 at their headers. Before the budget all 250 were held (+500 MB).
+TEST_F(HttpAbuseE2E, StalledBodiesAreBounded) {
+  constexpr int kNumClients = 250;
+  constexpr size_t kBody = 2 << 20;
+  std::vector<std::unique_ptr<Socket>> clients;
+  for (int i = 0; i < kNumClients; ++i) {
+    clients.push_back(std::make_unique<Socket>(server_->http_port()));
+    ASSERT_TRUE(clients.back()->send(
+        std::string("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") +
+        kToken + "\r\nContent-Length: " + std::to_string(kBody) + "\r\n\r\n"));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the refusals come at once
+  int num_refused = 0;
+  for (auto& client : clients) {
+    if (client->read_until("\r\n", std::chrono::milliseconds(1)).empty()) {
+      EXPECT_TRUE(client->send(std::string(kBody - 1, 'b')));  // held: all but the last byte
+      continue;
+    }
+    ++num_refused;
+    EXPECT_EQ(client->status(), 503);
+    const Json error = Json::parse(client->body(), nullptr, false);
+    EXPECT_TRUE(error.is_object() && error["error"]["type"] == "service_unavailable_error");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the server has read them
+  const int64_t held_kib = server_->rss_kib();
+  std::printf("stalled bodies: %d of %d refused; RSS +%lld KiB while the rest are held\n",
+              num_refused, kNumClients, static_cast<long long>(held_kib - baseline_kib_));
+  EXPECT_EQ(num_refused, kNumClients - 128);
+  EXPECT_LE(held_kib, baseline_kib_ + 256 * 1024 + kMemorySlackKib);
+  clients.clear();
   expect_serving_and_memory_back();
 }
 
