@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -125,14 +126,25 @@ class HttpServer::Impl {
   int num_open_ = 0;                         // GUARDED_BY(mu_): requests not yet completed
   std::set<GenerationCall*> calls_;          // GUARDED_BY(mu_): calls with an open connection
   bool stopped_ = false;                     // GUARDED_BY(mu_)
+  // Connections whose first request's headers are not all in yet: their socket and when they
+  // opened. The watcher shuts down the socket of one open past the header timeout; an entry
+  // leaves before libmicrohttpd closes the socket (the "closed" notification), so the socket
+  // shut down is always this connection's.
+  struct Opening {
+    int fd;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::map<MHD_Connection*, Opening> opening_;  // GUARDED_BY(mu_)
   int quiesced_fd_ = -1;
   std::condition_variable stop_watcher_;
-  std::thread watcher_;  // GenerationCall::check_disconnect() every kWatchPeriod
+  // Every kWatchPeriod: GenerationCall::check_disconnect(), and the header timeout.
+  std::thread watcher_;
 
  public:
   // How often requests without events are checked for a client that left.
   static constexpr std::chrono::milliseconds kWatchPeriod{100};
   void watch_disconnects();
+  void on_connection(MHD_Connection* connection, MHD_ConnectionNotificationCode code);
 };
 
 namespace {
@@ -149,14 +161,9 @@ void completed_handler(void* cls, MHD_Connection* connection, void** slot,
   static_cast<HttpServer::Impl*>(cls)->on_completed(connection, slot, code);
 }
 
-// A new connection gets the header timeout until its first request's headers are in
-// (on_request sets the idle timeout back).
 void connection_handler(void* cls, MHD_Connection* connection, void** /*socket_context*/,
                         MHD_ConnectionNotificationCode code) {
-  if (code != MHD_CONNECTION_NOTIFY_STARTED) return;
-  const int seconds = std::max(1, static_cast<const HttpOptions*>(cls)->header_timeout_seconds);
-  MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
-                            static_cast<unsigned int>(seconds));
+  static_cast<HttpServer::Impl*>(cls)->on_connection(connection, code);
 }
 
 ssize_t stream_reader(void* cls, uint64_t /*pos*/, char* buf, size_t max) {
@@ -186,8 +193,7 @@ absl::Status HttpServer::Impl::start() {
       {MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<intptr_t>(options_.max_header_bytes),
        nullptr},
       {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&completed_handler), this},
-      {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&connection_handler),
-       &options_},
+      {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&connection_handler), this},
   };
   if (tls) {
     items.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, options_.tls_cert_pem.data()});
@@ -212,10 +218,34 @@ absl::Status HttpServer::Impl::start() {
 }
 
 void HttpServer::Impl::watch_disconnects() {
+  const std::chrono::seconds header_timeout(std::max(1, options_.header_timeout_seconds));
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_watcher_.wait_for(lock, kWatchPeriod, [this] { return stopped_; })) {
     for (GenerationCall* call : calls_) call->check_disconnect();
+    // Slowloris: headers trickled (or nothing sent) past the timeout. libmicrohttpd then sees
+    // the connection end and closes it.
+    const auto opened_before = std::chrono::steady_clock::now() - header_timeout;
+    for (auto it = opening_.begin(); it != opening_.end();) {
+      if (it->second.since >= opened_before) {
+        ++it;
+        continue;
+      }
+      ::shutdown(it->second.fd, SHUT_RDWR);
+      it = opening_.erase(it);
+    }
   }
+}
+
+void HttpServer::Impl::on_connection(MHD_Connection* connection,
+                                     MHD_ConnectionNotificationCode code) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (code != MHD_CONNECTION_NOTIFY_STARTED) {
+    opening_.erase(connection);
+    return;
+  }
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (info != nullptr) opening_[connection] = {info->connect_fd, std::chrono::steady_clock::now()};
 }
 
 void HttpServer::Impl::stop(std::chrono::milliseconds grace) {
@@ -240,10 +270,6 @@ MHD_Result HttpServer::Impl::on_request(MHD_Connection* connection, const char* 
                                         const char* method, const char* upload,
                                         size_t* upload_size, void** slot) {
   if (*slot == nullptr) {
-    // The headers are in: from now on the connection may idle as long as any.
-    const int idle_seconds = std::max(1, options_.idle_timeout_seconds);
-    MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
-                              static_cast<unsigned int>(idle_seconds));
     auto* request = new Request();
     request->method = method;
     request->url = url;
@@ -251,6 +277,7 @@ MHD_Result HttpServer::Impl::on_request(MHD_Connection* connection, const char* 
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++num_open_;
+      opening_.erase(connection);  // its headers are in: the idle timeout alone from now on
     }
     return on_headers(connection, request);
   }

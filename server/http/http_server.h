@@ -58,8 +58,9 @@ struct HttpOptions {
   int max_connections = 4096;  // open at once; then new connections are refused
   int num_threads = 2;         // event-loop threads
   int idle_timeout_seconds = 60;  // a connection silent this long is closed (not while waiting)
-  // Until its first request's headers are complete, a connection may be silent only this long
-  // (a connection that never sends, or trickles its headers, holds one of max_connections).
+  // From its opening until its first request's headers are all in, a connection may take this
+  // long; then it is closed (slowloris: a connection that never sends, or trickles its
+  // headers, holds one of max_connections).
   int header_timeout_seconds = 10;
 };
 
