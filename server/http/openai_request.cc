@@ -277,7 +277,8 @@ constexpr Rename kRenames[] = {
 };
 
 // The body as JSON, or InvalidArgument naming where and why it is not JSON ("body: is not
-// valid JSON: syntax error at line 1, column 32: ... unexpected '}'; expected ...").
+// valid JSON: parse error at line 1, column 32: syntax error while parsing value - unexpected
+// '}'; expected ...").
 absl::StatusOr<Json> parse_json(absl::string_view body) {
   try {
     return Json::parse(body);
