@@ -1,10 +1,10 @@
 // End-to-end abuse of the OpenAI HTTP port (issue 23: "when the OpenAI HTTP API lands, its
 // port gets the same treatment"), each bounded and on loopback, each ending with the server
 // still serving (a completion over HTTP, health over gRPC) and its resident memory back near
-// the baseline: slow clients (headers trickled then silent, a connection that never sends, a
-// client that never reads its event stream), an endless chunked body, bodies and headers past
-// the limits, malformed JSON, the bearer scheme in any case, and a client that disconnects
-// mid-stream. docs/security-probe.md lists every attack with the test that pins it.
+// the baseline: slow clients (headers trickled, a connection that never sends, uploads that
+// stall, a client that never reads its event stream), an endless chunked body, bodies and
+// headers past the limits, malformed JSON, the bearer scheme in any case, and a client that
+// disconnects mid-stream. docs/security-probe.md lists every attack with the test that pins it.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
