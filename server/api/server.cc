@@ -12,6 +12,7 @@
 #include "model/model_loader.h"
 #include "server/api/generation_service.h"
 #include "server/api/health.h"
+#include "server/api/heap_trimmer.h"
 #include "server/api/raw_messages.h"
 #include "server/api/reflection.h"
 #include "server/api/tls_files.h"
@@ -119,6 +120,7 @@ class Server::Impl {
   int grpc_port_ = 0;
   std::unique_ptr<http::HttpServer> http_;  // null with --http-port -1
   std::unique_ptr<HealthWatcher> health_;
+  std::unique_ptr<HeapTrimmer> heap_trimmer_;  // freed memory back to the system
   std::atomic<bool> draining_{false};
   std::atomic<bool> shut_down_{false};
   std::mutex shutdown_mu_;
@@ -133,6 +135,8 @@ class Server::Impl {
 };
 
 absl::Status Server::Impl::start() {
+  // Checked every second; trims past 32 MiB of growth with as much free (heap_trimmer.h).
+  heap_trimmer_ = std::make_unique<HeapTrimmer>(std::chrono::seconds(1), int64_t{32} << 20);
   install_protobuf_log_handler();  // malformed requests must not flood the log
   install_grpc_log_handler();      // nor failed TLS handshakes; both in --log-format
   route_protobuf_log(&logger_);

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -33,7 +34,7 @@ struct Request {
   std::string method;
   std::string url;
   std::string body;
-  bool body_too_large = false;
+  int64_t body_reserved = 0;  // bytes of the server's body budget held for this request
   bool answered = false;   // a response was queued
   int status = 0;          // the HTTP status queued
   std::string error;       // the error message answered, for the access line
@@ -86,6 +87,7 @@ class HttpServer::Impl {
   HttpContext context_;
   std::atomic<const api::Backend*> backend_{nullptr};
   std::atomic<uint64_t> num_responses_{0};  // numbers the response ids
+  std::atomic<int64_t> num_body_bytes_{0};   // request bodies held, all connections together
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
   int64_t started_unix_ = absl::ToUnixSeconds(absl::Now());
@@ -93,6 +95,12 @@ class HttpServer::Impl {
  private:
   // The first call for a request (headers only): an answer right away, or none to read on.
   MHD_Result on_headers(MHD_Connection* connection, Request* request);
+  MHD_Result on_body_piece(Request* request, const char* upload, size_t* upload_size);
+  // Holds `bytes` more of the budget for request bodies (HttpOptions::max_buffered_body_bytes)
+  // for `request`; false, holding nothing more, when that would pass the budget.
+  bool reserve_body(Request* request, int64_t bytes);
+  // Frees the request's body and gives its part of the budget back.
+  void release_body(Request* request);
   MHD_Result dispatch(MHD_Connection* connection, Request* request);
   MHD_Result generate(MHD_Connection* connection, Request* request, Endpoint endpoint);
   MHD_Result answer_stream(MHD_Connection* connection, Request* request);
@@ -118,14 +126,25 @@ class HttpServer::Impl {
   int num_open_ = 0;                         // GUARDED_BY(mu_): requests not yet completed
   std::set<GenerationCall*> calls_;          // GUARDED_BY(mu_): calls with an open connection
   bool stopped_ = false;                     // GUARDED_BY(mu_)
+  // Connections whose first request's headers are not all in yet: their socket and when they
+  // opened. The watcher shuts down the socket of one open past the header timeout; an entry
+  // leaves before libmicrohttpd closes the socket (the "closed" notification), so the socket
+  // shut down is always this connection's.
+  struct Opening {
+    int fd;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::map<MHD_Connection*, Opening> opening_;  // GUARDED_BY(mu_)
   int quiesced_fd_ = -1;
   std::condition_variable stop_watcher_;
-  std::thread watcher_;  // GenerationCall::check_disconnect() every kWatchPeriod
+  // Every kWatchPeriod: GenerationCall::check_disconnect(), and the header timeout.
+  std::thread watcher_;
 
  public:
   // How often requests without events are checked for a client that left.
   static constexpr std::chrono::milliseconds kWatchPeriod{100};
   void watch_disconnects();
+  void on_connection(MHD_Connection* connection, MHD_ConnectionNotificationCode code);
 };
 
 namespace {
@@ -140,6 +159,11 @@ MHD_Result access_handler(void* cls, MHD_Connection* connection, const char* url
 void completed_handler(void* cls, MHD_Connection* connection, void** slot,
                        MHD_RequestTerminationCode code) {
   static_cast<HttpServer::Impl*>(cls)->on_completed(connection, slot, code);
+}
+
+void connection_handler(void* cls, MHD_Connection* connection, void** /*socket_context*/,
+                        MHD_ConnectionNotificationCode code) {
+  static_cast<HttpServer::Impl*>(cls)->on_connection(connection, code);
 }
 
 ssize_t stream_reader(void* cls, uint64_t /*pos*/, char* buf, size_t max) {
@@ -169,6 +193,7 @@ absl::Status HttpServer::Impl::start() {
       {MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<intptr_t>(options_.max_header_bytes),
        nullptr},
       {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&completed_handler), this},
+      {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&connection_handler), this},
   };
   if (tls) {
     items.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, options_.tls_cert_pem.data()});
@@ -193,10 +218,34 @@ absl::Status HttpServer::Impl::start() {
 }
 
 void HttpServer::Impl::watch_disconnects() {
+  const std::chrono::seconds header_timeout(std::max(1, options_.header_timeout_seconds));
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_watcher_.wait_for(lock, kWatchPeriod, [this] { return stopped_; })) {
     for (GenerationCall* call : calls_) call->check_disconnect();
+    // Slowloris: headers trickled (or nothing sent) past the timeout. libmicrohttpd then sees
+    // the connection end and closes it.
+    const auto opened_before = std::chrono::steady_clock::now() - header_timeout;
+    for (auto it = opening_.begin(); it != opening_.end();) {
+      if (it->second.since >= opened_before) {
+        ++it;
+        continue;
+      }
+      ::shutdown(it->second.fd, SHUT_RDWR);
+      it = opening_.erase(it);
+    }
   }
+}
+
+void HttpServer::Impl::on_connection(MHD_Connection* connection,
+                                     MHD_ConnectionNotificationCode code) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (code != MHD_CONNECTION_NOTIFY_STARTED) {
+    opening_.erase(connection);
+    return;
+  }
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (info != nullptr) opening_[connection] = {info->connect_fd, std::chrono::steady_clock::now()};
 }
 
 void HttpServer::Impl::stop(std::chrono::milliseconds grace) {
@@ -228,30 +277,62 @@ MHD_Result HttpServer::Impl::on_request(MHD_Connection* connection, const char* 
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++num_open_;
+      opening_.erase(connection);  // its headers are in: the idle timeout alone from now on
     }
     return on_headers(connection, request);
   }
   auto* request = static_cast<Request*>(*slot);
-  if (*upload_size > 0) {  // a piece of the body
-    if (request->body.size() + *upload_size > options_.max_body_bytes) {
-      request->body_too_large = true;
-    } else if (!request->body_too_large) {
-      request->body.append(upload, *upload_size);
-    }
-    *upload_size = 0;
-    return MHD_YES;
-  }
+  if (*upload_size > 0) return on_body_piece(request, upload, upload_size);
   if (request->call != nullptr) {  // resumed: the final event of a whole completion is here
     if (!request->call->ready_or_suspend()) return MHD_YES;
     const int status = request->call->answer_status();
     return answer(connection, request, status, request->call->answer_body());
   }
   if (request->answered) return MHD_YES;
-  if (request->body_too_large) {
-    return answer_error(connection, request, absl::ResourceExhaustedError(absl::StrCat(
-        "body: larger than ", options_.max_body_bytes, " bytes")), /*status=*/413);
+  const MHD_Result result = dispatch(connection, request);
+  release_body(request);  // parsed: the engine's request holds what it needs
+  return result;
+}
+
+MHD_Result HttpServer::Impl::on_body_piece(Request* request, const char* upload,
+                                           size_t* upload_size) {
+  const size_t size = request->body.size() + *upload_size;
+  // Past a limit with the body under way: libmicrohttpd can answer only before the body or
+  // after all of it, and reading an endless or stalled body to its end is what an attacker
+  // wants, so the connection is closed now, without an answer.
+  int refused = 0;  // the status for the access line
+  if (size > options_.max_body_bytes) {  // a chunked body: no Content-Length said so before
+    refused = 413;
+    request->error = absl::StrCat("body: larger than ", options_.max_body_bytes,
+                                  " bytes (connection closed)");
+  } else if (!reserve_body(request, static_cast<int64_t>(size) - request->body_reserved)) {
+    refused = 503;
+    request->error = "request bodies held by the server: over their budget (connection closed)";
   }
-  return dispatch(connection, request);
+  if (refused != 0) {
+    request->status = refused;
+    request->answered = true;  // for the access line; nothing more is sent
+    return MHD_NO;
+  }
+  request->body.append(upload, *upload_size);
+  *upload_size = 0;
+  return MHD_YES;
+}
+
+bool HttpServer::Impl::reserve_body(Request* request, int64_t bytes) {
+  if (bytes <= 0) return true;
+  if (num_body_bytes_.fetch_add(bytes) + bytes > options_.max_buffered_body_bytes) {
+    num_body_bytes_.fetch_sub(bytes);
+    return false;
+  }
+  request->body_reserved += bytes;
+  return true;
+}
+
+void HttpServer::Impl::release_body(Request* request) {
+  num_body_bytes_.fetch_sub(request->body_reserved);
+  request->body_reserved = 0;
+  std::string().swap(request->body);
 }
 
 void HttpServer::Impl::on_completed(MHD_Connection* /*connection*/, void** slot,
@@ -265,6 +346,7 @@ void HttpServer::Impl::on_completed(MHD_Connection* /*connection*/, void** slot,
     calls_.erase(request->call.get());
   }
   log_access(*request);
+  release_body(request);
   delete request;
   std::lock_guard<std::mutex> lock(mu_);
   if (--num_open_ == 0) idle_.notify_all();
@@ -282,12 +364,21 @@ MHD_Result HttpServer::Impl::on_headers(MHD_Connection* connection, Request* req
   }
   const char* length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
                                                    MHD_HTTP_HEADER_CONTENT_LENGTH);
-  if (length != nullptr && std::strtoull(length, nullptr, 10) > options_.max_body_bytes) {
+  const uint64_t declared = length != nullptr ? std::strtoull(length, nullptr, 10) : 0;
+  if (declared > options_.max_body_bytes) {
     return answer_error(connection, request,
                         absl::ResourceExhaustedError(absl::StrCat(
                             "body: ", length, " bytes, at most ", options_.max_body_bytes)),
                         /*http=*/413);
   }
+  // The whole declared body is held from the start: a client that sends it slowly holds it.
+  if (!reserve_body(request, static_cast<int64_t>(declared))) {
+    return answer_error(connection, request,
+                        absl::UnavailableError(
+                            "the server holds too many request bodies being received; retry "
+                            "shortly"));
+  }
+  request->body.reserve(declared);  // pages are touched only as the body arrives
   return MHD_YES;
 }
 
@@ -450,11 +541,11 @@ absl::Status HttpServer::Impl::authorize(MHD_Connection* connection) const {
     }
   }
   if (context_.auth == nullptr) return absl::OkStatus();
-  constexpr absl::string_view kBearer = "Bearer ";
+  // gRPC's rule: the scheme in any case, one or more spaces before the token.
   const char* header = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
                                                    MHD_HTTP_HEADER_AUTHORIZATION);
-  const absl::string_view value = header != nullptr ? header : "";
-  if (!absl::StartsWith(value, kBearer) || !context_.auth->accepts(value.substr(kBearer.size()))) {
+  if (header == nullptr || !context_.auth->accepts_authorization(header)) {
+    if (context_.metrics != nullptr) context_.metrics->record_auth_failure();
     return absl::UnauthenticatedError(
         "this server requires a valid bearer token in the 'Authorization' header");
   }

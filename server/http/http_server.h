@@ -49,11 +49,19 @@ struct HttpOptions {
   // A body past this gets 413: the same bound as gRPC's message size (2 MiB: 1 MiB of text,
   // RequestLimits::max_input_bytes, plus the JSON around it).
   size_t max_body_bytes = 2 << 20;
+  // Request bodies being received, all connections together (a body with a Content-Length
+  // holds all of it from its headers on). Past it a request gets 503 at its headers, or its
+  // connection closed mid-body; without it 4096 connections could hold 8 GiB of bodies.
+  int64_t max_buffered_body_bytes = int64_t{256} << 20;
   // Request line + headers past this get 431 (libmicrohttpd's per-connection memory pool).
   size_t max_header_bytes = 32 << 10;
   int max_connections = 4096;  // open at once; then new connections are refused
   int num_threads = 2;         // event-loop threads
   int idle_timeout_seconds = 60;  // a connection silent this long is closed (not while waiting)
+  // From its opening until its first request's headers are all in, a connection may take this
+  // long; then it is closed (slowloris: a connection that never sends, or trickles its
+  // headers, holds one of max_connections).
+  int header_timeout_seconds = 10;
 };
 
 // What the handlers need besides the model. Pointers may be null where noted and must outlive

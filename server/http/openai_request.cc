@@ -276,11 +276,26 @@ constexpr Rename kRenames[] = {
     {"input", "prompt", "messages"},
 };
 
+// The body as JSON, or InvalidArgument naming where and why it is not JSON ("body: is not
+// valid JSON: parse error at line 1, column 32: syntax error while parsing value - unexpected
+// '}'; expected ...").
+absl::StatusOr<Json> parse_json(absl::string_view body) {
+  try {
+    return Json::parse(body);
+  } catch (const Json::exception& e) {  // parse_error, or out_of_range for 1e999
+    // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 32: ...".
+    absl::string_view what = e.what();
+    if (const size_t at = what.find("] "); at != absl::string_view::npos) {
+      what.remove_prefix(at + 2);
+    }
+    return invalid("body", absl::StrCat("is not valid JSON: ", what));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<OpenAiRequest> parse_openai_request(Endpoint endpoint, absl::string_view body) {
-  const Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return invalid("body", "is not valid JSON");
+  ASSIGN_OR_RETURN(const Json json, parse_json(body));
   if (!json.is_object()) return invalid("body", "must be a JSON object");
   OpenAiRequest out;
   out.endpoint = endpoint;

@@ -1,17 +1,21 @@
 // End-to-end abuse of the gRPC port (issue 23, item 6), each bounded and on loopback, each
 // ending with the server still serving (health SERVING, a generation succeeds) and its
 // resident memory back near the baseline measured before: HTTP/2 rapid reset (streams reset
-// as soon as they are opened; memory: see the test), a SETTINGS flood, a ping flood (GOAWAY
-// ENHANCE_YOUR_CALM "too_many_pings"), and an IPv6 listen address. The frames come from
-// tests/e2e/server/raw_http2.h.
+// as soon as they are opened, twice), a CONTINUATION flood (a header block that never ends),
+// a SETTINGS flood, a ping flood (GOAWAY ENHANCE_YOUR_CALM "too_many_pings"), and an IPv6
+// listen address (gRPC and HTTP). The frames come from tests/e2e/server/raw_http2.h;
+// docs/security-probe.md lists every attack with the test that pins it.
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -24,7 +28,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Resident memory an attack may leave behind (allocator caches, gRPC's arenas).
+// Resident memory an attack may leave behind: the HeapTrimmer's threshold (32 MiB of growth
+// with as much free before it trims) and as much again for allocator caches and gRPC's arenas.
+// Rapid reset left +398 MB before the trimmer, +10-25 MB with it (measured on loopback).
 constexpr int64_t kMemorySlackKib = 64 * 1024;
 
 const std::string kPath = "/flashserve.v1.Generation/GetModelInfo";
@@ -50,8 +56,10 @@ class Http2AbuseE2E : public ::testing::Test {
   }
 
   // The server still answers health and a generation, and its memory comes back near the
-  // baseline (polled for a few seconds: calls are freed asynchronously).
-  static void expect_serving_and_memory_back() {
+  // baseline (polled for `patience`: calls are freed asynchronously, and the server's
+  // HeapTrimmer looks once a second).
+  static void expect_serving_and_memory_back(
+      std::chrono::seconds patience = std::chrono::seconds(5)) {
     EXPECT_EQ(server_->health(), grpc::health::v1::HealthCheckResponse::SERVING);
     auto stub = server_->stub();
     v1::GenerateRequest still_there = greedy_request("Still there?", 2);
@@ -60,7 +68,7 @@ class Http2AbuseE2E : public ::testing::Test {
     EXPECT_TRUE(r.status.ok()) << r.status.error_message();
     EXPECT_EQ(r.response.token_ids_size(), 2);
     int64_t rss = server_->rss_kib();
-    for (int i = 0; i < 50 && rss > baseline_kib_ + kMemorySlackKib; ++i) {
+    for (int i = 0; i < patience.count() * 10 && rss > baseline_kib_ + kMemorySlackKib; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       rss = server_->rss_kib();
     }
@@ -75,43 +83,71 @@ std::unique_ptr<ServerProcess> Http2AbuseE2E::server_;
 int64_t Http2AbuseE2E::baseline_kib_ = 0;
 
 // CVE-2023-44487's pattern: open a stream, reset it at once, 20,000 times on one connection.
-// The server keeps serving. Its memory does NOT come back: the gRPC of Debian 12 (1.51.1,
-// without the CVE's fix) keeps ~17-20 KB of resident memory per reset stream, and repeated
-// attacks add to it (docs/api.md, transport limits): the growth is recorded, not asserted,
-// until the server is built with a gRPC that has the fix (>= 1.56.3 / 1.57.1).
+// The server keeps serving, and its memory comes back: the gRPC of Debian 12 (1.51.1, without
+// the CVE's fix) frees the ~20 KB of call state per reset stream once it has worked through
+// them, but glibc kept the freed pages (+400 MB after the attack, back to the baseline with
+// malloc_trim) until the server's HeapTrimmer (server/api/heap_trimmer.h) gave them back.
+// Before it this test failed: settled at +399 MB and +412 MB.
 TEST_F(Http2AbuseE2E, RapidResetLeavesTheServerServing) {
+  for (int attack = 0; attack < 2; ++attack) {  // a repeated attack must not add up either
+    RawHttp2Connection connection(server_->grpc_port());
+    ASSERT_TRUE(connection.ok());
+    const std::string headers = grpc_request_headers(kPath, server_->target());
+    int num_reset = 0;
+    for (uint32_t i = 0; i < 20000; ++i) {
+      const uint32_t stream = 1 + 2 * i;
+      if (!connection.send(FrameType::kHeaders, kEndHeaders, stream, headers) ||
+          !connection.send(FrameType::kRstStream, 0, stream, RawHttp2Connection::u32(kCancel))) {
+        break;  // the server closed the connection: also a fine answer
+      }
+      ++num_reset;
+    }
+    // Once the server has parsed every frame, gRPC works through the reset streams: wait until
+    // the memory settles (four readings 0.5 s apart within 2 MiB; 30 s at most), then check.
+    EXPECT_TRUE(connection.ping_acked(std::chrono::seconds(20)));
+    connection.close();
+    int64_t peak = server_->rss_kib();
+    std::vector<int64_t> readings = {peak};
+    for (int i = 0; i < 60; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      readings.push_back(server_->rss_kib());
+      peak = std::max(peak, readings.back());
+      const auto last = readings.end() - std::min<size_t>(readings.size(), 4);
+      const auto [low, high] = std::minmax_element(last, readings.end());
+      if (readings.size() >= 4 && *high - *low < 2048) break;
+    }
+    std::printf("rapid reset %d: %d streams reset; RSS peak +%lld KiB, settled at +%lld KiB\n",
+                attack, num_reset, static_cast<long long>(peak - baseline_kib_),
+                static_cast<long long>(readings.back() - baseline_kib_));
+    // Settled can still be before gRPC has freed every call; the trimmer follows within 1 s.
+    expect_serving_and_memory_back(std::chrono::seconds(15));
+  }
+}
+
+// One header block that never ends: a header value announced as 1 GiB and sent in
+// CONTINUATION frames for 5 s (gRPC 1.51 reads it at 2-3 MB/s, keeping it). Then the client
+// goes away; the server keeps serving meanwhile and its memory comes back.
+TEST_F(Http2AbuseE2E, ContinuationFloodLeavesTheServerServing) {
   RawHttp2Connection connection(server_->grpc_port());
   ASSERT_TRUE(connection.ok());
-  const std::string headers = grpc_request_headers(kPath, server_->target());
-  int num_reset = 0;
-  for (uint32_t i = 0; i < 20000; ++i) {
-    const uint32_t stream = 1 + 2 * i;
-    if (!connection.send(FrameType::kHeaders, kEndHeaders, stream, headers) ||
-        !connection.send(FrameType::kRstStream, 0, stream, RawHttp2Connection::u32(kCancel))) {
-      break;  // the server closed the connection: also a fine answer
-    }
-    ++num_reset;
+  const std::string start = grpc_request_headers(kPath, server_->target()) +
+                            std::string(1, '\0') + hpack_integer(7, 7) + "x-flood" +
+                            hpack_integer(uint64_t{1} << 30, 7);
+  ASSERT_TRUE(connection.send(FrameType::kHeaders, 0, 1, start));
+  const std::string piece(16384, 'c');  // SETTINGS_MAX_FRAME_SIZE's default
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  int64_t num_sent = 0;
+  while (std::chrono::steady_clock::now() < give_up &&
+         connection.send(FrameType::kContinuation, 0, 1, piece)) {
+    num_sent += static_cast<int64_t>(piece.size());
   }
-  RecordProperty("streams_reset", num_reset);
+  std::printf("continuation flood: %lld KiB sent; RSS +%lld KiB\n",
+              static_cast<long long>(num_sent >> 10),
+              static_cast<long long>(server_->rss_kib() - baseline_kib_));
+  // Other clients are served while the header block is still open.
   EXPECT_EQ(server_->health(), grpc::health::v1::HealthCheckResponse::SERVING);
-  auto stub = server_->stub();
-  const UnaryResult r = generate(stub.get(), greedy_request("Still there?", 2));
-  EXPECT_TRUE(r.status.ok()) << r.status.error_message();
-  // gRPC works through the reset streams after the last frame: wait until the memory settles
-  // (two readings a second apart within 1 MiB; 20 s at most).
-  int64_t rss = server_->rss_kib();
-  for (int i = 0; i < 20; ++i) {
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-    const int64_t now = server_->rss_kib();
-    const bool settled = now - rss < 1024;
-    rss = now;
-    if (settled) break;
-  }
-  const int64_t growth_kib = rss - baseline_kib_;
-  RecordProperty("rss_growth_kib", static_cast<int>(growth_kib));
-  std::printf("rapid reset: %d streams reset; RSS +%lld KiB (not returned: gRPC 1.51)\n",
-              num_reset, static_cast<long long>(growth_kib));
-  baseline_kib_ = rss;  // the later tests measure from here
+  connection.close();
+  expect_serving_and_memory_back();
 }
 
 // 20,000 SETTINGS frames, each of which the server must acknowledge.
@@ -152,6 +188,25 @@ bool have_ipv6_loopback() {
   return ok;
 }
 
+// The first line of the answer to GET /health over [::1]:port ("" when no connection).
+std::string ipv6_http_health(int port) {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in6 addr{};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_port = htons(static_cast<uint16_t>(port));
+  addr.sin6_addr = in6addr_loopback;
+  std::string answer;
+  const std::string request = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size())) {
+    char chunk[4096];
+    for (ssize_t n; (n = ::recv(fd, chunk, sizeof(chunk), 0)) > 0;) answer.append(chunk, n);
+  }
+  if (fd >= 0) ::close(fd);
+  return answer.substr(0, answer.find("\r\n"));
+}
+
 TEST(Ipv6E2E, ServesOnAnIpv6Address) {
   const std::string model = default_model_path();
   if (model.empty()) GTEST_SKIP() << "default model not in models/";
@@ -163,6 +218,8 @@ TEST(Ipv6E2E, ServesOnAnIpv6Address) {
   auto stub = (*server)->stub();
   const UnaryResult r = generate(stub.get(), greedy_request("Hello", 2));
   EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_GT((*server)->http_port(), 0) << (*server)->log();  // the HTTP API on the same host
+  EXPECT_EQ(ipv6_http_health((*server)->http_port()), "HTTP/1.1 200 OK");
   EXPECT_EQ((*server)->stop(SIGTERM), 0) << (*server)->log();
 }
 

@@ -31,6 +31,7 @@ enum class FrameType : uint8_t {
 };
 inline constexpr uint8_t kEndStream = 0x1;
 inline constexpr uint8_t kEndHeaders = 0x4;
+inline constexpr uint8_t kAck = 0x1;  // SETTINGS and PING
 inline constexpr uint32_t kCancel = 0x8;             // RST_STREAM error code
 inline constexpr uint32_t kEnhanceYourCalm = 0xb;    // GOAWAY error code
 
@@ -85,11 +86,15 @@ class RawHttp2Connection {
     ok_ = send_raw("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") && send(FrameType::kSettings, 0, 0, "");
   }
   ~RawHttp2Connection() {
-    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
-    if (reader_.joinable()) reader_.join();
+    close();
     if (fd_ >= 0) ::close(fd_);
   }
   bool ok() const { return ok_; }
+  // Goes away: shuts the socket down (the server sees the connection end) and stops reading.
+  void close() {
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+    if (reader_.joinable()) reader_.join();
+  }
 
   // False once the server has closed the connection, or has read nothing for 2 s.
   bool send(FrameType type, uint8_t flags, uint32_t stream_id, const std::string& payload) {
@@ -117,6 +122,17 @@ class RawHttp2Connection {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return closed_.load();
+  }
+  // Sends a PING and waits up to `timeout` for its ACK: the server has parsed every frame sent
+  // before it (frames are read in order).
+  bool ping_acked(std::chrono::milliseconds timeout) {
+    const int64_t before = num_ping_acks_.load();
+    if (!send(FrameType::kPing, 0, 0, std::string(8, 'a'))) return false;
+    const auto give_up = std::chrono::steady_clock::now() + timeout;
+    while (num_ping_acks_.load() == before && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return num_ping_acks_.load() > before;
   }
   bool got_goaway() const { return goaway_.load(); }
   // The GOAWAY's error code and debug data (valid once got_goaway()).
@@ -161,6 +177,7 @@ class RawHttp2Connection {
         goaway_debug_ = buffer->substr(17, length - 8);
         goaway_.store(true);
       }
+      if (b[3] == static_cast<uint8_t>(FrameType::kPing) && (b[4] & kAck) != 0) ++num_ping_acks_;
       ++num_frames_;
       buffer->erase(0, 9 + length);
     }
@@ -172,6 +189,7 @@ class RawHttp2Connection {
   std::atomic<bool> closed_{false};
   std::atomic<bool> goaway_{false};
   std::atomic<int64_t> num_frames_{0};
+  std::atomic<int64_t> num_ping_acks_{0};
   std::mutex mu_;
   uint32_t goaway_code_ = 0;   // guarded by mu_
   std::string goaway_debug_;   // guarded by mu_

@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start_binary(
   // HOST is --host as given, IPv6 addresses in brackets ("[::1]").
   const std::regex grpc_re(R"(listening on (\S+):(\d+) \(gRPC\))");
   const std::regex metrics_re(R"(metrics on http://\S+:(\d+)/metrics)");
+  const std::regex http_re(R"(listening on \S+:(\d+) \(HTTPS?\))");
   const auto give_up = Clock::now() + timeout;
   while (true) {
     const std::string log = server->log();
@@ -128,6 +129,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::start_binary(
       server->grpc_host_ = g[1];
       server->grpc_port_ = std::stoi(g[2]);
       server->metrics_port_ = std::stoi(m[1]);
+      std::smatch h;  // logged before the metrics line, when served
+      if (std::regex_search(log, h, http_re)) server->http_port_ = std::stoi(h[1]);
       break;
     }
     if (!server->running()) {

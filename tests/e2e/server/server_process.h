@@ -73,6 +73,8 @@ class ServerProcess {
   int64_t rss_kib() const;
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  // The OpenAI HTTP API's port (0 when the server does not serve HTTP).
+  int http_port() const { return http_port_; }
   // "127.0.0.1:PORT", or the --host the test gave ("[::1]:PORT").
   std::string target() const { return grpc_host_ + ":" + std::to_string(grpc_port_); }
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
@@ -92,6 +94,7 @@ class ServerProcess {
   std::string grpc_host_ = "127.0.0.1";  // as the server's log names it
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  int http_port_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
 };
 

@@ -123,7 +123,8 @@ std::string completion(int max_tokens, bool stream = false) {
 
 class HttpServerTest : public ::testing::Test {
  protected:
-  void start(engine::EngineOptions options = {}, const std::string& token = "") {
+  void start(engine::EngineOptions options = {}, const std::string& token = "",
+             HttpOptions http = {}) {
     runner_state_ = std::make_shared<FakeRunnerState>();
     runner_state_->on_forward = [this](const model::ForwardBatch&) {
       gate_.pass();
@@ -145,7 +146,6 @@ class HttpServerTest : public ::testing::Test {
       ASSERT_TRUE(auth.ok()) << auth.status();
       auth_ = std::move(*auth);
     }
-    HttpOptions http;
     http.host = "127.0.0.1";
     http.port = 0;
     HttpContext context;
@@ -297,6 +297,95 @@ TEST_F(HttpServerTest, TokensRoutesAndMethods) {
   EXPECT_EQ(Json::parse(bad.body())["error"]["param"], "messages[0].content");
   // Unauthenticated requests are not counted; the others as the client's errors.
   EXPECT_EQ(requests("invalid_argument"), 2);
+}
+
+// Issue 23: the scheme is case-insensitive with one or more spaces after it, as on gRPC
+// (TokenAuth::accepts_authorization; "bearer secret" got 401 here), and every 401 counts in
+// flashserve_auth_failures_total, as gRPC's refusals do.
+TEST_F(HttpServerTest, BearerSchemeInAnyCaseAndRefusalsCounted) {
+  ASSERT_NO_FATAL_FAILURE(start({}, "secret"));
+  serve();
+  for (const char* header :
+       {"Authorization: bearer secret\r\n", "Authorization: BEARER secret\r\n",
+        "Authorization: Bearer   secret\r\n"}) {
+    EXPECT_EQ(Client(port_, "GET", "/v1/models", "", header).status(), 200) << header;
+  }
+  for (const char* header :
+       {"", "Authorization: Bearer SECRET\r\n", "Authorization: Bearersecret\r\n",
+        "Authorization: Basic secret\r\n"}) {
+    EXPECT_EQ(Client(port_, "GET", "/v1/models", "", header).status(), 401) << header;
+  }
+  const std::string text = metrics_.serialize();
+  EXPECT_THAT(text, HasSubstr("flashserve_auth_failures_total 4"));
+}
+
+// Issue 23 (slowloris): a connection that trickles its headers is closed at the header
+// timeout from its opening, however often it sends; one that sends its request in time is
+// served.
+TEST_F(HttpServerTest, HeadersTrickledPastTheTimeoutCloseTheConnection) {
+  HttpOptions http;
+  http.header_timeout_seconds = 1;
+  ASSERT_NO_FATAL_FAILURE(start({}, "", http));
+  serve();
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port_));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string start_line = "GET /v1/models HTTP/1.1\r\nHost: x\r\n";
+  ASSERT_GT(send(fd, start_line.data(), start_line.size(), MSG_NOSIGNAL), 0);
+  const auto opened = std::chrono::steady_clock::now();
+  bool closed = false;
+  while (!closed && std::chrono::steady_clock::now() - opened < std::chrono::seconds(5)) {
+    const std::string line = "X-Slow: y\r\n";
+    closed = send(fd, line.data(), line.size(), MSG_NOSIGNAL) < 0;
+    char buf[64];
+    closed = closed || recv(fd, buf, sizeof(buf), MSG_DONTWAIT) == 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  close(fd);
+  EXPECT_TRUE(closed);
+  EXPECT_LT(std::chrono::steady_clock::now() - opened, std::chrono::milliseconds(2500));
+  EXPECT_EQ(Client(port_, "GET", "/v1/models").status(), 200);
+}
+
+// Issue 23: request bodies being received have a budget across connections: while one upload
+// of 70 KiB holds 70 of 100 KiB, another gets 503 at its headers; once it is done, room again.
+TEST_F(HttpServerTest, BodiesPastTheBudgetGet503) {
+  HttpOptions http;
+  http.max_buffered_body_bytes = 100 << 10;
+  ASSERT_NO_FATAL_FAILURE(start({}, "", http));
+  serve();
+  const std::string body = completion(1) + std::string(70 << 10, ' ');  // JSON, then spaces
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port_));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  const std::string first_half = head + body.substr(0, body.size() / 2);
+  ASSERT_EQ(send(fd, first_half.data(), first_half.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(first_half.size()));
+  int refused = 0;  // the upload's headers are processed on the server's thread: retry a while
+  for (int i = 0; i < 100 && refused != 503; ++i) {
+    Client second(port_, "POST", "/v1/completions", body);
+    refused = second.status();
+    if (refused == 503) {
+      EXPECT_EQ(Json::parse(second.body())["error"]["type"], "service_unavailable_error");
+    }
+  }
+  EXPECT_EQ(refused, 503);
+  const std::string second_half = body.substr(body.size() / 2);
+  ASSERT_EQ(send(fd, second_half.data(), second_half.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(second_half.size()));
+  char answer[12] = {};
+  EXPECT_EQ(recv(fd, answer, sizeof(answer), MSG_WAITALL), 12);
+  EXPECT_EQ(std::string(answer, 12), "HTTP/1.1 200");
+  close(fd);
+  EXPECT_EQ(Client(port_, "POST", "/v1/completions", body).status(), 200);  // given back
 }
 
 TEST_F(HttpServerTest, StopsWithStreamsOpen) {

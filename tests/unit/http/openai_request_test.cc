@@ -127,7 +127,15 @@ TEST(OpenAiRequestTest, ChatMessagesAndTextParts) {
 }
 
 TEST(OpenAiRequestTest, JsonTypesAreChecked) {
-  EXPECT_EQ(parse_error(Endpoint::kCompletions, "not json"), "body: is not valid JSON");
+  // Malformed JSON: the message says where and what (issue 23: "is not valid JSON" alone
+  // left the client guessing).
+  EXPECT_EQ(parse_error(Endpoint::kCompletions, R"({"prompt": "Hi", "max_tokens": })"),
+            "body: is not valid JSON: parse error at line 1, column 32: syntax error while "
+            "parsing value - unexpected '}'; expected '[', '{', or a literal");
+  EXPECT_THAT(parse_error(Endpoint::kCompletions, "not json"),
+              ::testing::StartsWith("body: is not valid JSON: parse error at line 1, column 2"));
+  EXPECT_THAT(parse_error(Endpoint::kCompletions, R"({"prompt": "x", "max_tokens": 1e999})"),
+              ::testing::StartsWith("body: is not valid JSON: number overflow parsing '1e999'"));
   EXPECT_EQ(parse_error(Endpoint::kCompletions, "[1]"), "body: must be a JSON object");
   EXPECT_EQ(parse_error(Endpoint::kCompletions, R"({"prompt": "x", "temperature": "hot"})"),
             "temperature: must be a number");

@@ -1,0 +1,60 @@
+// HeapTrimmer (server/api/heap_trimmer.h): freed memory that glibc kept goes back to the
+// system; memory in use is left alone.
+#include "server/api/heap_trimmer.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace flashserve::api {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+// Polls `done` every 10 ms for at most 5 s.
+template <typename F>
+bool eventually(F done) {
+  for (int i = 0; i < 500 && !done(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+#if defined(__GLIBC__)
+// 128 MiB touched and kept: nothing is free, nothing is trimmed.
+TEST(HeapTrimmerTest, MemoryInUseIsLeftAlone) {
+  HeapTrimmer trimmer(std::chrono::milliseconds(20), 16 * kMiB);
+  std::vector<void*> used;
+  for (int i = 0; i < 65536; ++i) {
+    used.push_back(std::malloc(2048));
+    std::memset(used.back(), 1, 2048);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(trimmer.num_trims(), 0);
+  for (void* p : used) std::free(p);
+}
+
+// 128 MiB in 64 KiB blocks (below glibc's mmap threshold: on the heap), every other one freed:
+// 64 MiB free between blocks still in use, which glibc cannot give back on its own.
+TEST(HeapTrimmerTest, FreedBurstGoesBackToTheSystem) {
+  HeapTrimmer trimmer(std::chrono::milliseconds(20), 16 * kMiB);
+  std::vector<void*> blocks(2048);
+  for (void*& p : blocks) {
+    p = std::malloc(64 << 10);
+    std::memset(p, 1, 64 << 10);
+  }
+  const int64_t peak = resident_bytes();
+  for (size_t i = 0; i < blocks.size(); i += 2) std::free(blocks[i]);
+  EXPECT_TRUE(eventually([&] { return peak - resident_bytes() > 48 * kMiB; }))
+      << "given back " << (peak - resident_bytes()) / kMiB << " MiB of 64";
+  EXPECT_GE(trimmer.num_trims(), 1);
+  for (size_t i = 1; i < blocks.size(); i += 2) std::free(blocks[i]);
+}
+#endif
+
+}  // namespace
+}  // namespace flashserve::api
