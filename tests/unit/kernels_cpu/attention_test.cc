@@ -355,6 +355,54 @@ TEST(AttentionCpu, ResultDoesNotDependOnPhysicalBlockPermutation) {
   EXPECT_EQ(tiled_a.lse, tiled_b.lse);
 }
 
+// The tiled kernel computes the query heads of a GQA group together, register-blocked over
+// heads, keys and output columns (attention_ref.cc); each head's result must be bitwise the
+// one it gets alone: one query head over a cache holding only its KV head (a group of one).
+// Groups of 3 and 8 (two blocks of 4), head_dim 64, 128 and 72 (a column tail), kv_tile 64,
+// 100 (a key tail) and 16.
+TEST(AttentionCpu, EachHeadOfAGroupIsBitwiseTheHeadAlone) {
+  struct Setup { int h, kv, d, bs, kv_tile; };
+  for (Setup su : {Setup{9, 3, 64, 16, 64}, Setup{8, 1, 128, 16, 100}, Setup{8, 2, 72, 64, 16}}) {
+    const Problem pr = make_problem(make_case("group", {{97, 97}, {1, 130}, {40, 300}}, su.h,
+                                              su.kv, su.d, su.bs, true, 1.f, 77));
+    const Outputs all =
+        run(pr, [&](const AttentionCpuParams& p) { attention_tiled_cpu(p, su.kv_tile); });
+    const int group = su.h / su.kv;
+    const size_t num_blocks = pr.k_cache.size() / (su.kv * su.bs * su.d);
+    for (int h = 0; h < su.h; ++h) {
+      const int g = h / group;
+      Problem one = pr;
+      one.c.num_heads = 1;
+      one.c.num_kv_heads = 1;
+      one.q.assign(static_cast<size_t>(pr.num_tokens) * su.d, 0.f);
+      for (int t = 0; t < pr.num_tokens; ++t) {
+        std::copy_n(pr.q.begin() + (static_cast<size_t>(t) * su.h + h) * su.d, su.d,
+                    one.q.begin() + static_cast<size_t>(t) * su.d);
+      }
+      one.k_cache.assign(num_blocks * su.bs * su.d, 0.f);
+      one.v_cache = one.k_cache;
+      for (size_t b = 0; b < num_blocks; ++b) {
+        for (int row = 0; row < su.bs; ++row) {
+          const int64_t src = kv_cache_offset(b, g, row, su.kv, su.bs, su.d);
+          const int64_t dst = kv_cache_offset(b, 0, row, 1, su.bs, su.d);
+          std::copy_n(pr.k_cache.begin() + src, su.d, one.k_cache.begin() + dst);
+          std::copy_n(pr.v_cache.begin() + src, su.d, one.v_cache.begin() + dst);
+        }
+      }
+      const Outputs alone =
+          run(one, [&](const AttentionCpuParams& p) { attention_tiled_cpu(p, su.kv_tile); });
+      for (int t = 0; t < pr.num_tokens; ++t) {
+        for (int c = 0; c < su.d; ++c) {
+          ASSERT_EQ(alone.out[static_cast<size_t>(t) * su.d + c],
+                    all.out[(static_cast<size_t>(t) * su.h + h) * su.d + c])
+              << "h" << su.h << "kv" << su.kv << " head " << h << " token " << t << " col " << c;
+        }
+        ASSERT_EQ(alone.lse[t], all.lse[static_cast<size_t>(t) * su.h + h]) << "head " << h;
+      }
+    }
+  }
+}
+
 TEST(AttentionCpu, KvAppendWritesSlotsAndSkipsNegativeSlots) {
   const int num_kv_heads = 2, head_dim = 4, block_size = 4, num_blocks = 3;
   std::vector<float> k_cache(num_blocks * num_kv_heads * block_size * head_dim, -1.f);
