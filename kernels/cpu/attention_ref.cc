@@ -429,10 +429,15 @@ std::vector<WorkItem> make_work_items(const AttentionCpuParams& p, int64_t& tota
   return items;
 }
 
-// Runs fn(item, scratch) over all items, on several threads when the work is large.
+// Runs fn(item, scratch) over all items, on several threads when the work is large: the
+// pool's tasks when there is one (a task that starts late finds the items taken and
+// returns at once; the pool's caller never waits for it), else std::thread workers.
 template <typename Fn>
-void run_work_items(const std::vector<WorkItem>& items, int64_t total_work, Fn fn) {
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+void run_work_items(const std::vector<WorkItem>& items, int64_t total_work,
+                    const AttentionPool* pool, Fn fn) {
+  const int hw = pool != nullptr
+                     ? pool->num_threads
+                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int num_threads =
       total_work < kMinWorkForThreads ? 1 : std::min<int>(hw, static_cast<int>(items.size()));
   std::atomic<size_t> next{0};
@@ -444,6 +449,11 @@ void run_work_items(const std::vector<WorkItem>& items, int64_t total_work, Fn f
   };
   if (num_threads <= 1) {
     worker();
+    return;
+  }
+  if (pool != nullptr && pool->run != nullptr) {
+    pool->run(pool->ctx, num_threads,
+              [](void* ctx, int) { (*static_cast<decltype(worker)*>(ctx))(); }, &worker);
     return;
   }
   std::vector<std::thread> threads;
@@ -465,11 +475,11 @@ void attention_naive_cpu(const AttentionCpuParams& p) {
   }
 }
 
-void attention_tiled_cpu(const AttentionCpuParams& p, int kv_tile) {
+void attention_tiled_cpu(const AttentionCpuParams& p, int kv_tile, const AttentionPool* pool) {
   kv_tile = std::max(kv_tile, 1);
   int64_t total_work = 0;
   const std::vector<WorkItem> items = make_work_items(p, total_work);
-  run_work_items(items, total_work, [&](const WorkItem& w, TileScratch& sc) {
+  run_work_items(items, total_work, pool, [&](const WorkItem& w, TileScratch& sc) {
     sc.kt.resize(static_cast<size_t>(p.head_dim) * kv_tile);
     sc.v_rows.resize(kv_tile);
     const int group = p.num_heads / p.num_kv_heads;

@@ -26,6 +26,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -400,6 +401,34 @@ TEST(AttentionCpu, EachHeadOfAGroupIsBitwiseTheHeadAlone) {
         ASSERT_EQ(alone.lse[t], all.lse[static_cast<size_t>(t) * su.h + h]) << "head " << h;
       }
     }
+  }
+}
+
+// With a caller's pool (its tasks on threads, or one after another in reverse order, as a
+// pool whose workers start late runs them) the outputs are bitwise those of the kernel's
+// own threads: an item's result does not depend on where or when it runs.
+TEST(AttentionCpu, APoolGivesTheSameBitsAsOwnThreads) {
+  const Problem pr = make_problem(
+      make_case("pool", {{300, 300}, {1, 130}, {97, 200}}, 9, 3, 64, 16, true, 1.f, 78));
+  auto own = [](const AttentionCpuParams& p) { attention_tiled_cpu(p, 64); };
+  const Outputs want = run(pr, own);
+  AttentionPool threads;
+  threads.num_threads = 3;
+  threads.run = [](void*, int n, void (*task)(void*, int), void* task_ctx) {
+    std::vector<std::thread> t;
+    for (int i = 0; i < n; ++i) t.emplace_back(task, task_ctx, i);
+    for (auto& th : t) th.join();
+  };
+  AttentionPool reverse;
+  reverse.num_threads = 2;
+  reverse.run = [](void*, int n, void (*task)(void*, int), void* task_ctx) {
+    for (int i = n - 1; i >= 0; --i) task(task_ctx, i);
+  };
+  for (const AttentionPool* pool : {&threads, &reverse}) {
+    const Outputs got =
+        run(pr, [pool](const AttentionCpuParams& p) { attention_tiled_cpu(p, 64, pool); });
+    EXPECT_EQ(got.out, want.out);
+    EXPECT_EQ(got.lse, want.lse);
   }
 }
 
