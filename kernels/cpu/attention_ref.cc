@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/exp_poly.h"
 #include "kernels/paged_kv.h"
 
 namespace flashserve::kernels {
@@ -141,7 +142,9 @@ struct WorkItem {
 struct TileScratch {
   std::vector<float> kt;     // [head_dim, kv_tile] transposed K tile
   std::vector<const float*> v_rows;  // [kv_tile]
-  std::vector<float> scores;  // [kv_tile]
+  std::vector<float> scores;  // [group, kv_tile]
+  std::vector<const float*> q_rows;  // [group] the query rows of one position
+  std::vector<float*> acc_rows;      // [group] their accumulators
   std::vector<float> acc;     // [num_rows, head_dim]
   std::vector<float> row_max;  // [num_rows] running max m
   std::vector<float> row_sum;  // [num_rows] running sum l
@@ -157,17 +160,36 @@ void load_tile(const AttentionCpuParams& p, const SeqView& seq, int kv_head, int
   }
 }
 
-// Scores of keys [j0, j0 + kBlock) of the tile: s[j] = sum over c of q[c] * kt[c][j], in c
-// order, in a fixed-size block the compiler keeps in registers across the c loop (the
-// plain loop re-reads and re-writes s in memory for every c). 64 = the default kv_tile and
-// head_dim: four independent 16-lane chains on AVX-512 (bench/cpu/NOTES.md, step 7).
-constexpr int kBlock = 64;
-constexpr int kValueBlock = 16;  // tile_values: 64 kept the block in memory (slower)
+// The hot loops below are register-blocked over the query rows of a GQA group (the heads
+// that share a KV head, at one query position: the same K/V tile and the same visible keys)
+// and over 64 keys or 64 output columns, with each row's operations exactly those of one
+// row alone, in the same order (bench/cpu/NOTES.md, step 10): the blocking changes speed,
+// never bits. V16 is GCC's generic 16-float vector: element-wise IEEE operations, built as
+// one AVX-512 register, two AVX2 or four SSE ones by the clones below.
+// These helpers are always inlined into the clones (so built for each clone's target); no
+// V16 ever crosses a call, hence no ABI question (-Wpsabi's warning is about calls).
+#pragma GCC diagnostic ignored "-Wpsabi"
+using exp_internal::exp_poly;  // kernels/cpu/exp_poly.h: the softmax's exp, <= 1.4 * 2^-24
+using exp_internal::V16;
+using exp_internal::V16i;
+#define FS_ATTENTION_INLINE inline __attribute__((always_inline))
 
-// The hot loops of update_row, built for AVX-512, AVX2 and the baseline; the version is
-// chosen at load by what the CPU and OS run (GCC's target_clones). This file builds with
-// -ffp-contract=off (kernels/CMakeLists.txt), so every version computes the same
-// operations in the same order: the same bits on every CPU.
+FS_ATTENTION_INLINE V16 load16(const float* p) {
+  V16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+FS_ATTENTION_INLINE void store16(float* p, V16 v) { std::memcpy(p, &v, sizeof(v)); }
+
+// Keys per register block of the scores (four 16-lane chains per row) and columns per block
+// of the values; query rows per block (up to 16 accumulators).
+constexpr int kBlock = 64;
+constexpr int kMaxRows = 4;
+
+// The hot loops, built for AVX-512, AVX2 and the baseline; the version is chosen at load by
+// what the CPU and OS run (GCC's target_clones). This file builds with -ffp-contract=off
+// (kernels/CMakeLists.txt), so every version computes the same operations in the same
+// order: the same bits on every CPU.
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define FS_ATTENTION_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -175,75 +197,167 @@ constexpr int kValueBlock = 16;  // tile_values: 64 kept the block in memory (sl
 #define FS_ATTENTION_CLONES
 #endif
 
-FS_ATTENTION_CLONES
-void tile_scores(const float* q, const float* kt, int head_dim, int kv_tile, int num_keys,
-                 float* s) {
-  int j0 = 0;
-  for (; j0 + kBlock <= num_keys; j0 += kBlock) {
-    float blk[kBlock] = {};
-    for (int c = 0; c < head_dim; ++c) {
-      const float qc = q[c];
-      const float* k = kt + static_cast<size_t>(c) * kv_tile + j0;
-      for (int jj = 0; jj < kBlock; ++jj) blk[jj] += qc * k[jj];
-    }
-    for (int jj = 0; jj < kBlock; ++jj) s[j0 + jj] = blk[jj];
-  }
-  if (j0 == num_keys) return;
-  std::fill(s + j0, s + num_keys, 0.f);
+// s_r[j] = sum over c (in order, from 0) of q_r[c] * kt[c][j] for keys j0 .. j0 + 63 of R
+// rows; s_r = s + r * kv_tile.
+template <int R>
+FS_ATTENTION_INLINE void score_block(const float* const* q, const float* kt, int head_dim, int kv_tile,
+                        int j0, float* s) {
+  V16 acc[R][4] = {};
   for (int c = 0; c < head_dim; ++c) {
-    const float qc = q[c];
-    const float* k = kt + static_cast<size_t>(c) * kv_tile;
-    for (int j = j0; j < num_keys; ++j) s[j] += qc * k[j];
-  }
-}
-
-// acc[c] += sum over j of s[j] * v_rows[j][c], in j order, kValueBlock columns at a time
-// in registers.
-FS_ATTENTION_CLONES
-void tile_values(const float* s, const float* const* v_rows, int num_keys, int head_dim,
-                 float* acc) {
-  int c0 = 0;
-  for (; c0 + kValueBlock <= head_dim; c0 += kValueBlock) {
-    float blk[kValueBlock];
-    for (int cc = 0; cc < kValueBlock; ++cc) blk[cc] = acc[c0 + cc];
-    for (int j = 0; j < num_keys; ++j) {
-      const float weight = s[j];
-      const float* v = v_rows[j] + c0;
-      for (int cc = 0; cc < kValueBlock; ++cc) blk[cc] += weight * v[cc];
+    const float* k = kt + static_cast<size_t>(c) * kv_tile + j0;
+    const V16 k0 = load16(k), k1 = load16(k + 16), k2 = load16(k + 32), k3 = load16(k + 48);
+    for (int r = 0; r < R; ++r) {
+      const float qc = q[r][c];
+      acc[r][0] += qc * k0;
+      acc[r][1] += qc * k1;
+      acc[r][2] += qc * k2;
+      acc[r][3] += qc * k3;
     }
-    for (int cc = 0; cc < kValueBlock; ++cc) acc[c0 + cc] = blk[cc];
   }
-  for (int j = 0; j < num_keys; ++j) {
-    const float weight = s[j];
-    for (int c = c0; c < head_dim; ++c) acc[c] += weight * v_rows[j][c];
+  for (int r = 0; r < R; ++r) {
+    for (int b = 0; b < 4; ++b) store16(s + static_cast<size_t>(r) * kv_tile + j0 + 16 * b, acc[r][b]);
   }
 }
 
-// Folds the first num_keys keys of the loaded tile into one query row's (m, l, acc).
-void update_row(const AttentionCpuParams& p, const float* q, int num_keys, int kv_tile,
-                TileScratch& sc, float& m, float& l, float* acc) {
-  float* s = sc.scores.data();
-  tile_scores(q, sc.kt.data(), p.head_dim, kv_tile, num_keys, s);
-  float tile_max = kNegInf;
+// Scores of the first num_keys keys of the tile for `rows` query rows (row r's scores at
+// s + r * kv_tile; a block may also write scores of keys num_keys .. 63 past it, which
+// nobody reads: kt holds finite values there).
+FS_ATTENTION_CLONES
+void tile_scores(const float* const* q, int rows, const float* kt, int head_dim, int kv_tile,
+                 int num_keys, float* s) {
+  int j0 = 0;
+  for (; j0 < num_keys && j0 + kBlock <= kv_tile; j0 += kBlock) {
+    int r = 0;
+    for (; r + 4 <= rows; r += 4) score_block<4>(q + r, kt, head_dim, kv_tile, j0, s + r * kv_tile);
+    switch (rows - r) {
+      case 3: score_block<3>(q + r, kt, head_dim, kv_tile, j0, s + r * kv_tile); break;
+      case 2: score_block<2>(q + r, kt, head_dim, kv_tile, j0, s + r * kv_tile); break;
+      case 1: score_block<1>(q + r, kt, head_dim, kv_tile, j0, s + r * kv_tile); break;
+      default: break;
+    }
+  }
+  if (j0 >= num_keys) return;
+  for (int r = 0; r < rows; ++r) {
+    float* sr = s + static_cast<size_t>(r) * kv_tile;
+    std::fill(sr + j0, sr + num_keys, 0.f);
+    for (int c = 0; c < head_dim; ++c) {
+      const float qc = q[r][c];
+      const float* k = kt + static_cast<size_t>(c) * kv_tile;
+      for (int j = j0; j < num_keys; ++j) sr[j] += qc * k[j];
+    }
+  }
+}
+
+// acc_r[c] += sum over j (in order) of s_r[j] * v_rows[j][c] for columns c0 .. c0 + 16 * NB
+// of R rows.
+template <int R, int NB>
+FS_ATTENTION_INLINE void value_block(const float* s, int kv_tile, const float* const* v_rows, int num_keys,
+                        int c0, float* const* acc) {
+  V16 blk[R][NB];
+  for (int r = 0; r < R; ++r) {
+    for (int b = 0; b < NB; ++b) blk[r][b] = load16(acc[r] + c0 + 16 * b);
+  }
   for (int j = 0; j < num_keys; ++j) {
-    s[j] *= p.softmax_scale;
+    V16 v[NB];
+    for (int b = 0; b < NB; ++b) v[b] = load16(v_rows[j] + c0 + 16 * b);
+    for (int r = 0; r < R; ++r) {
+      const float weight = s[static_cast<size_t>(r) * kv_tile + j];
+      for (int b = 0; b < NB; ++b) blk[r][b] += weight * v[b];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int b = 0; b < NB; ++b) store16(acc[r] + c0 + 16 * b, blk[r][b]);
+  }
+}
+
+template <int R>
+FS_ATTENTION_INLINE void value_rows(const float* s, int kv_tile, const float* const* v_rows, int num_keys,
+                       int head_dim, float* const* acc) {
+  int c0 = 0;
+  for (; c0 + 64 <= head_dim; c0 += 64) value_block<R, 4>(s, kv_tile, v_rows, num_keys, c0, acc);
+  for (; c0 + 16 <= head_dim; c0 += 16) value_block<R, 1>(s, kv_tile, v_rows, num_keys, c0, acc);
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < num_keys; ++j) {
+      const float weight = s[static_cast<size_t>(r) * kv_tile + j];
+      for (int c = c0; c < head_dim; ++c) acc[r][c] += weight * v_rows[j][c];
+    }
+  }
+}
+
+// acc_r[c] += sum over j of s_r[j] * v_rows[j][c], in j order, for `rows` rows.
+FS_ATTENTION_CLONES
+void tile_values(const float* s, int kv_tile, int rows, const float* const* v_rows,
+                 int num_keys, int head_dim, float* const* acc) {
+  int r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    value_rows<4>(s + r * kv_tile, kv_tile, v_rows, num_keys, head_dim, acc + r);
+  }
+  const float* sr = s + r * kv_tile;
+  switch (rows - r) {
+    case 3: value_rows<3>(sr, kv_tile, v_rows, num_keys, head_dim, acc + r); break;
+    case 2: value_rows<2>(sr, kv_tile, v_rows, num_keys, head_dim, acc + r); break;
+    case 1: value_rows<1>(sr, kv_tile, v_rows, num_keys, head_dim, acc + r); break;
+    default: break;
+  }
+}
+
+// One row's softmax over the first num_keys scores of a tile: s[j] *= scale, then with
+// m_new = max(m, max_j s[j]), s[j] = exp(s[j] - m_new). Returns sum_j s[j], summed in 16
+// lanes (key j in lane j % 16) and then the lanes in a fixed tree: the same bits for a
+// row whatever the other rows, the number of threads or the CPU.
+FS_ATTENTION_CLONES
+float tile_softmax(float* s, int num_keys, float scale, float m, float* m_new) {
+  const int body = num_keys / 16 * 16;
+  V16 vmax = {};
+  vmax += kNegInf;
+  for (int j = 0; j < body; j += 16) {
+    const V16 v = load16(s + j) * scale;
+    store16(s + j, v);
+    vmax = vmax > v ? vmax : v;
+  }
+  float tile_max = kNegInf;
+  for (int i = 0; i < 16; ++i) tile_max = std::max(tile_max, vmax[i]);
+  for (int j = body; j < num_keys; ++j) {
+    s[j] *= scale;
     tile_max = std::max(tile_max, s[j]);
   }
-  const float m_new = std::max(m, tile_max);  // finite: num_keys >= 1
-  // m == -inf means nothing accumulated yet (l = 0, acc = 0): no rescale, and no
-  // exp(-inf - (-inf)) can arise since m_new is finite anyway.
-  const float alpha = (m == kNegInf) ? 0.f : std::exp(m - m_new);
-  float tile_sum = 0.f;
-  for (int j = 0; j < num_keys; ++j) {
-    s[j] = std::exp(s[j] - m_new);
-    tile_sum += s[j];
+  const float mn = std::max(m, tile_max);  // finite: num_keys >= 1
+  *m_new = mn;
+  V16 lanes = {};
+  for (int j = 0; j < body; j += 16) {
+    const V16 e = exp_poly<V16, V16i>(load16(s + j) - mn);
+    store16(s + j, e);
+    lanes += e;
   }
-  if (alpha != 1.f) {
-    for (int c = 0; c < p.head_dim; ++c) acc[c] *= alpha;
+  for (int j = body; j < num_keys; ++j) {
+    s[j] = exp_poly<float, int32_t>(s[j] - mn);
+    lanes[j % 16] += s[j];
   }
-  tile_values(s, sc.v_rows.data(), num_keys, p.head_dim, acc);
-  l = l * alpha + tile_sum;
-  m = m_new;
+  float half[8];
+  for (int i = 0; i < 8; ++i) half[i] = lanes[i] + lanes[i + 8];
+  return ((half[0] + half[4]) + (half[2] + half[6])) + ((half[1] + half[5]) + (half[3] + half[7]));
+}
+
+// Folds the first num_keys keys of the loaded tile into the (m, l, acc) of `rows` query rows
+// that see the same keys (q[r], m[r], l[r], acc[r]).
+void update_rows(const AttentionCpuParams& p, const float* const* q, int rows, int num_keys,
+                 int kv_tile, TileScratch& sc, float* m, float* l, float* const* acc) {
+  float* scores = sc.scores.data();
+  tile_scores(q, rows, sc.kt.data(), p.head_dim, kv_tile, num_keys, scores);
+  for (int r = 0; r < rows; ++r) {
+    float m_new;
+    const float tile_sum = tile_softmax(scores + static_cast<size_t>(r) * kv_tile, num_keys,
+                                        p.softmax_scale, m[r], &m_new);
+    // m == -inf means nothing accumulated yet (l = 0, acc = 0): no rescale, and no
+    // exp(-inf - (-inf)) can arise since m_new is finite anyway.
+    const float alpha = (m[r] == kNegInf) ? 0.f : std::exp(m[r] - m_new);
+    if (alpha != 1.f) {
+      for (int c = 0; c < p.head_dim; ++c) acc[r][c] *= alpha;
+    }
+    l[r] = l[r] * alpha + tile_sum;
+    m[r] = m_new;
+  }
+  tile_values(scores, kv_tile, rows, sc.v_rows.data(), num_keys, p.head_dim, acc);
 }
 
 // One (sequence, KV head, chunk of query positions): all query heads of the GQA group,
@@ -266,11 +380,13 @@ void tiled_work_item(const AttentionCpuParams& p, const WorkItem& w, int kv_tile
       const int i = w.first_query + qi;
       const int num_keys = std::min(n, visible_keys(p, seq, i) - t0);
       if (num_keys <= 0) continue;  // row fully masked in this tile: state unchanged
+      const int r = qi * group;  // the group's rows r .. r + group - 1
       for (int hh = 0; hh < group; ++hh) {
-        const int r = qi * group + hh;
-        update_row(p, q_row(p, seq.q_start + i, w.kv_head * group + hh), num_keys, kv_tile,
-                   sc, sc.row_max[r], sc.row_sum[r], sc.acc.data() + static_cast<size_t>(r) * d);
+        sc.q_rows[hh] = q_row(p, seq.q_start + i, w.kv_head * group + hh);
+        sc.acc_rows[hh] = sc.acc.data() + static_cast<size_t>(r + hh) * d;
       }
+      update_rows(p, sc.q_rows.data(), group, num_keys, kv_tile, sc, sc.row_max.data() + r,
+                  sc.row_sum.data() + r, sc.acc_rows.data());
     }
   }
   for (int qi = 0; qi < w.num_queries; ++qi) {
@@ -300,13 +416,28 @@ std::vector<WorkItem> make_work_items(const AttentionCpuParams& p, int64_t& tota
       }
     }
   }
+  // The largest items first (a causal chunk's cost grows with its keys), so that the
+  // threads finish together instead of one of them running the longest chunk last. An
+  // item's result does not depend on when or where it runs.
+  auto keys = [&p](const WorkItem& w) {
+    const SeqView seq = seq_view(p, w.seq);
+    return static_cast<int64_t>(visible_keys(p, seq, w.first_query + w.num_queries - 1)) *
+           w.num_queries;
+  };
+  std::stable_sort(items.begin(), items.end(),
+                   [&](const WorkItem& a, const WorkItem& b) { return keys(a) > keys(b); });
   return items;
 }
 
-// Runs fn(item, scratch) over all items, on several threads when the work is large.
+// Runs fn(item, scratch) over all items, on several threads when the work is large: the
+// pool's tasks when there is one (a task that starts late finds the items taken and
+// returns at once; the pool's caller never waits for it), else std::thread workers.
 template <typename Fn>
-void run_work_items(const std::vector<WorkItem>& items, int64_t total_work, Fn fn) {
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+void run_work_items(const std::vector<WorkItem>& items, int64_t total_work,
+                    const AttentionPool* pool, Fn fn) {
+  const int hw = pool != nullptr
+                     ? pool->num_threads
+                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int num_threads =
       total_work < kMinWorkForThreads ? 1 : std::min<int>(hw, static_cast<int>(items.size()));
   std::atomic<size_t> next{0};
@@ -318,6 +449,11 @@ void run_work_items(const std::vector<WorkItem>& items, int64_t total_work, Fn f
   };
   if (num_threads <= 1) {
     worker();
+    return;
+  }
+  if (pool != nullptr && pool->run != nullptr) {
+    pool->run(pool->ctx, num_threads,
+              [](void* ctx, int) { (*static_cast<decltype(worker)*>(ctx))(); }, &worker);
     return;
   }
   std::vector<std::thread> threads;
@@ -339,14 +475,17 @@ void attention_naive_cpu(const AttentionCpuParams& p) {
   }
 }
 
-void attention_tiled_cpu(const AttentionCpuParams& p, int kv_tile) {
+void attention_tiled_cpu(const AttentionCpuParams& p, int kv_tile, const AttentionPool* pool) {
   kv_tile = std::max(kv_tile, 1);
   int64_t total_work = 0;
   const std::vector<WorkItem> items = make_work_items(p, total_work);
-  run_work_items(items, total_work, [&](const WorkItem& w, TileScratch& sc) {
+  run_work_items(items, total_work, pool, [&](const WorkItem& w, TileScratch& sc) {
     sc.kt.resize(static_cast<size_t>(p.head_dim) * kv_tile);
     sc.v_rows.resize(kv_tile);
-    sc.scores.resize(kv_tile);
+    const int group = p.num_heads / p.num_kv_heads;
+    sc.scores.resize(static_cast<size_t>(group) * kv_tile);
+    sc.q_rows.resize(group);
+    sc.acc_rows.resize(group);
     tiled_work_item(p, w, kv_tile, sc);
   });
 }

@@ -36,12 +36,22 @@ struct AttentionCpuParams {
 // num_heads % num_kv_heads == 0. Writes every row of out (and lse) of the packed queries; a
 // row that sees no key (seqlens_k[s] == 0) gets out = 0 and lse = -inf. Masked keys are
 // skipped, never scored as -inf, so no NaN arises from masking.
-// attention_tiled_cpu splits large problems over std::thread workers (one per hardware
-// thread, by (sequence, KV head, 32-query chunk)); small ones such as decode run on the
-// calling thread. Results do not depend on the number of threads. kv_tile >= 1 is the
-// number of keys per K/V tile; it need not divide block_size.
+// attention_tiled_cpu splits large problems into work items (sequence, KV head, 32-query
+// chunk) claimed by num_threads tasks of `pool` (e.g. the CPU runner's persistent pool), or
+// without a pool by std::thread workers, one per hardware thread; small ones such as decode
+// run on the calling thread. Results do not depend on the number of threads. kv_tile >= 1
+// is the number of keys per K/V tile; it need not divide block_size.
+struct AttentionPool {
+  // Calls task(task_ctx, i) for i in [0, num_tasks), possibly on several threads, and
+  // returns when all have returned.
+  void (*run)(void* ctx, int num_tasks, void (*task)(void* task_ctx, int i), void* task_ctx) =
+      nullptr;
+  void* ctx = nullptr;
+  int num_threads = 1;
+};
 void attention_naive_cpu(const AttentionCpuParams& p);
-void attention_tiled_cpu(const AttentionCpuParams& p, int kv_tile = 64);
+void attention_tiled_cpu(const AttentionCpuParams& p, int kv_tile = 64,
+                         const AttentionPool* pool = nullptr);
 
 // Writes new_k/new_v rows into the cache at slot_mapping[t] (kernels/paged_kv.h); a
 // negative slot marks a padding token and is skipped.

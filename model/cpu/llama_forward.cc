@@ -137,8 +137,14 @@ void attention_run(const ModelConfig& c, const ForwardBatch& b, int s0, int s1,
   p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   p.causal = true;
 
+  kernels::AttentionPool pool;  // the runner's persistent pool, not threads per call
+  pool.ctx = ws->pool;
+  pool.num_threads = ws->pool->num_threads();
+  pool.run = [](void* ctx, int num_tasks, void (*task)(void*, int), void* task_ctx) {
+    static_cast<ThreadPool*>(ctx)->run(num_tasks, [&](int i) { task(task_ctx, i); });
+  };
   const auto start = std::chrono::steady_clock::now();
-  kernels::attention_tiled_cpu(p);
+  kernels::attention_tiled_cpu(p, 64, &pool);
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   if (phase == nullptr) return;
   const kernels::AttentionCost cost =

@@ -26,6 +26,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -353,6 +354,82 @@ TEST(AttentionCpu, ResultDoesNotDependOnPhysicalBlockPermutation) {
   EXPECT_EQ(naive_a.lse, naive_b.lse);
   EXPECT_EQ(tiled_a.out, tiled_b.out);
   EXPECT_EQ(tiled_a.lse, tiled_b.lse);
+}
+
+// The tiled kernel computes the query heads of a GQA group together, register-blocked over
+// heads, keys and output columns (attention_ref.cc); each head's result must be bitwise the
+// one it gets alone: one query head over a cache holding only its KV head (a group of one).
+// Groups of 3 and 8 (two blocks of 4), head_dim 64, 128 and 72 (a column tail), kv_tile 64,
+// 100 (a key tail) and 16.
+TEST(AttentionCpu, EachHeadOfAGroupIsBitwiseTheHeadAlone) {
+  struct Setup { int h, kv, d, bs, kv_tile; };
+  for (Setup su : {Setup{9, 3, 64, 16, 64}, Setup{8, 1, 128, 16, 100}, Setup{8, 2, 72, 64, 16}}) {
+    const Problem pr = make_problem(make_case("group", {{97, 97}, {1, 130}, {40, 300}}, su.h,
+                                              su.kv, su.d, su.bs, true, 1.f, 77));
+    const Outputs all =
+        run(pr, [&](const AttentionCpuParams& p) { attention_tiled_cpu(p, su.kv_tile); });
+    const int group = su.h / su.kv;
+    const size_t num_blocks = pr.k_cache.size() / (su.kv * su.bs * su.d);
+    for (int h = 0; h < su.h; ++h) {
+      const int g = h / group;
+      Problem one = pr;
+      one.c.num_heads = 1;
+      one.c.num_kv_heads = 1;
+      one.q.assign(static_cast<size_t>(pr.num_tokens) * su.d, 0.f);
+      for (int t = 0; t < pr.num_tokens; ++t) {
+        std::copy_n(pr.q.begin() + (static_cast<size_t>(t) * su.h + h) * su.d, su.d,
+                    one.q.begin() + static_cast<size_t>(t) * su.d);
+      }
+      one.k_cache.assign(num_blocks * su.bs * su.d, 0.f);
+      one.v_cache = one.k_cache;
+      for (size_t b = 0; b < num_blocks; ++b) {
+        for (int row = 0; row < su.bs; ++row) {
+          const int64_t src = kv_cache_offset(b, g, row, su.kv, su.bs, su.d);
+          const int64_t dst = kv_cache_offset(b, 0, row, 1, su.bs, su.d);
+          std::copy_n(pr.k_cache.begin() + src, su.d, one.k_cache.begin() + dst);
+          std::copy_n(pr.v_cache.begin() + src, su.d, one.v_cache.begin() + dst);
+        }
+      }
+      const Outputs alone =
+          run(one, [&](const AttentionCpuParams& p) { attention_tiled_cpu(p, su.kv_tile); });
+      for (int t = 0; t < pr.num_tokens; ++t) {
+        for (int c = 0; c < su.d; ++c) {
+          ASSERT_EQ(alone.out[static_cast<size_t>(t) * su.d + c],
+                    all.out[(static_cast<size_t>(t) * su.h + h) * su.d + c])
+              << "h" << su.h << "kv" << su.kv << " head " << h << " token " << t << " col " << c;
+        }
+        ASSERT_EQ(alone.lse[t], all.lse[static_cast<size_t>(t) * su.h + h]) << "head " << h;
+      }
+    }
+  }
+}
+
+// With a caller's pool (its tasks on threads, or one after another in reverse order, as a
+// pool whose workers start late runs them) the outputs are bitwise those of the kernel's
+// own threads: an item's result does not depend on where or when it runs.
+TEST(AttentionCpu, APoolGivesTheSameBitsAsOwnThreads) {
+  const Problem pr = make_problem(
+      make_case("pool", {{300, 300}, {1, 130}, {97, 200}}, 9, 3, 64, 16, true, 1.f, 78));
+  auto own = [](const AttentionCpuParams& p) { attention_tiled_cpu(p, 64); };
+  const Outputs want = run(pr, own);
+  AttentionPool threads;
+  threads.num_threads = 3;
+  threads.run = [](void*, int n, void (*task)(void*, int), void* task_ctx) {
+    std::vector<std::thread> t;
+    for (int i = 0; i < n; ++i) t.emplace_back(task, task_ctx, i);
+    for (auto& th : t) th.join();
+  };
+  AttentionPool reverse;
+  reverse.num_threads = 2;
+  reverse.run = [](void*, int n, void (*task)(void*, int), void* task_ctx) {
+    for (int i = n - 1; i >= 0; --i) task(task_ctx, i);
+  };
+  for (const AttentionPool* pool : {&threads, &reverse}) {
+    const Outputs got =
+        run(pr, [pool](const AttentionCpuParams& p) { attention_tiled_cpu(p, 64, pool); });
+    EXPECT_EQ(got.out, want.out);
+    EXPECT_EQ(got.lse, want.lse);
+  }
 }
 
 TEST(AttentionCpu, KvAppendWritesSlotsAndSkipsNegativeSlots) {
