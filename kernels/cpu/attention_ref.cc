@@ -33,7 +33,6 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/cpu/exp_poly.h"
 #include "kernels/paged_kv.h"
 
 namespace flashserve::kernels {
@@ -169,9 +168,7 @@ void load_tile(const AttentionCpuParams& p, const SeqView& seq, int kv_head, int
 // These helpers are always inlined into the clones (so built for each clone's target); no
 // V16 ever crosses a call, hence no ABI question (-Wpsabi's warning is about calls).
 #pragma GCC diagnostic ignored "-Wpsabi"
-using exp_internal::exp_poly;  // kernels/cpu/exp_poly.h: the softmax's exp, <= 1.4 * 2^-24
-using exp_internal::V16;
-using exp_internal::V16i;
+typedef float V16 __attribute__((vector_size(64)));
 #define FS_ATTENTION_INLINE inline __attribute__((always_inline))
 
 FS_ATTENTION_INLINE V16 load16(const float* p) {
@@ -301,43 +298,6 @@ void tile_values(const float* s, int kv_tile, int rows, const float* const* v_ro
   }
 }
 
-// One row's softmax over the first num_keys scores of a tile: s[j] *= scale, then with
-// m_new = max(m, max_j s[j]), s[j] = exp(s[j] - m_new). Returns sum_j s[j], summed in 16
-// lanes (key j in lane j % 16) and then the lanes in a fixed tree: the same bits for a
-// row whatever the other rows, the number of threads or the CPU.
-FS_ATTENTION_CLONES
-float tile_softmax(float* s, int num_keys, float scale, float m, float* m_new) {
-  const int body = num_keys / 16 * 16;
-  V16 vmax = {};
-  vmax += kNegInf;
-  for (int j = 0; j < body; j += 16) {
-    const V16 v = load16(s + j) * scale;
-    store16(s + j, v);
-    vmax = vmax > v ? vmax : v;
-  }
-  float tile_max = kNegInf;
-  for (int i = 0; i < 16; ++i) tile_max = std::max(tile_max, vmax[i]);
-  for (int j = body; j < num_keys; ++j) {
-    s[j] *= scale;
-    tile_max = std::max(tile_max, s[j]);
-  }
-  const float mn = std::max(m, tile_max);  // finite: num_keys >= 1
-  *m_new = mn;
-  V16 lanes = {};
-  for (int j = 0; j < body; j += 16) {
-    const V16 e = exp_poly<V16, V16i>(load16(s + j) - mn);
-    store16(s + j, e);
-    lanes += e;
-  }
-  for (int j = body; j < num_keys; ++j) {
-    s[j] = exp_poly<float, int32_t>(s[j] - mn);
-    lanes[j % 16] += s[j];
-  }
-  float half[8];
-  for (int i = 0; i < 8; ++i) half[i] = lanes[i] + lanes[i + 8];
-  return ((half[0] + half[4]) + (half[2] + half[6])) + ((half[1] + half[5]) + (half[3] + half[7]));
-}
-
 // Folds the first num_keys keys of the loaded tile into the (m, l, acc) of `rows` query rows
 // that see the same keys (q[r], m[r], l[r], acc[r]).
 void update_rows(const AttentionCpuParams& p, const float* const* q, int rows, int num_keys,
@@ -345,12 +305,21 @@ void update_rows(const AttentionCpuParams& p, const float* const* q, int rows, i
   float* scores = sc.scores.data();
   tile_scores(q, rows, sc.kt.data(), p.head_dim, kv_tile, num_keys, scores);
   for (int r = 0; r < rows; ++r) {
-    float m_new;
-    const float tile_sum = tile_softmax(scores + static_cast<size_t>(r) * kv_tile, num_keys,
-                                        p.softmax_scale, m[r], &m_new);
+    float* s = scores + static_cast<size_t>(r) * kv_tile;
+    float tile_max = kNegInf;
+    for (int j = 0; j < num_keys; ++j) {
+      s[j] *= p.softmax_scale;
+      tile_max = std::max(tile_max, s[j]);
+    }
+    const float m_new = std::max(m[r], tile_max);  // finite: num_keys >= 1
     // m == -inf means nothing accumulated yet (l = 0, acc = 0): no rescale, and no
     // exp(-inf - (-inf)) can arise since m_new is finite anyway.
     const float alpha = (m[r] == kNegInf) ? 0.f : std::exp(m[r] - m_new);
+    float tile_sum = 0.f;
+    for (int j = 0; j < num_keys; ++j) {
+      s[j] = std::exp(s[j] - m_new);
+      tile_sum += s[j];
+    }
     if (alpha != 1.f) {
       for (int c = 0; c < p.head_dim; ++c) acc[r][c] *= alpha;
     }
@@ -416,16 +385,6 @@ std::vector<WorkItem> make_work_items(const AttentionCpuParams& p, int64_t& tota
       }
     }
   }
-  // The largest items first (a causal chunk's cost grows with its keys), so that the
-  // threads finish together instead of one of them running the longest chunk last. An
-  // item's result does not depend on when or where it runs.
-  auto keys = [&p](const WorkItem& w) {
-    const SeqView seq = seq_view(p, w.seq);
-    return static_cast<int64_t>(visible_keys(p, seq, w.first_query + w.num_queries - 1)) *
-           w.num_queries;
-  };
-  std::stable_sort(items.begin(), items.end(),
-                   [&](const WorkItem& a, const WorkItem& b) { return keys(a) > keys(b); });
   return items;
 }
 

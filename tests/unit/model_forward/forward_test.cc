@@ -94,8 +94,7 @@ TEST_F(ModelForwardTest, LogitsAndGreedyTokensMatchTransformers) {
 // the output, compounded over 30 layers of residual stream: measured on 2026-12-01 (5 golden
 // prompts, ~200 steps) a worst relative error of 5.8e-2 over the stored logits, and 7
 // greedy steps where our argmax is the reference's runner-up, the widest with a reference
-// top-2 margin of 0.32 logits; on 2026-12-02, after the softmax's exp changed (NOTES step
-// 11), 6.2e-2 and 10 steps, the widest at 0.245 (bench/cpu/NOTES.md). The bounds leave < 2x room:
+// top-2 margin of 0.32 logits (bench/cpu/NOTES.md). The bounds leave < 2x room:
 // kMaxNativeGoldenRelativeError 0.1 and a tie margin of 0.5. Everything but the products is
 // the code the fp32 test above holds to 1e-4, and each product is checked against its fp32
 // reference in tests/unit/kernels_cpu/quant_matmul_test.cc; a wrong decode of a format here
