@@ -699,6 +699,10 @@ TEST_F(ServiceTest, AStreamEndedByItsDeadlineIsLoggedAsDeadlineExceeded) {
   while (stream->Read(&message)) {
   }
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The server's own deadline fires at about the moment the client's did; opened at once, the
+  // gate let the fake runner finish all 50 tokens before the server saw the cancellation (an
+  // "OK, length" line, seen once on a quiet machine). Let the server's timer fire first.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   gate_.open();
   EXPECT_TRUE(idle());
   const std::vector<std::string> lines = log_->wait_for_access_lines(1);
