@@ -1,5 +1,8 @@
 #pragma once
 // Small client helpers shared by the e2e suites.
+#include <sys/socket.h>
+#include <sys/types.h>
+
 #include <chrono>
 #include <thread>
 #include <string>
@@ -12,6 +15,17 @@ namespace flashserve::e2e {
 
 // Generous bound for one generation on a loaded 2-core machine; only ever hit on a hang.
 inline constexpr std::chrono::seconds kRpcTimeout{180};
+
+// Writes all of `bytes` to the socket (no SIGPIPE); false when the peer is gone.
+inline bool send_all(int fd, const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
 
 inline v1::GenerateRequest greedy_request(const std::string& prompt, int max_new_tokens) {
   v1::GenerateRequest request;

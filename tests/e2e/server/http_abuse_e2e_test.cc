@@ -57,13 +57,7 @@ class Socket {
   }
   bool connected() const { return connected_; }
   bool send(const std::string& bytes) {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      done += static_cast<size_t>(n);
-    }
-    return true;
+    return send_all(fd_, bytes);
   }
   // Reads until `text` arrives, the server closes, or `timeout`; what arrived so far.
   std::string read_until(const std::string& text,

@@ -144,13 +144,7 @@ class RawHttp2Connection {
 
  private:
   bool send_raw(const std::string& bytes) {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      done += static_cast<size_t>(n);
-    }
-    return true;
+    return send_all(fd_, bytes);
   }
 
   void read_loop() {

@@ -54,7 +54,8 @@ class CertificateDir {
 
 bool have_openssl() { return std::system("command -v openssl >/dev/null 2>&1") == 0; }
 
-class TlsStartE2E : public ::testing::Test {
+// The default model and a fresh directory of test certificates (skips without either).
+class WithCertificates : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = default_model_path();
@@ -62,12 +63,16 @@ class TlsStartE2E : public ::testing::Test {
     if (!have_openssl()) GTEST_SKIP() << "openssl not installed (Debian package 'openssl')";
     ASSERT_TRUE(dir_.make()) << dir_.openssl_log();
   }
+  std::string model_;
+  CertificateDir dir_;
+};
+
+class TlsStartE2E : public WithCertificates {
+ protected:
   CommandResult run_server(const std::string& flags) {
     return run_command(server_binary() + " --model " + model_ +
                        " --port 0 --metrics-port -1 " + flags + " 2>&1");
   }
-  std::string model_;
-  CertificateDir dir_;
 };
 
 TEST_F(TlsStartE2E, FilesThatCannotServeAreRefusedWithTheirReason) {
@@ -95,14 +100,8 @@ TEST_F(TlsStartE2E, AnExpiredCertificateIsServedWithAWarning) {
   EXPECT_EQ((*server)->stop(SIGTERM), 0) << (*server)->log();
 }
 
-class JsonLogE2E : public ::testing::Test {
+class JsonLogE2E : public WithCertificates {
  protected:
-  void SetUp() override {
-    model_ = default_model_path();
-    if (model_.empty()) GTEST_SKIP() << "default model not in models/";
-    if (!have_openssl()) GTEST_SKIP() << "openssl not installed (Debian package 'openssl')";
-    ASSERT_TRUE(dir_.make()) << dir_.openssl_log();
-  }
 
   // A TLS channel trusting the test CA.
   std::shared_ptr<grpc::Channel> tls_channel(const std::string& target) {
@@ -112,9 +111,6 @@ class JsonLogE2E : public ::testing::Test {
     args.SetString(GRPC_SSL_TARGET_NAME_OVERRIDE_ARG, "localhost");
     return grpc::CreateCustomChannel(target, grpc::SslCredentials(ssl), args);
   }
-
-  std::string model_;
-  CertificateDir dir_;
 };
 
 std::unique_ptr<grpc::ClientContext> with_token(std::chrono::milliseconds timeout) {
