@@ -30,9 +30,12 @@
 #   REQUESTS_PER_STREAM=4 MIN_REQUESTS=16 DEVICE=auto PORT=50161 HTTP_PORT=50162
 #   METRICS_PORT=50163 HEALTH_TIMEOUT=600 LOAD_TIMEOUT=150 (each client run) RAW=1 E2E=1 IDLE=1
 #   SERVER_ARGS="--max-num-seqs 256 --max-waiting 1024 --noprefix_caching"
+# GUIDELLM_STREAMS_PER_PROCESS=16: guidellm is one Python client whose per-token work caps
+# what one process (with its worker processes) keeps in flight — 56 of 64 streams, 117-181 of
+# 256 on the H200 (NOTES.md) — so a concurrency past 16 runs as several guidellm processes
+# side by side, as one would scale any client, counted together over their whole span.
 # guidellm's own settings pass through the environment, e.g. GUIDELLM__MAX_WORKER_PROCESSES
-# (its client processes, default 10: at 64-256 streams guidellm's per-record Python work is
-# the likely limit, NOTES.md).
+# (each process's worker processes, default 10).
 # Exit status: 0 when every run and test succeeded (musts are reported, not the status), 1
 # otherwise, 2 bad usage.
 set -euo pipefail
@@ -63,6 +66,7 @@ HTTP_PORT=${HTTP_PORT:-50162}
 METRICS_PORT=${METRICS_PORT:-50163}
 HEALTH_TIMEOUT=${HEALTH_TIMEOUT:-600}
 LOAD_TIMEOUT=${LOAD_TIMEOUT:-150}
+GUIDELLM_STREAMS_PER_PROCESS=${GUIDELLM_STREAMS_PER_PROCESS:-16}
 SERVER_ARGS=${SERVER_ARGS:-"--max-num-seqs 256 --max-waiting 1024 --noprefix_caching"}
 PYTHON=${PYTHON:-python3}
 WHEELS=${WHEELS:-$root/.whl}
@@ -139,7 +143,7 @@ grpc_load() {  # grpc_load CONCURRENCY REQUESTS OUTPUT
     --requests "$2" --prompt-tokens "$PROMPT_TOKENS" --max-tokens "$NEW_TOKENS" --ignore-eos \
     --temperature 0 > "$3" 2>&1
 }
-guidellm_load() {  # guidellm_load CONCURRENCY REQUESTS STEM
+guidellm_one() {  # guidellm_one STREAMS REQUESTS STEM: one guidellm process
   timeout "$LOAD_TIMEOUT" "$PYTHON" -m guidellm run \
     --backend "kind=openai_http,target=http://127.0.0.1:$HTTP_PORT,model=$model_name,request_format=/v1/completions" \
     --profile "kind=concurrent,streams=$1" \
@@ -147,6 +151,28 @@ guidellm_load() {  # guidellm_load CONCURRENCY REQUESTS STEM
     --tokenizer "kind=hf_auto,model=$tokenizer" \
     --constraint "kind=max_requests,count=$2" \
     --output "kind=json,path=$3.json" --disable-progress > "$3.log" 2>&1
+}
+# guidellm_load CONCURRENCY REQUESTS STEM: ceil(CONCURRENCY / GUIDELLM_STREAMS_PER_PROCESS)
+# guidellm processes side by side, the streams and requests split evenly, writing
+# STEM_s<i>.json and .log; prints the comma-separated JSON list for http_load_summary.py,
+# which counts their output tokens over the span from the first one's start to the last
+# one's end (so any stagger between them is counted against HTTP, not for it).
+guidellm_load() {
+  local c=$1 n=$2 stem=$3 per=$GUIDELLM_STREAMS_PER_PROCESS
+  local shards=$(( (c + per - 1) / per )) i pids=() files=() rc=0
+  for ((i = 0; i < shards; i++)); do
+    # Shard i gets an even share of the streams and requests (the first ones one more).
+    local streams=$(( c / shards + (i < c % shards ? 1 : 0) ))
+    local requests=$(( n / shards + (i < n % shards ? 1 : 0) ))
+    guidellm_one "$streams" "$requests" "${stem}_s$i" &
+    pids+=($!)
+    files+=("${stem}_s$i.json")
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || { rc=1; tail -n 20 "${stem}_s$i.log" >&2; }
+  done
+  (IFS=,; echo "${files[*]}")
+  return $rc
 }
 raw_load() {  # raw_load CONCURRENCY REQUESTS OUTPUT
   timeout "$LOAD_TIMEOUT" "$PYTHON" "$here/openai_sse_load.py" "$HTTP_PORT" "$1" "$2" \
@@ -157,7 +183,7 @@ raw_load() {  # raw_load CONCURRENCY REQUESTS OUTPUT
 echo "warm-up (gRPC and HTTP)"
 grpc_load 1 2 "$out/warmup_grpc.txt" || { cat "$out/warmup_grpc.txt" >&2; exit 1; }
 # guidellm failing here (its wheels against the machine's packages) still leaves the rest.
-guidellm_load 1 2 "$out/warmup_guidellm" || { status=1; tail -n 30 "$out/warmup_guidellm.log" >&2; }
+guidellm_one 1 2 "$out/warmup_guidellm" || { status=1; tail -n 30 "$out/warmup_guidellm.log" >&2; }
 args=()
 summary_status=1  # until a table is written
 for c in $CONCURRENCY; do
@@ -167,9 +193,9 @@ for c in $CONCURRENCY; do
   grpc_load "$c" "$n" "$out/grpc_c$c.txt" || { status=1; tail -n 5 "$out/grpc_c$c.txt"; }
   sleep 0.2; echo "grpc $c $mark $(wc -l < "$out/server.log")" >> "$out/log_ranges.txt"
   mark=$(wc -l < "$out/server.log")
-  guidellm_load "$c" "$n" "$out/guidellm_c$c" || { status=1; tail -n 20 "$out/guidellm_c$c.log"; }
+  guidellm_files=$(guidellm_load "$c" "$n" "$out/guidellm_c$c") || status=1
   sleep 0.2; echo "http $c $mark $(wc -l < "$out/server.log")" >> "$out/log_ranges.txt"
-  args+=(--run "$c:$out/grpc_c$c.txt:$out/guidellm_c$c.json")
+  args+=(--run "$c:$out/grpc_c$c.txt:$guidellm_files")
   if [[ ${RAW:-1} == 1 ]]; then
     mark=$(wc -l < "$out/server.log")
     raw_load "$c" "$n" "$out/raw_c$c.txt" || { status=1; tail -n 5 "$out/raw_c$c.txt"; }

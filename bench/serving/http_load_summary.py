@@ -5,7 +5,8 @@ and each run's lines of it, the engine's own TTFT p50 per run beside the client'
 status 1 when a run is missing or had failed requests.
 
     python3 bench/serving/http_load_summary.py --prompt-tokens 128 --new-tokens 128 \\
-        --run 1:grpc_c1.txt:guidellm_c1.json[:raw_c1.txt] --run 64:... [--env env.txt]
+        --run 1:grpc_c1.txt:guidellm_c1_s0.json[:raw_c1.txt] \\
+        --run 64:grpc_c64.txt:guidellm_c64_s0.json,guidellm_c64_s1.json,...[:raw_c64.txt] ...
 """
 
 import argparse
@@ -29,22 +30,32 @@ def read_grpc(path):
     return float(rate.group(1)), float(ttft.group(1)), int(failed.group(2))
 
 
-def read_guidellm(path, new_tokens):
-    """(tokens/s, TTFT p50 ms, failed requests) of a guidellm JSON report (one benchmark).
-    Tokens/s = output tokens of the successful requests / the benchmark's duration, as the
-    gRPC client counts; a request short of new_tokens counts as failed."""
-    report = json.load(open(path, encoding="utf-8"))
-    bench = report["benchmarks"][0]
-    metrics = bench["metrics"]
-    totals = metrics["request_totals"]
-    tokens = metrics["output_token_count"]["successful"]
-    failed = totals["errored"] + totals["incomplete"]
-    if tokens["count"] and tokens["min"] < new_tokens:
-        failed += 1
-    ttft = metrics["time_to_first_token_ms"]["successful"]["percentiles"]["p50"]
-    # The streams guidellm kept in flight (a client that cannot keep up keeps fewer).
-    in_flight = metrics["request_concurrency"]["successful"]["mean"]
-    return tokens["total_sum"] / bench["duration"], ttft, failed, in_flight
+def read_guidellm(paths, new_tokens):
+    """(tokens/s, TTFT p50 ms, failed requests, streams in flight) of guidellm JSON reports
+    (one benchmark each), `paths` comma-separated: the processes http_load.sh ran side by
+    side. Tokens/s = output tokens of the successful requests / the span from the earliest
+    benchmark start to the latest end, as the gRPC client counts over its run (a stagger
+    between the processes lengthens the span: it counts against HTTP). TTFT p50 over all
+    their successful requests; a request short of new_tokens counts as failed."""
+    tokens = failed = in_flight = 0
+    start, end, ttfts = float("inf"), float("-inf"), []
+    for path in paths.split(","):
+        report = json.load(open(path, encoding="utf-8"))
+        bench = report["benchmarks"][0]
+        metrics = bench["metrics"]
+        totals = metrics["request_totals"]
+        failed += totals["errored"] + totals["incomplete"]
+        for request in bench["requests"]["successful"]:
+            tokens += request["output_tokens"]
+            failed += request["output_tokens"] < new_tokens
+            ttfts.append(request["time_to_first_token_ms"])
+        start, end = min(start, bench["start_time"]), max(end, bench["end_time"])
+        # The streams guidellm kept in flight (a client that cannot keep up keeps fewer).
+        in_flight += metrics["request_concurrency"]["successful"]["mean"]
+    if not ttfts:
+        raise ValueError(f"{paths}: no successful request")
+    ttfts.sort()
+    return tokens / (end - start), ttfts[(len(ttfts) - 1) // 2], failed, in_flight
 
 
 def read_raw(path):
@@ -70,7 +81,7 @@ def main():
     parser.add_argument("--prompt-tokens", type=int, required=True)
     parser.add_argument("--new-tokens", type=int, required=True)
     parser.add_argument("--run", action="append", required=True,
-                        help="CONCURRENCY:GRPC_OUTPUT:GUIDELLM_JSON[:RAW_OUTPUT]")
+                        help="CONCURRENCY:GRPC_OUTPUT:GUIDELLM_JSON[,GUIDELLM_JSON...][:RAW_OUTPUT]")
     parser.add_argument("--env")
     parser.add_argument("--server-log", help="with --log-ranges: the engine's TTFT per run")
     parser.add_argument("--log-ranges", help="lines 'CLIENT CONCURRENCY FIRST LAST' of the log")
@@ -87,7 +98,7 @@ def main():
     for run in args.run:
         parts = run.split(":")
         c = int(parts[0])
-        row = {"c": c}
+        row = {"c": c, "processes": len(parts[2].split(",")) if len(parts) > 2 else 0}
         for key, reader in (("grpc", read_grpc), ("http", lambda p: read_guidellm(p, args.new_tokens)),
                             ("raw", read_raw)):
             index = {"grpc": 1, "http": 2, "raw": 3}[key]
@@ -113,8 +124,8 @@ def main():
     out = [f"### HTTP/SSE (guidellm) beside gRPC (flashserve-cli load): {args.prompt_tokens} "
            f"prompt tokens -> {args.new_tokens} new tokens, ignore EOS, greedy", ""]
     head = ("| streams | gRPC tokens/s | guidellm tokens/s | guidellm / gRPC | gRPC TTFT p50 ms "
-            "| guidellm TTFT p50 ms | guidellm streams in flight (mean) |")
-    rule = "|---|---|---|---|---|---|---|"
+            "| guidellm TTFT p50 ms | guidellm streams in flight (mean) | guidellm processes |")
+    rule = "|---|---|---|---|---|---|---|---|"
     if has_raw:
         head += " raw SSE tokens/s | raw / gRPC | raw TTFT p50 ms |"
         rule += "---|---|---|"
@@ -122,7 +133,7 @@ def main():
     for row in rows:
         line = (f"| {row['c']} | {cell(row, 'grpc', 0, '{:,.0f}')} | {cell(row, 'http', 0, '{:,.0f}')} "
                 f"| {ratio(row, 'http')} | {cell(row, 'grpc', 1, '{:.2f}')} | {cell(row, 'http', 1, '{:.2f}')} "
-                f"| {cell(row, 'http', 3, '{:.1f}')} |")
+                f"| {cell(row, 'http', 3, '{:.1f}')} | {row['processes']} |")
         if has_raw:
             line += (f" {cell(row, 'raw', 0, '{:,.0f}')} | {ratio(row, 'raw')} "
                      f"| {cell(row, 'raw', 1, '{:.2f}')} |")
