@@ -155,8 +155,9 @@ guidellm_one() {  # guidellm_one STREAMS REQUESTS STEM: one guidellm process
 # guidellm_load CONCURRENCY REQUESTS STEM: ceil(CONCURRENCY / GUIDELLM_STREAMS_PER_PROCESS)
 # guidellm processes side by side, the streams and requests split evenly, writing
 # STEM_s<i>.json and .log; prints the comma-separated JSON list for http_load_summary.py,
-# which counts their output tokens over the span from the first one's start to the last
-# one's end (so any stagger between them is counted against HTTP, not for it).
+# which counts their output tokens over the window in which all of them ran (each starts its
+# benchmark after its own start-up, seconds apart under load: runs must be long enough that
+# the common window is most of the span, REQUESTS_PER_STREAM >= 32 at 64-256 streams).
 guidellm_load() {
   local c=$1 n=$2 stem=$3 per=$GUIDELLM_STREAMS_PER_PROCESS
   local shards=$(( (c + per - 1) / per )) i pids=() files=() rc=0

@@ -30,32 +30,55 @@ def read_grpc(path):
     return float(rate.group(1)), float(ttft.group(1)), int(failed.group(2))
 
 
+def tokens_within(request, w0, w1):
+    """Output tokens of one guidellm request that arrived within [w0, w1]: the first at
+    start + TTFT, the others evenly spaced from there to the request's end (tokens stream at
+    the engine's step rate)."""
+    first = request["request_start_time"] + request["time_to_first_token_ms"] / 1000
+    end, n = request["request_end_time"], request["output_tokens"]
+    if n <= 0 or first > w1 or end < w0:
+        return 0.0
+    count = 1.0 if w0 <= first <= w1 else 0.0
+    if n > 1 and end > first:
+        overlap = max(0.0, min(end, w1) - max(first, w0))
+        count += (n - 1) * overlap / (end - first)
+    return count
+
+
+MIN_COMMON_FRACTION = 0.5  # of the span, or the processes' figures do not add up
+
+
 def read_guidellm(paths, new_tokens):
-    """(tokens/s, TTFT p50 ms, failed requests, streams in flight) of guidellm JSON reports
-    (one benchmark each), `paths` comma-separated: the processes http_load.sh ran side by
-    side. Tokens/s = output tokens of the successful requests / the span from the earliest
-    benchmark start to the latest end, as the gRPC client counts over its run (a stagger
-    between the processes lengthens the span: it counts against HTTP). TTFT p50 over all
-    their successful requests; a request short of new_tokens counts as failed."""
-    tokens = failed = in_flight = 0
-    start, end, ttfts = float("inf"), float("-inf"), []
+    """(tokens/s, TTFT p50 ms, failed requests, streams in flight, common window s, span s)
+    of guidellm JSON reports (one benchmark each), `paths` comma-separated: the processes
+    http_load.sh ran side by side. Each process starts its benchmark when its own start-up
+    (imports, tokenizer, synthetic prompts) ends, seconds apart under load, so the figure is
+    taken over the window in which all of them ran (latest start to earliest end): output
+    tokens of the successful requests that arrived within it / its length; with one process
+    that is its whole run, as the gRPC client counts. TTFT p50 over all their successful
+    requests; a request short of new_tokens counts as failed."""
+    failed = in_flight = 0
+    benches, requests = [], []
     for path in paths.split(","):
-        report = json.load(open(path, encoding="utf-8"))
-        bench = report["benchmarks"][0]
-        metrics = bench["metrics"]
-        totals = metrics["request_totals"]
+        bench = json.load(open(path, encoding="utf-8"))["benchmarks"][0]
+        totals = bench["metrics"]["request_totals"]
         failed += totals["errored"] + totals["incomplete"]
-        for request in bench["requests"]["successful"]:
-            tokens += request["output_tokens"]
-            failed += request["output_tokens"] < new_tokens
-            ttfts.append(request["time_to_first_token_ms"])
-        start, end = min(start, bench["start_time"]), max(end, bench["end_time"])
+        requests += bench["requests"]["successful"]
         # The streams guidellm kept in flight (a client that cannot keep up keeps fewer).
-        in_flight += metrics["request_concurrency"]["successful"]["mean"]
-    if not ttfts:
+        in_flight += bench["metrics"]["request_concurrency"]["successful"]["mean"]
+        benches.append(bench)
+    if not requests:
         raise ValueError(f"{paths}: no successful request")
-    ttfts.sort()
-    return tokens / (end - start), ttfts[(len(ttfts) - 1) // 2], failed, in_flight
+    w0, w1 = max(b["start_time"] for b in benches), min(b["end_time"] for b in benches)
+    span = max(b["end_time"] for b in benches) - min(b["start_time"] for b in benches)
+    if w1 - w0 < MIN_COMMON_FRACTION * span:
+        raise ValueError(f"{paths}: the processes ran together {max(0, w1 - w0):.1f} s of "
+                         f"{span:.1f} s: make the runs longer (REQUESTS_PER_STREAM)")
+    failed += sum(r["output_tokens"] < new_tokens for r in requests)
+    tokens = sum(tokens_within(r, w0, w1) for r in requests)
+    ttfts = sorted(r["time_to_first_token_ms"] for r in requests)
+    return (tokens / (w1 - w0), ttfts[(len(ttfts) - 1) // 2], failed, in_flight, w1 - w0,
+            span)
 
 
 def read_raw(path):
@@ -124,8 +147,9 @@ def main():
     out = [f"### HTTP/SSE (guidellm) beside gRPC (flashserve-cli load): {args.prompt_tokens} "
            f"prompt tokens -> {args.new_tokens} new tokens, ignore EOS, greedy", ""]
     head = ("| streams | gRPC tokens/s | guidellm tokens/s | guidellm / gRPC | gRPC TTFT p50 ms "
-            "| guidellm TTFT p50 ms | guidellm streams in flight (mean) | guidellm processes |")
-    rule = "|---|---|---|---|---|---|---|---|"
+            "| guidellm TTFT p50 ms | guidellm streams in flight (mean) | guidellm processes "
+            "| guidellm common window / span s |")
+    rule = "|---|---|---|---|---|---|---|---|---|"
     if has_raw:
         head += " raw SSE tokens/s | raw / gRPC | raw TTFT p50 ms |"
         rule += "---|---|---|"
@@ -133,7 +157,8 @@ def main():
     for row in rows:
         line = (f"| {row['c']} | {cell(row, 'grpc', 0, '{:,.0f}')} | {cell(row, 'http', 0, '{:,.0f}')} "
                 f"| {ratio(row, 'http')} | {cell(row, 'grpc', 1, '{:.2f}')} | {cell(row, 'http', 1, '{:.2f}')} "
-                f"| {cell(row, 'http', 3, '{:.1f}')} | {row['processes']} |")
+                f"| {cell(row, 'http', 3, '{:.1f}')} | {row['processes']} "
+                f"| {cell(row, 'http', 4, '{:.1f}')} / {cell(row, 'http', 5, '{:.1f}')} |")
         if has_raw:
             line += (f" {cell(row, 'raw', 0, '{:,.0f}')} | {ratio(row, 'raw')} "
                      f"| {cell(row, 'raw', 1, '{:.2f}')} |")
