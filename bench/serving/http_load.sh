@@ -36,6 +36,10 @@
 # side by side, as one would scale any client, counted together over their whole span.
 # guidellm's own settings pass through the environment, e.g. GUIDELLM__MAX_WORKER_PROCESSES
 # (each process's worker processes, default 10).
+# SERVER_CPUS / CLIENT_CPUS (taskset lists, e.g. 0-5 / 6-15; default unpinned): the server on
+# its own cores and every client (gRPC, guidellm, raw) on the others, so that a client's
+# Python processes do not take the server's engine thread's core (the usual separation of
+# system under test and load generator; both APIs are measured under the same split).
 # Exit status: 0 when every run and test succeeded (musts are reported, not the status), 1
 # otherwise, 2 bad usage.
 set -euo pipefail
@@ -77,6 +81,9 @@ export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
 export TOKENIZERS_PARALLELISM=false
 status=0
+server_pin=() client_pin=()
+[[ -z ${SERVER_CPUS:-} ]] || server_pin=(taskset -c "$SERVER_CPUS")
+[[ -z ${CLIENT_CPUS:-} ]] || client_pin=(taskset -c "$CLIENT_CPUS")
 
 if ! "$PYTHON" -c "import guidellm, openai" > /dev/null 2>&1; then
   ls "$WHEELS"/*.whl > /dev/null 2>&1 || { echo "$0: guidellm is not importable and $WHEELS has no wheels (scripts/fetch-httpload-wheels.sh)" >&2; exit 2; }
@@ -98,7 +105,7 @@ PY
   echo "host: $(hostname), $(nproc) CPUs"
   echo "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo none)"
   echo "model: $model ($(stat -c %s "$model") bytes)"
-  echo "server: $server $SERVER_ARGS --device $DEVICE"
+  echo "server: $server $SERVER_ARGS --device $DEVICE; cpus: server ${SERVER_CPUS:-any}, clients ${CLIENT_CPUS:-any}"
   sha256sum "$server" "$cli"
   echo "matrix: concurrency $CONCURRENCY; $PROMPT_TOKENS prompt tokens -> $NEW_TOKENS new tokens, ignore EOS, greedy, $REQUESTS_PER_STREAM requests per stream (at least $MIN_REQUESTS)"
   tr '\n' ' ' < "$out/python.txt"; echo
@@ -124,7 +131,7 @@ stop_server() {
 }
 trap stop_server EXIT
 # shellcheck disable=SC2086  # SERVER_ARGS is a list of flags
-"$server" --model "$model" --device "$DEVICE" --host 127.0.0.1 --port "$PORT" \
+"${server_pin[@]}" "$server" --model "$model" --device "$DEVICE" --host 127.0.0.1 --port "$PORT" \
   --http-port "$HTTP_PORT" --metrics-port "$METRICS_PORT" $SERVER_ARGS > "$out/server.log" 2>&1 &
 server_pid=$!
 deadline=$((SECONDS + HEALTH_TIMEOUT))
@@ -139,12 +146,12 @@ print(json.load(urllib.request.urlopen(sys.argv[1], timeout=30))['data'][0]['id'
 echo "serving $model_name: gRPC 127.0.0.1:$PORT, HTTP 127.0.0.1:$HTTP_PORT"
 
 grpc_load() {  # grpc_load CONCURRENCY REQUESTS OUTPUT
-  timeout "$LOAD_TIMEOUT" "$cli" --target "127.0.0.1:$PORT" load --concurrency "$1" \
+  "${client_pin[@]}" timeout "$LOAD_TIMEOUT" "$cli" --target "127.0.0.1:$PORT" load --concurrency "$1" \
     --requests "$2" --prompt-tokens "$PROMPT_TOKENS" --max-tokens "$NEW_TOKENS" --ignore-eos \
     --temperature 0 > "$3" 2>&1
 }
 guidellm_one() {  # guidellm_one STREAMS REQUESTS STEM: one guidellm process
-  timeout "$LOAD_TIMEOUT" "$PYTHON" -m guidellm run \
+  "${client_pin[@]}" timeout "$LOAD_TIMEOUT" "$PYTHON" -m guidellm run \
     --backend "kind=openai_http,target=http://127.0.0.1:$HTTP_PORT,model=$model_name,request_format=/v1/completions" \
     --profile "kind=concurrent,streams=$1" \
     --data "kind=synthetic_text,prompt_tokens=$PROMPT_TOKENS,output_tokens=$NEW_TOKENS" \
@@ -156,8 +163,8 @@ guidellm_one() {  # guidellm_one STREAMS REQUESTS STEM: one guidellm process
 # guidellm processes side by side, the streams and requests split evenly, writing
 # STEM_s<i>.json and .log; prints the comma-separated JSON list for http_load_summary.py,
 # which counts their output tokens over the window in which all of them ran (each starts its
-# benchmark after its own start-up, seconds apart under load: runs must be long enough that
-# the common window is most of the span, REQUESTS_PER_STREAM >= 32 at 64-256 streams).
+# benchmark after its own start-up, up to ~7 s apart under load: runs must be long enough
+# for a common window of some seconds, REQUESTS_PER_STREAM >= 32 at 64-256 streams).
 guidellm_load() {
   local c=$1 n=$2 stem=$3 per=$GUIDELLM_STREAMS_PER_PROCESS
   local shards=$(( (c + per - 1) / per )) i pids=() files=() rc=0
@@ -176,7 +183,7 @@ guidellm_load() {
   return $rc
 }
 raw_load() {  # raw_load CONCURRENCY REQUESTS OUTPUT
-  timeout "$LOAD_TIMEOUT" "$PYTHON" "$here/openai_sse_load.py" "$HTTP_PORT" "$1" "$2" \
+  "${client_pin[@]}" timeout "$LOAD_TIMEOUT" "$PYTHON" "$here/openai_sse_load.py" "$HTTP_PORT" "$1" "$2" \
     "$NEW_TOKENS" "$PROMPT_TOKENS" > "$3" 2>&1
 }
 

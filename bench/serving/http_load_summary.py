@@ -45,7 +45,9 @@ def tokens_within(request, w0, w1):
     return count
 
 
-MIN_COMMON_FRACTION = 0.5  # of the span, or the processes' figures do not add up
+# The window in which all guidellm processes ran must be this long (seconds) and this share
+# of their span to stand for the steady state at the full concurrency.
+MIN_COMMON_SECONDS, MIN_COMMON_FRACTION = 3.0, 0.25
 
 
 def read_guidellm(paths, new_tokens):
@@ -71,7 +73,7 @@ def read_guidellm(paths, new_tokens):
         raise ValueError(f"{paths}: no successful request")
     w0, w1 = max(b["start_time"] for b in benches), min(b["end_time"] for b in benches)
     span = max(b["end_time"] for b in benches) - min(b["start_time"] for b in benches)
-    if w1 - w0 < MIN_COMMON_FRACTION * span:
+    if w1 - w0 < max(MIN_COMMON_SECONDS, MIN_COMMON_FRACTION * span):
         raise ValueError(f"{paths}: the processes ran together {max(0, w1 - w0):.1f} s of "
                          f"{span:.1f} s: make the runs longer (REQUESTS_PER_STREAM)")
     failed += sum(r["output_tokens"] < new_tokens for r in requests)
