@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "bench/bench_check.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 
 namespace flashserve::kernels {
 namespace {

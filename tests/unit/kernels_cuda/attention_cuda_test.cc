@@ -16,7 +16,7 @@
 #include <string>
 #include <tuple>
 
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/device.h"
 #include "tests/unit/kernels_cuda/attention_problem.h"
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "base/bf16.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/cpu/attention_ref.h"
 
 namespace flashserve::kernels::testing {

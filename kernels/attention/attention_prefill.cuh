@@ -17,8 +17,8 @@
 // unrounded fp32 p; the output is divided by l in fp32 and rounded once. A row whose tile is
 // fully masked keeps m = -inf; we then subtract 0 instead of m so that exp2(-inf - (-inf))
 // (NaN) never occurs: all its p are exp2(-inf) = 0.
-#include "kernels/attention.h"
-#include "kernels/attention_common.cuh"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_common.cuh"
 #include "kernels/paged_kv.h"
 
 namespace flashserve::kernels::device {

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/attention.h"
-#include "kernels/attention_dispatch.cuh"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_dispatch.cuh"
 #include "kernels/cuda_plumbing.cuh"
 
 namespace flashserve::kernels {

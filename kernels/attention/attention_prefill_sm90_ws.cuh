@@ -3,7 +3,7 @@
 // warpgroup feeding 2 consumer warpgroups at head_dim 128, 3 at head_dim 64). Its history and
 // measurements are in bench/attention/NOTES.md.
 //
-// Same algorithm and numerics as the portable kernel (kernels/attention_prefill.cuh), on
+// Same algorithm and numerics as the portable kernel (kernels/attention/attention_prefill.cuh), on
 // Hopper's wgmma: 128 query rows per CTA at d128 (2 consumer warpgroups x 64 rows), 128-key
 // K/V tiles in wgmma's 128-byte-swizzled layout (kernels/sm90_wgmma.cuh), S = Q K^T from
 // shared memory and O += P V with P from registers. How the tiles arrive and how the
@@ -41,6 +41,9 @@
 //     512 threads. Each K/V tile then serves 192 rows, and two warpgroups' softmax can run
 //     under the third's GEMMs (at d64 a tile's GEMMs take half as long as at d128 while the
 //     softmax costs the same). The ping-pong turns go round-robin 0 -> 1 -> 2 -> 0.
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_common.cuh"
+#include "kernels/paged_kv.h"
 #include "kernels/sm90_wgmma.cuh"
 
 namespace flashserve::kernels::device {

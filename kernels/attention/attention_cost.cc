@@ -1,5 +1,5 @@
-// attention_cost (kernels/attention.h): plain C++, built with or without CUDA.
-#include "kernels/attention.h"
+// attention_cost (kernels/attention/attention.h): plain C++, built with or without CUDA.
+#include "kernels/attention/attention.h"
 
 namespace flashserve::kernels {
 

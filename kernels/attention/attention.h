@@ -1,6 +1,6 @@
 #pragma once
 // The CUDA attention kernels: plain C++ API (POD params + launchers taking a stream). Device
-// code lives in kernels/attention_*.cuh; callers never see it.
+// code lives in kernels/attention/*.cuh; callers never see it.
 //
 // Every kernel reads K/V from the paged cache (kernels/paged_kv.h) through block tables, with
 // the same semantics as the fp32 reference in kernels/cpu/attention_ref.h:
@@ -32,7 +32,7 @@ typedef struct CUstream_st* cudaStream_t;
 namespace flashserve::kernels {
 
 // Which prefill kernel runs. kAuto: on compute capability 9.0 the faster of the two for the
-// head_dim as measured (kernels/attention_prefill.cu), elsewhere the portable mma.sync path
+// head_dim as measured (kernels/attention/attention_prefill.cu), elsewhere the portable mma.sync path
 // (sm_80 instructions). kHopper on another GPU is an
 // InvalidArgument. Tests and benchmarks pin each path to compare them.
 enum class PrefillImpl { kAuto, kPortable, kHopper };

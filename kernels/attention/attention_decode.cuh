@@ -12,8 +12,8 @@
 //   lse = log(sum_i exp(lse_i)),  out = sum_i exp(lse_i - lse) * out_i.
 // Decode is bound by reading K/V (2 * kv_len * head_dim * 2 bytes per KV head); the MMA
 // wastes 16 / G of its rows, which costs nothing measurable at this arithmetic intensity.
-#include "kernels/attention.h"
-#include "kernels/attention_common.cuh"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_common.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/paged_kv.h"
 

@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/cuda_plumbing.cuh"
 
 namespace flashserve::kernels::device {

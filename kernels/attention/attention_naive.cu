@@ -7,8 +7,8 @@
 // S and P make two round trips through memory: this is what the fused kernels avoid, and the
 // error of this pipeline against fp32 is the yardstick for theirs (at most 2x). Products use
 // 16x16 shared-memory tiles of fp32 FMAs; simple, not fast.
-#include "kernels/attention.h"
-#include "kernels/attention_dispatch.cuh"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_dispatch.cuh"
 #include "kernels/cuda_plumbing.cuh"
 #include "kernels/paged_kv.h"
 

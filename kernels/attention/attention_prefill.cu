@@ -1,15 +1,15 @@
 // Launchers of the fused prefill kernels: the portable mma.sync kernel
-// (kernels/attention_prefill.cuh) and the Hopper warp-specialized wgmma kernel
-// (kernels/attention_prefill_sm90_ws.cuh). Each is instantiated for {bf16, fp16} x head_dim
+// (kernels/attention/attention_prefill.cuh) and the Hopper warp-specialized wgmma kernel
+// (kernels/attention/attention_prefill_sm90_ws.cuh). Each is instantiated for {bf16, fp16} x head_dim
 // {64, 128}; causal is a runtime flag (it only moves the loop bound and decides which tiles
 // need the mask), so it costs no extra instantiation.
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kernels/attention.h"
-#include "kernels/attention_dispatch.cuh"
-#include "kernels/attention_prefill.cuh"
-#include "kernels/attention_prefill_sm90_ws.cuh"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_dispatch.cuh"
+#include "kernels/attention/attention_prefill.cuh"
+#include "kernels/attention/attention_prefill_sm90_ws.cuh"
 #include "kernels/cuda_plumbing.cuh"
 
 namespace flashserve::kernels {
