@@ -23,6 +23,15 @@ inline absl::Status check_head_dim(int head_dim) {
       absl::StrCat("attention: unsupported head_dim ", head_dim, " (supported: 64, 128)"));
 }
 
+// Prefill and naive: a sliding window bounds the keys before a query, so it needs causal.
+inline absl::Status check_window_is_causal(const AttentionParams& p, const char* launcher) {
+  if (p.sliding_window > 0 && !p.causal) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        launcher, ": sliding_window ", p.sliding_window, " needs causal attention"));
+  }
+  return absl::OkStatus();
+}
+
 // Calls f(TypeTag<T>{}, HeadDimTag<D>{}) for the listed combinations.
 template <typename F>
 absl::Status dispatch_dtype_head_dim(DType dtype, int head_dim, F&& f) {

@@ -83,6 +83,7 @@ absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
 
 absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
   if (absl::Status s = validate_attention_params(p); !s.ok()) return s;
+  if (absl::Status s = device::check_window_is_causal(p, "attention_prefill"); !s.ok()) return s;
   if (p.cu_seqlens_q == nullptr) {
     return absl::InvalidArgumentError("attention_prefill: cu_seqlens_q is null");
   }
