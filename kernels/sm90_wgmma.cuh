@@ -1,7 +1,7 @@
 #pragma once
 // Hopper (sm_90a) wgmma building blocks, today used by the attention prefill kernel
-// (kernels/attention/attention_prefill_sm90_ws.cuh): the FLASHSERVE_SM90A guard, shared-memory matrix
-// descriptors for the 128-byte swizzle and the accumulator fence; the wgmma instructions
+// (kernels/attention/attention_prefill_sm90_ws.cuh): the FLASHSERVE_SM90A guard, shared-memory
+// matrix descriptors for the 128-byte swizzle and the accumulator fence; the wgmma instructions
 // themselves are in kernels/wgmma_ops.cuh (generated).
 //
 // Shared-memory tiles use the layout wgmma's 128-byte swizzle mode expects: [head_dim / 64]

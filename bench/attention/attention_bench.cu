@@ -14,8 +14,9 @@
 // Sliding-window rows (--window, or all by default; --quick: 8k only): causal prefill at
 // s = 8k and 16k of the same grid and decode (b16) at ctx 8k/16k, with W = 512 and 4096
 // (" w512" in the config); FLOPs and bytes count only the window's (query, key) pairs and
-// keys (attention_cost), so TFLOP/s compare with the global rows. Validated against the naive kernel with the same window,
-// which is not timed for these rows; SDPA has no window argument (peers_sdpa.py: no peer).
+// keys (attention_cost), so TFLOP/s compare with the global rows. Validated against the naive
+// kernel with the same window, which is not timed for these rows; SDPA has no window argument
+// (peers_sdpa.py: no peer).
 //
 //   attention_bench [--prefill] [--decode] [--window] [--csv FILE] [--quick] [--profile]
 // --profile: one untimed launch of each prefill kernel (s8k; d128, d64), for ncu.
@@ -298,7 +299,8 @@ bool bench_window(bool quick, bool hopper, int num_sms) {
   bool all_ok = true;
   std::vector<PrefillImpl> impls = {PrefillImpl::kPortable};
   if (hopper) impls.push_back(PrefillImpl::kHopper);
-  auto validated = [&](PagedProblem& pr, const std::string& what, const std::function<void()>& run) {
+  auto validated = [&](PagedProblem& pr, const std::string& what,
+                       const std::function<void()>& run) {
     Buffer ws(attention_naive_workspace_bytes(pr.p));
     AttentionParams naive = pr.p;
     naive.out = pr.ref->ptr;
@@ -334,13 +336,15 @@ bool bench_window(bool quick, bool hopper, int num_sms) {
     for (int ctx : quick ? std::vector<int>{8192} : std::vector<int>{8192, 16384}) {
       for (int window : {512, 4096}) {
         const int batch = 16;
-        PagedProblem pr = make_problem(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, true, 99 + ctx);
+        PagedProblem pr =
+            make_problem(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, true, 99 + ctx);
         pr.p.sliding_window = window;
         const int splits = attention_decode_num_splits(batch, sh.kv_heads, ctx, num_sms, window);
-        const std::string config = "b" + std::to_string(batch) + " ctx" + std::to_string(ctx) +
-                                   " h" + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
-                                   " d" + std::to_string(sh.head_dim) + " w" + std::to_string(window) +
-                                   " sp" + std::to_string(splits);
+        const std::string config =
+            "b" + std::to_string(batch) + " ctx" + std::to_string(ctx) + " h" +
+            std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) + " d" +
+            std::to_string(sh.head_dim) + " w" + std::to_string(window) + " sp" +
+            std::to_string(splits);
         const AttentionCost cost =
             uniform_cost(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, true, window);
         Buffer ws(attention_decode_workspace_bytes(pr.p, splits));
@@ -411,7 +415,9 @@ int main(int argc, char** argv) {
   bool ok = true;
   if (prefill) ok &= bench_prefill(quick, prop.major == 9 && prop.minor == 0);
   if (decode) ok &= bench_decode(quick, prop.multiProcessorCount);
-  if (window) ok &= bench_window(quick, prop.major == 9 && prop.minor == 0, prop.multiProcessorCount);
+  if (window) {
+    ok &= bench_window(quick, prop.major == 9 && prop.minor == 0, prop.multiProcessorCount);
+  }
   if (csv != nullptr) {
     FILE* f = std::fopen(csv, "w");
     std::fprintf(f, "kind,config,impl,ms,tflops,gbps\n");

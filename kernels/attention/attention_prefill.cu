@@ -1,8 +1,8 @@
 // Launchers of the fused prefill kernels: the portable mma.sync kernel
 // (kernels/attention/attention_prefill.cuh) and the Hopper warp-specialized wgmma kernel
-// (kernels/attention/attention_prefill_sm90_ws.cuh). Each is instantiated for {bf16, fp16} x head_dim
-// {64, 128}; causal is a runtime flag (it only moves the loop bound and decides which tiles
-// need the mask), so it costs no extra instantiation.
+// (kernels/attention/attention_prefill_sm90_ws.cuh). Each is instantiated for {bf16, fp16} x
+// head_dim {64, 128}; causal and the sliding window are runtime values (they only move the loop
+// bounds and decide which tiles need the mask), so they cost no extra instantiation.
 #include <vector>
 
 #include "absl/status/statusor.h"

@@ -51,7 +51,8 @@ TEST(AttentionCost, MatchesADirectCountOfAttendedPairsAndKeys) {
                                                d, bytes, causal, window);
       SCOPED_TRACE(testing::Message() << "causal " << causal << " window " << window);
       EXPECT_DOUBLE_EQ(got.flops, 4.0 * d * heads * want.pairs);
-      EXPECT_DOUBLE_EQ(got.bytes, bytes * d * (2.0 * heads * want.queries + 2.0 * kv_heads * want.keys));
+      EXPECT_DOUBLE_EQ(got.bytes,
+                       bytes * d * (2.0 * heads * want.queries + 2.0 * kv_heads * want.keys));
     }
   }
 }

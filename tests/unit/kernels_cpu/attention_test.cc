@@ -367,8 +367,10 @@ std::vector<Case> window_cases() {
       windowed(make_case("chunk17_after80_h8kv1_d128_bs16", {{17, 97}}, 8, 1, 128, 16, true, 1.f,
                          27), 20),
       windowed(make_case("decode_kv1025_h9kv3_d64", {{1, 1025}}, 9, 3, 64, 64, true, 1.f, 28), 64),
-      windowed(make_case("packed_h8kv2_d128_bs16", {{17, 97}, {1, 1025}, {97, 97}, {1, 1}, {33, 64}},
-                         8, 2, 128, 16, true, 1.f, 29), 50),
+      windowed(make_case("packed_h8kv2_d128_bs16",
+                         {{17, 97}, {1, 1025}, {97, 97}, {1, 1}, {33, 64}}, 8, 2, 128, 16, true,
+                         1.f, 29),
+               50),
       windowed(make_case("sharp_h9kv3_d64", {{97, 97}, {17, 300}}, 9, 3, 64, 64, true, 12.f, 30),
                33),
   };

@@ -372,7 +372,8 @@ TEST(AttentionConfigTest, RejectsAWindowWithoutCausalByName) {
   AttentionParams p = valid_looking_params();
   p.causal = false;
   p.sliding_window = 512;
-  for (const absl::Status& s : {attention_prefill(p, nullptr), attention_naive(p, nullptr, 0, nullptr)}) {
+  for (const absl::Status& s :
+       {attention_prefill(p, nullptr), attention_naive(p, nullptr, 0, nullptr)}) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(s.message().find("sliding_window 512 needs causal"), std::string::npos) << s;
   }
