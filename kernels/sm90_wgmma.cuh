@@ -1,7 +1,7 @@
 #pragma once
-// Hopper (sm_90a) wgmma building blocks shared by the prefill kernels
-// (kernels/attention_prefill_sm90_ws.cuh): the FLASHSERVE_SM90A guard, shared-memory matrix
-// descriptors for the 128-byte swizzle and the accumulator fence; the wgmma instructions
+// Hopper (sm_90a) wgmma building blocks, today used by the attention prefill kernel
+// (kernels/attention/attention_prefill_sm90_ws.cuh): the FLASHSERVE_SM90A guard, shared-memory
+// matrix descriptors for the 128-byte swizzle and the accumulator fence; the wgmma instructions
 // themselves are in kernels/wgmma_ops.cuh (generated).
 //
 // Shared-memory tiles use the layout wgmma's 128-byte swizzle mode expects: [head_dim / 64]
@@ -12,9 +12,9 @@
 // N-major (V): LBO = distance between the two 64-column halves, SBO = 1024 B between groups of
 // 8 keys. Tiles written through the generic proxy (cp.async) must be fenced to the async proxy
 // (fence.proxy.async) before wgmma reads them.
-#include "kernels/attention.h"
-#include "kernels/attention_common.cuh"
-#include "kernels/paged_kv.h"
+#include <cstdint>
+
+#include "kernels/mma_sync.cuh"
 #include "kernels/wgmma_ops.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)

@@ -11,7 +11,14 @@
 // bytes = Q, K, V read once + O written once. Also measures device-to-device copy bandwidth
 // (bytes read + written), the ceiling for decode.
 //
-//   attention_bench [--prefill] [--decode] [--csv FILE] [--quick] [--profile]
+// Sliding-window rows (--window, or all by default; --quick: 8k only): causal prefill at
+// s = 8k and 16k of the same grid and decode (b16) at ctx 8k/16k, with W = 512 and 4096
+// (" w512" in the config); FLOPs and bytes count only the window's (query, key) pairs and
+// keys (attention_cost), so TFLOP/s compare with the global rows. Validated against the naive
+// kernel with the same window, which is not timed for these rows; SDPA has no window argument
+// (peers_sdpa.py: no peer).
+//
+//   attention_bench [--prefill] [--decode] [--window] [--csv FILE] [--quick] [--profile]
 // --profile: one untimed launch of each prefill kernel (s8k; d128, d64), for ncu.
 // Prints a markdown table; --csv writes one line per (config, impl) for peers_sdpa.py.
 #include <cuda_bf16.h>
@@ -28,7 +35,7 @@
 #include <vector>
 
 #include "bench/bench_check.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 
 namespace flashserve::kernels {
 namespace {
@@ -84,10 +91,11 @@ void fill(const Buffer& b, uint32_t seed) {
 // Median milliseconds of `launch` over enough repetitions (>= 5, ~200 ms in total).
 // attention_cost of `batch` sequences of q_len queries over k_len keys each, bf16.
 AttentionCost uniform_cost(int batch, int q_len, int k_len, int heads, int kv_heads, int head_dim,
-                           bool causal) {
+                           bool causal, int sliding_window = 0) {
   std::vector<int32_t> cu(batch + 1), seqlens(batch, k_len);
   for (int b = 0; b <= batch; ++b) cu[b] = b * q_len;
-  return attention_cost(cu.data(), seqlens.data(), batch, heads, kv_heads, head_dim, 2, causal);
+  return attention_cost(cu.data(), seqlens.data(), batch, heads, kv_heads, head_dim, 2, causal,
+                        sliding_window);
 }
 
 double time_ms(const std::function<void()>& launch) {
@@ -286,6 +294,69 @@ bool bench_decode(bool quick, int num_sms) {
   return all_ok;
 }
 
+// Causal prefill and decode with a sliding window (see the top of the file).
+bool bench_window(bool quick, bool hopper, int num_sms) {
+  bool all_ok = true;
+  std::vector<PrefillImpl> impls = {PrefillImpl::kPortable};
+  if (hopper) impls.push_back(PrefillImpl::kHopper);
+  auto validated = [&](PagedProblem& pr, const std::string& what,
+                       const std::function<void()>& run) {
+    Buffer ws(attention_naive_workspace_bytes(pr.p));
+    AttentionParams naive = pr.p;
+    naive.out = pr.ref->ptr;
+    BENCH_OK(attention_naive(naive, ws.ptr, ws.bytes, nullptr));
+    BENCH_CUDA(cudaMemset(pr.out->ptr, 0xff, pr.out->bytes));
+    run();
+    const bool ok = validate(pr, what.c_str());
+    all_ok &= ok;
+    return ok;
+  };
+  for (int head_dim : {64, 128}) {
+    for (int s : quick ? std::vector<int>{8192} : std::vector<int>{8192, 16384}) {
+      for (int window : {512, 4096}) {
+        const int batch = 16384 / s, heads = 2048 / head_dim;
+        PagedProblem pr = make_problem(batch, s, s, heads, heads, head_dim, true, 77 + s);
+        pr.p.sliding_window = window;
+        const std::string config = "b" + std::to_string(batch) + " s" + std::to_string(s) +
+                                   " h" + std::to_string(heads) + " d" + std::to_string(head_dim) +
+                                   " causal w" + std::to_string(window);
+        const AttentionCost cost = uniform_cost(batch, s, s, heads, heads, head_dim, true, window);
+        for (PrefillImpl impl : impls) {
+          pr.p.prefill_impl = impl;
+          const char* name = impl == PrefillImpl::kHopper ? "wgmma" : "mma";
+          auto launch = [&] { BENCH_OK(attention_prefill(pr.p, nullptr)); };
+          if (!validated(pr, config + " " + name, launch)) continue;
+          report("prefill", config, name, time_ms(launch), cost.flops, cost.bytes);
+        }
+      }
+    }
+  }
+  struct Shape { int heads, kv_heads, head_dim; };
+  for (const Shape& sh : {Shape{9, 3, 64}, Shape{32, 8, 128}}) {
+    for (int ctx : quick ? std::vector<int>{8192} : std::vector<int>{8192, 16384}) {
+      for (int window : {512, 4096}) {
+        const int batch = 16;
+        PagedProblem pr =
+            make_problem(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, true, 99 + ctx);
+        pr.p.sliding_window = window;
+        const int splits = attention_decode_num_splits(batch, sh.kv_heads, ctx, num_sms, window);
+        const std::string config =
+            "b" + std::to_string(batch) + " ctx" + std::to_string(ctx) + " h" +
+            std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) + " d" +
+            std::to_string(sh.head_dim) + " w" + std::to_string(window) + " sp" +
+            std::to_string(splits);
+        const AttentionCost cost =
+            uniform_cost(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, true, window);
+        Buffer ws(attention_decode_workspace_bytes(pr.p, splits));
+        auto launch = [&] { BENCH_OK(attention_decode(pr.p, splits, ws.ptr, ws.bytes, nullptr)); };
+        if (!validated(pr, config, launch)) continue;
+        report("decode", config, "ours", time_ms(launch), cost.flops, cost.bytes);
+      }
+    }
+  }
+  return all_ok;
+}
+
 // One launch of each prefill implementation at s8k non-causal, d128 then d64, untimed: for ncu.
 void profile_prefill(bool hopper) {
   for (int head_dim : {128, 64}) {
@@ -314,20 +385,23 @@ void bench_copy() {
 
 int main(int argc, char** argv) {
   using namespace flashserve::kernels;
-  bool prefill = false, decode = false, quick = false, profile = false;
+  bool prefill = false, decode = false, window = false, quick = false, profile = false;
   const char* csv = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--prefill")) prefill = true;
     else if (!std::strcmp(argv[i], "--decode")) decode = true;
+    else if (!std::strcmp(argv[i], "--window")) window = true;
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
     else if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--prefill] [--decode] [--quick] [--profile] [--csv FILE]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--prefill] [--decode] [--window] [--quick] [--profile] [--csv FILE]\n",
+                   argv[0]);
       return 2;
     }
   }
-  if (!prefill && !decode) prefill = decode = true;
+  if (!prefill && !decode && !window) prefill = decode = window = true;
   cudaDeviceProp prop;
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n\n", prop.name, prop.multiProcessorCount);
@@ -341,6 +415,9 @@ int main(int argc, char** argv) {
   bool ok = true;
   if (prefill) ok &= bench_prefill(quick, prop.major == 9 && prop.minor == 0);
   if (decode) ok &= bench_decode(quick, prop.multiProcessorCount);
+  if (window) {
+    ok &= bench_window(quick, prop.major == 9 && prop.minor == 0, prop.multiProcessorCount);
+  }
   if (csv != nullptr) {
     FILE* f = std::fopen(csv, "w");
     std::fprintf(f, "kind,config,impl,ms,tflops,gbps\n");

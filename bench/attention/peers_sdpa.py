@@ -8,6 +8,12 @@ our CSV (attention_bench --csv) with these numbers into one markdown table.
 
 Each backend's output is checked against the other's (relative L2 <= 8 bf16 units of
 roundoff) before timing; a backend that refuses a shape is reported as n/a with the reason.
+
+The sliding-window rows of attention_bench (" w512", " w4096") have no peer: SDPA has no
+window argument, its FA2 and cuDNN backends take no arbitrary mask here, and a dense boolean
+mask would send it to a kernel that computes every tile (not the same work). They appear in
+the merged table with n/a in the peer columns; --window is accepted so that one BENCH_ARGS
+serves both programs.
 """
 import argparse
 import csv
@@ -150,8 +156,9 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--prefill", action="store_true")
     ap.add_argument("--decode", action="store_true")
+    ap.add_argument("--window", action="store_true", help="no peer rows (see the top)")
     args = ap.parse_args()
-    if not args.prefill and not args.decode:
+    if not args.prefill and not args.decode and not args.window:
         args.prefill = args.decode = True
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, cudnn {torch.backends.cudnn.version()}")
     rows = []

@@ -17,6 +17,12 @@
 // exp(finite) or exp(-inf - finite) = 0, never the NaN of -inf - (-inf). A row that sees no
 // key at all (only possible when seqlens_k is 0) gets out = 0 and lse = -inf.
 //
+// Sliding window. A row sees the contiguous key range [begin, end) of visible_keys(); with a
+// window, begin > 0. Tiles stay aligned to multiples of kv_tile from key 0 (as the CUDA
+// kernels' tiles are aligned to cache blocks); a work item starts at the tile holding the
+// window start of its first query, so tiles wholly before every row's window are never
+// loaded, and per row and tile only the keys inside [begin, end) are scored.
+//
 // Vectorisation without -ffast-math. A dot product is a reduction the compiler may not
 // reorder, so instead of one dot product per key, the tiled kernel transposes the K tile to
 // [head_dim, tile] once (shared by every query row of the GQA group) and accumulates
@@ -52,7 +58,7 @@ constexpr int64_t kMinWorkForThreads = int64_t{1} << 22;
 struct SeqView {
   int q_start = 0;   // first token of the sequence in q/out
   int q_len = 0;     // query rows of this sequence
-  int kv_len = 0;    // keys visible without a causal mask
+  int kv_len = 0;    // keys visible without a causal mask or window
   const int32_t* blocks = nullptr;  // [max_blocks_per_seq]
 };
 
@@ -65,10 +71,18 @@ SeqView seq_view(const AttentionCpuParams& p, int s) {
   return v;
 }
 
-// Number of keys query i of `seq` may see (keys 0 .. result-1).
-int visible_keys(const AttentionCpuParams& p, const SeqView& seq, int i) {
-  if (!p.causal) return seq.kv_len;
-  return std::min(seq.kv_len, seq.kv_len - seq.q_len + i + 1);
+// The keys query i of `seq` may see: positions [begin, end).
+struct KeyRange {
+  int begin = 0;
+  int end = 0;
+};
+KeyRange visible_keys(const AttentionCpuParams& p, const SeqView& seq, int i) {
+  const int position = seq.kv_len - seq.q_len + i;
+  KeyRange r;
+  r.end = p.causal ? std::min(seq.kv_len, position + 1) : seq.kv_len;
+  // Window: keys k with position - k < W (attention_ref.h).
+  if (p.sliding_window > 0) r.begin = std::max(0, position - p.sliding_window + 1);
+  return r;
 }
 
 const float* cache_row(const AttentionCpuParams& p, const float* cache, const SeqView& seq,
@@ -96,7 +110,8 @@ void naive_row(const AttentionCpuParams& p, const SeqView& seq, int i, int head,
                std::vector<float>& scores) {
   const int kv_head = head / (p.num_heads / p.num_kv_heads);
   const int token = seq.q_start + i;
-  const int num_keys = visible_keys(p, seq, i);
+  const KeyRange keys = visible_keys(p, seq, i);
+  const int num_keys = keys.end - keys.begin;
   const float* q = q_row(p, token, head);
   float* out = out_row(p, token, head);
   std::fill(out, out + p.head_dim, 0.f);
@@ -107,7 +122,7 @@ void naive_row(const AttentionCpuParams& p, const SeqView& seq, int i, int head,
   scores.resize(num_keys);
   float max_score = kNegInf;
   for (int j = 0; j < num_keys; ++j) {
-    const float* k = cache_row(p, p.k_cache, seq, kv_head, j);
+    const float* k = cache_row(p, p.k_cache, seq, kv_head, keys.begin + j);
     float dot = 0.f;
     for (int c = 0; c < p.head_dim; ++c) dot += q[c] * k[c];
     scores[j] = dot * p.softmax_scale;
@@ -119,7 +134,7 @@ void naive_row(const AttentionCpuParams& p, const SeqView& seq, int i, int head,
     sum += scores[j];
   }
   for (int j = 0; j < num_keys; ++j) {
-    const float* v = cache_row(p, p.v_cache, seq, kv_head, j);
+    const float* v = cache_row(p, p.v_cache, seq, kv_head, keys.begin + j);
     const float weight = scores[j];
     for (int c = 0; c < p.head_dim; ++c) out[c] += weight * v[c];
   }
@@ -149,13 +164,15 @@ struct TileScratch {
   std::vector<float> row_sum;  // [num_rows] running sum l
 };
 
-// Loads keys [t0, t0 + n) of one KV head: K transposed into kt, V as row pointers.
-void load_tile(const AttentionCpuParams& p, const SeqView& seq, int kv_head, int t0, int n,
-               int kv_tile, TileScratch& sc) {
+// Loads keys [key0, key0 + n) of one KV head into tile columns [col0, col0 + n): K
+// transposed into kt, V as row pointers.
+void load_tile(const AttentionCpuParams& p, const SeqView& seq, int kv_head, int key0, int n,
+               int kv_tile, int col0, TileScratch& sc) {
   for (int j = 0; j < n; ++j) {
-    const float* k = cache_row(p, p.k_cache, seq, kv_head, t0 + j);
-    for (int c = 0; c < p.head_dim; ++c) sc.kt[static_cast<size_t>(c) * kv_tile + j] = k[c];
-    sc.v_rows[j] = cache_row(p, p.v_cache, seq, kv_head, t0 + j);
+    const float* k = cache_row(p, p.k_cache, seq, kv_head, key0 + j);
+    float* kt = sc.kt.data() + col0 + j;
+    for (int c = 0; c < p.head_dim; ++c) kt[static_cast<size_t>(c) * kv_tile] = k[c];
+    sc.v_rows[col0 + j] = cache_row(p, p.v_cache, seq, kv_head, key0 + j);
   }
 }
 
@@ -216,14 +233,14 @@ FS_ATTENTION_INLINE void score_block(const float* const* q, const float* kt, int
   }
 }
 
-// Scores of the first num_keys keys of the tile for `rows` query rows (row r's scores at
-// s + r * kv_tile; a block may also write scores of keys num_keys .. 63 past it, which
-// nobody reads: kt holds finite values there).
+// Scores of keys [key_begin, key_end) of the tile for `rows` query rows (row r's score of
+// key j at s[r * kv_tile + j]; a block may also write scores of keys past key_end, which
+// nobody reads).
 FS_ATTENTION_CLONES
 void tile_scores(const float* const* q, int rows, const float* kt, int head_dim, int kv_tile,
-                 int num_keys, float* s) {
-  int j0 = 0;
-  for (; j0 < num_keys && j0 + kBlock <= kv_tile; j0 += kBlock) {
+                 int key_begin, int key_end, float* s) {
+  int j0 = key_begin;
+  for (; j0 < key_end && j0 + kBlock <= kv_tile; j0 += kBlock) {
     int r = 0;
     for (; r + 4 <= rows; r += 4) score_block<4>(q + r, kt, head_dim, kv_tile, j0, s + r * kv_tile);
     switch (rows - r) {
@@ -233,14 +250,14 @@ void tile_scores(const float* const* q, int rows, const float* kt, int head_dim,
       default: break;
     }
   }
-  if (j0 >= num_keys) return;
+  if (j0 >= key_end) return;
   for (int r = 0; r < rows; ++r) {
     float* sr = s + static_cast<size_t>(r) * kv_tile;
-    std::fill(sr + j0, sr + num_keys, 0.f);
+    std::fill(sr + j0, sr + key_end, 0.f);
     for (int c = 0; c < head_dim; ++c) {
       const float qc = q[r][c];
       const float* k = kt + static_cast<size_t>(c) * kv_tile;
-      for (int j = j0; j < num_keys; ++j) sr[j] += qc * k[j];
+      for (int j = j0; j < key_end; ++j) sr[j] += qc * k[j];
     }
   }
 }
@@ -298,14 +315,15 @@ void tile_values(const float* s, int kv_tile, int rows, const float* const* v_ro
   }
 }
 
-// Folds the first num_keys keys of the loaded tile into the (m, l, acc) of `rows` query rows
-// that see the same keys (q[r], m[r], l[r], acc[r]).
-void update_rows(const AttentionCpuParams& p, const float* const* q, int rows, int num_keys,
-                 int kv_tile, TileScratch& sc, float* m, float* l, float* const* acc) {
+// Folds keys [first, first + num_keys) of the loaded tile into the (m, l, acc) of `rows`
+// query rows that see the same keys (q[r], m[r], l[r], acc[r]).
+void update_rows(const AttentionCpuParams& p, const float* const* q, int rows, int first,
+                 int num_keys, int kv_tile, TileScratch& sc, float* m, float* l,
+                 float* const* acc) {
   float* scores = sc.scores.data();
-  tile_scores(q, rows, sc.kt.data(), p.head_dim, kv_tile, num_keys, scores);
+  tile_scores(q, rows, sc.kt.data(), p.head_dim, kv_tile, first, first + num_keys, scores);
   for (int r = 0; r < rows; ++r) {
-    float* s = scores + static_cast<size_t>(r) * kv_tile;
+    float* s = scores + static_cast<size_t>(r) * kv_tile + first;
     float tile_max = kNegInf;
     for (int j = 0; j < num_keys; ++j) {
       s[j] *= p.softmax_scale;
@@ -326,7 +344,8 @@ void update_rows(const AttentionCpuParams& p, const float* const* q, int rows, i
     l[r] = l[r] * alpha + tile_sum;
     m[r] = m_new;
   }
-  tile_values(scores, kv_tile, rows, sc.v_rows.data(), num_keys, p.head_dim, acc);
+  tile_values(scores + first, kv_tile, rows, sc.v_rows.data() + first, num_keys, p.head_dim,
+              acc);
 }
 
 // One (sequence, KV head, chunk of query positions): all query heads of the GQA group,
@@ -341,21 +360,26 @@ void tiled_work_item(const AttentionCpuParams& p, const WorkItem& w, int kv_tile
   sc.row_max.assign(num_rows, kNegInf);
   sc.row_sum.assign(num_rows, 0.f);
   const int last_query = w.first_query + w.num_queries - 1;
-  const int kv_end = visible_keys(p, seq, last_query);  // no row of the chunk sees past it
-  for (int t0 = 0; t0 < kv_end; t0 += kv_tile) {
+  // No row of the chunk sees past the last row's end or before the first row's begin.
+  const int kv_end = visible_keys(p, seq, last_query).end;
+  const int kv_begin = visible_keys(p, seq, w.first_query).begin;
+  for (int t0 = kv_begin / kv_tile * kv_tile; t0 < kv_end; t0 += kv_tile) {
+    const int first = kv_begin - t0 > 0 ? kv_begin - t0 : 0;  // keys before it: no row's
     const int n = std::min(kv_tile, kv_end - t0);
-    load_tile(p, seq, w.kv_head, t0, n, kv_tile, sc);
+    load_tile(p, seq, w.kv_head, t0 + first, n - first, kv_tile, first, sc);
     for (int qi = 0; qi < w.num_queries; ++qi) {
       const int i = w.first_query + qi;
-      const int num_keys = std::min(n, visible_keys(p, seq, i) - t0);
+      const KeyRange keys = visible_keys(p, seq, i);
+      const int row_first = std::max(keys.begin - t0, 0);
+      const int num_keys = std::min(n, keys.end - t0) - row_first;
       if (num_keys <= 0) continue;  // row fully masked in this tile: state unchanged
       const int r = qi * group;  // the group's rows r .. r + group - 1
       for (int hh = 0; hh < group; ++hh) {
         sc.q_rows[hh] = q_row(p, seq.q_start + i, w.kv_head * group + hh);
         sc.acc_rows[hh] = sc.acc.data() + static_cast<size_t>(r + hh) * d;
       }
-      update_rows(p, sc.q_rows.data(), group, num_keys, kv_tile, sc, sc.row_max.data() + r,
-                  sc.row_sum.data() + r, sc.acc_rows.data());
+      update_rows(p, sc.q_rows.data(), group, row_first, num_keys, kv_tile, sc,
+                  sc.row_max.data() + r, sc.row_sum.data() + r, sc.acc_rows.data());
     }
   }
   for (int qi = 0; qi < w.num_queries; ++qi) {
@@ -378,7 +402,8 @@ std::vector<WorkItem> make_work_items(const AttentionCpuParams& p, int64_t& tota
   total_work = 0;
   for (int s = 0; s < p.num_seqs; ++s) {
     const SeqView seq = seq_view(p, s);
-    total_work += static_cast<int64_t>(seq.q_len) * p.num_heads * seq.kv_len * p.head_dim;
+    const int keys = p.sliding_window > 0 ? std::min(seq.kv_len, p.sliding_window) : seq.kv_len;
+    total_work += static_cast<int64_t>(seq.q_len) * p.num_heads * keys * p.head_dim;
     for (int g = 0; g < p.num_kv_heads; ++g) {
       for (int i = 0; i < seq.q_len; i += kQueryPositionsPerChunk) {
         items.push_back({s, g, i, std::min(kQueryPositionsPerChunk, seq.q_len - i)});

@@ -30,6 +30,15 @@ struct AttentionCpuParams {
   // Query i (0-based) of sequence s sits at position seqlens_k[s] - q_len(s) + i and, when
   // causal, sees keys at positions <= its own. Without causal it sees all seqlens_k[s] keys.
   bool causal = true;
+  // Sliding window (local attention): with W = sliding_window > 0, the query at position p
+  // sees only keys k with p - k < W, i.e. the last W positions up to and including its own
+  // (k > p - W); W <= 0 means no window. This is the rule of HF transformers
+  // (huggingface/transformers:src/transformers/masking_utils.py, sliding_window_overlay:
+  // kv_idx > q_idx - sliding_window) and of llama.cpp (ggml-org/llama.cpp:src/llama-hparams.cpp,
+  // is_masked_swa, LLAMA_SWA_TYPE_STANDARD: masked when p1 - p0 >= n_swa) for Gemma 2/3 and
+  // Mistral. REQUIRES causal when W > 0 (the window is one-sided: keys after the query are
+  // the causal mask's business).
+  int sliding_window = 0;
 };
 
 // REQUIRES: q_len(s) <= seqlens_k[s]; every block the sequences touch is in block_tables;

@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/cpu/attention_ref.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/sampling.h"

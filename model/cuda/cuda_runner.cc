@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/device.h"
 #include "kernels/paged_kv.h"
 #include "model/batch_validation.h"

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/gemv.h"
 #include "kernels/quant/quant_gemm.h"

@@ -14,7 +14,7 @@
 //     + residual, and the final norm + LM head; 4 launches per layer besides attention
 //     instead of 8;
 //   - attention runs per maximal run of same-phase sequences through our kernels
-//     (kernels/attention.h): prefill and chunked prefill through the fused prefill kernel
+//     (kernels/attention/attention.h): prefill and chunked prefill through the fused prefill kernel
 //     over the paged cache, single-token decodes through the split-KV decode kernel;
 //   - the final norm and the LM head run only for the rows that are read (sampled
 //     sequences' last tokens), and sampling runs on the device (kernels/sampling.h).

@@ -1,7 +1,9 @@
 // attention_naive_cpu and attention_tiled_cpu against a double-precision direct computation
 // that reads K/V from contiguous per-sequence arrays (not through the paged cache), on random
 // inputs with odd sizes, GQA ratios, chunked-prefill offsets, decode, packed sequences with
-// shuffled block tables, and both block sizes.
+// shuffled block tables, both block sizes, and sliding windows (the reference applies the
+// rule p - k < W itself, and the cache rows before every query's window hold NaN, so an
+// implementation that reads them fails).
 //
 // Tolerance. Outputs are convex combinations of V rows with |v| <= 1 and fp32 has unit
 // roundoff u = 2^-24 ~ 6e-8. The error of an fp32 output element comes from (a) the scores:
@@ -55,6 +57,7 @@ struct Case {
   bool causal = true;
   float q_scale = 1.f;  // > 1 sharpens the softmax (large scores)
   uint32_t seed = 1;
+  int window = 0;  // sliding_window (kernels/cpu/attention_ref.h); 0: none
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -90,6 +93,7 @@ struct Problem {
     p.max_blocks_per_seq = max_blocks_per_seq;
     p.softmax_scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
     p.causal = c.causal;
+    p.sliding_window = c.window;
     return p;
   }
 };
@@ -123,6 +127,17 @@ void fill_cache(Problem& pr, const std::vector<int32_t>& physical) {
     }
     kv_append_cpu(pr.k_seq[s].data(), pr.v_seq[s].data(), slots.data(), kv_len, c.num_kv_heads,
                   c.head_dim, c.block_size, pr.k_cache.data(), pr.v_cache.data());
+    // With a window, keys before the first query's window are seen by no query: NaN.
+    const int first_position = kv_len - c.seqs[s].q_len;
+    const int unseen = c.window > 0 ? std::max(0, first_position - c.window + 1) : 0;
+    for (int t = 0; t < std::min(unseen, kv_len); ++t) {
+      for (int g = 0; g < c.num_kv_heads; ++g) {
+        const int64_t row = kv_cache_offset(slots[t] / c.block_size, g, slots[t] % c.block_size,
+                                            c.num_kv_heads, c.block_size, c.head_dim);
+        std::fill_n(pr.k_cache.begin() + row, c.head_dim, kNaN);
+        std::fill_n(pr.v_cache.begin() + row, c.head_dim, kNaN);
+      }
+    }
   }
 }
 
@@ -172,13 +187,16 @@ Reference reference_attention(const Problem& pr) {
     const auto [q_len, kv_len] = c.seqs[sq];
     for (int i = 0; i < q_len; ++i) {
       const int token = pr.cu_seqlens_q[sq] + i;
-      const int num_keys = c.causal ? kv_len - q_len + i + 1 : kv_len;
+      const int position = kv_len - q_len + i;
+      const int end = c.causal ? position + 1 : kv_len;
+      int begin = 0;  // the window: keys k with position - k < W
+      while (c.window > 0 && position - begin >= c.window) ++begin;
       for (int h = 0; h < c.num_heads; ++h) {
         const float* q = &pr.q[(static_cast<size_t>(token) * c.num_heads + h) * d];
         const int g = h / group;
-        s.assign(num_keys, 0.0);
+        s.assign(kv_len, 0.0);
         double m = -INFINITY;
-        for (int j = 0; j < num_keys; ++j) {
+        for (int j = begin; j < end; ++j) {
           const float* k = &pr.k_seq[sq][(static_cast<size_t>(j) * c.num_kv_heads + g) * d];
           for (int x = 0; x < d; ++x) s[j] += static_cast<double>(q[x]) * k[x];
           s[j] *= scale;
@@ -187,7 +205,7 @@ Reference reference_attention(const Problem& pr) {
         }
         double l = 0;
         double* out = &ref.out[(static_cast<size_t>(token) * c.num_heads + h) * d];
-        for (int j = 0; j < num_keys; ++j) {
+        for (int j = begin; j < end; ++j) {
           const double pj = std::exp(s[j] - m);
           l += pj;
           const float* v = &pr.v_seq[sq][(static_cast<size_t>(j) * c.num_kv_heads + g) * d];
@@ -328,9 +346,41 @@ std::vector<Case> mixed_cases() {
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
 
+Case windowed(Case c, int window) {
+  c.name += "_w" + std::to_string(window);
+  c.window = window;
+  return c;
+}
+
+// Sliding windows smaller than, equal to and larger than the sequence, W = 1 (each query sees
+// only itself), chunked prefill and decode into a longer cache, packed sequences, both block
+// sizes (a window start inside and across blocks) and a sharp softmax.
+std::vector<Case> window_cases() {
+  return {
+      windowed(make_case("len97_h9kv3_d64", {{97, 97}}, 9, 3, 64, 64, true, 1.f, 21), 40),
+      windowed(make_case("len97_h8kv2_d128_bs16", {{97, 97}}, 8, 2, 128, 16, true, 1.f, 22), 97),
+      windowed(make_case("len97_h4kv4_d64", {{97, 97}}, 4, 4, 64, 64, true, 1.f, 23), 200),
+      windowed(make_case("len97_h9kv3_d64_bs16", {{97, 97}}, 9, 3, 64, 16, true, 1.f, 24), 1),
+      windowed(make_case("len1025_h9kv3_d64", {{1025, 1025}}, 9, 3, 64, 64, true, 1.f, 25), 300),
+      windowed(make_case("chunk97_after928_h9kv3_d64", {{97, 1025}}, 9, 3, 64, 64, true, 1.f, 26),
+               130),
+      windowed(make_case("chunk17_after80_h8kv1_d128_bs16", {{17, 97}}, 8, 1, 128, 16, true, 1.f,
+                         27), 20),
+      windowed(make_case("decode_kv1025_h9kv3_d64", {{1, 1025}}, 9, 3, 64, 64, true, 1.f, 28), 64),
+      windowed(make_case("packed_h8kv2_d128_bs16",
+                         {{17, 97}, {1, 1025}, {97, 97}, {1, 1}, {33, 64}}, 8, 2, 128, 16, true,
+                         1.f, 29),
+               50),
+      windowed(make_case("sharp_h9kv3_d64", {{97, 97}, {17, 300}}, 9, 3, 64, 64, true, 12.f, 30),
+               33),
+  };
+}
+
 INSTANTIATE_TEST_SUITE_P(SingleSequence, AttentionCpuTest,
                          ::testing::ValuesIn(single_sequence_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(Mixed, AttentionCpuTest, ::testing::ValuesIn(mixed_cases()),
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(Window, AttentionCpuTest, ::testing::ValuesIn(window_cases()),
                          case_name);
 
 // The physical placement of blocks must not matter: the same logical K/V under another

@@ -8,6 +8,12 @@
 // silently degrade. Outputs and LSE are poisoned with NaN before each launch; any non-finite
 // value where the reference is finite fails. Cache rows no sequence owns hold NaN.
 //
+// Sliding windows (Window* suites): W = 1, a window equal to one of the sequences, a few in
+// between and one past every sequence, on each prefill path the automatic choice can pick
+// (with a sequence past 1k) and on split decode; the blocks wholly before every window
+// hold NaN and are named in no block table (attention_problem.h), so a kernel that reads
+// them fails.
+//
 // Without a GPU every test that launches a kernel is skipped (ctest reports "Skipped").
 // FLASHSERVE_TEST_MAX_LEN caps sequence lengths (the compute-sanitizer runs use 97).
 #include <gtest/gtest.h>
@@ -16,7 +22,7 @@
 #include <string>
 #include <tuple>
 
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/device.h"
 #include "tests/unit/kernels_cuda/attention_problem.h"
 
@@ -109,6 +115,22 @@ bool device_is_hopper() {
 using PrefillCase = std::tuple<PrefillImpl, DType, int, bool, int, bool>;
 class PrefillTest : public ::testing::TestWithParam<PrefillCase> {};
 
+// The fused prefill with `impl` against the reference, on a fresh random problem of shape s.
+void check_prefill(ProblemShape s, PrefillImpl impl) {
+  for (size_t i = 0; i < s.q_lens.size(); ++i) s.q_lens[i] = std::min(s.q_lens[i], s.kv_lens[i]);
+  const uint32_t seed = fresh_seed();
+  const Problem pr(s, seed);
+  AttentionParams base = pr.params(nullptr, nullptr);
+  base.prefill_impl = impl;
+  const Outputs fused = run_poisoned(pr, pr.num_tokens, [&](void* out, float* lse) {
+    AttentionParams p = base;
+    p.out = out;
+    p.lse = lse;
+    return attention_prefill(p, nullptr);
+  });
+  expect_within_naive(pr, fused, run_naive(pr, base), "seed " + std::to_string(seed));
+}
+
 void run_prefill_case(const PrefillCase& param) {
   const auto [impl, dtype, head_dim, causal, ratio, chunked] = param;
   ProblemShape s;
@@ -124,18 +146,7 @@ void run_prefill_case(const PrefillCase& param) {
     s.q_lens = capped({1, 17, 97, 1025});
     s.kv_lens = s.q_lens;
   }
-  for (size_t i = 0; i < s.q_lens.size(); ++i) s.q_lens[i] = std::min(s.q_lens[i], s.kv_lens[i]);
-  const uint32_t seed = fresh_seed();
-  const Problem pr(s, seed);
-  AttentionParams base = pr.params(nullptr, nullptr);
-  base.prefill_impl = impl;
-  const Outputs fused = run_poisoned(pr, pr.num_tokens, [&](void* out, float* lse) {
-    AttentionParams p = base;
-    p.out = out;
-    p.lse = lse;
-    return attention_prefill(p, nullptr);
-  });
-  expect_within_naive(pr, fused, run_naive(pr, base), "seed " + std::to_string(seed));
+  check_prefill(s, impl);
 }
 
 TEST_P(PrefillTest, MatchesReferenceWithinNaiveError) {
@@ -171,16 +182,9 @@ INSTANTIATE_TEST_SUITE_P(All, PrefillTest,
 using DecodeCase = std::tuple<DType, int, int, int>;
 class DecodeTest : public ::testing::TestWithParam<DecodeCase> {};
 
-TEST_P(DecodeTest, MatchesReferenceWithinNaiveError) {
-  SKIP_WITHOUT_GPU();
-  const auto [dtype, head_dim, ratio, splits] = GetParam();
-  ProblemShape s;
-  s.dtype = dtype;
-  s.head_dim = head_dim;
-  s.num_kv_heads = ratio == 3 ? 3 : 2;  // 9/3 is SmolLM2-135M's shape
-  s.num_heads = s.num_kv_heads * ratio;
-  s.kv_lens = capped({1, 17, 97, 1025, 4000, 64});
-  s.q_lens.assign(s.kv_lens.size(), 1);
+// Split decode (splits > 0, or the heuristic) against the reference on a fresh problem of
+// shape s (one query per sequence).
+void check_decode(const ProblemShape& s, int splits) {
   const uint32_t seed = fresh_seed();
   const Problem pr(s, seed);
   const AttentionParams base = pr.params(nullptr, nullptr);
@@ -189,7 +193,7 @@ TEST_P(DecodeTest, MatchesReferenceWithinNaiveError) {
   const int num_splits =
       splits > 0 ? splits
                  : attention_decode_num_splits(base.num_seqs, base.num_kv_heads,
-                                               base.max_seqlen_k, device_sms);
+                                               base.max_seqlen_k, device_sms, base.sliding_window);
   DeviceBuffer ws(attention_decode_workspace_bytes(base, num_splits));
   ws.poison();
   const Outputs fused = run_poisoned(pr, pr.num_tokens, [&](void* out, float* lse) {
@@ -200,6 +204,23 @@ TEST_P(DecodeTest, MatchesReferenceWithinNaiveError) {
   });
   expect_within_naive(pr, fused, run_naive(pr, base),
                       "splits " + std::to_string(num_splits) + " seed " + std::to_string(seed));
+}
+
+ProblemShape decode_shape(DType dtype, int head_dim, int ratio) {
+  ProblemShape s;
+  s.dtype = dtype;
+  s.head_dim = head_dim;
+  s.num_kv_heads = ratio == 3 ? 3 : 2;  // 9/3 is SmolLM2-135M's shape
+  s.num_heads = s.num_kv_heads * ratio;
+  s.kv_lens = capped({1, 17, 97, 1025, 4000, 64});
+  s.q_lens.assign(s.kv_lens.size(), 1);
+  return s;
+}
+
+TEST_P(DecodeTest, MatchesReferenceWithinNaiveError) {
+  SKIP_WITHOUT_GPU();
+  const auto [dtype, head_dim, ratio, splits] = GetParam();
+  check_decode(decode_shape(dtype, head_dim, ratio), splits);
 }
 
 std::string decode_name(const ::testing::TestParamInfo<DecodeCase>& info) {
@@ -213,6 +234,95 @@ INSTANTIATE_TEST_SUITE_P(All, DecodeTest,
                                             ::testing::Values(64, 128),
                                             ::testing::Values(1, 3, 8), ::testing::Values(1, 3, 0)),
                          decode_name);
+
+// ---- sliding window --------------------------------------------------------------------------
+
+std::string window_name(int window) { return "_w" + std::to_string(window); }
+
+// (implementation, dtype, head_dim, window, chunked)
+using WindowPrefillCase = std::tuple<PrefillImpl, DType, int, int, bool>;
+class WindowPrefillTest : public ::testing::TestWithParam<WindowPrefillCase> {};
+
+TEST_P(WindowPrefillTest, MatchesReferenceWithinNaiveError) {
+  SKIP_WITHOUT_GPU();
+  const auto [impl, dtype, head_dim, window, chunked] = GetParam();
+  if (impl == PrefillImpl::kHopper && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  ProblemShape s;
+  s.dtype = dtype;
+  s.head_dim = head_dim;
+  s.num_kv_heads = 2;
+  s.num_heads = 6;
+  s.sliding_window = window;
+  if (chunked) {  // chunks of new queries over a paged cache already holding keys
+    s.q_lens = capped({1, 17, 33, 300, 64, 512});
+    s.kv_lens = capped({17, 97, 1025, 300, 64, 2000});
+  } else {
+    s.q_lens = capped({1, 17, 97, 1100});
+    s.kv_lens = s.q_lens;
+  }
+  check_prefill(s, impl);
+}
+
+std::string window_prefill_name(const ::testing::TestParamInfo<WindowPrefillCase>& info) {
+  const auto [impl, dtype, head_dim, window, chunked] = info.param;
+  const char* impl_name = impl == PrefillImpl::kHopper     ? "wgmma_"
+                          : impl == PrefillImpl::kPortable ? "mmasync_"
+                                                           : "auto_";
+  return std::string(impl_name) + testing::dtype_name(dtype) + "_d" + std::to_string(head_dim) +
+         window_name(window) + (chunked ? "_chunked" : "_varlen");
+}
+
+// W = 97 and 1100 equal a sequence's length, 4096 exceeds every one. The masking does not
+// depend on the dtype: fp16 at one window.
+INSTANTIATE_TEST_SUITE_P(All, WindowPrefillTest,
+                         ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
+                                                              PrefillImpl::kHopper,
+                                                              PrefillImpl::kAuto),
+                                            ::testing::Values(DType::kBf16),
+                                            ::testing::Values(64, 128),
+                                            ::testing::Values(1, 97, 300, 1100, 4096),
+                                            ::testing::Bool()),
+                         window_prefill_name);
+INSTANTIATE_TEST_SUITE_P(Fp16, WindowPrefillTest,
+                         ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
+                                                              PrefillImpl::kHopper,
+                                                              PrefillImpl::kAuto),
+                                            ::testing::Values(DType::kFp16),
+                                            ::testing::Values(64, 128), ::testing::Values(300),
+                                            ::testing::Bool()),
+                         window_prefill_name);
+
+// (dtype, head_dim, GQA ratio, num_splits; 0 = the heuristic, window)
+using WindowDecodeCase = std::tuple<DType, int, int, int, int>;
+class WindowDecodeTest : public ::testing::TestWithParam<WindowDecodeCase> {};
+
+TEST_P(WindowDecodeTest, MatchesReferenceWithinNaiveError) {
+  SKIP_WITHOUT_GPU();
+  const auto [dtype, head_dim, ratio, splits, window] = GetParam();
+  ProblemShape s = decode_shape(dtype, head_dim, ratio);
+  s.sliding_window = window;
+  check_decode(s, splits);
+}
+
+std::string window_decode_name(const ::testing::TestParamInfo<WindowDecodeCase>& info) {
+  const auto [dtype, head_dim, ratio, splits, window] = info.param;
+  return std::string(testing::dtype_name(dtype)) + "_d" + std::to_string(head_dim) + "_gqa" +
+         std::to_string(ratio) + "_splits" + (splits > 0 ? std::to_string(splits) : "auto") +
+         window_name(window);
+}
+
+// W = 1025 equals a context; 5000 exceeds every one; fp16 at one window.
+INSTANTIATE_TEST_SUITE_P(All, WindowDecodeTest,
+                         ::testing::Combine(::testing::Values(DType::kBf16),
+                                            ::testing::Values(64, 128), ::testing::Values(3, 8),
+                                            ::testing::Values(1, 3, 0),
+                                            ::testing::Values(1, 100, 1025, 5000)),
+                         window_decode_name);
+INSTANTIATE_TEST_SUITE_P(Fp16, WindowDecodeTest,
+                         ::testing::Combine(::testing::Values(DType::kFp16),
+                                            ::testing::Values(64, 128), ::testing::Values(3, 8),
+                                            ::testing::Values(3), ::testing::Values(100)),
+                         window_decode_name);
 
 // ---- configuration errors (no GPU needed: rejected before any launch) ----------------------
 
@@ -256,6 +366,25 @@ TEST(AttentionConfigTest, RejectsBadGqaBlockSizeAndSplits) {
             absl::StatusCode::kInvalidArgument);
   p.num_heads = 34;  // group of 17 > 16
   EXPECT_EQ(attention_decode(p, 1, nullptr, 0, nullptr).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AttentionConfigTest, RejectsAWindowWithoutCausalByName) {
+  AttentionParams p = valid_looking_params();
+  p.causal = false;
+  p.sliding_window = 512;
+  for (const absl::Status& s :
+       {attention_prefill(p, nullptr), attention_naive(p, nullptr, 0, nullptr)}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("sliding_window 512 needs causal"), std::string::npos) << s;
+  }
+}
+
+TEST(AttentionConfigTest, SplitHeuristicCountsOnlyTheWindowsTiles) {
+  // 512 keys straddle at most 9 tiles (575 keys): capped at 2 splits of >= 4 tiles.
+  EXPECT_EQ(attention_decode_num_splits(1, 8, 1 << 20, 132, 512), 2);
+  EXPECT_EQ(attention_decode_num_splits(1, 8, 1 << 20, 132, 4096), 16);  // 65 tiles
+  EXPECT_EQ(attention_decode_num_splits(1, 8, 4096, 132, 8192), 16);     // as without one
+  EXPECT_EQ(attention_decode_num_splits(1, 8, 4096, 132, 0), 16);
 }
 
 TEST(AttentionConfigTest, SplitHeuristicFillsTheGpuAndRespectsBounds) {

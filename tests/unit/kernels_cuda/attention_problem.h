@@ -2,7 +2,9 @@
 // Random paged-attention problems for the CUDA attention tests and benchmark: host data
 // rounded to bf16/fp16 (so the fp32 CPU reference sees exactly the kernel's inputs), a
 // shuffled block table, NaN in every cache row no sequence owns, device copies, and error
-// measures. Host-only C++ (CUDA runtime API, no device code).
+// measures. With a sliding window, the table entries of blocks wholly before the window of a
+// sequence's first query name a spare all-NaN block (kernels/attention/attention.h: the fused
+// kernels never read them). Host-only C++ (CUDA runtime API, no device code).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,7 +19,7 @@
 #include <vector>
 
 #include "base/bf16.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/cpu/attention_ref.h"
 
 namespace flashserve::kernels::testing {
@@ -141,6 +143,7 @@ struct ProblemShape {
   int num_heads = 8;
   int num_kv_heads = 2;
   bool causal = true;
+  int sliding_window = 0;    // AttentionParams::sliding_window
   std::vector<int> q_lens;   // per sequence
   std::vector<int> kv_lens;  // per sequence, >= q_lens
 };
@@ -198,6 +201,7 @@ struct Problem {
     fill(s.dtype, rng, k_cache, cache_elems, 1.f);
     fill(s.dtype, rng, v_cache, cache_elems, 1.f);
     poison_unowned_rows();
+    drop_blocks_before_window(perm[used]);  // a spare block: all NaN
     d_q = upload_half(s.dtype, q);
     d_k = upload_half(s.dtype, k_cache);
     d_v = upload_half(s.dtype, v_cache);
@@ -233,6 +237,18 @@ struct Problem {
     }
   }
 
+  // Points the table entries of blocks whose keys all lie before the window of the
+  // sequence's first query at `nan_block`.
+  void drop_blocks_before_window(int nan_block) {
+    if (shape.sliding_window <= 0) return;
+    for (size_t i = 0; i < shape.q_lens.size(); ++i) {
+      const int window_start = shape.kv_lens[i] - shape.q_lens[i] - shape.sliding_window + 1;
+      for (int b = 0; (b + 1) * kBlock <= window_start; ++b) {
+        block_tables[i * max_blocks_per_seq + b] = nan_block;
+      }
+    }
+  }
+
   AttentionParams params(void* out, float* lse) const {
     AttentionParams p;
     p.dtype = shape.dtype;
@@ -254,6 +270,7 @@ struct Problem {
     p.max_blocks_per_seq = max_blocks_per_seq;
     p.softmax_scale = 1.f / std::sqrt(static_cast<float>(shape.head_dim));
     p.causal = shape.causal;
+    p.sliding_window = shape.sliding_window;
     return p;
   }
 
@@ -278,6 +295,7 @@ struct Problem {
     c.max_blocks_per_seq = max_blocks_per_seq;
     c.softmax_scale = 1.f / std::sqrt(static_cast<float>(shape.head_dim));
     c.causal = shape.causal;
+    c.sliding_window = shape.sliding_window;
     attention_tiled_cpu(c);
   }
 

@@ -1,8 +1,8 @@
-// Launcher of split-KV decode (kernels/attention_decode.cuh): {bf16, fp16} x head_dim
+// Launcher of split-KV decode (kernels/attention/attention_decode.cuh): {bf16, fp16} x head_dim
 // {64, 128}, plus the combine kernel when the work is split.
-#include "kernels/attention.h"
-#include "kernels/attention_decode.cuh"
-#include "kernels/attention_dispatch.cuh"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_decode.cuh"
+#include "kernels/attention/attention_dispatch.cuh"
 #include "kernels/cuda_plumbing.cuh"
 #include "kernels/dependent_launch.cuh"
 

@@ -7,8 +7,9 @@
 // S and P make two round trips through memory: this is what the fused kernels avoid, and the
 // error of this pipeline against fp32 is the yardstick for theirs (at most 2x). Products use
 // 16x16 shared-memory tiles of fp32 FMAs; simple, not fast.
-#include "kernels/attention.h"
-#include "kernels/attention_dispatch.cuh"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_common.cuh"
+#include "kernels/attention/attention_dispatch.cuh"
 #include "kernels/cuda_plumbing.cuh"
 #include "kernels/paged_kv.h"
 
@@ -64,7 +65,8 @@ __global__ void naive_scores_kernel(const AttentionParams p, T* scores) {
   }
   const int i = i0 + ty, j = j0 + tx;
   if (i >= s.q_len || j >= s.kv_len) return;
-  const bool visible = !p.causal || j <= s.kv_len - s.q_len + i;
+  const int position = s.kv_len - s.q_len + i;
+  const bool visible = (!p.causal || j <= position) && position - j < window_keys(p.sliding_window);
   score_row(p, scores, seq, head, i)[j] =
       DTypeTraits<T>::from_float(visible ? dot * p.softmax_scale : kNegInf);
 }
@@ -117,12 +119,15 @@ __global__ void naive_pv_kernel(const AttentionParams p, const T* probs) {
   const int ty = threadIdx.y, tx = threadIdx.x;
   const int i = i0 + ty;
   float acc = 0.f;
-  for (int j0 = 0; j0 < s.kv_len; j0 += kNaiveTile) {
+  // V rows before the window of the tile's first query are never read (P is 0 there): the
+  // cache blocks wholly before a window need not hold finite data.
+  const int first_key = max(0, s.kv_len - s.q_len + i0 - window_keys(p.sliding_window) + 1);
+  for (int j0 = first_key / kNaiveTile * kNaiveTile; j0 < s.kv_len; j0 += kNaiveTile) {
     const int j = j0 + tx, vj = j0 + ty;
     ps[ty][tx] = i < s.q_len && j < s.kv_len
                      ? DTypeTraits<T>::to_float(score_row(p, probs, seq, head, i)[j])
                      : 0.f;
-    vs[ty][tx] = vj < s.kv_len
+    vs[ty][tx] = vj < s.kv_len && vj >= first_key
                      ? DTypeTraits<T>::to_float(cache_row<T>(p, p.v_cache, seq, kv_head, vj)[c0 + tx])
                      : 0.f;
     __syncthreads();
@@ -142,6 +147,7 @@ __global__ void naive_pv_kernel(const AttentionParams p, const T* probs) {
 absl::Status attention_naive(const AttentionParams& p, void* workspace, size_t workspace_bytes,
                              cudaStream_t stream) {
   if (absl::Status s = validate_attention_params(p); !s.ok()) return s;
+  if (absl::Status s = device::check_window_is_causal(p, "attention_naive"); !s.ok()) return s;
   if (p.cu_seqlens_q == nullptr) {
     return absl::InvalidArgumentError("attention_naive: cu_seqlens_q is null");
   }

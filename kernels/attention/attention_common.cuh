@@ -65,6 +65,13 @@ __device__ __forceinline__ void load_tile_async(T* tile, int valid_rows, const T
   }
 }
 
+// The sliding window as a bound on (query position - key): keys with a difference below it
+// are visible (kernels/attention/attention.h). Without a window the bound is one no
+// difference reaches (positions stay below 2^30), so one comparison serves both cases.
+__host__ __device__ __forceinline__ int window_keys(int sliding_window) {
+  return sliding_window > 0 ? sliding_window : (1 << 30);
+}
+
 // 2^x on the special-function unit, flushing subnormal results to 0 (a probability below
 // 2^-126 of the row maximum contributes nothing to an fp32 sum of terms <= 1 anyway).
 // exp2f() without -ftz adds subnormal handling around the same MUFU.EX2 instruction.

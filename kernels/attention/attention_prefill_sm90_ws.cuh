@@ -3,7 +3,7 @@
 // warpgroup feeding 2 consumer warpgroups at head_dim 128, 3 at head_dim 64). Its history and
 // measurements are in bench/attention/NOTES.md.
 //
-// Same algorithm and numerics as the portable kernel (kernels/attention_prefill.cuh), on
+// Same algorithm and numerics as the portable kernel (kernels/attention/attention_prefill.cuh), on
 // Hopper's wgmma: 128 query rows per CTA at d128 (2 consumer warpgroups x 64 rows), 128-key
 // K/V tiles in wgmma's 128-byte-swizzled layout (kernels/sm90_wgmma.cuh), S = Q K^T from
 // shared memory and O += P V with P from registers. How the tiles arrive and how the
@@ -37,10 +37,18 @@
 //   * setmaxnreg: the CTA starts at 168 registers per thread (384 threads); the producer drops
 //     to 40 and the consumers rise to 232. A lone producer warp
 //     (288 threads) does not help: 9 warps over 4 SM sub-partitions cap registers at 168 too.
+//   * Sliding window: as in the portable kernel, the tiles start at the one holding the
+//     window start of the CTA's first row. A 128-key tile spans two 64-row cache blocks; when
+//     the first lies wholly before that window start the producer zero-fills its rows instead
+//     of copying them (and never reads its block table entry), so blocks before the window
+//     are never touched (kernels/attention/attention.h's contract).
 //   * head_dim 64 (FA3's hdim-64 shape): 3 consumer warpgroups = 192 query rows x 128 keys,
 //     512 threads. Each K/V tile then serves 192 rows, and two warpgroups' softmax can run
 //     under the third's GEMMs (at d64 a tile's GEMMs take half as long as at d128 while the
 //     softmax costs the same). The ping-pong turns go round-robin 0 -> 1 -> 2 -> 0.
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_common.cuh"
+#include "kernels/paged_kv.h"
 #include "kernels/sm90_wgmma.cuh"
 
 namespace flashserve::kernels::device {
@@ -105,11 +113,12 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
 // load_tile_async for kThreads threads numbered tid (kSw128 layout): thread copies chunk
 // tid % C (C = kHeadDim / 8 chunks per row) of rows tid / C + i * R (R = kThreads / C rows per
 // step). row % 8 takes J = max(1, 8 / R) values per thread, so it keeps J destination bases and
-// every copy is one cp.async at an immediate offset from one of them. Rows >= valid_rows are
-// zero-filled.
+// every copy is one cp.async at an immediate offset from one of them. Rows outside
+// [first_valid_row, valid_rows) are zero-filled (lo is then only a dummy source address).
 template <int kRows, int kHeadDim, int kThreads, typename T>
-__device__ __forceinline__ void load_tile_group(T* tile, int valid_rows, const T* lo, const T* hi,
-                                                int64_t row_stride, int tid) {
+__device__ __forceinline__ void load_tile_group(T* tile, int first_valid_row, int valid_rows,
+                                                const T* lo, const T* hi, int64_t row_stride,
+                                                int tid) {
   constexpr int C = kHeadDim / 8;
   constexpr int R = kThreads / C;
   constexpr int J = R >= 8 ? 1 : 8 / R;
@@ -127,7 +136,7 @@ __device__ __forceinline__ void load_tile_group(T* tile, int valid_rows, const T
 #pragma unroll
   for (int i = 0; i < kRows / R; ++i) {
     const int row0 = i * R;  // compile-time
-    const bool valid = r0 + row0 < valid_rows;
+    const bool valid = r0 + row0 >= first_valid_row && r0 + row0 < valid_rows;
     const T* src = row0 < 64 ? src_lo + row0 * row_stride : src_hi + (row0 - 64) * row_stride;
     cp_async_16(dst[i % J] + 2 * ((i / J) * J * R * 64), valid ? src : src_lo, valid);
   }
@@ -160,7 +169,10 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   const int kv_head = head / (p.num_heads / p.num_kv_heads);
   const int rows = min(kBlockM, q_len - m_base);
   const int n_end = p.causal ? min(kv_len, q_offset + m_base + rows) : kv_len;
-  const int num_tiles = (n_end + kBlockN - 1) / kBlockN;
+  const int window = window_keys(p.sliding_window);
+  const int window_start = max(0, q_offset + m_base - window + 1);  // of the CTA's first row
+  const int first_tile = window_start / kBlockN;
+  const int num_tiles = max(0, (n_end + kBlockN - 1) / kBlockN - first_tile);  // from first_tile
 
   extern __shared__ uint4 smem_raw[];
   const uint32_t pad = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
@@ -198,11 +210,15 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
                                      p.num_kv_heads, p.block_size, kHeadDim);
     };
     auto load_kv = [&](const void* cache, T* dst, int tile) {
-      const int key0 = tile * kBlockN;
+      const int key0 = (first_tile + tile) * kBlockN;
       const T* base = static_cast<const T*>(cache);
-      const T* r0 = cache_rows(base, key0);
-      const T* r1 = key0 + 64 < kv_len ? cache_rows(base, key0 + 64) : r0;  // never past the end
-      load_tile_group<kBlockN, kHeadDim, 128>(dst, kv_len - key0, r0, r1, kHeadDim, tid);
+      // First half wholly before the window: zero-filled; then key0 + 64 <= window_start <
+      // kv_len, so the second half exists and serves as the dummy source.
+      const bool skip_lo = key0 + 64 <= window_start;
+      const T* r1 = key0 + 64 < kv_len ? cache_rows(base, key0 + 64) : nullptr;  // not past the end
+      const T* r0 = skip_lo ? r1 : cache_rows(base, key0);
+      load_tile_group<kBlockN, kHeadDim, 128>(dst, skip_lo ? 64 : 0, kv_len - key0, r0,
+                                              r1 != nullptr ? r1 : r0, kHeadDim, tid);
     };
     // Group g is signalled once group g + 1 is in flight (see the header comment).
     uint32_t prev_bar = 0;
@@ -217,7 +233,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
       prev_bar = bar;
       have_prev = true;
     };
-    load_tile_group<kBlockM, kHeadDim, 128>(sq, rows, q_base, q_base + 64 * q_row_stride,
+    load_tile_group<kBlockM, kHeadDim, 128>(sq, 0, rows, q_base, q_base + 64 * q_row_stride,
                                             q_row_stride, tid);
     issued(q_full);
     load_kv(p.k_cache, sk, 0);
@@ -277,15 +293,17 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   };
   auto softmax = [&](int n, float (&correction)[2]) {
-    const int key0 = n * kBlockN;
+    const int key0 = (first_tile + n) * kBlockN;
     const bool crosses_end = key0 + kBlockN > kv_len;
     const bool crosses_diagonal = p.causal && key0 + kBlockN - 1 > q_offset + m_base;
-    if (crosses_end || crosses_diagonal) {
+    const bool crosses_window = q_offset + m_base + kBlockM - 1 - key0 >= window;
+    if (crosses_end || crosses_diagonal || crosses_window) {
 #pragma unroll
       for (int i = 0; i < kSRegs; ++i) {
         const int key = key0 + (i / 4) * 8 + 2 * (lane & 3) + (i & 1);
         const int row = m_base + thread_row + ((i >> 1) & 1) * 8;
-        const bool visible = key < kv_len && (!p.causal || key <= q_offset + row);
+        const bool visible = key < kv_len && (!p.causal || key <= q_offset + row) &&
+                             q_offset + row - key < window;
         if (!visible) s[i] = kNegInf;
       }
     }

@@ -1,15 +1,15 @@
 // Launchers of the fused prefill kernels: the portable mma.sync kernel
-// (kernels/attention_prefill.cuh) and the Hopper warp-specialized wgmma kernel
-// (kernels/attention_prefill_sm90_ws.cuh). Each is instantiated for {bf16, fp16} x head_dim
-// {64, 128}; causal is a runtime flag (it only moves the loop bound and decides which tiles
-// need the mask), so it costs no extra instantiation.
+// (kernels/attention/attention_prefill.cuh) and the Hopper warp-specialized wgmma kernel
+// (kernels/attention/attention_prefill_sm90_ws.cuh). Each is instantiated for {bf16, fp16} x
+// head_dim {64, 128}; causal and the sliding window are runtime values (they only move the loop
+// bounds and decide which tiles need the mask), so they cost no extra instantiation.
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kernels/attention.h"
-#include "kernels/attention_dispatch.cuh"
-#include "kernels/attention_prefill.cuh"
-#include "kernels/attention_prefill_sm90_ws.cuh"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_dispatch.cuh"
+#include "kernels/attention/attention_prefill.cuh"
+#include "kernels/attention/attention_prefill_sm90_ws.cuh"
 #include "kernels/cuda_plumbing.cuh"
 
 namespace flashserve::kernels {
@@ -83,6 +83,7 @@ absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
 
 absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
   if (absl::Status s = validate_attention_params(p); !s.ok()) return s;
+  if (absl::Status s = device::check_window_is_causal(p, "attention_prefill"); !s.ok()) return s;
   if (p.cu_seqlens_q == nullptr) {
     return absl::InvalidArgumentError("attention_prefill: cu_seqlens_q is null");
   }

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/attention.h"
-#include "kernels/attention_dispatch.cuh"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_dispatch.cuh"
 #include "kernels/cuda_plumbing.cuh"
 
 namespace flashserve::kernels {
@@ -55,7 +55,13 @@ absl::Status validate_attention_params(const AttentionParams& p) {
   return absl::OkStatus();
 }
 
-int attention_decode_num_splits(int num_seqs, int num_kv_heads, int max_seqlen_k, int num_sms) {
+int attention_decode_num_splits(int num_seqs, int num_kv_heads, int max_seqlen_k, int num_sms,
+                                int sliding_window) {
+  // A query's window spans at most W - 1 keys before it, which may straddle one more tile.
+  if (sliding_window > 0) {
+    max_seqlen_k = static_cast<int>(
+        std::min<int64_t>(max_seqlen_k, int64_t{sliding_window} + kAttentionKvTile - 1));
+  }
   // Decode is bound by reading K/V; one CTA per (sequence, KV head) leaves most SMs idle at
   // small batch. Aim for ~4 CTAs per SM (2 resident x 2 waves, enough bytes in flight), but
   // keep >= 4 tiles per split so the combine and per-CTA start-up stay a small fraction.

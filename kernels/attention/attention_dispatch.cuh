@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/cuda_plumbing.cuh"
 
 namespace flashserve::kernels::device {
@@ -21,6 +21,15 @@ inline absl::Status check_head_dim(int head_dim) {
   if (head_dim == 64 || head_dim == 128) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("attention: unsupported head_dim ", head_dim, " (supported: 64, 128)"));
+}
+
+// Prefill and naive: a sliding window bounds the keys before a query, so it needs causal.
+inline absl::Status check_window_is_causal(const AttentionParams& p, const char* launcher) {
+  if (p.sliding_window > 0 && !p.causal) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        launcher, ": sliding_window ", p.sliding_window, " needs causal attention"));
+  }
+  return absl::OkStatus();
 }
 
 // Calls f(TypeTag<T>{}, HeadDimTag<D>{}) for the listed combinations.

@@ -5,11 +5,14 @@
 // sequence's K/V in tiles of kPrefillBlockN keys through a two-stage cp.async pipeline; each
 // warp owns 32 query rows and, per tile:
 //   S = Q K^T          (tensor cores, fp32 accumulators in registers)
-//   mask               (only on tiles crossing the causal diagonal or the sequence end)
+//   mask               (only on tiles crossing the causal diagonal, the sequence end or the
+//                       sliding window's start)
 //   online softmax     (running max m and sum l per row; acc and l rescaled by
 //                       exp(m_old - m_new) whenever the max moves)
 //   acc += P V         (P rounded to the input dtype straight from the S registers)
 // so S and P never leave registers. FLOPs: 4 * q_len * visible keys * head_dim per head.
+// With a sliding window the loop starts at the tile holding the window start of the CTA's
+// first row (the earliest of its rows): tiles before it are never loaded.
 //
 // Numerics: scores stay fp32; exp is exp2 with the scale folded into one FMA
 // (s * scale * log2(e) - m * scale * log2(e)); P is rounded to bf16/fp16 only as the PV
@@ -17,8 +20,8 @@
 // unrounded fp32 p; the output is divided by l in fp32 and rounded once. A row whose tile is
 // fully masked keeps m = -inf; we then subtract 0 instead of m so that exp2(-inf - (-inf))
 // (NaN) never occurs: all its p are exp2(-inf) = 0.
-#include "kernels/attention.h"
-#include "kernels/attention_common.cuh"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_common.cuh"
 #include "kernels/paged_kv.h"
 
 namespace flashserve::kernels::device {
@@ -66,7 +69,9 @@ __global__ void __launch_bounds__(prefill_threads(), prefill_ctas_per_sm())
   const int kv_head = head / (p.num_heads / p.num_kv_heads);
   const int rows = min(kBlockM, q_len - m_base);
   const int n_end = p.causal ? min(kv_len, q_offset + m_base + rows) : kv_len;
-  const int num_tiles = (n_end + kBlockN - 1) / kBlockN;
+  const int window = window_keys(p.sliding_window);
+  const int first_tile = max(0, q_offset + m_base - window + 1) / kBlockN;
+  const int num_tiles = max(0, (n_end + kBlockN - 1) / kBlockN - first_tile);  // from first_tile
 
   extern __shared__ uint4 smem_raw[];
   T* sq = reinterpret_cast<T*>(smem_raw);
@@ -83,7 +88,7 @@ __global__ void __launch_bounds__(prefill_threads(), prefill_ctas_per_sm())
   const T* k_cache = static_cast<const T*>(p.k_cache);
   const T* v_cache = static_cast<const T*>(p.v_cache);
   auto load_kv = [&](int tile, int stage) {
-    const int key0 = tile * kBlockN;
+    const int key0 = (first_tile + tile) * kBlockN;
     const int64_t block = table[key0 / p.block_size];
     const int64_t off = kv_cache_offset(block, kv_head, key0 % p.block_size, p.num_kv_heads,
                                         p.block_size, kHeadDim);
@@ -163,11 +168,13 @@ __global__ void __launch_bounds__(prefill_threads(), prefill_ctas_per_sm())
       }
     }
 
-    // ---- mask: keys past the sequence end, and (causal) keys after the row's position ----
-    const int key0 = n * kBlockN;
+    // ---- mask: keys past the sequence end, (causal) keys after the row's position, and
+    // keys before its window (position - key >= window) ----
+    const int key0 = (first_tile + n) * kBlockN;
     const bool crosses_end = key0 + kBlockN > kv_len;
     const bool crosses_diagonal = p.causal && key0 + kBlockN - 1 > q_offset + m_base;
-    if (crosses_end || crosses_diagonal) {
+    const bool crosses_window = q_offset + m_base + kBlockM - 1 - key0 >= window;
+    if (crosses_end || crosses_diagonal || crosses_window) {
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -176,7 +183,8 @@ __global__ void __launch_bounds__(prefill_threads(), prefill_ctas_per_sm())
           for (int e = 0; e < 4; ++e) {
             const int key = key0 + nt * 8 + 2 * (lane & 3) + (e & 1);
             const int row = m_base + warp_row + mt * 16 + (lane >> 2) + (e >> 1) * 8;
-            const bool visible = key < kv_len && (!p.causal || key <= q_offset + row);
+            const bool visible = key < kv_len && (!p.causal || key <= q_offset + row) &&
+                                 q_offset + row - key < window;
             if (!visible) s[mt][nt][e] = kNegInf;
           }
         }

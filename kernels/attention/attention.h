@@ -1,11 +1,20 @@
 #pragma once
 // The CUDA attention kernels: plain C++ API (POD params + launchers taking a stream). Device
-// code lives in kernels/attention_*.cuh; callers never see it.
+// code lives in kernels/attention/*.cuh; callers never see it.
 //
 // Every kernel reads K/V from the paged cache (kernels/paged_kv.h) through block tables, with
 // the same semantics as the fp32 reference in kernels/cpu/attention_ref.h:
 //   query i (0-based) of sequence s sits at position seqlens_k[s] - q_len(s) + i and, when
 //   causal, sees keys at positions <= its own; without causal it sees all seqlens_k[s] keys.
+//   With a sliding window W = sliding_window > 0 (local attention, e.g. Gemma 2/3's and
+//   Mistral's local layers) the query at position p sees only keys k with p - k < W: the
+//   last W positions up to and including its own (HF transformers' and llama.cpp's rule;
+//   kernels/cpu/attention_ref.h has the citations). The fused kernels skip K/V tiles wholly
+//   outside every window of a CTA (prefill) or split (decode), so a local layer's cost grows
+//   with W, not with the context, and they never read a cache block all of whose keys lie
+//   before the window of the sequence's first query of the call (position seqlens_k -
+//   q_len - W + 1): its block table entry may name any block (one reused by another
+//   sequence, say). attention_naive reads every entry up to seqlens_k.
 //
 //   attention_prefill  fused FlashAttention forward (QK^T -> mask -> online softmax -> PV in
 //                      one kernel; S and P never reach device memory); varlen, causal,
@@ -32,9 +41,9 @@ typedef struct CUstream_st* cudaStream_t;
 namespace flashserve::kernels {
 
 // Which prefill kernel runs. kAuto: on compute capability 9.0 the faster of the two for the
-// head_dim as measured (kernels/attention_prefill.cu), elsewhere the portable mma.sync path
-// (sm_80 instructions). kHopper on another GPU is an
-// InvalidArgument. Tests and benchmarks pin each path to compare them.
+// head_dim as measured (kernels/attention/attention_prefill.cu), elsewhere the portable
+// mma.sync path (sm_80 instructions). kHopper on another GPU is an InvalidArgument. Tests and
+// benchmarks pin each path to compare them.
 enum class PrefillImpl { kAuto, kPortable, kHopper };
 
 // Keys per K/V tile in every attention kernel; the cache block_size must be a multiple.
@@ -63,6 +72,11 @@ struct AttentionParams {
   int max_blocks_per_seq = 0;
   float softmax_scale = 0.f;  // usually 1/sqrt(head_dim)
   bool causal = true;
+  // Keys a query may see, counting back from its own position (see the top of this file);
+  // <= 0: no window (global attention). A plain per-call field so that a model can set it
+  // per layer. Prefill and naive: W > 0 requires causal (InvalidArgument otherwise); decode
+  // is causal by construction.
+  int sliding_window = 0;
   PrefillImpl prefill_impl = PrefillImpl::kAuto;  // prefill only
 };
 
@@ -70,13 +84,16 @@ struct AttentionParams {
 absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream);
 
 // Number of KV splits for decode: enough CTAs to fill the GPU (num_sms multiprocessors),
-// never fewer than 4 K/V tiles (256 keys) per split, at most kMaxDecodeSplits.
+// never fewer than 4 K/V tiles (256 keys) per split, at most kMaxDecodeSplits. With a
+// sliding window the splits share only the window's tiles, so pass it here too.
 inline constexpr int kMaxDecodeSplits = 32;
-int attention_decode_num_splits(int num_seqs, int num_kv_heads, int max_seqlen_k, int num_sms);
+int attention_decode_num_splits(int num_seqs, int num_kv_heads, int max_seqlen_k, int num_sms,
+                                int sliding_window = 0);
 // Bytes of scratch attention_decode needs for num_splits splits (0 when num_splits == 1).
 size_t attention_decode_workspace_bytes(const AttentionParams& p, int num_splits);
 // Decode: q and out are [num_seqs, num_heads, head_dim] (one query per sequence, which sees
-// all seqlens_k[s] keys; `causal` is irrelevant). num_heads / num_kv_heads must be <= 16.
+// all seqlens_k[s] keys, or the last sliding_window of them; `causal` is irrelevant).
+// num_heads / num_kv_heads must be <= 16.
 // REQUIRES: workspace_bytes >= attention_decode_workspace_bytes(p, num_splits).
 absl::Status attention_decode(const AttentionParams& p, int num_splits, void* workspace,
                               size_t workspace_bytes, cudaStream_t stream);
@@ -90,17 +107,19 @@ absl::Status attention_naive(const AttentionParams& p, void* workspace, size_t w
 // The work of one attention call over num_seqs packed sequences, for benchmarks and metrics
 // alike (the one formula both use). Sequence s has q_len(s) = cu_seqlens_q[s+1] -
 // cu_seqlens_q[s] queries over seqlens_k[s] keys; with `causal`, query i sees
-// seqlens_k - q_len + i + 1 keys, otherwise all of them.
+// seqlens_k - q_len + i + 1 keys, otherwise all of them; with sliding_window W > 0 (causal)
+// at most W of them.
 //   flops = 4 * head_dim * num_heads * (query, key) pairs attended  (QK^T and PV, 2 each)
 //   bytes = element_bytes * head_dim * (2 * num_heads * queries + 2 * num_kv_heads * keys):
-//           the minimum traffic, Q read and O written once, each K/V row read once.
+//           the minimum traffic, Q read and O written once, each K/V row that some query
+//           sees read once (with a window: the last q_len + W - 1 keys at most).
 struct AttentionCost {
   double flops = 0;
   double bytes = 0;
 };
 AttentionCost attention_cost(const int32_t* cu_seqlens_q, const int32_t* seqlens_k,
                              int num_seqs, int num_heads, int num_kv_heads, int head_dim,
-                             int element_bytes, bool causal);
+                             int element_bytes, bool causal, int sliding_window = 0);
 
 // Validation shared by the launchers (exposed for tests): InvalidArgument naming the value.
 absl::Status validate_attention_params(const AttentionParams& p);

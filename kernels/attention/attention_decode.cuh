@@ -12,8 +12,10 @@
 //   lse = log(sum_i exp(lse_i)),  out = sum_i exp(lse_i - lse) * out_i.
 // Decode is bound by reading K/V (2 * kv_len * head_dim * 2 bytes per KV head); the MMA
 // wastes 16 / G of its rows, which costs nothing measurable at this arithmetic intensity.
-#include "kernels/attention.h"
-#include "kernels/attention_common.cuh"
+// With a sliding window W the splits share only the tiles from the one holding the window
+// start (key kv_len - W) on, so a local layer reads ~W keys whatever the context.
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_common.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/paged_kv.h"
 
@@ -49,10 +51,13 @@ __global__ void __launch_bounds__(decode_threads(), 2)
   const int group = p.num_heads / p.num_kv_heads;
   const int head0 = kv_head * group;
   const int kv_len = p.seqlens_k[seq];
-  const int total_tiles = (kv_len + kBlockN - 1) / kBlockN;
-  const int tiles_per_split = (total_tiles + num_splits - 1) / num_splits;
-  const int t0 = min(split * tiles_per_split, total_tiles);
-  const int t1 = min(t0 + tiles_per_split, total_tiles);
+  // The query sits at kv_len - 1 and sees keys k with kv_len - 1 - k < window.
+  const int window_start = max(0, kv_len - window_keys(p.sliding_window));
+  const int first_tile = window_start / kBlockN;
+  const int window_tiles = (kv_len + kBlockN - 1) / kBlockN - first_tile;
+  const int tiles_per_split = (window_tiles + num_splits - 1) / num_splits;
+  const int t0 = first_tile + min(split * tiles_per_split, window_tiles);
+  const int t1 = min(t0 + tiles_per_split, first_tile + window_tiles);
 
   extern __shared__ uint4 smem_raw[];
   T* sq = reinterpret_cast<T*>(smem_raw);        // [16][kHeadDim]
@@ -116,12 +121,13 @@ __global__ void __launch_bounds__(decode_threads(), 2)
       mma_16816<T>(s[1], qf[kk], b[2], b[3]);
     }
     const int key0 = t * kBlockN + key_base;
-    if (key0 + 16 > kv_len) {
+    if (key0 + 16 > kv_len || key0 < window_start) {
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          if (key0 + nt * 8 + 2 * (lane & 3) + (e & 1) >= kv_len) s[nt][e] = kNegInf;
+          const int key = key0 + nt * 8 + 2 * (lane & 3) + (e & 1);
+          if (key >= kv_len || key < window_start) s[nt][e] = kNegInf;
         }
       }
     }
