@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kThreads, (ctas_per_sm<F, kBM>())) quant_gemm_
     store_scales<F>(sc, (s_begin + i) * kUnitsPerStage, scale_row(i));
   }
   wait_for_prior_grid();
-  const StageCopier<F, kBM, 0, kBN * row_stride<F>()> copier(p, l, row0, tok0);
+  const StageCopier<F, kBM, 0, kBN * row_stride<F>(), kBN> copier(p, l, row0, tok0);
   for (int i = 0; i < kStages - 1; ++i) {
     if (i < num_stages) {
       copier.issue(p, s_begin + i, num_units, slot(i));

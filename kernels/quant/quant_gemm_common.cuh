@@ -92,17 +92,17 @@ __device__ __forceinline__ void store_scales(const ScaleWords& s, int u, uint8_t
 // a third of the kernel's instructions). Rows past n read row n - 1, units past the row's
 // end and tokens past m are zero-filled. Byte offsets from the weights' base fit 32 bits
 // (quant_gemm refuses tensors of 4 GiB and more). A stage buffer holds the weight rows
-// (kBN x row_stride<F>()) at byte kWAt and the x tile ([kBM][kBK] bf16, swizzle<kBK>) at
-// kXAt.
-template <WeightFormat F, int kBM, int kWAt, int kXAt>
+// (kRows x row_stride<F>()) at byte kWAt and the x tile ([kBM][kBK] bf16, swizzle<kBK>) at
+// kXAt. The CTA has one thread a weight row (kRows threads).
+template <WeightFormat F, int kBM, int kWAt, int kXAt, int kRows>
 struct StageCopier {
   static constexpr int kQsChunks = qs_bytes<F>() / 16;          // a row and stage
-  static constexpr int kQsCopies = kBN * kQsChunks / kThreads;  // a thread and stage
-  static constexpr int kQsRowStep = kThreads / kQsChunks;       // rows between its copies
+  static constexpr int kQsCopies = kQsChunks;                  // a thread and stage
+  static constexpr int kQsRowStep = kRows / kQsChunks;          // rows between its copies
   static constexpr int kXChunks = kBK / 8;                      // of x, a token and stage
-  static constexpr int kXCopies = kBM * kXChunks / kThreads;
-  static constexpr int kXRowStep = kThreads / kXChunks;
-  static_assert(kQsCopies >= 1 && kXCopies >= 1 && kThreads % kQsChunks == 0);
+  static constexpr int kXCopies = kBM * kXChunks / kRows;
+  static constexpr int kXRowStep = kRows / kXChunks;
+  static_assert(kXCopies >= 1 && kRows % kQsChunks == 0 && kRows % kXChunks == 0);
 
   const uint8_t* qs;               // chunk c of unit 0 (Q8_0: its half), row offset 0
   uint32_t qs_row[kQsCopies];      // byte offsets of the thread's rows in qs

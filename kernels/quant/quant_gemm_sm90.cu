@@ -1,10 +1,11 @@
 // quant_gemm() with QuantGemmKernel::kWgmma (kernels/quant/quant_gemm.h): Hopper's
 // warpgroup MMA with the weights as the register A operand.
 //
-// Tiling. A CTA of two warpgroups (8 warps) computes kBN = 256 weight rows by kBM tokens
-// (64 or 128) over a range of k (all of it, or one of `splits` parts), in stages of kBK = 64
-// elements (2 units of 32), like the mma.sync kernel (kernels/quant/quant_gemm.cu) whose
-// ring, scale staging, stage copies and decoding it shares (quant_gemm_common.cuh):
+// Tiling. A CTA of kWG warpgroups (two: 256 weight rows, as the mma.sync kernel; or one: 128
+// rows, twice the tiles for small grids) computes its rows by kBM tokens (64 or 128) over a
+// range of k (all of it, or one of `splits` parts), in stages of kBK = 64 elements (2 units
+// of 32), like the mma.sync kernel (kernels/quant/quant_gemm.cu) whose ring, scale staging,
+// stage copies and decoding it shares (quant_gemm_common.cuh):
 //   * Warpgroup wg owns rows 128 wg .. 128 wg + 127 as two m64 tiles; warp q of it holds
 //     rows 16 q .. 16 q + 15 of each tile. Per warp, the A operand of wgmma m64nNk16 from
 //     registers has the layout of mma.sync m16n8k16's A fragment (PTX ISA, "Register
@@ -32,6 +33,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/quant/quant_gemm_common.cuh"
 #include "kernels/sm90_wgmma.cuh"
 
@@ -43,41 +45,50 @@ constexpr int kSmemPerSm = 228 * 1024;
 constexpr int kReservedPerCta = 1024;  // the runtime's share of an SM's shared memory
 constexpr int kAlign = 1024;           // the 128-byte swizzle repeats every 1024 bytes
 
-// A stage buffer: the x tile ([kBM][kBK] bf16 = kBM rows of 128 bytes), then the kBN weight
-// rows, rounded up to a multiple of 1024 bytes so that every stage's x tile stays aligned.
+// A CTA of kWG warpgroups: 128 kWG threads and weight rows (one thread a row, as
+// StageCopier and the scale staging want), each warpgroup two m64 tiles.
+template <int kWG>
+__host__ __device__ constexpr int wg_rows() { return 128 * kWG; }
+
+// A stage buffer: the x tile ([kBM][kBK] bf16 = kBM rows of 128 bytes), then the weight rows,
+// rounded up to a multiple of 1024 bytes so that every stage's x tile stays aligned.
 template <int kBM>
 __host__ __device__ constexpr int x_tile_bytes() { return kBM * kBK * 2; }
-template <WeightFormat F, int kBM>
+template <WeightFormat F, int kBM, int kWG>
 __host__ __device__ constexpr int wg_stage_bytes() {
-  return (x_tile_bytes<kBM>() + kBN * row_stride<F>() + kAlign - 1) / kAlign * kAlign;
+  return (x_tile_bytes<kBM>() + wg_rows<kWG>() * row_stride<F>() + kAlign - 1) / kAlign * kAlign;
 }
-// Two CTAs an SM at 64 tokens where each keeps a ring of 4 or more (the register budget
-// then is 128 a thread: 64 accumulators), one at 128 tokens (128 accumulators).
-template <WeightFormat F, int kBM>
+// CTAs an SM: as many as registers (64 tokens: <= 128 a thread, 64 accumulators; 128
+// tokens: <= 255, 128 accumulators and ~200 in all) and shared memory for a ring of 4 allow.
+template <WeightFormat F, int kBM, int kWG>
 __host__ __device__ constexpr int wg_ctas_per_sm() {
-  return kBM == 64 && 2 * (4 * wg_stage_bytes<F, kBM>() + kAlign + kReservedPerCta) <= kSmemPerSm
-             ? 2
-             : 1;
+  const int by_regs = 65536 / (wg_rows<kWG>() * (kBM == 64 ? 128 : 208));
+  int c = by_regs < 4 ? by_regs : 4;
+  while (c > 1 && c * (4 * wg_stage_bytes<F, kBM, kWG>() + kAlign + kReservedPerCta) > kSmemPerSm) {
+    --c;
+  }
+  return c;
 }
-template <WeightFormat F, int kBM>
+template <WeightFormat F, int kBM, int kWG>
 __host__ __device__ constexpr int wg_stages() {
-  const int fit = (kSmemPerSm / wg_ctas_per_sm<F, kBM>() - kAlign - kReservedPerCta) /
-                  wg_stage_bytes<F, kBM>();
+  const int fit = (kSmemPerSm / wg_ctas_per_sm<F, kBM, kWG>() - kAlign - kReservedPerCta) /
+                  wg_stage_bytes<F, kBM, kWG>();
   return fit < 8 ? fit : 8;
 }
-template <WeightFormat F, int kBM>
+template <WeightFormat F, int kBM, int kWG>
 __host__ __device__ constexpr int wg_smem_bytes() {
-  return wg_stages<F, kBM>() * wg_stage_bytes<F, kBM>() + kAlign;  // + the alignment slack
+  return wg_stages<F, kBM, kWG>() * wg_stage_bytes<F, kBM, kWG>() + kAlign;  // + alignment slack
 }
 
-template <WeightFormat F, int kBM>
-__global__ void __launch_bounds__(kThreads, (wg_ctas_per_sm<F, kBM>())) quant_gemm_wgmma_kernel(
-    const QuantGemmParams p, const int splits) {
+template <WeightFormat F, int kBM, int kWG>
+__global__ void __launch_bounds__(wg_rows<kWG>(), (wg_ctas_per_sm<F, kBM, kWG>()))
+    quant_gemm_wgmma_kernel(const QuantGemmParams p, const int splits) {
 #if defined(FLASHSERVE_SM90A)
-  constexpr int kStages = wg_stages<F, kBM>();
+  constexpr int kRows = wg_rows<kWG>();
+  constexpr int kStages = wg_stages<F, kBM, kWG>();
   constexpr int kAhead = kStages - 2;  // stages in flight beyond the one computed
   static_assert(kAhead >= 1);
-  constexpr int kStageBytes = wg_stage_bytes<F, kBM>();
+  constexpr int kStageBytes = wg_stage_bytes<F, kBM, kWG>();
   constexpr int kWAt = x_tile_bytes<kBM>();  // the weight rows' offset in a stage
   constexpr int kAcc = kBM / 2;              // accumulators a thread and m64 tile
   extern __shared__ uint4 smem_raw[];
@@ -86,7 +97,7 @@ __global__ void __launch_bounds__(kThreads, (wg_ctas_per_sm<F, kBM>())) quant_ge
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int wg = warp / 4, wq = warp % 4;
-  const int tok0 = blockIdx.x * kBM, row0 = blockIdx.y * kBN, split = blockIdx.z;
+  const int tok0 = blockIdx.x * kBM, row0 = blockIdx.y * kRows, split = blockIdx.z;
   const int num_units = p.k / kQuantUnit;
   const int total_stages = (num_units + kUnitsPerStage - 1) / kUnitsPerStage;
   const int per_split = (total_stages + splits - 1) / splits;
@@ -105,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, (wg_ctas_per_sm<F, kBM>())) quant_ge
     store_scales<F>(sc, (s_begin + i) * kUnitsPerStage, scale_row(i));
   }
   wait_for_prior_grid();
-  const StageCopier<F, kBM, kWAt, 0> copier(p, l, row0, tok0);
+  const StageCopier<F, kBM, kWAt, 0, kRows> copier(p, l, row0, tok0);
   for (int i = 0; i < kAhead; ++i) {
     if (i < num_stages) {
       copier.issue(p, s_begin + i, num_units, slot(i));
@@ -191,48 +202,78 @@ __global__ void __launch_bounds__(kThreads, (wg_ctas_per_sm<F, kBM>())) quant_ge
 #endif
 }
 
-// The k splits for `tiles` CTAs (columns x token tiles) on `slots` concurrent ones: the
-// count that minimises a model of the time in stage times, rounds of CTAs x (a split's
-// stages + ~2 for the ramp and the epilogue) + the reduction's fp32 traffic (~1.8 MB a stage
-// time). Unlike the mma.sync kernel's "fill every SM", this sees that 48 tiles in 3 splits
-// on 132 SMs take two rounds. Each split keeps >= 4 stages; the partial sums fit p.partials.
-int wgmma_splits(const QuantGemmParams& p, int64_t tiles, int64_t slots) {
+template <WeightFormat F, int kBM, int kWG>
+struct WgSmemTag {};
+
+// One variant's grid: k splits and the modelled time (wgmma_plan).
+struct WgPlan {
+  int splits = 1;
+  double cost = 0;
+};
+
+// The k splits for a variant of kRows-row CTAs, c of them an SM, on num_sms SMs, and the time
+// they take in a model: in "stage times" (an SM's time for 256 rows x 64 k of one token tile,
+// the same whichever variant, ~0.6 us at 128 tokens), rounds of CTAs x (a split's stages + ~2
+// for the ramp and the epilogue) x the time a CTA-stage takes with c CTAs sharing the SM,
+// plus the reduction's fp32 traffic (~1.8 MB a stage time). Unlike the mma.sync kernel's
+// "fill every SM" this sees that 48 tiles in 3 splits on 132 SMs take two rounds. Each split
+// keeps >= 4 stages; the partial sums fit p.partials.
+WgPlan wgmma_plan(const QuantGemmParams& p, int rows, int bm, int c, int num_sms) {
+  const int64_t tiles = int64_t{(p.n + rows - 1) / rows} * ((p.m + bm - 1) / bm);
+  const int64_t slots = int64_t{c} * num_sms;
   const int stages = (p.k / kQuantUnit + kUnitsPerStage - 1) / kUnitsPerStage;
-  int best = 1;
-  double best_cost = 0;
+  const double stage_time = rows / 256.0 * c;
+  WgPlan best;
   for (int s = 1; s <= std::max(1, stages / 4); ++s) {
     if (s > 1 && int64_t{s} * p.m * p.n > p.partials_floats) break;
     const int64_t rounds = (tiles * s + slots - 1) / slots;
-    double cost = static_cast<double>(rounds) * ((stages + s - 1) / s + 2);
+    double cost = static_cast<double>(rounds) * ((stages + s - 1) / s + 2) * stage_time;
     if (s > 1) cost += (4.0 * s + 2.0) * p.m * p.n / 1.8e6;
-    if (s == 1 || cost < best_cost) best = s, best_cost = cost;
+    if (s == 1 || cost < best.cost) best = {s, cost};
   }
   return best;
 }
 
-template <WeightFormat F, int kBM>
-struct WgSmemTag {};
+template <WeightFormat F, int kBM, int kWG>
+WgPlan plan_of(const QuantGemmParams& p, int num_sms) {
+  return wgmma_plan(p, wg_rows<kWG>(), kBM, wg_ctas_per_sm<F, kBM, kWG>(), num_sms);
+}
 
+template <WeightFormat F, int kBM, int kWG>
+absl::Status launch_wgmma(const QuantGemmParams& p, const WgPlan& pl, cudaStream_t stream) {
+  auto* kernel = quant_gemm_wgmma_kernel<F, kBM, kWG>;
+  constexpr int smem = wg_smem_bytes<F, kBM, kWG>();
+  constexpr int rows = wg_rows<kWG>();
+  if (absl::Status s = set_smem_limit_once<WgSmemTag<F, kBM, kWG>>(kernel, smem); !s.ok()) {
+    return s;
+  }
+  const dim3 grid(static_cast<unsigned>((p.m + kBM - 1) / kBM),
+                  static_cast<unsigned>((p.n + rows - 1) / rows), pl.splits);
+  CUDA_CHECK(launch_dependent(kernel, grid, rows, smem, stream, p, pl.splits));
+  return reduce_splits(p, pl.splits, stream);
+}
+
+// 64-token tiles up to 64 tokens, else 128; 256-row CTAs (two warpgroups) or 128-row ones
+// (one), whichever the model of wgmma_plan puts faster, unless p.wgmma_rows says.
 template <WeightFormat F, int kBM>
-absl::Status launch_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_t stream) {
-  auto* kernel = quant_gemm_wgmma_kernel<F, kBM>;
-  constexpr int smem = wg_smem_bytes<F, kBM>();
-  if (absl::Status s = set_smem_limit_once<WgSmemTag<F, kBM>>(kernel, smem); !s.ok()) return s;
-  const int64_t columns = (p.n + kBN - 1) / kBN, token_tiles = (p.m + kBM - 1) / kBM;
-  const int splits =
-      wgmma_splits(p, columns * token_tiles, int64_t{wg_ctas_per_sm<F, kBM>()} * num_sms);
-  const dim3 grid(static_cast<unsigned>(token_tiles), static_cast<unsigned>(columns), splits);
-  CUDA_CHECK(launch_dependent(kernel, grid, kThreads, smem, stream, p, splits));
-  return reduce_splits(p, splits, stream);
+absl::Status launch_tile(const QuantGemmParams& p, int num_sms, cudaStream_t stream) {
+  const WgPlan two = plan_of<F, kBM, 2>(p, num_sms), one = plan_of<F, kBM, 1>(p, num_sms);
+  const bool use_two = p.wgmma_rows == 256 || (p.wgmma_rows == 0 && two.cost <= one.cost);
+  if (use_two) return launch_wgmma<F, kBM, 2>(p, two, stream);
+  return launch_wgmma<F, kBM, 1>(p, one, stream);
 }
 
 }  // namespace
 
 absl::Status quant_gemm_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_t stream) {
+  if (p.wgmma_rows != 0 && p.wgmma_rows != 128 && p.wgmma_rows != 256) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quant_gemm: wgmma_rows ", p.wgmma_rows, " (supported: 0, 128, 256)"));
+  }
   return quant::dispatch_quant_format(p.format, [&](auto tag) -> absl::Status {
     constexpr WeightFormat F = decltype(tag)::value;
-    if (p.m > 64) return launch_wgmma<F, 128>(p, num_sms, stream);
-    return launch_wgmma<F, 64>(p, num_sms, stream);
+    if (p.m > 64) return launch_tile<F, 128>(p, num_sms, stream);
+    return launch_tile<F, 64>(p, num_sms, stream);
   });
 }
 
