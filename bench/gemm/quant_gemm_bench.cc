@@ -2,7 +2,7 @@
 // Llama 3 8B and 3.2 1B and m from 16 to 4,096 tokens, per call:
 //   bf16      cuBLASLt on a bf16 weight (model/cuda/gemm.h): the bf16 weight path;
 //   deq+blas  dequantize_bf16 into a workspace, then the same cuBLASLt GEMM: the native
-//             path's choice past kQuantGemmMaxTokens (model/cuda/llama_forward.cc);
+//             path's choice past kernels::quant_gemm_max_tokens() (model/cuda/llama_forward.cc);
 //   v4        kernels::quant_gemm with QuantGemmKernel::kMmaSync (mma.sync, A fragments
 //             decoded in registers: kernels/quant/quant_gemm.cu);
 //   v5        kernels::quant_gemm with QuantGemmKernel::kWgmma (Hopper: wgmma with the decoded

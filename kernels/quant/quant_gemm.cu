@@ -210,6 +210,13 @@ absl::Status launch(const QuantGemmParams& p, const Plan& pl, cudaStream_t strea
 }  // namespace
 }  // namespace device::quant_gemm
 
+int quant_gemm_max_tokens() {
+  // mma.sync (v4): up to 64 tokens (bench/gemm/RESULTS_quant_gemm_v4.md). wgmma (v5): as v4
+  // until measured (bench/gemm/NOTES.md, quant_gemm v5).
+  constexpr int kMmaSyncMaxTokens = 64, kWgmmaMaxTokens = 64;
+  return quant_gemm_wgmma_supported() ? kWgmmaMaxTokens : kMmaSyncMaxTokens;
+}
+
 bool quant_gemm_supported(WeightFormat f, int k) {
   return f != WeightFormat::kBf16 && k > 0 && quant_layout_ok(f, k);
 }

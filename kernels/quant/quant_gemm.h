@@ -59,6 +59,12 @@ struct QuantGemmParams {
 // Whether QuantGemmKernel::kWgmma runs on the current device (compute capability 9.0).
 bool quant_gemm_wgmma_supported();
 
+// The largest step, in tokens, for which quant_gemm() (kAuto) beats dequantizing the matrix
+// into a bf16 workspace for cuBLASLt on the current device (measured: bench/gemm/NOTES.md);
+// callers dequantize past it. Depends on the device alone, so a step of m tokens always
+// runs the same kernels.
+int quant_gemm_max_tokens();
+
 // The scratch quant_gemm() may use on a device of num_sms SMs, whatever the shape (~17 MB
 // on 132 SMs).
 int64_t quant_gemm_partials_floats(int num_sms);
