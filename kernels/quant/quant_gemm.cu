@@ -211,9 +211,10 @@ absl::Status launch(const QuantGemmParams& p, const Plan& pl, cudaStream_t strea
 }  // namespace device::quant_gemm
 
 int quant_gemm_max_tokens() {
-  // mma.sync (v4): up to 64 tokens (bench/gemm/RESULTS_quant_gemm_v4.md). wgmma (v5): as v4
-  // until measured (bench/gemm/NOTES.md, quant_gemm v5).
-  constexpr int kMmaSyncMaxTokens = 64, kWgmmaMaxTokens = 64;
+  // mma.sync (v4): up to 64 tokens (bench/gemm/RESULTS_quant_gemm_v4.md). wgmma (v5):
+  // provisionally every step (predicted to beat deq+blas at every m up to 1,024:
+  // bench/gemm/NOTES.md, quant_gemm v5), until measured.
+  constexpr int kMmaSyncMaxTokens = 64, kWgmmaMaxTokens = 1 << 30;
   return quant_gemm_wgmma_supported() ? kWgmmaMaxTokens : kMmaSyncMaxTokens;
 }
 
