@@ -18,7 +18,7 @@
 // bench/gemm/NOTES.md holds the predictions and results.
 //
 //   quant_gemm_bench [--quick] [--formats=Q4_K,Q8_0,...] [--ms=64,256] [--shapes=8B]
-// --quick: Q4_K and m in {64, 128, 256, 512, 1024}; --formats / --ms replace those lists;
+// --quick: Q4_K and m in {16, 32, 64, 128, 256, 512, 1024}; --formats / --ms replace those lists;
 // --shapes keeps the shapes whose name starts with the text.
 #include <cuda_runtime.h>
 
@@ -247,7 +247,7 @@ int run(int argc, char** argv) {
       if (std::strstr(formats_arg, weight_format_name(f)) != nullptr) formats.push_back(f);
     }
   }
-  std::vector<int> ms = quick ? std::vector<int>{64, 128, 256, 512, 1024}
+  std::vector<int> ms = quick ? std::vector<int>{16, 32, 64, 128, 256, 512, 1024}
                               : std::vector<int>{16, 64, 128, 256, 512, 1024, 2048, 4096};
   if (ms_arg != nullptr) ms = int_list(ms_arg);
   if (formats.empty() || ms.empty()) {
