@@ -110,10 +110,15 @@ __global__ void __launch_bounds__(wg_rows<kWG>(), (wg_ctas_per_sm<F, kBM, kWG>()
   auto slot = [&](int i) { return ring + (i % kStages) * kStageBytes; };
   auto scale_row = [&](int i) { return slot(i) + kWAt + threadIdx.x * row_stride<F>(); };
 
-  ScaleWords sc;
+  // The scales go through registers kScaleDepth stages ahead of their store (depth 2: sc[0]
+  // holds stages kAhead, kAhead + 2, ..., sc[1] the others), so that a load has two stages to
+  // land: with one, every warp waits on it right after the barrier, with nothing else to run
+  // on the SM. Depth 1 where the 128-register bound (two 256-row CTAs an SM) has no room.
+  constexpr int kScaleDepth = kBM == 64 && kWG == 2 ? 1 : 2;
+  ScaleWords sc[kScaleDepth];
   for (int i = 0; i < kAhead && i < num_stages; ++i) {
-    load_scales<F>(rp, (s_begin + i) * kUnitsPerStage, num_units, sc);
-    store_scales<F>(sc, (s_begin + i) * kUnitsPerStage, scale_row(i));
+    load_scales<F>(rp, (s_begin + i) * kUnitsPerStage, num_units, sc[0]);
+    store_scales<F>(sc[0], (s_begin + i) * kUnitsPerStage, scale_row(i));
   }
   wait_for_prior_grid();
   const StageCopier<F, kBM, kWAt, 0, kRows> copier(p, l, row0, tok0);
@@ -124,7 +129,12 @@ __global__ void __launch_bounds__(wg_rows<kWG>(), (wg_ctas_per_sm<F, kBM, kWG>()
       cp_async_commit();
     }
   }
-  if (kAhead < num_stages) load_scales<F>(rp, (s_begin + kAhead) * kUnitsPerStage, num_units, sc);
+#pragma unroll
+  for (int b = 0; b < kScaleDepth; ++b) {
+    if (kAhead + b < num_stages) {
+      load_scales<F>(rp, (s_begin + kAhead + b) * kUnitsPerStage, num_units, sc[b]);
+    }
+  }
 
   const uint32_t k43 = bf16_magic();
   float acc[2][kAcc];
@@ -135,16 +145,17 @@ __global__ void __launch_bounds__(wg_rows<kWG>(), (wg_ctas_per_sm<F, kBM, kWG>()
   }
   // This lane's rows in the stage: 128 wg + 64 mt + 16 wq + g (+ 8).
   const int my_row = 128 * wg + 16 * wq + g;
-  for (int i = 0; i < num_stages; ++i) {
+  // Stage i, whose next-but-kAhead stage's scales are in `held`.
+  auto stage = [&](int i, ScaleWords& held) {
     cp_async_wait<kAhead - 1>();
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     __syncthreads();  // stage i has landed; nobody reads slot(i - 2) any more (see the top)
     const int next = i + kAhead;
     if (next < num_stages) {
       copier.issue(p, s_begin + next, num_units, slot(next));
-      store_scales<F>(sc, (s_begin + next) * kUnitsPerStage, scale_row(next));
-      if (next + 1 < num_stages) {
-        load_scales<F>(rp, (s_begin + next + 1) * kUnitsPerStage, num_units, sc);
+      store_scales<F>(held, (s_begin + next) * kUnitsPerStage, scale_row(next));
+      if (next + kScaleDepth < num_stages) {
+        load_scales<F>(rp, (s_begin + next + kScaleDepth) * kUnitsPerStage, num_units, held);
       }
     } else {
       cp_async_commit();
@@ -175,6 +186,14 @@ __global__ void __launch_bounds__(wg_rows<kWG>(), (wg_ctas_per_sm<F, kBM, kWG>()
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
       }
+    }
+  };
+  if constexpr (kScaleDepth == 1) {
+    for (int i = 0; i < num_stages; ++i) stage(i, sc[0]);
+  } else {
+    for (int i = 0; i < num_stages; i += 2) {  // two at a time: sc[] indices stay constants
+      stage(i, sc[0]);
+      if (i + 1 < num_stages) stage(i + 1, sc[1]);
     }
   }
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
