@@ -6,10 +6,11 @@
 //   v4        kernels::quant_gemm with QuantGemmKernel::kMmaSync (mma.sync, A fragments
 //             decoded in registers: kernels/quant/quant_gemm.cu);
 //   v5        kernels::quant_gemm with QuantGemmKernel::kWgmma (Hopper: wgmma with the decoded
-//             weights as the register A operand, kernels/quant/quant_gemm_sm90.cu), its
-//             launcher's choice of CTA ("v5"), and forced to 256-row ("v5/256") and 128-row
-//             ("v5/128") CTAs; "-" on other GPUs. The ratios are against the fastest of v4
-//             and the three v5 ("best").
+//             weights as the register A operand, kernels/quant/quant_gemm_sm90.cu); "-" on
+//             other GPUs;
+//   auto      kernels::quant_gemm with QuantGemmKernel::kAuto: what the model runs below
+//             quant_gemm_max_tokens().
+// The ratios are against the fastest of v4 and v5 ("best").
 // Before timing, each is validated against deq+blas: relative L2 <= 1e-2, all finite (the
 // two round the weights to bf16 slightly differently, kernels/quant/quant_gemm.h: ~2^-9 a
 // weight, ~2e-3 on the outputs; a decoding error is far larger). Timing: weights cycled through enough copies to fill 4x
@@ -68,17 +69,10 @@ std::vector<void*> weight_copies(WeightFormat f, const Shape& s, size_t l2_bytes
 float* g_partials = nullptr;  // quant_gemm_partials_floats(SMs) of scratch
 int64_t g_partials_floats = 0;
 
-// A kernel to run: which one and, for kWgmma, its CTA rows (0: the launcher's choice).
-struct Variant {
-  QuantGemmKernel kernel;
-  int rows;
-};
-
 QuantGemmParams qgemm_params(WeightFormat f, const Shape& s, const void* w, const void* x,
-                             void* y, int m, Variant v) {
+                             void* y, int m, QuantGemmKernel kernel) {
   QuantGemmParams p;
-  p.kernel = v.kernel;
-  p.wgmma_rows = v.rows;
+  p.kernel = kernel;
   p.format = f;
   p.w = w;
   p.x = x;
@@ -107,7 +101,7 @@ DequantizeParams dequant_params(WeightFormat f, const Shape& s, const void* w, v
 
 // Relative L2 distance of qgemm from deq+blas on copy 0.
 double validate(Gemm& gemm, WeightFormat f, const Shape& s, void* w, void* x, void* y,
-                void* y_ref, void* deq, int m, int num_sms, Variant v) {
+                void* y_ref, void* deq, int m, int num_sms, QuantGemmKernel v) {
   BENCH_CUDA(cudaMemset(y, 0xff, size_t(m) * s.n * 2));  // NaN: a skipped output fails
   BENCH_OK(quant_gemm(qgemm_params(f, s, w, x, y, m, v), num_sms, nullptr));
   BENCH_OK(dequantize_bf16(dequant_params(f, s, w, deq), nullptr));
@@ -143,15 +137,11 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
     const std::vector<void*> q = weight_copies(f, s, l2_bytes);
     for (int m : ms) {
       const bool v5 = quant_gemm_wgmma_supported();
-      const Variant v4v{QuantGemmKernel::kMmaSync, 0};
-      const Variant v5v[3] = {{QuantGemmKernel::kWgmma, 0},
-                              {QuantGemmKernel::kWgmma, 256},
-                              {QuantGemmKernel::kWgmma, 128}};
-      const double err4 = validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms, v4v);
-      double err5 = 0;
-      for (int i = 0; i < 3 && v5; ++i) {
-        err5 = std::max(err5, validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms, v5v[i]));
-      }
+      const double err4 =
+          validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms, QuantGemmKernel::kMmaSync);
+      const double err5 = v5 ? validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms,
+                                        QuantGemmKernel::kWgmma)
+                             : 0.0;
       const double t_bf16 = time_calls([&](cudaStream_t st, int i) {
         BENCH_OK(gemm.linear(x, bf16[i % bf16.size()], y, m, s.n, s.k, GemmOut::kBf16, st));
       });
@@ -159,26 +149,24 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
         BENCH_OK(dequantize_bf16(dequant_params(f, s, q[i % q.size()], deq), st));
         BENCH_OK(gemm.linear(x, deq, y, m, s.n, s.k, GemmOut::kBf16, st));
       });
-      auto time_kernel = [&](Variant v) {
+      auto time_kernel = [&](QuantGemmKernel v) {
         return time_calls([&](cudaStream_t st, int i) {
           BENCH_OK(quant_gemm(qgemm_params(f, s, q[i % q.size()], x, y, m, v), num_sms, st));
         });
       };
-      const double t_v4 = time_kernel(v4v);
-      double t_q = t_v4;
-      char v5_us[3][32] = {"-", "-", "-"};
-      for (int i = 0; i < 3 && v5; ++i) {
-        const double t = time_kernel(v5v[i]);
-        t_q = std::min(t_q, t);
-        std::snprintf(v5_us[i], sizeof(v5_us[i]), "%.1f", t * 1e6);
-      }
+      const double t_v4 = time_kernel(QuantGemmKernel::kMmaSync);
+      const double t_v5 = v5 ? time_kernel(QuantGemmKernel::kWgmma) : INFINITY;
+      const double t_auto = time_kernel(QuantGemmKernel::kAuto);
+      const double t_q = std::min(t_v4, t_v5);
+      char v5_us[32] = "-";
+      if (v5) std::snprintf(v5_us, sizeof(v5_us), "%.1f", t_v5 * 1e6);
       const double flops = 2.0 * m * s.n * s.k;
       const bool ok = err4 <= 1e-2 && err5 <= 1e-2;
-      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %s | %s | %s | %.0f | %.2f | %.2f | "
-                  "%.2f | %.1e / %.1e %s|\n",
+      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %s | %.1f | %.0f | %.2f | %.2f | %.2f | "
+                  "%.1e / %.1e %s|\n",
                   s.name, weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_v4 * 1e6,
-                  v5_us[0], v5_us[1], v5_us[2], flops / t_q / 1e12, t_bf16 / t_q, t_deq / t_q,
-                  t_v4 / t_q, err4, err5, ok ? "" : "FAILED ");
+                  v5_us, t_auto * 1e6, flops / t_q / 1e12, t_bf16 / t_q, t_deq / t_q, t_v4 / t_q,
+                  err4, err5, ok ? "" : "FAILED ");
       std::fflush(stdout);
       if (!ok) std::exit(1);
     }
@@ -222,10 +210,10 @@ int run(int argc, char** argv) {
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs, L2 %.0f MB\n\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize / 1e6);
-  std::printf("| shape | weights | m | bf16 us | deq+blas us | v4 us | v5 us | v5/256 us | "
-              "v5/128 us | best TFLOP/s | bf16/best | deq+blas/best | v4/best | "
+  std::printf("| shape | weights | m | bf16 us | deq+blas us | v4 us | v5 us | auto us | "
+              "best TFLOP/s | bf16/best | deq+blas/best | v4/best | "
               "rel. L2 vs deq+blas v4 / v5 |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
   BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
   auto gemm = Gemm::create();

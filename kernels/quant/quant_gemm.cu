@@ -211,10 +211,10 @@ absl::Status launch(const QuantGemmParams& p, const Plan& pl, cudaStream_t strea
 }  // namespace device::quant_gemm
 
 int quant_gemm_max_tokens() {
-  // mma.sync (v4): up to 64 tokens (bench/gemm/RESULTS_quant_gemm_v4.md). wgmma (v5):
-  // provisionally every step (predicted to beat deq+blas at every m up to 1,024:
-  // bench/gemm/NOTES.md, quant_gemm v5), until measured.
-  constexpr int kMmaSyncMaxTokens = 64, kWgmmaMaxTokens = 1 << 30;
+  // mma.sync (v4): up to 64 tokens (bench/gemm/RESULTS_quant_gemm_v4.md). With wgmma (v5,
+  // Hopper) up to 256: at 256 v5 beats deq+blas on all 8B shapes and on the 1B layer in sum,
+  // at 512 and 1,024 deq+blas wins every shape (bench/gemm/RESULTS_quant_gemm_v5.md).
+  constexpr int kMmaSyncMaxTokens = 64, kWgmmaMaxTokens = 256;
   return quant_gemm_wgmma_supported() ? kWgmmaMaxTokens : kMmaSyncMaxTokens;
 }
 
@@ -252,8 +252,8 @@ absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stre
   }
   QuantGemmKernel kernel = p.kernel;
   if (kernel == QuantGemmKernel::kAuto) {
-    // Until measured otherwise (bench/gemm/NOTES.md, quant_gemm v5): wgmma on Hopper past the
-    // 32-token tile.
+    // Measured (bench/gemm/RESULTS_quant_gemm_v5.md): on Hopper wgmma from 33 tokens (it wins
+    // every shape at 64), mma.sync up to 32 (it wins 6 of 8 shapes at 16 and 32).
     kernel = p.m > 32 && quant_gemm_wgmma_supported() ? QuantGemmKernel::kWgmma
                                                       : QuantGemmKernel::kMmaSync;
   }

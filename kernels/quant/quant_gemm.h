@@ -51,9 +51,6 @@ struct QuantGemmParams {
   float* partials = nullptr;
   int64_t partials_floats = 0;
   QuantGemmKernel kernel = QuantGemmKernel::kAuto;
-  // kWgmma's weight rows a CTA (128: one warpgroup, 256: two); 0: the launcher's choice.
-  // For the benchmark that measures both (bench/gemm/NOTES.md); other values: InvalidArgument.
-  int wgmma_rows = 0;
 };
 
 // Whether QuantGemmKernel::kWgmma runs on the current device (compute capability 9.0).

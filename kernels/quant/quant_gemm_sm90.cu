@@ -1,13 +1,13 @@
 // quant_gemm() with QuantGemmKernel::kWgmma (kernels/quant/quant_gemm.h): Hopper's
 // warpgroup MMA with the weights as the register A operand.
 //
-// Tiling. A CTA of kWG warpgroups (two: 256 weight rows, as the mma.sync kernel; or one: 128
-// rows, twice the tiles for small grids) computes its rows by kBM tokens (64 or 128) over a
-// range of k (all of it, or one of `splits` parts), in stages of kBK = 64 elements (2 units
-// of 32), like the mma.sync kernel (kernels/quant/quant_gemm.cu) whose ring, scale staging,
-// stage copies and decoding it shares (quant_gemm_common.cuh):
-//   * Warpgroup wg owns rows 128 wg .. 128 wg + 127 as two m64 tiles; warp q of it holds
-//     rows 16 q .. 16 q + 15 of each tile. Per warp, the A operand of wgmma m64nNk16 from
+// Tiling. A CTA of one warpgroup (128 threads; 2 or 3 CTAs an SM) computes kRows = 128
+// weight rows by kBM tokens (64 or 128) over a range of k (all of it, or one of `splits`
+// parts), in stages of kBK = 64 elements (2 units of 32), like the mma.sync kernel
+// (kernels/quant/quant_gemm.cu) whose ring, scale staging, stage copies and decoding it
+// shares (quant_gemm_common.cuh). (CTAs of two warpgroups and 256 rows, as the mma.sync
+// kernel's, were measured too: slower or equal almost everywhere, bench/gemm/NOTES.md.)
+//   * The warpgroup's rows are two m64 tiles; warp q holds rows 16 q .. 16 q + 15 of each. Per warp, the A operand of wgmma m64nNk16 from
 //     registers has the layout of mma.sync m16n8k16's A fragment (PTX ISA, "Register
 //     fragments" of wgmma), so decode_fragment() produces it unchanged: a warp decodes its 32
 //     rows as the mma.sync kernel's warps do.
@@ -19,7 +19,7 @@
 //     wait_group 1 lets step s run while the next step's A fragments are decoded; step
 //     s - 1 has completed by then, so its A registers are free again.
 //   * The ring is filled kStages - 2 stages ahead (not kStages - 1): at stage i's barrier
-//     every warpgroup has completed the wgmma of stage i - 2 (its wait_group 1 at stage
+//     every warp has completed the wgmma of stage i - 2 (its wait_group 1 at stage
 //     i - 1's second step), so that slot, the one the copies of stage i + kStages - 2
 //     overwrite, is no longer read; stage i - 1's last wgmma may still run.
 //   * cp.async writes through the generic proxy and wgmma reads through the async proxy:
@@ -33,7 +33,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "kernels/quant/quant_gemm_common.cuh"
 #include "kernels/sm90_wgmma.cuh"
 
@@ -45,50 +44,48 @@ constexpr int kSmemPerSm = 228 * 1024;
 constexpr int kReservedPerCta = 1024;  // the runtime's share of an SM's shared memory
 constexpr int kAlign = 1024;           // the 128-byte swizzle repeats every 1024 bytes
 
-// A CTA of kWG warpgroups: 128 kWG threads and weight rows (one thread a row, as
-// StageCopier and the scale staging want), each warpgroup two m64 tiles.
-template <int kWG>
-__host__ __device__ constexpr int wg_rows() { return 128 * kWG; }
+// Threads and weight rows of a CTA (one thread a row, as StageCopier and the scale staging
+// want): one warpgroup, two m64 tiles.
+constexpr int kRows = 128;
 
 // A stage buffer: the x tile ([kBM][kBK] bf16 = kBM rows of 128 bytes), then the weight rows,
 // rounded up to a multiple of 1024 bytes so that every stage's x tile stays aligned.
 template <int kBM>
 __host__ __device__ constexpr int x_tile_bytes() { return kBM * kBK * 2; }
-template <WeightFormat F, int kBM, int kWG>
+template <WeightFormat F, int kBM>
 __host__ __device__ constexpr int wg_stage_bytes() {
-  return (x_tile_bytes<kBM>() + wg_rows<kWG>() * row_stride<F>() + kAlign - 1) / kAlign * kAlign;
+  return (x_tile_bytes<kBM>() + kRows * row_stride<F>() + kAlign - 1) / kAlign * kAlign;
 }
-// CTAs an SM: as many as registers (64 tokens: <= 128 a thread, 64 accumulators; 128
-// tokens: <= 255, 128 accumulators and ~200 in all) and shared memory for a ring of 4 allow.
-template <WeightFormat F, int kBM, int kWG>
+// CTAs an SM: as many as registers (64 tokens: ~150 a thread with 64 accumulators; 128
+// tokens: ~200-220 with 128) and shared memory for a ring of 4 allow: 3 and 2.
+template <WeightFormat F, int kBM>
 __host__ __device__ constexpr int wg_ctas_per_sm() {
-  const int by_regs = 65536 / (wg_rows<kWG>() * (kBM == 64 ? 128 : 208));
+  const int by_regs = 65536 / (kRows * (kBM == 64 ? 168 : 224));
   int c = by_regs < 4 ? by_regs : 4;
-  while (c > 1 && c * (4 * wg_stage_bytes<F, kBM, kWG>() + kAlign + kReservedPerCta) > kSmemPerSm) {
+  while (c > 1 && c * (4 * wg_stage_bytes<F, kBM>() + kAlign + kReservedPerCta) > kSmemPerSm) {
     --c;
   }
   return c;
 }
-template <WeightFormat F, int kBM, int kWG>
+template <WeightFormat F, int kBM>
 __host__ __device__ constexpr int wg_stages() {
-  const int fit = (kSmemPerSm / wg_ctas_per_sm<F, kBM, kWG>() - kAlign - kReservedPerCta) /
-                  wg_stage_bytes<F, kBM, kWG>();
+  const int fit = (kSmemPerSm / wg_ctas_per_sm<F, kBM>() - kAlign - kReservedPerCta) /
+                  wg_stage_bytes<F, kBM>();
   return fit < 8 ? fit : 8;
 }
-template <WeightFormat F, int kBM, int kWG>
+template <WeightFormat F, int kBM>
 __host__ __device__ constexpr int wg_smem_bytes() {
-  return wg_stages<F, kBM, kWG>() * wg_stage_bytes<F, kBM, kWG>() + kAlign;  // + alignment slack
+  return wg_stages<F, kBM>() * wg_stage_bytes<F, kBM>() + kAlign;  // + alignment slack
 }
 
-template <WeightFormat F, int kBM, int kWG>
-__global__ void __launch_bounds__(wg_rows<kWG>(), (wg_ctas_per_sm<F, kBM, kWG>()))
+template <WeightFormat F, int kBM>
+__global__ void __launch_bounds__(kRows, (wg_ctas_per_sm<F, kBM>()))
     quant_gemm_wgmma_kernel(const QuantGemmParams p, const int splits) {
 #if defined(FLASHSERVE_SM90A)
-  constexpr int kRows = wg_rows<kWG>();
-  constexpr int kStages = wg_stages<F, kBM, kWG>();
+  constexpr int kStages = wg_stages<F, kBM>();
   constexpr int kAhead = kStages - 2;  // stages in flight beyond the one computed
   static_assert(kAhead >= 1);
-  constexpr int kStageBytes = wg_stage_bytes<F, kBM, kWG>();
+  constexpr int kStageBytes = wg_stage_bytes<F, kBM>();
   constexpr int kWAt = x_tile_bytes<kBM>();  // the weight rows' offset in a stage
   constexpr int kAcc = kBM / 2;              // accumulators a thread and m64 tile
   extern __shared__ uint4 smem_raw[];
@@ -96,7 +93,6 @@ __global__ void __launch_bounds__(wg_rows<kWG>(), (wg_ctas_per_sm<F, kBM, kWG>()
                   ((kAlign - (smem_addr(smem_raw) & (kAlign - 1))) & (kAlign - 1));
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int wg = warp / 4, wq = warp % 4;
   const int tok0 = blockIdx.x * kBM, row0 = blockIdx.y * kRows, split = blockIdx.z;
   const int num_units = p.k / kQuantUnit;
   const int total_stages = (num_units + kUnitsPerStage - 1) / kUnitsPerStage;
@@ -110,11 +106,10 @@ __global__ void __launch_bounds__(wg_rows<kWG>(), (wg_ctas_per_sm<F, kBM, kWG>()
   auto slot = [&](int i) { return ring + (i % kStages) * kStageBytes; };
   auto scale_row = [&](int i) { return slot(i) + kWAt + threadIdx.x * row_stride<F>(); };
 
-  // The scales go through registers kScaleDepth stages ahead of their store (depth 2: sc[0]
-  // holds stages kAhead, kAhead + 2, ..., sc[1] the others), so that a load has two stages to
-  // land: with one, every warp waits on it right after the barrier, with nothing else to run
-  // on the SM. Depth 1 where the 128-register bound (two 256-row CTAs an SM) has no room.
-  constexpr int kScaleDepth = kBM == 64 && kWG == 2 ? 1 : 2;
+  // The scales go through registers two stages ahead of their store (sc[0] holds stages
+  // kAhead, kAhead + 2, ..., sc[1] the others), so that a load has two stages to land: with
+  // one, every warp waits on it right after the barrier, with nothing else to run.
+  constexpr int kScaleDepth = 2;
   ScaleWords sc[kScaleDepth];
   for (int i = 0; i < kAhead && i < num_stages; ++i) {
     load_scales<F>(rp, (s_begin + i) * kUnitsPerStage, num_units, sc[0]);
@@ -143,8 +138,8 @@ __global__ void __launch_bounds__(wg_rows<kWG>(), (wg_ctas_per_sm<F, kBM, kWG>()
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[mt][i] = 0.f;
   }
-  // This lane's rows in the stage: 128 wg + 64 mt + 16 wq + g (+ 8).
-  const int my_row = 128 * wg + 16 * wq + g;
+  // This lane's rows in the stage: 64 mt + 16 warp + g (+ 8).
+  const int my_row = 16 * warp + g;
   // Stage i, whose next-but-kAhead stage's scales are in `held`.
   auto stage = [&](int i, ScaleWords& held) {
     cp_async_wait<kAhead - 1>();
@@ -188,13 +183,9 @@ __global__ void __launch_bounds__(wg_rows<kWG>(), (wg_ctas_per_sm<F, kBM, kWG>()
       }
     }
   };
-  if constexpr (kScaleDepth == 1) {
-    for (int i = 0; i < num_stages; ++i) stage(i, sc[0]);
-  } else {
-    for (int i = 0; i < num_stages; i += 2) {  // two at a time: sc[] indices stay constants
-      stage(i, sc[0]);
-      if (i + 1 < num_stages) stage(i + 1, sc[1]);
-    }
+  for (int i = 0; i < num_stages; i += 2) {  // two at a time: sc[] indices stay constants
+    stage(i, sc[0]);
+    if (i + 1 < num_stages) stage(i + 1, sc[1]);
   }
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
   fence_operands(acc[0]);
@@ -221,78 +212,51 @@ __global__ void __launch_bounds__(wg_rows<kWG>(), (wg_ctas_per_sm<F, kBM, kWG>()
 #endif
 }
 
-template <WeightFormat F, int kBM, int kWG>
+template <WeightFormat F, int kBM>
 struct WgSmemTag {};
 
-// One variant's grid: k splits and the modelled time (wgmma_plan).
-struct WgPlan {
-  int splits = 1;
-  double cost = 0;
-};
-
-// The k splits for a variant of kRows-row CTAs, c of them an SM, on num_sms SMs, and the time
-// they take in a model: in "stage times" (an SM's time for 256 rows x 64 k of one token tile,
-// the same whichever variant, ~0.6 us at 128 tokens), rounds of CTAs x (a split's stages + ~2
-// for the ramp and the epilogue) x the time a CTA-stage takes with c CTAs sharing the SM,
-// plus the reduction's fp32 traffic (~1.8 MB a stage time). Unlike the mma.sync kernel's
-// "fill every SM" this sees that 48 tiles in 3 splits on 132 SMs take two rounds. Each split
-// keeps >= 4 stages; the partial sums fit p.partials.
-WgPlan wgmma_plan(const QuantGemmParams& p, int rows, int bm, int c, int num_sms) {
+// The k splits for CTAs of `rows` rows and bm tokens, c of them an SM, on num_sms SMs: the
+// count that minimises a model of the time in stage times: rounds of CTAs x (a split's
+// stages + ~2 for the ramp and the epilogue), plus the reduction's fp32 traffic (~1.8 MB a
+// stage time). Unlike the mma.sync kernel's "fill every SM" this sees that 48 tiles in 3
+// splits on 132 SMs take two rounds. Each split keeps >= 4 stages; the partial sums fit
+// p.partials.
+int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms) {
   const int64_t tiles = int64_t{(p.n + rows - 1) / rows} * ((p.m + bm - 1) / bm);
   const int64_t slots = int64_t{c} * num_sms;
   const int stages = (p.k / kQuantUnit + kUnitsPerStage - 1) / kUnitsPerStage;
-  const double stage_time = rows / 256.0 * c;
-  WgPlan best;
+  int best = 1;
+  double best_cost = 0;
   for (int s = 1; s <= std::max(1, stages / 4); ++s) {
     if (s > 1 && int64_t{s} * p.m * p.n > p.partials_floats) break;
     const int64_t rounds = (tiles * s + slots - 1) / slots;
-    double cost = static_cast<double>(rounds) * ((stages + s - 1) / s + 2) * stage_time;
+    double cost = static_cast<double>(rounds) * ((stages + s - 1) / s + 2) * rows / 256.0 * c;
     if (s > 1) cost += (4.0 * s + 2.0) * p.m * p.n / 1.8e6;
-    if (s == 1 || cost < best.cost) best = {s, cost};
+    if (s == 1 || cost < best_cost) best = s, best_cost = cost;
   }
   return best;
 }
 
-template <WeightFormat F, int kBM, int kWG>
-WgPlan plan_of(const QuantGemmParams& p, int num_sms) {
-  return wgmma_plan(p, wg_rows<kWG>(), kBM, wg_ctas_per_sm<F, kBM, kWG>(), num_sms);
-}
-
-template <WeightFormat F, int kBM, int kWG>
-absl::Status launch_wgmma(const QuantGemmParams& p, const WgPlan& pl, cudaStream_t stream) {
-  auto* kernel = quant_gemm_wgmma_kernel<F, kBM, kWG>;
-  constexpr int smem = wg_smem_bytes<F, kBM, kWG>();
-  constexpr int rows = wg_rows<kWG>();
-  if (absl::Status s = set_smem_limit_once<WgSmemTag<F, kBM, kWG>>(kernel, smem); !s.ok()) {
-    return s;
-  }
-  const dim3 grid(static_cast<unsigned>((p.m + kBM - 1) / kBM),
-                  static_cast<unsigned>((p.n + rows - 1) / rows), pl.splits);
-  CUDA_CHECK(launch_dependent(kernel, grid, rows, smem, stream, p, pl.splits));
-  return reduce_splits(p, pl.splits, stream);
-}
-
-// 64-token tiles up to 64 tokens, else 128; 256-row CTAs (two warpgroups) or 128-row ones
-// (one), whichever the model of wgmma_plan puts faster, unless p.wgmma_rows says.
+// 64-token tiles up to 64 tokens, else 128.
 template <WeightFormat F, int kBM>
-absl::Status launch_tile(const QuantGemmParams& p, int num_sms, cudaStream_t stream) {
-  const WgPlan two = plan_of<F, kBM, 2>(p, num_sms), one = plan_of<F, kBM, 1>(p, num_sms);
-  const bool use_two = p.wgmma_rows == 256 || (p.wgmma_rows == 0 && two.cost <= one.cost);
-  if (use_two) return launch_wgmma<F, kBM, 2>(p, two, stream);
-  return launch_wgmma<F, kBM, 1>(p, one, stream);
+absl::Status launch_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_t stream) {
+  auto* kernel = quant_gemm_wgmma_kernel<F, kBM>;
+  constexpr int smem = wg_smem_bytes<F, kBM>();
+  if (absl::Status s = set_smem_limit_once<WgSmemTag<F, kBM>>(kernel, smem); !s.ok()) return s;
+  const int splits = wgmma_splits(p, kRows, kBM, wg_ctas_per_sm<F, kBM>(), num_sms);
+  const dim3 grid(static_cast<unsigned>((p.m + kBM - 1) / kBM),
+                  static_cast<unsigned>((p.n + kRows - 1) / kRows), splits);
+  CUDA_CHECK(launch_dependent(kernel, grid, kRows, smem, stream, p, splits));
+  return reduce_splits(p, splits, stream);
 }
 
 }  // namespace
 
 absl::Status quant_gemm_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_t stream) {
-  if (p.wgmma_rows != 0 && p.wgmma_rows != 128 && p.wgmma_rows != 256) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "quant_gemm: wgmma_rows ", p.wgmma_rows, " (supported: 0, 128, 256)"));
-  }
   return quant::dispatch_quant_format(p.format, [&](auto tag) -> absl::Status {
     constexpr WeightFormat F = decltype(tag)::value;
-    if (p.m > 64) return launch_tile<F, 128>(p, num_sms, stream);
-    return launch_tile<F, 64>(p, num_sms, stream);
+    if (p.m > 64) return launch_wgmma<F, 128>(p, num_sms, stream);
+    return launch_wgmma<F, 64>(p, num_sms, stream);
   });
 }
 

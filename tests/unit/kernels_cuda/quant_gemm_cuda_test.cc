@@ -43,7 +43,6 @@ struct Case {
   int num_sms;     // the launcher's tile and split choice
   bool partials;   // scratch for split-k partial sums given
   QuantGemmKernel kernel = QuantGemmKernel::kMmaSync;
-  int wgmma_rows = 0;  // kWgmma's CTA rows (0: the launcher's choice)
 };
 
 void run_case(const Case& c, std::mt19937& rng) {
@@ -51,8 +50,7 @@ void run_case(const Case& c, std::mt19937& rng) {
                                     << static_cast<int>(c.output) << " m " << c.m << " n "
                                     << c.n << " k " << c.k << " sms " << c.num_sms
                                     << (c.partials ? " with partials" : "")
-                                    << (c.kernel == QuantGemmKernel::kWgmma ? " wgmma rows " : "")
-                                    << (c.kernel == QuantGemmKernel::kWgmma ? c.wgmma_rows : 0));
+                                    << (c.kernel == QuantGemmKernel::kWgmma ? " wgmma" : ""));
   QuantWeight w = make_weight(c.format, c.n, c.k, rng);
   const testing::Bf16Data x = random_bf16(static_cast<size_t>(c.m) * c.k, 1.f, rng);
   const bool fp32_out = c.output != GemvOutput::kBf16;
@@ -81,7 +79,6 @@ void run_case(const Case& c, std::mt19937& rng) {
   p.partials = c.partials ? d_partials.get<float>() : nullptr;
   p.partials_floats = partials_floats;
   p.kernel = c.kernel;
-  p.wgmma_rows = c.wgmma_rows;
   ASSERT_TRUE(quant_gemm(p, c.num_sms, nullptr).ok());
   std::vector<float> got;
   if (fp32_out) {
@@ -155,11 +152,11 @@ TEST(QuantGemmCuda, EveryFormatOutputTileAndSplitMatchesTheReference) {
   }
 }
 
-// The wgmma kernel (Hopper), CTAs of 256 and of 128 rows, and the launcher's choice:
-// 64-token tiles (m <= 64) and 128-token tiles, m ending mid-tile (65, 200, 300) and on it
-// (64, 256, 1,024), n = 264 (a full 256-row tile and 8 rows of a second, whose warpgroups and
-// m64 tiles are then partly empty) and 136, k ending mid-stage (608: 9.5 stages) or on whole
-// K-quant blocks; k split (1,000 SMs; 132 SMs at k = 4,096) or not (1 SM, or no scratch).
+// The wgmma kernel (Hopper): 64-token tiles (m <= 64) and 128-token tiles, m ending mid-tile
+// (65, 200, 300) and on it (64, 256, 1,024), n = 264 (two full 128-row tiles and 8 rows of a
+// third, whose m64 tiles are then partly empty) and 136, k ending mid-stage (608: 9.5
+// stages) or on whole K-quant blocks; k split (1,000 SMs; 132 SMs at k = 4,096) or not (1 SM,
+// or no scratch).
 TEST(QuantGemmCuda, WgmmaKernelEveryFormatOutputTileAndSplitMatchesTheReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   if (!quant_gemm_wgmma_supported()) GTEST_SKIP() << "not a Hopper GPU";
@@ -168,20 +165,16 @@ TEST(QuantGemmCuda, WgmmaKernelEveryFormatOutputTileAndSplitMatchesTheReference)
   for (WeightFormat f : quant::kQuantFormats) {
     const bool k_quant = weight_block_elements(f) == kQuantSuperBlock;
     const int k = k_quant ? 1280 : 608;
-    for (int rows : {256, 128}) {
-      for (GemvOutput out :
-           {GemvOutput::kBf16, GemvOutput::kFp32, GemvOutput::kFp32Accumulate}) {
-        run_case({f, out, 65, 264, k, 1, true, kW, rows}, rng);
-        run_case({f, out, 300, 136, k, 1000, true, kW, rows}, rng);
-        run_case({f, out, 64, 264, k, 1000, true, kW, rows}, rng);
-      }
-      run_case({f, GemvOutput::kBf16, 200, 264, k, 132, false, kW, rows}, rng);
-      run_case({f, GemvOutput::kFp32, 256, 136, k, 132, true, kW, rows}, rng);
-      run_case({f, GemvOutput::kFp32, 1024, 72, k, 1, true, kW, rows}, rng);
-      run_case({f, GemvOutput::kFp32Accumulate, 9, 70, 4096, 132, true, kW, rows}, rng);
-      run_case({f, GemvOutput::kBf16, 130, 264, 4096, 132, true, kW, rows}, rng);
+    for (GemvOutput out : {GemvOutput::kBf16, GemvOutput::kFp32, GemvOutput::kFp32Accumulate}) {
+      run_case({f, out, 65, 264, k, 1, true, kW}, rng);
+      run_case({f, out, 300, 136, k, 1000, true, kW}, rng);
+      run_case({f, out, 64, 264, k, 1000, true, kW}, rng);
     }
-    run_case({f, GemvOutput::kBf16, 300, 264, k, 132, true, kW, 0}, rng);
+    run_case({f, GemvOutput::kBf16, 200, 264, k, 132, false, kW}, rng);
+    run_case({f, GemvOutput::kFp32, 256, 136, k, 132, true, kW}, rng);
+    run_case({f, GemvOutput::kFp32, 1024, 72, k, 1, true, kW}, rng);
+    run_case({f, GemvOutput::kFp32Accumulate, 9, 70, 4096, 132, true, kW}, rng);
+    run_case({f, GemvOutput::kBf16, 130, 264, 4096, 132, true, kW}, rng);
   }
 }
 
