@@ -111,13 +111,9 @@ __global__ void __launch_bounds__(kRows, (wg_ctas_per_sm<F, kBM>()))
   // one, every warp waits on it right after the barrier, with nothing else to run.
   constexpr int kScaleDepth = 2;
   ScaleWords sc[kScaleDepth];
-  // The first kAhead stages' scales, two loads in flight at a time.
-  for (int i = 0; i < kAhead && i < num_stages; i += 2) {
-    const bool second = i + 1 < kAhead && i + 1 < num_stages;
+  for (int i = 0; i < kAhead && i < num_stages; ++i) {
     load_scales<F>(rp, (s_begin + i) * kUnitsPerStage, num_units, sc[0]);
-    if (second) load_scales<F>(rp, (s_begin + i + 1) * kUnitsPerStage, num_units, sc[1]);
     store_scales<F>(sc[0], (s_begin + i) * kUnitsPerStage, scale_row(i));
-    if (second) store_scales<F>(sc[1], (s_begin + i + 1) * kUnitsPerStage, scale_row(i + 1));
   }
   wait_for_prior_grid();
   const StageCopier<F, kBM, kWAt, 0, kRows> copier(p, l, row0, tok0);
@@ -149,20 +145,16 @@ __global__ void __launch_bounds__(kRows, (wg_ctas_per_sm<F, kBM>()))
     cp_async_wait<kAhead - 1>();
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     __syncthreads();  // stage i has landed; nobody reads slot(i - 2) any more (see the top)
-    // The copies and scales of stage i + kAhead into slot(i - 2), issued once the stage's
-    // first wgmma runs (right after the barrier the tensor pipe would wait for them).
-    auto refill = [&] {
-      const int next = i + kAhead;
-      if (next < num_stages) {
-        copier.issue(p, s_begin + next, num_units, slot(next));
-        store_scales<F>(held, (s_begin + next) * kUnitsPerStage, scale_row(next));
-        if (next + kScaleDepth < num_stages) {
-          load_scales<F>(rp, (s_begin + next + kScaleDepth) * kUnitsPerStage, num_units, held);
-        }
-      } else {
-        cp_async_commit();
+    const int next = i + kAhead;
+    if (next < num_stages) {
+      copier.issue(p, s_begin + next, num_units, slot(next));
+      store_scales<F>(held, (s_begin + next) * kUnitsPerStage, scale_row(next));
+      if (next + kScaleDepth < num_stages) {
+        load_scales<F>(rp, (s_begin + next + kScaleDepth) * kUnitsPerStage, num_units, held);
       }
-    };
+    } else {
+      cp_async_commit();
+    }
     const uint8_t* buf = slot(i);
     const uint8_t* rows0 = buf + kWAt + my_row * row_stride<F>();
 // One unit at a time, its words read once for both k16 steps (as the mma.sync kernel).
@@ -187,7 +179,6 @@ __global__ void __launch_bounds__(kRows, (wg_ctas_per_sm<F, kBM>()))
         wgmma_rs<__nv_bfloat16, kBM>(acc[0], a[0], desc);
         wgmma_rs<__nv_bfloat16, kBM>(acc[1], a[1], desc);
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        if (h == 0 && j == 0) refill();
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
       }
     }
