@@ -2,21 +2,31 @@
 // Llama 3 8B and 3.2 1B and m from 16 to 4,096 tokens, per call:
 //   bf16      cuBLASLt on a bf16 weight (model/cuda/gemm.h): the bf16 weight path;
 //   deq+blas  dequantize_bf16 into a workspace, then the same cuBLASLt GEMM: the native
-//             path's choice past kQuantGemmMaxTokens (model/cuda/llama_forward.cc);
-//   qgemm     kernels::quant_gemm, the tensor-core GEMM dequantizing tiles in shared memory.
-// Before timing, qgemm is validated against deq+blas: relative L2 <= 1e-2, all finite (the
+//             path's choice past kernels::quant_gemm_max_tokens() (model/cuda/llama_forward.cc);
+//   v4        kernels::quant_gemm with QuantGemmKernel::kMmaSync (mma.sync, A fragments
+//             decoded in registers: kernels/quant/quant_gemm.cu);
+//   v5        kernels::quant_gemm with QuantGemmKernel::kWgmma (Hopper: wgmma with the decoded
+//             weights as the register A operand, kernels/quant/quant_gemm_sm90.cu); "-" on
+//             other GPUs;
+//   auto      kernels::quant_gemm with QuantGemmKernel::kAuto: what the model runs below
+//             quant_gemm_max_tokens().
+// The ratios are against the fastest of v4 and v5 ("best").
+// Before timing, each is validated against deq+blas: relative L2 <= 1e-2, all finite (the
 // two round the weights to bf16 slightly differently, kernels/quant/quant_gemm.h: ~2^-9 a
 // weight, ~2e-3 on the outputs; a decoding error is far larger). Timing: weights cycled through enough copies to fill 4x
 // the L2, 16 calls captured in a CUDA graph, median of 5 replays, time per call. Prints one
 // markdown row per (shape, format, m) with the times, the qgemm TFLOP/s and the ratios.
 // bench/gemm/NOTES.md holds the predictions and results.
 //
-//   quant_gemm_bench [--quick]      (--quick: Q4_K and m in {64, 128, 256, 1024} only)
+//   quant_gemm_bench [--quick] [--formats=Q4_K,Q8_0,...] [--ms=64,256] [--shapes=8B]
+// --quick: Q4_K and m in {16, 32, 64, 128, 256, 512, 1024}; --formats / --ms replace those lists;
+// --shapes keeps the shapes whose name starts with the text.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -60,8 +70,9 @@ float* g_partials = nullptr;  // quant_gemm_partials_floats(SMs) of scratch
 int64_t g_partials_floats = 0;
 
 QuantGemmParams qgemm_params(WeightFormat f, const Shape& s, const void* w, const void* x,
-                             void* y, int m) {
+                             void* y, int m, QuantGemmKernel kernel) {
   QuantGemmParams p;
+  p.kernel = kernel;
   p.format = f;
   p.w = w;
   p.x = x;
@@ -90,8 +101,9 @@ DequantizeParams dequant_params(WeightFormat f, const Shape& s, const void* w, v
 
 // Relative L2 distance of qgemm from deq+blas on copy 0.
 double validate(Gemm& gemm, WeightFormat f, const Shape& s, void* w, void* x, void* y,
-                void* y_ref, void* deq, int m, int num_sms) {
-  BENCH_OK(quant_gemm(qgemm_params(f, s, w, x, y, m), num_sms, nullptr));
+                void* y_ref, void* deq, int m, int num_sms, QuantGemmKernel v) {
+  BENCH_CUDA(cudaMemset(y, 0xff, size_t(m) * s.n * 2));  // NaN: a skipped output fails
+  BENCH_OK(quant_gemm(qgemm_params(f, s, w, x, y, m, v), num_sms, nullptr));
   BENCH_OK(dequantize_bf16(dequant_params(f, s, w, deq), nullptr));
   BENCH_OK(gemm.linear(x, deq, y_ref, m, s.n, s.k, GemmOut::kBf16, nullptr));
   const size_t count = size_t(m) * s.n;
@@ -124,7 +136,12 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
   for (WeightFormat f : formats) {
     const std::vector<void*> q = weight_copies(f, s, l2_bytes);
     for (int m : ms) {
-      const double err = validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms);
+      const bool v5 = quant_gemm_wgmma_supported();
+      const double err4 =
+          validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms, QuantGemmKernel::kMmaSync);
+      const double err5 = v5 ? validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms,
+                                        QuantGemmKernel::kWgmma)
+                             : 0.0;
       const double t_bf16 = time_calls([&](cudaStream_t st, int i) {
         BENCH_OK(gemm.linear(x, bf16[i % bf16.size()], y, m, s.n, s.k, GemmOut::kBf16, st));
       });
@@ -132,16 +149,26 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
         BENCH_OK(dequantize_bf16(dequant_params(f, s, q[i % q.size()], deq), st));
         BENCH_OK(gemm.linear(x, deq, y, m, s.n, s.k, GemmOut::kBf16, st));
       });
-      const double t_q = time_calls([&](cudaStream_t st, int i) {
-        BENCH_OK(quant_gemm(qgemm_params(f, s, q[i % q.size()], x, y, m), num_sms, st));
-      });
+      auto time_kernel = [&](QuantGemmKernel v) {
+        return time_calls([&](cudaStream_t st, int i) {
+          BENCH_OK(quant_gemm(qgemm_params(f, s, q[i % q.size()], x, y, m, v), num_sms, st));
+        });
+      };
+      const double t_v4 = time_kernel(QuantGemmKernel::kMmaSync);
+      const double t_v5 = v5 ? time_kernel(QuantGemmKernel::kWgmma) : INFINITY;
+      const double t_auto = time_kernel(QuantGemmKernel::kAuto);
+      const double t_q = std::min(t_v4, t_v5);
+      char v5_us[32] = "-";
+      if (v5) std::snprintf(v5_us, sizeof(v5_us), "%.1f", t_v5 * 1e6);
       const double flops = 2.0 * m * s.n * s.k;
-      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.0f | %.2f | %.2f | %.1e %s|\n", s.name,
-                  weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_q * 1e6,
-                  flops / t_q / 1e12, t_bf16 / t_q, t_deq / t_q, err,
-                  err <= 1e-2 ? "" : "FAILED ");
+      const bool ok = err4 <= 1e-2 && err5 <= 1e-2;
+      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %s | %.1f | %.0f | %.2f | %.2f | %.2f | "
+                  "%.1e / %.1e %s|\n",
+                  s.name, weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_v4 * 1e6,
+                  v5_us, t_auto * 1e6, flops / t_q / 1e12, t_bf16 / t_q, t_deq / t_q, t_v4 / t_q,
+                  err4, err5, ok ? "" : "FAILED ");
       std::fflush(stdout);
-      if (!(err <= 1e-2)) std::exit(1);
+      if (!ok) std::exit(1);
     }
     for (void* w : q) BENCH_CUDA(cudaFree(w));
   }
@@ -149,15 +176,44 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
   for (void* p : {x, y, y_ref, deq}) BENCH_CUDA(cudaFree(p));
 }
 
+// The comma-separated integers of `arg` (the text after --ms=).
+std::vector<int> int_list(const char* arg) {
+  std::vector<int> out;
+  for (const char* c = arg; *c != '\0';) {
+    out.push_back(std::atoi(c));
+    while (*c != '\0' && *c != ',') ++c;
+    if (*c == ',') ++c;
+  }
+  return out;
+}
+
 int run(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  const char* formats_arg = nullptr;
+  const char* ms_arg = nullptr;
+  const char* shapes_arg = "";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strncmp(argv[i], "--formats=", 10) == 0) {
+      formats_arg = argv[i] + 10;
+    } else if (std::strncmp(argv[i], "--ms=", 5) == 0) {
+      ms_arg = argv[i] + 5;
+    } else if (std::strncmp(argv[i], "--shapes=", 9) == 0) {
+      shapes_arg = argv[i] + 9;
+    } else {
+      std::fprintf(stderr, "unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
   cudaDeviceProp prop;
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs, L2 %.0f MB\n\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize / 1e6);
-  std::printf("| shape | weights | m | bf16 us | deq+blas us | qgemm us | qgemm TFLOP/s | "
-              "bf16/qgemm | deq+blas/qgemm | rel. L2 vs deq+blas |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| shape | weights | m | bf16 us | deq+blas us | v4 us | v5 us | auto us | "
+              "best TFLOP/s | bf16/best | deq+blas/best | v4/best | "
+              "rel. L2 vs deq+blas v4 / v5 |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
   BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
   auto gemm = Gemm::create();
@@ -168,13 +224,26 @@ int run(int argc, char** argv) {
       {"1B qkv 3072x2048", 3072, 2048},      {"1B o 2048x2048", 2048, 2048},
       {"1B gate_up 16384x2048", 16384, 2048}, {"1B down 2048x8192", 2048, 8192},
   };
-  const std::vector<WeightFormat> formats =
+  std::vector<WeightFormat> formats =
       quick ? std::vector<WeightFormat>{WeightFormat::kQ4_K}
             : std::vector<WeightFormat>{WeightFormat::kQ4_K, WeightFormat::kQ6_K,
                                         WeightFormat::kQ8_0, WeightFormat::kQ4_0};
-  const std::vector<int> ms = quick ? std::vector<int>{64, 128, 256, 1024}
-                                    : std::vector<int>{16, 64, 128, 256, 512, 1024, 2048, 4096};
+  if (formats_arg != nullptr) {
+    formats.clear();
+    for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_0, WeightFormat::kQ4_1,
+                           WeightFormat::kQ4_K, WeightFormat::kQ5_K, WeightFormat::kQ6_K}) {
+      if (std::strstr(formats_arg, weight_format_name(f)) != nullptr) formats.push_back(f);
+    }
+  }
+  std::vector<int> ms = quick ? std::vector<int>{16, 32, 64, 128, 256, 512, 1024}
+                              : std::vector<int>{16, 64, 128, 256, 512, 1024, 2048, 4096};
+  if (ms_arg != nullptr) ms = int_list(ms_arg);
+  if (formats.empty() || ms.empty()) {
+    std::fprintf(stderr, "no format or no m selected\n");
+    return 2;
+  }
   for (const Shape& s : shapes) {
+    if (std::strncmp(s.name, shapes_arg, std::strlen(shapes_arg)) != 0) continue;
     run_shape(**gemm, s, formats, ms, prop.multiProcessorCount,
               static_cast<size_t>(prop.l2CacheSize));
   }

@@ -12,7 +12,8 @@
 // The dequantization happens in registers, fragment by fragment: every weight byte is read
 // from HBM once per CTA column (the Q4 file's 0.56 bytes an element, against 2 for a bf16
 // weight, plus 2 + 2 for dequantizing into a workspace first). mma.sync m16n8k16 (sm_80+)
-// with fp32 accumulation; device code and its tiling: kernels/quant/quant_gemm.cu.
+// with fp32 accumulation (kernels/quant/quant_gemm.cu), on Hopper wgmma with the decoded
+// weights as the register A operand (kernels/quant/quant_gemm_sm90.cu).
 //
 // Callers pass activations rounded as the quantized GEMV rounds them
 // (round_activations_q8, kernels/quant/quant_gemv.h) so that a token's numerics do not
@@ -28,6 +29,13 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace flashserve::kernels {
 
+// Which kernel computes it. kAuto: the faster one for the device and m (measured,
+// bench/gemm/NOTES.md); the others force one (tests, benchmarks). kMmaSync: mma.sync
+// (kernels/quant/quant_gemm.cu), any sm_80+ GPU. kWgmma: wgmma with the weights as the
+// register A operand (kernels/quant/quant_gemm_sm90.cu), Hopper only
+// (quant_gemm_wgmma_supported()), else InvalidArgument.
+enum class QuantGemmKernel { kAuto, kMmaSync, kWgmma };
+
 struct QuantGemmParams {
   WeightFormat format = WeightFormat::kQ4_K;
   const void* w = nullptr;  // quant_layout(format, n, k), 16-byte aligned
@@ -42,7 +50,17 @@ struct QuantGemmParams {
   // not at all), which is slower, never wrong.
   float* partials = nullptr;
   int64_t partials_floats = 0;
+  QuantGemmKernel kernel = QuantGemmKernel::kAuto;
 };
+
+// Whether QuantGemmKernel::kWgmma runs on the current device (compute capability 9.0).
+bool quant_gemm_wgmma_supported();
+
+// The largest step, in tokens, for which quant_gemm() (kAuto) beats dequantizing the matrix
+// into a bf16 workspace for cuBLASLt on the current device (measured: bench/gemm/NOTES.md);
+// callers dequantize past it. Depends on the device alone, so a step of m tokens always
+// runs the same kernels.
+int quant_gemm_max_tokens();
 
 // The scratch quant_gemm() may use on a device of num_sms SMs, whatever the shape (~17 MB
 // on 132 SMs).

@@ -23,9 +23,6 @@ namespace {
 constexpr kernels::DType kAct = kernels::DType::kBf16;  // activations, weights and KV cache
 constexpr size_t kBf16Bytes = 2;
 constexpr size_t kAlign = 16;  // every array of the metadata block starts 16-byte aligned
-// Steps of up to this many tokens multiply native matrices with kernels::quant_gemm, longer
-// ones dequantize into a workspace for cuBLASLt (gemm_linear; bench/gemm/NOTES.md).
-constexpr int kQuantGemmMaxTokens = 64;
 
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
@@ -231,7 +228,8 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
 // reads its input rows ([m, k] bf16, in place) with their int8 rounding
 // (kernels::round_activations_q8), exactly what the quantized GEMV computes with, so a
 // token's numerics do not depend on whether its step had more than 8 tokens; then, up to
-// kQuantGemmMaxTokens tokens, the tensor-core GEMM that dequantizes fragments in registers
+// kernels::quant_gemm_max_tokens() tokens (the device's measured crossover), the tensor-core
+// GEMM that dequantizes fragments in registers
 // (kernels/quant/quant_gemm.h: ~0.56 bytes of Q4 weight an element from HBM), past it the
 // matrix dequantized into ws.gemm_scratch and cuBLASLt (~0.56 + 2 + 2 bytes an element, paid
 // once for many tokens, with cuBLASLt's wgmma kernels for the multiply). The choice depends
@@ -242,7 +240,7 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
   if (!w.native()) return ctx.gemm->linear(x, w.get(), y, m, n, k, out, ctx.stream);
   RETURN_IF_ERROR(kernels::round_activations_q8(x, m, k, ctx.stream));
   const bool two = w2 != nullptr && !w2->empty();
-  if (m <= kQuantGemmMaxTokens) {
+  if (m <= kernels::quant_gemm_max_tokens()) {
     const int64_t elem_bytes = out == GemmOut::kBf16 ? 2 : 4;
     int64_t col = 0;
     for (const DeviceMatrix* part : {&w, two ? w2 : nullptr}) {

@@ -85,7 +85,7 @@ struct DeviceWorkspace {
   DeviceBuffer last;       // [num_out_rows, hidden] bf16 final-normed rows
   DeviceBuffer logits;     // [num_out_rows, vocab] fp32
   // Scratch of the GEMMs on native matrices (max_dequant_bytes): the bf16 copy a cuBLASLt
-  // GEMM reads past kQuantGemmMaxTokens, or quant_gemm's split-k partial sums below it.
+  // GEMM reads past kernels::quant_gemm_max_tokens(), or quant_gemm's split-k partial sums below it.
   DeviceBuffer gemm_scratch;
   DeviceBuffer decode_scratch;   // kernels::attention_decode's split-KV partials
   DeviceBuffer metadata;         // DeviceBatch's arrays

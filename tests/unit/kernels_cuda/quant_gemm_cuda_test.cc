@@ -2,8 +2,8 @@
 // reference (kernels/cpu/quant.h quant_gemm_cpu: the weights as dequantize_gemm_cpu decodes
 // them, bit for bit what the kernel multiplies; products summed in double) on random ggml blocks repacked by quant_repack, for every
 // format x output x token tile x split of k (forced through m and num_sms: the launcher
-// splits k where the tiles would not give every SM two CTAs), with m, n and k that end
-// mid-tile and mid-stage.
+// splits k where the tiles would not fill every SM), with m, n and k that end mid-tile and
+// mid-stage; both kernels (QuantGemmKernel::kMmaSync everywhere, kWgmma on Hopper).
 //
 // Tolerance, per output, from S = sum |w^ x| over the row (both sides multiply the same bf16
 // values): the GPU sums the exact products in fp32 (the mma's accumulator) in another order,
@@ -42,13 +42,15 @@ struct Case {
   int m, n, k;
   int num_sms;     // the launcher's tile and split choice
   bool partials;   // scratch for split-k partial sums given
+  QuantGemmKernel kernel = QuantGemmKernel::kMmaSync;
 };
 
 void run_case(const Case& c, std::mt19937& rng) {
   SCOPED_TRACE(::testing::Message() << weight_format_name(c.format) << " output "
                                     << static_cast<int>(c.output) << " m " << c.m << " n "
                                     << c.n << " k " << c.k << " sms " << c.num_sms
-                                    << (c.partials ? " with partials" : ""));
+                                    << (c.partials ? " with partials" : "")
+                                    << (c.kernel == QuantGemmKernel::kWgmma ? " wgmma" : ""));
   QuantWeight w = make_weight(c.format, c.n, c.k, rng);
   const testing::Bf16Data x = random_bf16(static_cast<size_t>(c.m) * c.k, 1.f, rng);
   const bool fp32_out = c.output != GemvOutput::kBf16;
@@ -76,6 +78,7 @@ void run_case(const Case& c, std::mt19937& rng) {
   p.k = c.k;
   p.partials = c.partials ? d_partials.get<float>() : nullptr;
   p.partials_floats = partials_floats;
+  p.kernel = c.kernel;
   ASSERT_TRUE(quant_gemm(p, c.num_sms, nullptr).ok());
   std::vector<float> got;
   if (fp32_out) {
@@ -149,6 +152,32 @@ TEST(QuantGemmCuda, EveryFormatOutputTileAndSplitMatchesTheReference) {
   }
 }
 
+// The wgmma kernel (Hopper): 64-token tiles (m <= 64) and 128-token tiles, m ending mid-tile
+// (65, 200, 300) and on it (64, 256, 1,024), n = 264 (two full 128-row tiles and 8 rows of a
+// third, whose m64 tiles are then partly empty) and 136, k ending mid-stage (608: 9.5
+// stages) or on whole K-quant blocks; k split (1,000 SMs; 132 SMs at k = 4,096) or not (1 SM,
+// or no scratch).
+TEST(QuantGemmCuda, WgmmaKernelEveryFormatOutputTileAndSplitMatchesTheReference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  if (!quant_gemm_wgmma_supported()) GTEST_SKIP() << "not a Hopper GPU";
+  std::mt19937 rng(std::random_device{}());
+  constexpr QuantGemmKernel kW = QuantGemmKernel::kWgmma;
+  for (WeightFormat f : quant::kQuantFormats) {
+    const bool k_quant = weight_block_elements(f) == kQuantSuperBlock;
+    const int k = k_quant ? 1280 : 608;
+    for (GemvOutput out : {GemvOutput::kBf16, GemvOutput::kFp32, GemvOutput::kFp32Accumulate}) {
+      run_case({f, out, 65, 264, k, 1, true, kW}, rng);
+      run_case({f, out, 300, 136, k, 1000, true, kW}, rng);
+      run_case({f, out, 64, 264, k, 1000, true, kW}, rng);
+    }
+    run_case({f, GemvOutput::kBf16, 200, 264, k, 132, false, kW}, rng);
+    run_case({f, GemvOutput::kFp32, 256, 136, k, 132, true, kW}, rng);
+    run_case({f, GemvOutput::kFp32, 1024, 72, k, 1, true, kW}, rng);
+    run_case({f, GemvOutput::kFp32Accumulate, 9, 70, 4096, 132, true, kW}, rng);
+    run_case({f, GemvOutput::kBf16, 130, 264, 4096, 132, true, kW}, rng);
+  }
+}
+
 TEST(QuantGemmCuda, RejectsUnsupportedShapesNamingThem) {
   QuantGemmParams p;
   p.format = WeightFormat::kQ5_K;
@@ -168,6 +197,13 @@ TEST(QuantGemmCuda, RejectsUnsupportedShapesNamingThem) {
   const absl::Status o = quant_gemm(p, 132, nullptr);
   EXPECT_EQ(o.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(o.message().find("output"), std::string::npos) << o;
+  if (cuda_device_count() > 0 && !quant_gemm_wgmma_supported()) {
+    p.output = GemvOutput::kBf16;
+    p.kernel = QuantGemmKernel::kWgmma;
+    const absl::Status w = quant_gemm(p, 132, nullptr);
+    EXPECT_EQ(w.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(w.message().find("Hopper"), std::string::npos) << w;
+  }
   EXPECT_FALSE(quant_gemm_supported(WeightFormat::kBf16, 512));
   EXPECT_FALSE(quant_gemm_supported(WeightFormat::kQ8_0, 40));
   EXPECT_TRUE(quant_gemm_supported(WeightFormat::kQ4_0, 576));

@@ -228,7 +228,7 @@ TEST_F(CudaRunnerTest, GreedyContinuationMatchesCpuWhereTheMarginAllows) {
 // the GEMVs: kernels/quant/quant_gemv.h) against the CPU, beside the bf16 path's error: both
 // relative to the bf16-weights yardstick; the native bound is kNativeFactor.
 TEST_F(CudaRunnerTest, NativeWeightsLogitsWithinTheYardstick) {
-  for (int len : {1, 2, 8, 17, 278}) {
+  for (int len : {1, 2, 8, 17, 48, 278}) {  // 48: the GEMM's 64-token tile, 278: 128
     const std::vector<int32_t> tokens = prompt(len);
     const int n = gpu_->config.num_layers;
     const std::vector<float> ref = prefill_logits(cpu_->runner.get(), tokens, n);
