@@ -161,7 +161,9 @@ void run_case(const Case& c, std::mt19937& rng) {
 
 TEST(GemvCuda, EveryInputOutputAndRowBucketMatchesTheReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();  // in every failure's trace: rerunnable
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
   for (GemvInput in : {GemvInput::kBf16, GemvInput::kRmsNorm}) {
     for (GemvOutput out : {GemvOutput::kBf16, GemvOutput::kFp32, GemvOutput::kFp32Accumulate,
                            GemvOutput::kSwiglu}) {
@@ -181,7 +183,9 @@ TEST(GemvCuda, EveryInputOutputAndRowBucketMatchesTheReference) {
 // slots nobody owns stay poisoned.
 TEST(GemvCuda, RopeEpilogueMatchesGemvThenRopeAppend) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();  // in every failure's trace: rerunnable
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
   for (int head_dim : {64, 128}) {
     for (int m : {1, 3, 8}) {
       SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim << " m " << m);

@@ -205,7 +205,9 @@ void run_case(const Case& c, std::mt19937& rng) {
 
 TEST(QuantGemvCuda, EveryFormatInputOutputAndRowBucketMatchesTheReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();  // in every failure's trace: rerunnable
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
   for (WeightFormat f : quant::kQuantFormats) {
     for (GemvInput in : {GemvInput::kBf16, GemvInput::kRmsNorm}) {
       for (GemvOutput out : {GemvOutput::kBf16, GemvOutput::kFp32, GemvOutput::kFp32Accumulate,
@@ -225,7 +227,9 @@ TEST(QuantGemvCuda, EveryFormatInputOutputAndRowBucketMatchesTheReference) {
 // which takes 154 KB of shared memory.
 TEST(QuantGemvCuda, LargestStagedShapeMatchesTheReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();  // in every failure's trace: rerunnable
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
   for (WeightFormat f : {WeightFormat::kQ4_K, WeightFormat::kQ8_0}) {
     run_case({f, GemvInput::kBf16, GemvOutput::kFp32Accumulate, 8, 67, 14336}, rng);
     run_case({f, GemvInput::kRmsNorm, GemvOutput::kBf16, 5, 67, 14336}, rng);
@@ -353,7 +357,9 @@ void run_rope_case(WeightFormat f_qk, WeightFormat f_v, int m, std::mt19937& rng
 
 TEST(QuantGemvCuda, RopeEpilogueMatchesGemvThenRopeAppend) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();  // in every failure's trace: rerunnable
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
   for (int m : {1, 3, 8}) {
     for (WeightFormat f : {WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ6_K}) {
       run_rope_case(f, f, m, rng);
@@ -367,7 +373,9 @@ TEST(QuantGemvCuda, RopeEpilogueMatchesGemvThenRopeAppend) {
 // q, bit for bit (zeros, a unit of one value and large magnitudes included).
 TEST(QuantGemvCuda, RoundActivationsMatchesTheGemvQuantization) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();  // in every failure's trace: rerunnable
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.f, 1.f);
   const int rows = 13, k = 2048;
   std::vector<uint16_t> bits(static_cast<size_t>(rows) * k);
@@ -404,7 +412,9 @@ TEST(QuantGemvCuda, RoundActivationsMatchesTheGemvQuantization) {
 // rest of the (poisoned) output buffer untouched.
 TEST(QuantGemvCuda, DequantizeMatchesGgmlBitForBit) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = std::random_device{}();  // in every failure's trace: rerunnable
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
   const int rows = 37, k = 1280, begin = 5, end = 30;
   for (WeightFormat f : quant::kQuantFormats) {
     SCOPED_TRACE(weight_format_name(f));
