@@ -209,8 +209,9 @@ def chunk_feeds(backend):
     """Ways to give SDPA chunked prefill (q [b, hq, lq, d] after lk - lq cached keys); every
     way computes the same outputs. torch's is_causal is top-left aligned (tril of [lq, lk]),
     wrong here; its causal_lower_right bias goes (torch/nn/attention/bias.py) straight to the
-    flash kernel's own bottom-right causal mode, so FA2 gets that (checked to be allowed first:
-    otherwise torch would call the memory-efficient kernel, bypassing the backend choice). The
+    flash kernel's own bottom-right causal mode when the enabled backends allow flash, so FA2
+    gets that (can_use_flash_attention is asked first, under the same backend context, so that
+    a refusal reads as one instead of as the mask error of torch's materialising fallback). The
     cuDNN backend in torch sets only top-left causal, so it gets the mask explicitly (boolean,
     or additive 0/-inf in the input dtype): it then computes every (query, key) tile, the
     512 x 511 / 2 masked pairs included (+20 % work at ctx 1k, +3 % at 8k; FLOPs count only the
