@@ -1,6 +1,7 @@
 // Attention benchmark: the prefill grid of the FlashAttention papers (b*s = 16k tokens,
 // h*d = 2048, s = 512..16k, d in {64, 128}, causal and not) and a decode grid over the paged
-// cache, for our fused kernels and the naive unfused baseline, in bf16.
+// cache, for our fused kernels and the naive unfused baseline, in bf16 and fp16 (" fp16" after
+// the config; the naive kernel is timed in bf16 only), plus serving-shaped prefill rows.
 //
 // Every configuration is validated before it is timed: the fused output against the naive
 // kernel's on the same inputs (relative L2 <= 8 bf16 units of roundoff, all finite; the
@@ -18,10 +19,23 @@
 // kernel with the same window, which is not timed for these rows; SDPA has no window argument
 // (peers_sdpa.py: no peer).
 //
-//   attention_bench [--prefill] [--decode] [--window] [--csv FILE] [--quick] [--profile]
+// Serving-shaped prefill rows (kind "serving", --serving; issue 20), causal, GQA 9/3 d64,
+// 32/8 d64, 32/8 d128, through the paged cache as the serving path calls attention_prefill:
+// - "b64 varlen64-1024 t<tokens>": one varlen call (cu_seqlens) over 64 prompts whose lengths
+//   are drawn from [64, 1024] by serving_varlen_lengths() (fixed LCG seed; peers_sdpa.py
+//   draws the same list, and t<tokens> in the config makes a mismatch visible);
+// - "b<1|8> q512 ctx<1k..8k>": chunked prefill, 512 new queries per sequence onto ctx keys
+//   already cached (seqlens_k = ctx + 512; query i sits at position ctx + i).
+// Both pinned prefill kernels are timed (kAuto picks wgmma at d128 and mma at d64 here: causal
+// with max_seqlen_q < 2048); the naive kernel only validates.
+//
+//   attention_bench [--prefill] [--decode] [--window] [--serving] [--dtype bf16|fp16|both]
+//                   [--csv FILE] [--quick] [--profile]     (default: all rows, both dtypes)
+//   attention_bench --lengths     the varlen batch's lengths, one a line (touches no GPU)
 // --profile: one untimed launch of each prefill kernel (s8k; d128, d64), for ncu.
 // Prints a markdown table; --csv writes one line per (config, impl) for peers_sdpa.py.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -40,8 +54,9 @@
 namespace flashserve::kernels {
 namespace {
 
-// Uniform(-sqrt3, sqrt3) (unit variance) from a hash of the index, rounded to bf16.
-__global__ void fill_random_bf16(__nv_bfloat16* x, size_t n, uint32_t seed) {
+// Uniform(-sqrt3, sqrt3) (unit variance) from a hash of the index, rounded to T (bf16, fp16).
+template <typename T>
+__global__ void fill_random(T* x, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
        i += size_t{gridDim.x} * blockDim.x) {
     uint32_t h = static_cast<uint32_t>(i) * 0x9e3779b9u ^ seed ^ static_cast<uint32_t>(i >> 32);
@@ -50,17 +65,18 @@ __global__ void fill_random_bf16(__nv_bfloat16* x, size_t n, uint32_t seed) {
     h ^= h >> 15;
     h *= 0x846ca68bu;
     h ^= h >> 16;
-    x[i] = __float2bfloat16_rn((h * 0x1p-32f * 2.f - 1.f) * 1.7320508f);
+    x[i] = T((h * 0x1p-32f * 2.f - 1.f) * 1.7320508f);
   }
 }
 
-// Sum of squared difference and of squared reference, over bf16 arrays.
-__global__ void diff_norms(const __nv_bfloat16* a, const __nv_bfloat16* b, size_t n,
+// Sum of squared difference and of squared reference, over arrays of T (bf16, fp16).
+template <typename T>
+__global__ void diff_norms(const T* a, const T* b, size_t n,
                            double* out /* [3]: diff^2, ref^2, non-finite */) {
   double d2 = 0, r2 = 0, bad = 0;
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
        i += size_t{gridDim.x} * blockDim.x) {
-    const float x = __bfloat162float(a[i]), y = __bfloat162float(b[i]);
+    const float x = float(a[i]), y = float(b[i]);
     if (!isfinite(x)) bad += 1;
     else {
       d2 += double(x - y) * (x - y);
@@ -83,8 +99,9 @@ struct Buffer {
   T* as() const { return static_cast<T*>(ptr); }
 };
 
-void fill(const Buffer& b, uint32_t seed) {
-  fill_random_bf16<<<1024, 256>>>(b.as<__nv_bfloat16>(), b.bytes / 2, seed);
+void fill(const Buffer& b, uint32_t seed, DType dtype = DType::kBf16) {
+  if (dtype == DType::kFp16) fill_random<<<1024, 256>>>(b.as<__half>(), b.bytes / 2, seed);
+  else fill_random<<<1024, 256>>>(b.as<__nv_bfloat16>(), b.bytes / 2, seed);
   BENCH_CUDA(cudaGetLastError());
 }
 
@@ -128,6 +145,8 @@ struct Row {
   double ms, tflops, gbps;
 };
 std::vector<Row> g_rows;
+FILE* g_csv = nullptr;  // --csv: each row is written (and flushed) as it is measured
+
 
 void report(const std::string& kind, const std::string& config, const std::string& impl,
             double ms, double flops, double bytes) {
@@ -136,45 +155,62 @@ void report(const std::string& kind, const std::string& config, const std::strin
   std::printf("| %-7s | %-34s | %-6s | %9.3f | %7.1f | %7.0f |\n", r.kind.c_str(),
               r.config.c_str(), r.impl.c_str(), r.ms, r.tflops, r.gbps);
   std::fflush(stdout);
+  if (g_csv != nullptr) {  // a timed-out run still leaves the rows measured so far
+    std::fprintf(g_csv, "%s,%s,%s,%.5f,%.2f,%.1f\n", r.kind.c_str(), r.config.c_str(),
+                 r.impl.c_str(), r.ms, r.tflops, r.gbps);
+    std::fflush(g_csv);
+  }
 }
 
-// The paged problem: every sequence of kv_len keys in shuffled 64-row blocks.
+// The paged problem: sequence i has q_lens[i] queries (packed, cu_seqlens) over k_lens[i] keys
+// in shuffled 64-row blocks of the cache, as the serving path lays them out.
 struct PagedProblem {
   AttentionParams p;
   std::unique_ptr<Buffer> q, k, v, out, ref, cu, seqlens, tables;
 };
 
-PagedProblem make_problem(int batch, int q_len, int kv_len, int num_heads, int num_kv_heads,
-                          int head_dim, bool causal, uint32_t seed) {
+PagedProblem make_problem(const std::vector<int>& q_lens, const std::vector<int>& k_lens,
+                          int num_heads, int num_kv_heads, int head_dim, bool causal,
+                          uint32_t seed, DType dtype = DType::kBf16) {
   PagedProblem pr;
-  const int blocks_per_seq = (kv_len + 63) / 64;
-  const int num_blocks = batch * blocks_per_seq;
-  std::vector<int32_t> perm(num_blocks), cu(batch + 1), seqlens(batch, kv_len);
+  const int batch = static_cast<int>(q_lens.size());
+  const int max_q = *std::max_element(q_lens.begin(), q_lens.end());
+  const int max_k = *std::max_element(k_lens.begin(), k_lens.end());
+  const int blocks_per_seq = (max_k + 63) / 64;
+  int num_blocks = 0;
+  for (int k : k_lens) num_blocks += (k + 63) / 64;
+  std::vector<int32_t> perm(num_blocks), cu(batch + 1, 0), seqlens(k_lens.begin(), k_lens.end());
   for (int i = 0; i < num_blocks; ++i) perm[i] = i;
   uint32_t state = seed | 1;
   for (int i = num_blocks - 1; i > 0; --i) {  // Fisher-Yates with an LCG
     state = state * 1664525u + 1013904223u;
     std::swap(perm[i], perm[state % (i + 1)]);
   }
-  for (int i = 0; i <= batch; ++i) cu[i] = i * q_len;
-  const size_t tokens = size_t(batch) * q_len;
+  // Block table [batch, blocks_per_seq]: each sequence's blocks from the shuffled list; the
+  // entries past a shorter sequence's last block stay 0 (a valid block, never read).
+  std::vector<int32_t> table(size_t(batch) * blocks_per_seq, 0);
+  for (int i = 0, next = 0; i < batch; ++i) {
+    cu[i + 1] = cu[i] + q_lens[i];
+    for (int j = 0; j < (k_lens[i] + 63) / 64; ++j) table[size_t(i) * blocks_per_seq + j] = perm[next++];
+  }
+  const size_t tokens = size_t(cu[batch]);
   const size_t cache = size_t(num_blocks) * num_kv_heads * 64 * head_dim * 2;
   pr.q = std::make_unique<Buffer>(tokens * num_heads * head_dim * 2);
   pr.k = std::make_unique<Buffer>(cache);
   pr.v = std::make_unique<Buffer>(cache);
   pr.out = std::make_unique<Buffer>(tokens * num_heads * head_dim * 2);
   pr.ref = std::make_unique<Buffer>(tokens * num_heads * head_dim * 2);
-  fill(*pr.q, seed);
-  fill(*pr.k, seed + 1);
-  fill(*pr.v, seed + 2);
+  fill(*pr.q, seed, dtype);
+  fill(*pr.k, seed + 1, dtype);
+  fill(*pr.v, seed + 2, dtype);
   pr.cu.reset(new Buffer(cu.size() * 4));
   BENCH_CUDA(cudaMemcpy(pr.cu->ptr, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
   pr.seqlens.reset(new Buffer(seqlens.size() * 4));
   BENCH_CUDA(cudaMemcpy(pr.seqlens->ptr, seqlens.data(), seqlens.size() * 4, cudaMemcpyHostToDevice));
-  pr.tables.reset(new Buffer(perm.size() * 4));
-  BENCH_CUDA(cudaMemcpy(pr.tables->ptr, perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
+  pr.tables.reset(new Buffer(table.size() * 4));
+  BENCH_CUDA(cudaMemcpy(pr.tables->ptr, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
   AttentionParams& p = pr.p;
-  p.dtype = DType::kBf16;
+  p.dtype = dtype;
   p.q = pr.q->ptr;
   p.k_cache = pr.k->ptr;
   p.v_cache = pr.v->ptr;
@@ -183,8 +219,8 @@ PagedProblem make_problem(int batch, int q_len, int kv_len, int num_heads, int n
   p.seqlens_k = pr.seqlens->as<int32_t>();
   p.block_tables = pr.tables->as<int32_t>();
   p.num_seqs = batch;
-  p.max_seqlen_q = q_len;
-  p.max_seqlen_k = kv_len;
+  p.max_seqlen_q = max_q;
+  p.max_seqlen_k = max_k;
   p.num_heads = num_heads;
   p.num_kv_heads = num_kv_heads;
   p.head_dim = head_dim;
@@ -195,12 +231,24 @@ PagedProblem make_problem(int batch, int q_len, int kv_len, int num_heads, int n
   return pr;
 }
 
+// `batch` sequences of q_len queries over kv_len keys each.
+PagedProblem make_problem(int batch, int q_len, int kv_len, int num_heads, int num_kv_heads,
+                          int head_dim, bool causal, uint32_t seed, DType dtype = DType::kBf16) {
+  return make_problem(std::vector<int>(batch, q_len), std::vector<int>(batch, kv_len), num_heads,
+                      num_kv_heads, head_dim, causal, seed, dtype);
+}
+
 // Relative L2 distance of out from ref (bf16), and whether every output is finite.
 bool validate(const PagedProblem& pr, const char* what) {
   Buffer d_sums(3 * sizeof(double));
   BENCH_CUDA(cudaMemset(d_sums.ptr, 0, d_sums.bytes));
-  diff_norms<<<264, 256>>>(pr.out->as<__nv_bfloat16>(), pr.ref->as<__nv_bfloat16>(),
-                           pr.out->bytes / 2, d_sums.as<double>());
+  if (pr.p.dtype == DType::kFp16) {
+    diff_norms<<<264, 256>>>(pr.out->as<__half>(), pr.ref->as<__half>(), pr.out->bytes / 2,
+                             d_sums.as<double>());
+  } else {
+    diff_norms<<<264, 256>>>(pr.out->as<__nv_bfloat16>(), pr.ref->as<__nv_bfloat16>(),
+                             pr.out->bytes / 2, d_sums.as<double>());
+  }
   BENCH_CUDA(cudaGetLastError());
   double sums[3];
   BENCH_CUDA(cudaMemcpy(sums, d_sums.ptr, sizeof(sums), cudaMemcpyDeviceToHost));
@@ -210,51 +258,67 @@ bool validate(const PagedProblem& pr, const char* what) {
   return ok;
 }
 
-bool bench_prefill(bool quick, bool hopper) {
+// " fp16" after the config of fp16 rows; bf16 rows keep the plain config.
+std::string dtype_suffix(DType dtype) { return dtype == DType::kFp16 ? " fp16" : ""; }
+
+// Runs the naive kernel once for the reference, then validates and times each pinned prefill
+// implementation ("mma", and "wgmma" on Hopper); times the naive kernel too if time_naive.
+bool run_prefill_impls(PagedProblem& pr, const std::string& kind, const std::string& config,
+                       const AttentionCost& cost, bool hopper, bool time_naive) {
   bool all_ok = true;
   std::vector<PrefillImpl> impls = {PrefillImpl::kPortable};
   if (hopper) impls.push_back(PrefillImpl::kHopper);
+  Buffer ws(attention_naive_workspace_bytes(pr.p));
+  AttentionParams naive = pr.p;
+  naive.out = pr.ref->ptr;
+  BENCH_OK(attention_naive(naive, ws.ptr, ws.bytes, nullptr));
+  // The "wgmma" row is the warp-specialized Hopper kernel at both head_dims (the v5 and
+  // ws_nopp rows, BENCH_SM90_VARIANTS*, went with those kernels after v7/v8; their numbers are
+  // in bench/attention/results/).
+  for (PrefillImpl impl : impls) {
+    pr.p.prefill_impl = impl;
+    const char* name = impl == PrefillImpl::kHopper ? "wgmma" : "mma";
+    BENCH_CUDA(cudaMemset(pr.out->ptr, 0xff, pr.out->bytes));
+    BENCH_OK(attention_prefill(pr.p, nullptr));
+    if (!validate(pr, (config + " " + name).c_str())) {
+      all_ok = false;
+      continue;
+    }
+    report(kind, config, name, time_ms([&] { BENCH_OK(attention_prefill(pr.p, nullptr)); }),
+           cost.flops, cost.bytes);
+  }
+  if (time_naive) {
+    report(kind, config, "naive",
+           time_ms([&] { BENCH_OK(attention_naive(naive, ws.ptr, ws.bytes, nullptr)); }),
+           cost.flops, cost.bytes);
+  }
+  return all_ok;
+}
+
+// The prefill grid; the naive kernel is timed for bf16 only (fp16 rows: validated against it).
+bool bench_prefill(bool quick, bool hopper, DType dtype) {
+  bool all_ok = true;
   const std::vector<int> lens = quick ? std::vector<int>{1024, 8192}
                                       : std::vector<int>{512, 1024, 2048, 4096, 8192, 16384};
   for (int head_dim : {64, 128}) {
     for (bool causal : {false, true}) {
       for (int s : lens) {
         const int batch = 16384 / s, heads = 2048 / head_dim;
-        PagedProblem pr = make_problem(batch, s, s, heads, heads, head_dim, causal, 1234 + s);
+        PagedProblem pr =
+            make_problem(batch, s, s, heads, heads, head_dim, causal, 1234 + s, dtype);
         const std::string config = "b" + std::to_string(batch) + " s" + std::to_string(s) +
                                    " h" + std::to_string(heads) + " d" + std::to_string(head_dim) +
-                                   (causal ? " causal" : " full");
+                                   (causal ? " causal" : " full") + dtype_suffix(dtype);
         const AttentionCost cost = uniform_cost(batch, s, s, heads, heads, head_dim, causal);
-        const double flops = cost.flops, bytes = cost.bytes;
-        Buffer ws(attention_naive_workspace_bytes(pr.p));
-        AttentionParams naive = pr.p;
-        naive.out = pr.ref->ptr;
-        BENCH_OK(attention_naive(naive, ws.ptr, ws.bytes, nullptr));
-        // The "wgmma" row is the warp-specialized Hopper kernel at both head_dims (the v5 and
-        // ws_nopp rows, BENCH_SM90_VARIANTS*, went with those kernels after v7/v8; their
-        // numbers are in bench/attention/results/).
-        for (PrefillImpl impl : impls) {
-          pr.p.prefill_impl = impl;
-          const char* name = impl == PrefillImpl::kHopper ? "wgmma" : "mma";
-          BENCH_CUDA(cudaMemset(pr.out->ptr, 0xff, pr.out->bytes));
-          BENCH_OK(attention_prefill(pr.p, nullptr));
-          if (!validate(pr, (config + " " + name).c_str())) {
-            all_ok = false;
-            continue;
-          }
-          report("prefill", config, name,
-                 time_ms([&] { BENCH_OK(attention_prefill(pr.p, nullptr)); }), flops, bytes);
-        }
-        report("prefill", config, "naive",
-               time_ms([&] { BENCH_OK(attention_naive(naive, ws.ptr, ws.bytes, nullptr)); }), flops,
-               bytes);
+        all_ok &= run_prefill_impls(pr, "prefill", config, cost, hopper,
+                                    /*time_naive=*/dtype == DType::kBf16);
       }
     }
   }
   return all_ok;
 }
 
-bool bench_decode(bool quick, int num_sms) {
+bool bench_decode(bool quick, int num_sms, DType dtype) {
   bool all_ok = true;
   struct Shape { int heads, kv_heads, head_dim; };
   const std::vector<Shape> shapes = {{9, 3, 64}, {32, 8, 128}};
@@ -263,11 +327,13 @@ bool bench_decode(bool quick, int num_sms) {
   for (const Shape& sh : shapes) {
     for (int batch : batches) {
       for (int ctx : contexts) {
-        PagedProblem pr = make_problem(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, true, 99 + ctx);
+        PagedProblem pr =
+            make_problem(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, true, 99 + ctx, dtype);
         const int splits = attention_decode_num_splits(batch, sh.kv_heads, ctx, num_sms);
         const std::string config = "b" + std::to_string(batch) + " ctx" + std::to_string(ctx) +
                                    " h" + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
-                                   " d" + std::to_string(sh.head_dim) + " sp" + std::to_string(splits);
+                                   " d" + std::to_string(sh.head_dim) + dtype_suffix(dtype) +
+                                   " sp" + std::to_string(splits);
         const AttentionCost cost =
             uniform_cost(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, /*causal=*/true);
         const double flops = cost.flops, bytes = cost.bytes;
@@ -285,9 +351,75 @@ bool bench_decode(bool quick, int num_sms) {
         report("decode", config, "ours",
                time_ms([&] { BENCH_OK(attention_decode(pr.p, splits, ws.ptr, ws.bytes, nullptr)); }),
                flops, bytes);
+        if (dtype != DType::kBf16) continue;  // the naive baseline is timed in bf16 only
         report("decode", config, "naive",
                time_ms([&] { BENCH_OK(attention_naive(naive, naive_ws.ptr, naive_ws.bytes, nullptr)); }),
                flops, bytes);
+      }
+    }
+  }
+  return all_ok;
+}
+
+// Serving-shaped prefill (issue 20; see the top of the file and NOTES.md): the varlen batch's
+// lengths, 64 draws from [64, 1024] by an LCG with a fixed seed; peers_sdpa.py draws the same.
+constexpr int kVarlenSeqs = 64, kVarlenMin = 64, kVarlenMax = 1024;
+constexpr uint32_t kVarlenSeed = 20;
+constexpr int kChunkTokens = 512;  // chunked prefill: new tokens per sequence
+
+std::vector<int> serving_varlen_lengths() {
+  std::vector<int> lens(kVarlenSeqs);
+  uint32_t state = kVarlenSeed;
+  for (int& len : lens) {
+    state = state * 1664525u + 1013904223u;
+    len = kVarlenMin + static_cast<int>((state >> 8) % (kVarlenMax - kVarlenMin + 1));
+  }
+  return lens;
+}
+
+struct HeadShape {
+  int heads, kv_heads, head_dim;
+};
+constexpr HeadShape kServingShapes[] = {{9, 3, 64}, {32, 8, 64}, {32, 8, 128}};
+
+std::string heads_config(const HeadShape& sh) {
+  return " h" + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) + " d" +
+         std::to_string(sh.head_dim) + " causal";
+}
+
+// Rows of kind "serving": the varlen batch (each sequence's prompt whole, queries = keys) and
+// chunked prefill (kChunkTokens new queries per sequence after ctx keys already cached, so
+// seqlens_k = ctx + 512), causal, through the paged cache with the serving path's 64-row blocks.
+bool bench_serving(bool quick, bool hopper, DType dtype) {
+  bool all_ok = true;
+  const std::vector<int> lens = serving_varlen_lengths();
+  std::vector<int32_t> cu(lens.size() + 1, 0);
+  for (size_t i = 0; i < lens.size(); ++i) cu[i + 1] = cu[i] + lens[i];
+  const std::vector<int32_t> seqlens(lens.begin(), lens.end());
+  for (const HeadShape& sh : kServingShapes) {
+    PagedProblem pr =
+        make_problem(lens, lens, sh.heads, sh.kv_heads, sh.head_dim, true, 2020, dtype);
+    const std::string config = "b" + std::to_string(kVarlenSeqs) + " varlen" +
+                               std::to_string(kVarlenMin) + "-" + std::to_string(kVarlenMax) +
+                               " t" + std::to_string(cu.back()) + heads_config(sh) +
+                               dtype_suffix(dtype);
+    const AttentionCost cost = attention_cost(cu.data(), seqlens.data(), kVarlenSeqs, sh.heads,
+                                              sh.kv_heads, sh.head_dim, 2, /*causal=*/true);
+    all_ok &= run_prefill_impls(pr, "serving", config, cost, hopper, /*time_naive=*/false);
+  }
+  // b1: one long prompt chunked (fills 36-128 of the 132 SMs' CTAs: the shape a split-KV
+  // prefill would help); b8: several prompts chunked in the same step.
+  for (int batch : quick ? std::vector<int>{8} : std::vector<int>{1, 8}) {
+    for (int ctx : quick ? std::vector<int>{1024, 8192} : std::vector<int>{1024, 2048, 4096, 8192}) {
+      for (const HeadShape& sh : kServingShapes) {
+        PagedProblem pr = make_problem(batch, kChunkTokens, ctx + kChunkTokens, sh.heads,
+                                       sh.kv_heads, sh.head_dim, true, 3030 + ctx, dtype);
+        const std::string config = "b" + std::to_string(batch) + " q" +
+                                   std::to_string(kChunkTokens) + " ctx" + std::to_string(ctx) +
+                                   heads_config(sh) + dtype_suffix(dtype);
+        const AttentionCost cost = uniform_cost(batch, kChunkTokens, ctx + kChunkTokens, sh.heads,
+                                                sh.kv_heads, sh.head_dim, /*causal=*/true);
+        all_ok &= run_prefill_impls(pr, "serving", config, cost, hopper, /*time_naive=*/false);
       }
     }
   }
@@ -385,48 +517,65 @@ void bench_copy() {
 
 int main(int argc, char** argv) {
   using namespace flashserve::kernels;
-  bool prefill = false, decode = false, window = false, quick = false, profile = false;
+  bool prefill = false, decode = false, window = false, serving = false, quick = false,
+       profile = false;
+  std::vector<DType> dtypes = {DType::kBf16, DType::kFp16};
   const char* csv = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--prefill")) prefill = true;
     else if (!std::strcmp(argv[i], "--decode")) decode = true;
     else if (!std::strcmp(argv[i], "--window")) window = true;
+    else if (!std::strcmp(argv[i], "--serving")) serving = true;
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
     else if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
-    else {
+    else if (!std::strcmp(argv[i], "--lengths")) {  // no GPU needed: compare with peers_sdpa.py
+      for (int len : serving_varlen_lengths()) std::printf("%d\n", len);
+      return 0;
+    }
+    else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc && !std::strcmp(argv[i + 1], "bf16")) {
+      dtypes = {DType::kBf16}, ++i;
+    } else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc && !std::strcmp(argv[i + 1], "fp16")) {
+      dtypes = {DType::kFp16}, ++i;
+    } else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc && !std::strcmp(argv[i + 1], "both")) {
+      ++i;
+    } else {
       std::fprintf(stderr,
-                   "usage: %s [--prefill] [--decode] [--window] [--quick] [--profile] [--csv FILE]\n",
+                   "usage: %s [--prefill] [--decode] [--window] [--serving] [--quick] [--profile]\n"
+                   "          [--dtype bf16|fp16|both] [--csv FILE]\n",
                    argv[0]);
       return 2;
     }
   }
-  if (!prefill && !decode && !window) prefill = decode = window = true;
+  if (!prefill && !decode && !window && !serving) prefill = decode = window = serving = true;
   cudaDeviceProp prop;
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n\n", prop.name, prop.multiProcessorCount);
+  const bool hopper = prop.major == 9 && prop.minor == 0;
   if (profile) {
-    profile_prefill(prop.major == 9 && prop.minor == 0);
+    profile_prefill(hopper);
     return 0;
   }
   std::printf("| kind    | config                             | impl   |        ms | TFLOP/s |    GB/s |\n");
   std::printf("|---------|------------------------------------|--------|-----------|---------|---------|\n");
+  if (csv != nullptr) {
+    g_csv = std::fopen(csv, "w");
+    if (g_csv == nullptr) {
+      std::fprintf(stderr, "cannot write %s\n", csv);
+      return 2;
+    }
+    std::fprintf(g_csv, "kind,config,impl,ms,tflops,gbps\n");
+  }
   bench_copy();
   bool ok = true;
-  if (prefill) ok &= bench_prefill(quick, prop.major == 9 && prop.minor == 0);
-  if (decode) ok &= bench_decode(quick, prop.multiProcessorCount);
-  if (window) {
-    ok &= bench_window(quick, prop.major == 9 && prop.minor == 0, prop.multiProcessorCount);
+  for (DType dtype : dtypes) {
+    if (prefill) ok &= bench_prefill(quick, hopper, dtype);
+    if (serving) ok &= bench_serving(quick, hopper, dtype);
+    if (decode) ok &= bench_decode(quick, prop.multiProcessorCount, dtype);
   }
-  if (csv != nullptr) {
-    FILE* f = std::fopen(csv, "w");
-    std::fprintf(f, "kind,config,impl,ms,tflops,gbps\n");
-    for (const Row& r : g_rows) {
-      std::fprintf(f, "%s,%s,%s,%.5f,%.2f,%.1f\n", r.kind.c_str(), r.config.c_str(), r.impl.c_str(),
-                   r.ms, r.tflops, r.gbps);
-    }
-    std::fclose(f);
-  }
+  // The window rows are bf16 only (no peer; the kernels' dtype paths are the grid's).
+  if (window) ok &= bench_window(quick, hopper, prop.multiProcessorCount);
+  if (g_csv != nullptr) std::fclose(g_csv);
   if (!ok) std::printf("\nSOME CONFIGURATIONS FAILED VALIDATION (not timed)\n");
   return ok ? 0 : 1;
 }
