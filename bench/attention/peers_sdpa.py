@@ -208,7 +208,7 @@ def varlen_feeds(lens):
 def chunk_feeds(backend):
     """Ways to give SDPA chunked prefill (q [b, hq, lq, d] after lk - lq cached keys); every
     way computes the same outputs. torch's is_causal is top-left aligned (tril of [lq, lk]),
-    wrong here; its causal_lower_right bias goes (torch/nn/attention/bias.py) straight to the
+    wrong here; its causal_lower_right bias goes (torch.nn.attention.bias) straight to the
     flash kernel's own bottom-right causal mode when the enabled backends allow flash, so FA2
     gets that (can_use_flash_attention is asked first, under the same backend context, so that
     a refusal reads as one instead of as the mask error of torch's materialising fallback). The
