@@ -62,7 +62,8 @@ def read_guidellm(paths, new_tokens):
     failed = in_flight = 0
     benches, requests = [], []
     for path in paths.split(","):
-        bench = json.load(open(path, encoding="utf-8"))["benchmarks"][0]
+        with open(path, encoding="utf-8") as f:
+            bench = json.load(f)["benchmarks"][0]
         totals = bench["metrics"]["request_totals"]
         failed += totals["errored"] + totals["incomplete"]
         requests += bench["requests"]["successful"]
