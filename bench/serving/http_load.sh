@@ -11,20 +11,28 @@
 #   guidellm  guidellm (PyPI, the third-party OpenAI-API load generator; NOTES.md says why
 #             this one) against /v1/completions, streaming, synthetic text of PROMPT_TOKENS
 #             tokens by the model's own tokenizer (read from MODEL_PATH: no hub)
+#   aiperf    with HTTP_CLIENT=aiperf or both: NVIDIA's aiperf (PyPI, the second third-party
+#             generator; NOTES.md "aiperf (prepared, 2026-12-02)"), `aiperf profile` against
+#             /v1/completions, streaming, its synthetic prompts of PROMPT_TOKENS tokens by the
+#             same tokenizer, max_tokens NEW_TOKENS with ignore_eos (--extra-inputs)
 #   raw       with RAW=1 (default), bench/serving/openai_sse_load.py: our thin asyncio SSE
 #             client sending PROMPT_TOKENS token ids, to tell the HTTP server's cost from
 #             guidellm's own (a Python client at 100k tokens/s may be the limit)
 # and writes OUT_DIR/results.md: output tokens/s and TTFT p50 of each, HTTP/gRPC ratios and
 # the issue's musts (HTTP >= 80 % of gRPC tokens/s at 64 and 256 streams; TTFT p50 within
-# 1 ms of gRPC at 1 stream), PASS or FAIL. Raw outputs (cli, guidellm JSON and log) beside it.
+# 1 ms of gRPC at 1 stream), PASS or FAIL. Raw outputs (cli, guidellm JSON and log, aiperf
+# artifact folders and logs) beside it.
 # Then, on the same server, with E2E=1 (default): tests/e2e/python/test_openai_http.py --url
 # (the `openai` client suite); with IDLE=1 (default): tests/e2e/python/
 # test_http_idle_streams.py (1000 idle SSE streams, its own server from the bundle).
 #
-# Python: PYTHON (default python3) must import transformers and gguf (the tokenizer), guidellm
-# and openai. WHEELS (default .whl: scripts/fetch-httpload-wheels.sh) are installed into
-# SITE_DIR (default /tmp/flashserve-httpload-site) first when guidellm is not importable (the
-# GPU machine reaches no registry). The tokenizer folder goes to TOKENIZER_DIR (default
+# HTTP_CLIENT=guidellm (default) | aiperf | both: the third-party generator(s) run at each
+# concurrency (both: guidellm, then aiperf, each alone against the server).
+# Python: PYTHON (default python3) must import transformers and gguf (the tokenizer), the
+# generator(s) and, with E2E=1, openai. WHEELS (default .whl: scripts/fetch-httpload-wheels.sh,
+# SET=aiperf or both for aiperf's) are installed into SITE_DIR (default
+# /tmp/flashserve-httpload-site) first when one of them is not importable (the GPU machine
+# reaches no registry). The tokenizer folder goes to TOKENIZER_DIR (default
 # /tmp/flashserve-httpload-tokenizer): neither is worth bringing back with OUT_DIR.
 # Environment (defaults): CONCURRENCY="1 16 64 256" PROMPT_TOKENS=128 NEW_TOKENS=128
 #   REQUESTS_PER_STREAM=4 MIN_REQUESTS=16 DEVICE=auto PORT=50161 HTTP_PORT=50162
@@ -36,6 +44,18 @@
 # side by side, as one would scale any client, counted together over their whole span.
 # guidellm's own settings pass through the environment, e.g. GUIDELLM__MAX_WORKER_PROCESSES
 # (each process's worker processes, default 10).
+# aiperf: one `aiperf profile` process per run that spawns its own services (ZMQ between
+# them): AIPERF_WORKERS (its --workers-max: the worker processes that send the requests and
+# parse the SSE streams; default aiperf's own min(concurrency, 0.75 x CPUs - 1, 32), i.e. 11
+# on 16 CPUs), AIPERF_RECORD_PROCESSORS (its --record-processors: the processes that turn
+# responses into metrics; default aiperf's, 1-2 per 8 workers), AIPERF_SERVER_TOKEN_COUNT=1
+# (default: --use-server-token-count, output tokens counted from the server's usage chunk,
+# not by re-tokenizing every response: ~3x less client CPU a token here; 0 tokenizes),
+# AIPERF_ARGS (more flags, appended). aiperf reads the tokenizer in offline mode from a
+# Hugging Face cache only, so the tokenizer folder is also laid out as a cache of the repo
+# id flashserve/tokenizer under TOKENIZER_DIR-hfcache (HF_HUB_CACHE for aiperf alone).
+# AIPERF_SERVICE_REGISTRATION_TIMEOUT / _MAX_ATTEMPTS (default 120 / 120 here; aiperf's
+# own 30 / 10 fail on a loaded 2-core machine) pass through to aiperf.
 # SERVER_CPUS / CLIENT_CPUS (taskset lists, e.g. 0-5 / 6-15; default unpinned): the server on
 # its own cores and every client (gRPC, guidellm, raw) on the others, so that a client's
 # Python processes do not take the server's engine thread's core (the usual separation of
@@ -71,6 +91,17 @@ METRICS_PORT=${METRICS_PORT:-50163}
 HEALTH_TIMEOUT=${HEALTH_TIMEOUT:-600}
 LOAD_TIMEOUT=${LOAD_TIMEOUT:-150}
 GUIDELLM_STREAMS_PER_PROCESS=${GUIDELLM_STREAMS_PER_PROCESS:-16}
+HTTP_CLIENT=${HTTP_CLIENT:-guidellm}
+case $HTTP_CLIENT in
+  guidellm) modules="guidellm" ;;
+  aiperf) modules="aiperf" ;;
+  both) modules="guidellm, aiperf" ;;
+  *) echo "$0: HTTP_CLIENT must be guidellm, aiperf or both, not '$HTTP_CLIENT'" >&2; exit 2 ;;
+esac
+[[ ${E2E:-1} != 1 ]] || modules+=", openai"
+AIPERF_SERVER_TOKEN_COUNT=${AIPERF_SERVER_TOKEN_COUNT:-1}
+export AIPERF_SERVICE_REGISTRATION_TIMEOUT=${AIPERF_SERVICE_REGISTRATION_TIMEOUT:-120}
+export AIPERF_SERVICE_REGISTRATION_MAX_ATTEMPTS=${AIPERF_SERVICE_REGISTRATION_MAX_ATTEMPTS:-120}
 SERVER_ARGS=${SERVER_ARGS:-"--max-num-seqs 256 --max-waiting 1024 --noprefix_caching"}
 PYTHON=${PYTHON:-python3}
 WHEELS=${WHEELS:-$root/.whl}
@@ -85,8 +116,8 @@ server_pin=() client_pin=()
 [[ -z ${SERVER_CPUS:-} ]] || server_pin=(taskset -c "$SERVER_CPUS")
 [[ -z ${CLIENT_CPUS:-} ]] || client_pin=(taskset -c "$CLIENT_CPUS")
 
-if ! "$PYTHON" -c "import guidellm, openai" > /dev/null 2>&1; then
-  ls "$WHEELS"/*.whl > /dev/null 2>&1 || { echo "$0: guidellm is not importable and $WHEELS has no wheels (scripts/fetch-httpload-wheels.sh)" >&2; exit 2; }
+if ! "$PYTHON" -c "import $modules, gguf" > /dev/null 2>&1; then
+  ls "$WHEELS"/*.whl > /dev/null 2>&1 || { echo "$0: one of $modules, gguf is not importable and $WHEELS has no wheels (scripts/fetch-httpload-wheels.sh)" >&2; exit 2; }
   "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target "$site" "$WHEELS"/*.whl > "$out/pip.log" 2>&1 || { cat "$out/pip.log" >&2; exit 1; }
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
@@ -94,7 +125,7 @@ fi
 "$PYTHON" - > "$out/python.txt" 2>&1 <<'PY' || { cat "$out/python.txt" >&2; exit 1; }
 import importlib.metadata as m, sys
 print("python", sys.version.split()[0])
-for name in ("guidellm", "openai", "transformers", "gguf", "datasets", "pydantic", "httpx", "torch"):
+for name in ("guidellm", "aiperf", "openai", "transformers", "gguf", "datasets", "pydantic", "httpx", "torch"):
     try:
         print(name, m.version(name))
     except m.PackageNotFoundError:
@@ -143,6 +174,17 @@ done
 model_name=$("$PYTHON" -c "import json, sys, urllib.request
 print(json.load(urllib.request.urlopen(sys.argv[1], timeout=30))['data'][0]['id'])" \
   "http://127.0.0.1:$HTTP_PORT/v1/models")
+if [[ $HTTP_CLIENT != guidellm ]]; then
+  # aiperf (0.13.0) loads a tokenizer in offline mode through snapshot_download(
+  # local_files_only=True) only, a folder path fails: the same files as the Hugging Face
+  # cache of a repo id (refs/main -> the snapshot's name; the snapshot holds the files).
+  hf_repo="${tokenizer}-hfcache/hub/models--flashserve--tokenizer"
+  snapshot=0000000000000000000000000000000000000000
+  rm -rf "${tokenizer}-hfcache"
+  mkdir -p "$hf_repo/refs" "$hf_repo/snapshots/$snapshot"
+  printf %s "$snapshot" > "$hf_repo/refs/main"
+  cp "$tokenizer"/* "$hf_repo/snapshots/$snapshot/"
+fi
 echo "serving $model_name: gRPC 127.0.0.1:$PORT, HTTP 127.0.0.1:$HTTP_PORT"
 
 grpc_load() {  # grpc_load CONCURRENCY REQUESTS OUTPUT
@@ -182,6 +224,20 @@ guidellm_load() {
   (IFS=,; echo "${files[*]}")
   return $rc
 }
+aiperf_load() {  # aiperf_load CONCURRENCY REQUESTS STEM: writes STEM/ (its artifacts), STEM.log
+  local extra=()
+  [[ -z ${AIPERF_WORKERS:-} ]] || extra+=(--workers-max "$AIPERF_WORKERS")
+  [[ -z ${AIPERF_RECORD_PROCESSORS:-} ]] || extra+=(--record-processors "$AIPERF_RECORD_PROCESSORS")
+  [[ $AIPERF_SERVER_TOKEN_COUNT != 1 ]] || extra+=(--use-server-token-count)
+  rm -rf "$3"
+  # shellcheck disable=SC2086  # AIPERF_ARGS is a list of flags
+  HF_HUB_CACHE="${tokenizer}-hfcache/hub" "${client_pin[@]}" timeout "$LOAD_TIMEOUT" \
+    "$PYTHON" -m aiperf profile --model "$model_name" --url "http://127.0.0.1:$HTTP_PORT" \
+    --endpoint-type completions --streaming --tokenizer flashserve/tokenizer \
+    --isl "$PROMPT_TOKENS" --isl-stddev 0 --osl "$NEW_TOKENS" --extra-inputs ignore_eos:true \
+    --concurrency "$1" --request-count "$2" --random-seed 1 --ui none --no-server-metrics \
+    --no-gpu-telemetry --artifact-dir "$3" "${extra[@]}" ${AIPERF_ARGS:-} > "$3.log" 2>&1
+}
 raw_load() {  # raw_load CONCURRENCY REQUESTS OUTPUT
   "${client_pin[@]}" timeout "$LOAD_TIMEOUT" "$PYTHON" "$here/openai_sse_load.py" "$HTTP_PORT" "$1" "$2" \
     "$NEW_TOKENS" "$PROMPT_TOKENS" > "$3" 2>&1
@@ -191,18 +247,32 @@ raw_load() {  # raw_load CONCURRENCY REQUESTS OUTPUT
 echo "warm-up (gRPC and HTTP)"
 grpc_load 1 2 "$out/warmup_grpc.txt" || { cat "$out/warmup_grpc.txt" >&2; exit 1; }
 # guidellm failing here (its wheels against the machine's packages) still leaves the rest.
-guidellm_one 1 2 "$out/warmup_guidellm" || { status=1; tail -n 30 "$out/warmup_guidellm.log" >&2; }
+if [[ $HTTP_CLIENT != aiperf ]]; then
+  guidellm_one 1 2 "$out/warmup_guidellm" || { status=1; tail -n 30 "$out/warmup_guidellm.log" >&2; }
+fi
+if [[ $HTTP_CLIENT != guidellm ]]; then
+  aiperf_load 1 2 "$out/warmup_aiperf" || { status=1; tail -n 30 "$out/warmup_aiperf.log" >&2; }
+fi
 args=()
 summary_status=1  # until a table is written
 for c in $CONCURRENCY; do
   n=$((c * REQUESTS_PER_STREAM > MIN_REQUESTS ? c * REQUESTS_PER_STREAM : MIN_REQUESTS))
-  echo "concurrency $c: $n requests each: gRPC, guidellm$([[ ${RAW:-1} == 1 ]] && echo ", raw SSE")"
+  echo "concurrency $c: $n requests each: gRPC, ${HTTP_CLIENT/both/guidellm, aiperf}$([[ ${RAW:-1} == 1 ]] && echo ", raw SSE")"
   mark=$(wc -l < "$out/server.log")
   grpc_load "$c" "$n" "$out/grpc_c$c.txt" || { status=1; tail -n 5 "$out/grpc_c$c.txt"; }
   sleep 0.2; echo "grpc $c $mark $(wc -l < "$out/server.log")" >> "$out/log_ranges.txt"
-  mark=$(wc -l < "$out/server.log")
-  guidellm_files=$(guidellm_load "$c" "$n" "$out/guidellm_c$c") || status=1
-  sleep 0.2; echo "http $c $mark $(wc -l < "$out/server.log")" >> "$out/log_ranges.txt"
+  guidellm_files=
+  if [[ $HTTP_CLIENT != aiperf ]]; then
+    mark=$(wc -l < "$out/server.log")
+    guidellm_files=$(guidellm_load "$c" "$n" "$out/guidellm_c$c") || status=1
+    sleep 0.2; echo "http $c $mark $(wc -l < "$out/server.log")" >> "$out/log_ranges.txt"
+  fi
+  if [[ $HTTP_CLIENT != guidellm ]]; then
+    mark=$(wc -l < "$out/server.log")
+    aiperf_load "$c" "$n" "$out/aiperf_c$c" || { status=1; tail -n 20 "$out/aiperf_c$c.log"; }
+    sleep 0.2; echo "aiperf $c $mark $(wc -l < "$out/server.log")" >> "$out/log_ranges.txt"
+    args+=(--aiperf "$c:$out/aiperf_c$c/profile_export_aiperf.json")
+  fi
   args+=(--run "$c:$out/grpc_c$c.txt:$guidellm_files")
   if [[ ${RAW:-1} == 1 ]]; then
     mark=$(wc -l < "$out/server.log")
