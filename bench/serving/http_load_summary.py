@@ -95,7 +95,8 @@ def read_aiperf(path, new_tokens):
     its TTFT p50 (request sent -> first streamed token), errored requests plus those whose
     output length was not new_tokens (its OSL mismatch count), and its effective concurrency
     (the mean number of requests in flight over the run)."""
-    report = json.load(open(path, encoding="utf-8"))
+    with open(path, encoding="utf-8") as f:
+        report = json.load(f)
     if not report.get("is_complete", False) or report.get("was_cancelled", False):
         raise ValueError(f"{path}: the run did not complete")
     failed = int(report.get("error_request_count", {}).get("avg", 0))
