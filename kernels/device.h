@@ -7,4 +7,9 @@ namespace flashserve::kernels {
 // driver/device is present (the call never fails, a missing driver is simply "no GPU").
 int cuda_device_count();
 
+// Compute capability of CUDA device `device` as major * 10 + minor (90 for Hopper), queried
+// once per process for every visible device; 0 for a device that does not exist or without
+// CUDA.
+int compute_capability(int device);
+
 }  // namespace flashserve::kernels

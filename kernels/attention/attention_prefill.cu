@@ -3,37 +3,16 @@
 // (kernels/attention/attention_prefill_sm90_ws.cuh). Each is instantiated for {bf16, fp16} x
 // head_dim {64, 128}; causal and the sliding window are runtime values (they only move the loop
 // bounds and decide which tiles need the mask), so they cost no extra instantiation.
-#include <vector>
-
 #include "absl/status/statusor.h"
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_dispatch.cuh"
 #include "kernels/attention/attention_prefill.cuh"
 #include "kernels/attention/attention_prefill_sm90_ws.cuh"
 #include "kernels/cuda_plumbing.cuh"
+#include "kernels/device.h"
 
 namespace flashserve::kernels {
 namespace {
-
-// Compute capability major*10+minor of every visible device, queried once per process.
-int compute_capability(int device) {
-  static const std::vector<int> capabilities = [] {
-    std::vector<int> cc;
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) {
-      cudaGetLastError();
-      return cc;
-    }
-    for (int d = 0; d < count; ++d) {
-      int major = 0, minor = 0;
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
-      cc.push_back(major * 10 + minor);
-    }
-    return cc;
-  }();
-  return device >= 0 && device < static_cast<int>(capabilities.size()) ? capabilities[device] : 0;
-}
 
 absl::StatusOr<bool> current_device_is_hopper() {
   int device = 0;

@@ -4,5 +4,6 @@
 
 namespace flashserve::kernels {
 int cuda_device_count() { return 0; }
+int compute_capability(int) { return 0; }
 }  // namespace flashserve::kernels
 #endif

@@ -31,8 +31,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
+#include "kernels/device.h"
 #include "kernels/quant/quant_gemm_common.cuh"
 #include "kernels/sm90_wgmma.cuh"
 
@@ -263,29 +263,12 @@ absl::Status quant_gemm_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_
 }  // namespace device::quant_gemm
 
 bool quant_gemm_wgmma_supported() {
-  // Compute capability of every visible device, queried once per process.
-  static const std::vector<int> capabilities = [] {
-    std::vector<int> cc;
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) {
-      cudaGetLastError();
-      return cc;
-    }
-    for (int d = 0; d < count; ++d) {
-      int major = 0, minor = 0;
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
-      cc.push_back(major * 10 + minor);
-    }
-    return cc;
-  }();
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
-  return device >= 0 && device < static_cast<int>(capabilities.size()) &&
-         capabilities[device] == 90;
+  return compute_capability(device) == 90;
 }
 
 }  // namespace flashserve::kernels
