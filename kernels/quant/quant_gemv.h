@@ -54,7 +54,10 @@ absl::Status quant_gemv(const GemvParams& p, int num_sms, cudaStream_t stream);
 // With row_ids set it is a gather (the embedding lookup of a quantized token_embd): output
 // row i is weight row row_ids[i] for i in [0, row_end - row_begin) (row_begin is then 0
 // and each id must lie in [0, num_rows); ids are read after the previous kernel, as they
-// may be its output). out_fp32 writes the exact fp32 values instead of bf16.
+// may be its output). out_fp32 writes the exact fp32 values instead of bf16. At most 2^30
+// units of 32 elements are written per call (InvalidArgument past that). Near HBM bandwidth:
+// loads in flight per warp, 512-byte stores through a shared-memory tile
+// (kernels/quant/quant_dequantize.cu).
 struct DequantizeParams {
   WeightFormat format = WeightFormat::kQ4_K;
   const void* w = nullptr;  // quant_layout(format, num_rows, k)

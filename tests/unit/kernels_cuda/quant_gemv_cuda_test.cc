@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -408,42 +409,80 @@ TEST(QuantGemvCuda, RoundActivationsMatchesTheGemvQuantization) {
   EXPECT_FALSE(round_activations_q8(d.get(), rows, 100, nullptr).ok());  // k not whole units
 }
 
-// dequantize_bf16 of a range of rows: ggml's fp32 values rounded to bf16, bit for bit; the
-// rest of the (poisoned) output buffer untouched.
+// dequantize_bf16 against ggml's fp32 values, bit for bit (rounded to bf16, or exact with
+// out_fp32); the rest of the (poisoned) output buffer untouched. The cases cover a row range
+// whose units end mid-batch (the kernel's batches of 32 units x 4 per warp), rows shorter
+// than a batch (k = 256: eight units a row, so a batch straddles four rows; k = 32 for the
+// 32-element formats: one unit a row), several blocks, and gathers (repeated and
+// out-of-order ids) in bf16 and fp32.
+struct DequantCase {
+  int rows, k, begin, end;
+  bool gather, fp32;
+};
+
+void run_dequant_case(WeightFormat f, const DequantCase& c, std::mt19937& rng) {
+  SCOPED_TRACE(::testing::Message() << weight_format_name(f) << " rows " << c.rows << " k "
+                                    << c.k << " [" << c.begin << ", " << c.end << ") gather "
+                                    << c.gather << " fp32 " << c.fp32);
+  QuantWeight w = make_weight(f, c.rows, c.k, rng);
+  const int out_rows = c.end - c.begin;
+  std::vector<int32_t> ids(out_rows);
+  std::uniform_int_distribution<int32_t> pick(0, c.rows - 1);
+  for (int i = 0; i < out_rows; ++i) ids[i] = c.gather ? pick(rng) : c.begin + i;
+  if (c.gather && out_rows > 1) ids[1] = ids[0];  // a repeated id
+  DeviceBuffer d_ids = DeviceBuffer::from(ids);
+  const size_t count = static_cast<size_t>(out_rows) * c.k, guard = 4096;
+  const size_t elem = c.fp32 ? 4 : 2;
+  DeviceBuffer out((count + guard) * elem);
+  out.poison();
+  DequantizeParams p;
+  p.format = f;
+  p.w = w.device.get();
+  p.num_rows = c.rows;
+  p.k = c.k;
+  p.row_begin = c.gather ? 0 : c.begin;
+  p.row_end = c.gather ? out_rows : c.end;
+  p.row_ids = c.gather ? d_ids.get<int32_t>() : nullptr;
+  p.out = out.get();
+  p.out_fp32 = c.fp32;
+  ASSERT_TRUE(dequantize_bf16(p, nullptr).ok());
+  std::vector<float> got(count + guard);
+  if (c.fp32) {
+    got = out.to_host<float>();
+  } else {
+    const std::vector<uint16_t> bits = out.to_host<uint16_t>();
+    for (size_t i = 0; i < got.size(); ++i) got[i] = bf16_bits_to_fp32(bits[i]);
+  }
+  int bad = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const float ggml = w.values[static_cast<size_t>(ids[i / c.k]) * c.k + i % c.k];
+    const float want = c.fp32 ? ggml : bf16_bits_to_fp32(fp32_to_bf16_bits(ggml));
+    if (std::memcmp(&got[i], &want, 4) != 0 && ++bad <= 5) {
+      ADD_FAILURE() << "element " << i << ": " << got[i] << ", ggml " << ggml;
+    }
+  }
+  for (size_t i = count; i < count + guard; ++i) {
+    if (!std::isnan(got[i]) && ++bad <= 5) ADD_FAILURE() << "guard " << i << " written";
+  }
+  EXPECT_EQ(bad, 0);
+}
+
 TEST(QuantGemvCuda, DequantizeMatchesGgmlBitForBit) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const uint32_t seed = std::random_device{}();  // in every failure's trace: rerunnable
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
-  const int rows = 37, k = 1280, begin = 5, end = 30;
   for (WeightFormat f : quant::kQuantFormats) {
-    SCOPED_TRACE(weight_format_name(f));
-    QuantWeight w = make_weight(f, rows, k, rng);
-    const size_t count = static_cast<size_t>(end - begin) * k, guard = 4096;
-    DeviceBuffer out((count + guard) * 2);
-    out.poison();
-    DequantizeParams p;
-    p.format = f;
-    p.w = w.device.get();
-    p.num_rows = rows;
-    p.k = k;
-    p.row_begin = begin;
-    p.row_end = end;
-    p.out = out.get();
-    ASSERT_TRUE(dequantize_bf16(p, nullptr).ok());
-    const std::vector<uint16_t> got = out.to_host<uint16_t>();
-    int bad = 0;
-    for (size_t i = 0; i < count; ++i) {
-      const uint16_t want = fp32_to_bf16_bits(w.values[begin * size_t{k} + i]);
-      if (got[i] != want && ++bad <= 5) {
-        ADD_FAILURE() << "element " << i << ": " << bf16_bits_to_fp32(got[i]) << ", ggml "
-                      << w.values[begin * size_t{k} + i];
-      }
-    }
-    for (size_t i = count; i < count + guard; ++i) {
-      if (!std::isnan(bf16_bits_to_fp32(got[i])) && ++bad <= 5) ADD_FAILURE() << "guard " << i << " written";
-    }
-    EXPECT_EQ(bad, 0);
+    const int block = static_cast<int>(weight_block_elements(f));
+    const DequantCase cases[] = {
+        {37, 1280, 5, 30, false, false},     // 40 units a row, 1,000 units: ends mid-batch
+        {301, 2048, 0, 301, false, false},   // 19,264 units: many blocks
+        {75, block, 3, 72, false, false},    // rows shorter than a batch
+        {40, 512, 0, 23, true, false},       // a gather
+        {40, 512, 0, 23, true, true},        // the embedding lookup: gather, fp32
+        {19, 1280, 2, 17, false, true},      // fp32, a range
+    };
+    for (const DequantCase& c : cases) run_dequant_case(f, c, rng);
   }
 }
 
