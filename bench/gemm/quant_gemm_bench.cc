@@ -3,6 +3,11 @@
 //   bf16      cuBLASLt on a bf16 weight (model/cuda/gemm.h): the bf16 weight path;
 //   deq+blas  dequantize_bf16 into a workspace, then the same cuBLASLt GEMM: the native
 //             path's choice past kernels::quant_gemm_max_tokens() (model/cuda/llama_forward.cc);
+//   deq||blas deq+blas with the dequantize of the next call's weight on a second stream while
+//             this call's GEMM runs, into the other half of a double-buffered workspace
+//             (fork/join through events inside the captured graph; one unhidden dequantize per
+//             16 calls): what hiding the dequantize under the GEMMs could give
+//             (bench/gemm/NOTES.md, "Hiding the dequantize");
 //   v4        kernels::quant_gemm with QuantGemmKernel::kMmaSync (mma.sync, A fragments
 //             decoded in registers: kernels/quant/quant_gemm.cu);
 //   v5        kernels::quant_gemm with QuantGemmKernel::kWgmma (Hopper: wgmma with the decoded
@@ -11,6 +16,11 @@
 //   auto      kernels::quant_gemm with QuantGemmKernel::kAuto: what the model runs below
 //             quant_gemm_max_tokens().
 // The ratios are against the fastest of v4 and v5 ("best").
+// First a table of the dequantize alone, per shape and format: kernels::dequantize_bf16
+// ("staged") against the one-thread-per-unit kernel it replaced (bench-only copy,
+// bench/gemm/dequantize_unit_per_thread.h), with GB/s counting the weight bytes read plus
+// the bf16 bytes written, and their share of a device-to-device copy's GB/s (the
+// practical ceiling of a read + write stream); the two outputs are compared bit for bit.
 // Before timing, each is validated against deq+blas: relative L2 <= 1e-2, all finite (the
 // two round the weights to bf16 slightly differently, kernels/quant/quant_gemm.h: ~2^-9 a
 // weight, ~2e-3 on the outputs; a decoding error is far larger). Timing: weights cycled through enough copies to fill 4x
@@ -19,8 +29,10 @@
 // bench/gemm/NOTES.md holds the predictions and results.
 //
 //   quant_gemm_bench [--quick] [--formats=Q4_K,Q8_0,...] [--ms=64,256] [--shapes=8B]
+//                    [--dequant-only]
 // --quick: Q4_K and m in {16, 32, 64, 128, 256, 512, 1024}; --formats / --ms replace those lists;
-// --shapes keeps the shapes whose name starts with the text.
+// --shapes keeps the shapes whose name starts with the text; --dequant-only prints the
+// dequantize table alone.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -32,6 +44,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench/gemm/dequantize_unit_per_thread.h"
 #include "bench/gemm/gemm_bench_util.h"
 #include "kernels/quant/quant_gemm.h"
 #include "kernels/quant/quant_gemv.h"
@@ -99,6 +112,73 @@ DequantizeParams dequant_params(WeightFormat f, const Shape& s, const void* w, v
   return d;
 }
 
+// One row of the dequantize table (see the top of the file) for shape s in format f.
+void dequant_row(const Shape& s, WeightFormat f, size_t l2_bytes, double copy_bytes_per_s) {
+  const std::vector<void*> q = weight_copies(f, s, l2_bytes);
+  const size_t out_bytes = size_t(s.n) * s.k * 2;
+  void *staged, *per_thread;
+  BENCH_CUDA(cudaMalloc(&staged, out_bytes));
+  BENCH_CUDA(cudaMalloc(&per_thread, out_bytes));
+  BENCH_CUDA(cudaMemset(staged, 0xff, out_bytes));
+  BENCH_CUDA(cudaMemset(per_thread, 0, out_bytes));
+  BENCH_OK(dequantize_bf16(dequant_params(f, s, q[0], staged), nullptr));
+  BENCH_OK(bench::dequantize_unit_per_thread(dequant_params(f, s, q[0], per_thread), nullptr));
+  std::vector<uint8_t> a(out_bytes), b(out_bytes);
+  BENCH_CUDA(cudaMemcpy(a.data(), staged, out_bytes, cudaMemcpyDeviceToHost));
+  BENCH_CUDA(cudaMemcpy(b.data(), per_thread, out_bytes, cudaMemcpyDeviceToHost));
+  const bool same = std::memcmp(a.data(), b.data(), out_bytes) == 0;
+  const double t_old = time_calls([&](cudaStream_t st, int i) {
+    BENCH_OK(bench::dequantize_unit_per_thread(dequant_params(f, s, q[i % q.size()], per_thread), st));
+  });
+  const double t_new = time_calls([&](cudaStream_t st, int i) {
+    BENCH_OK(dequantize_bf16(dequant_params(f, s, q[i % q.size()], staged), st));
+  });
+  const double bytes = double(weight_bytes(f, s.n, s.k)) + double(out_bytes);
+  std::printf("| %s | %s | %.1f | %.1f | %.0f | %.1f | %.0f | %.0f %% | %.2f | %s |\n", s.name,
+              weight_format_name(f), bytes / 1e6, t_old * 1e6, bytes / t_old / 1e9, t_new * 1e6,
+              bytes / t_new / 1e9, 100.0 * bytes / t_new / copy_bytes_per_s, t_old / t_new,
+              same ? "yes" : "NO (FAILED)");
+  std::fflush(stdout);
+  for (void* w : q) BENCH_CUDA(cudaFree(w));
+  BENCH_CUDA(cudaFree(staged));
+  BENCH_CUDA(cudaFree(per_thread));
+  if (!same) std::exit(1);
+}
+
+// A second stream and the events of deq||blas's fork and join.
+struct SideStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+  SideStream() {
+    BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    BENCH_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    BENCH_CUDA(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  }
+  ~SideStream() {
+    cudaEventDestroy(fork);
+    cudaEventDestroy(join);
+    cudaStreamDestroy(stream);
+  }
+};
+
+// Seconds per call of deq||blas (see the top of the file): call i multiplies with deq[i % 2]
+// (dequantized during call i - 1, or first thing in call 0) while the side stream
+// dequantizes copy i + 1 into deq[(i + 1) % 2], whose last reader (call i - 1's GEMM)
+// precedes the fork on the main stream.
+double time_overlapped(Gemm& gemm, WeightFormat f, const Shape& s, const std::vector<void*>& q,
+                       void* x, void* y, void* const* deq, int m, const SideStream& side) {
+  return time_calls([&](cudaStream_t st, int i) {
+    if (i == 0) BENCH_OK(dequantize_bf16(dequant_params(f, s, q[0], deq[0]), st));
+    BENCH_CUDA(cudaEventRecord(side.fork, st));
+    BENCH_CUDA(cudaStreamWaitEvent(side.stream, side.fork, 0));
+    BENCH_OK(dequantize_bf16(dequant_params(f, s, q[(i + 1) % q.size()], deq[(i + 1) % 2]),
+                             side.stream));
+    BENCH_CUDA(cudaEventRecord(side.join, side.stream));
+    BENCH_OK(gemm.linear(x, deq[i % 2], y, m, s.n, s.k, GemmOut::kBf16, st));
+    BENCH_CUDA(cudaStreamWaitEvent(st, side.join, 0));
+  });
+}
+
 // Relative L2 distance of qgemm from deq+blas on copy 0.
 double validate(Gemm& gemm, WeightFormat f, const Shape& s, void* w, void* x, void* y,
                 void* y_ref, void* deq, int m, int num_sms, QuantGemmKernel v) {
@@ -126,7 +206,9 @@ double validate(Gemm& gemm, WeightFormat f, const Shape& s, void* w, void* x, vo
 void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& formats,
                const std::vector<int>& ms, int num_sms, size_t l2_bytes) {
   const int max_m = *std::max_element(ms.begin(), ms.end());
-  void *x, *y, *y_ref, *deq;
+  void *x, *y, *y_ref, *deq, *deq2;
+  const SideStream side;
+  BENCH_CUDA(cudaMalloc(&deq2, size_t(s.n) * s.k * 2));
   BENCH_CUDA(cudaMalloc(&x, size_t(max_m) * s.k * 2));
   BENCH_CUDA(cudaMalloc(&y, size_t(max_m) * s.n * 2));
   BENCH_CUDA(cudaMalloc(&y_ref, size_t(max_m) * s.n * 2));
@@ -149,6 +231,8 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
         BENCH_OK(dequantize_bf16(dequant_params(f, s, q[i % q.size()], deq), st));
         BENCH_OK(gemm.linear(x, deq, y, m, s.n, s.k, GemmOut::kBf16, st));
       });
+      void* const halves[2] = {deq, deq2};
+      const double t_overlap = time_overlapped(gemm, f, s, q, x, y, halves, m, side);
       auto time_kernel = [&](QuantGemmKernel v) {
         return time_calls([&](cudaStream_t st, int i) {
           BENCH_OK(quant_gemm(qgemm_params(f, s, q[i % q.size()], x, y, m, v), num_sms, st));
@@ -162,9 +246,10 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
       if (v5) std::snprintf(v5_us, sizeof(v5_us), "%.1f", t_v5 * 1e6);
       const double flops = 2.0 * m * s.n * s.k;
       const bool ok = err4 <= 1e-2 && err5 <= 1e-2;
-      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %s | %.1f | %.0f | %.2f | %.2f | %.2f | "
-                  "%.1e / %.1e %s|\n",
-                  s.name, weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_v4 * 1e6,
+      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %.0f | %.2f | %.2f | "
+                  "%.2f | %.1e / %.1e %s|\n",
+                  s.name, weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_overlap * 1e6,
+                  t_v4 * 1e6,
                   v5_us, t_auto * 1e6, flops / t_q / 1e12, t_bf16 / t_q, t_deq / t_q, t_v4 / t_q,
                   err4, err5, ok ? "" : "FAILED ");
       std::fflush(stdout);
@@ -173,7 +258,34 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
     for (void* w : q) BENCH_CUDA(cudaFree(w));
   }
   for (void* w : bf16) BENCH_CUDA(cudaFree(w));
-  for (void* p : {x, y, y_ref, deq}) BENCH_CUDA(cudaFree(p));
+  for (void* p : {x, y, y_ref, deq, deq2}) BENCH_CUDA(cudaFree(p));
+}
+
+constexpr Shape kShapes[] = {
+    {"8B qkv 6144x4096", 6144, 4096},      {"8B o 4096x4096", 4096, 4096},
+    {"8B gate_up 28672x4096", 28672, 4096}, {"8B down 4096x14336", 4096, 14336},
+    {"1B qkv 3072x2048", 3072, 2048},      {"1B o 2048x2048", 2048, 2048},
+    {"1B gate_up 16384x2048", 16384, 2048}, {"1B down 2048x8192", 2048, 8192},
+};
+
+bool shape_selected(const Shape& s, const char* prefix) {
+  return std::strncmp(s.name, prefix, std::strlen(prefix)) == 0;
+}
+
+void dequant_table(const std::vector<WeightFormat>& formats, const char* shapes_arg,
+                   size_t l2_bytes) {
+  const double copy = copy_bandwidth();
+  std::printf("dequantize alone (GB/s: weight bytes read + bf16 bytes written; device-to-device "
+              "copy %.0f GB/s)\n\n",
+              copy / 1e9);
+  std::printf("| shape | weights | MB moved | unit-per-thread us | GB/s | staged us | GB/s | "
+              "of copy | speed-up | identical |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Shape& s : kShapes) {
+    if (!shape_selected(s, shapes_arg)) continue;
+    for (WeightFormat f : formats) dequant_row(s, f, l2_bytes, copy);
+  }
+  std::printf("\n");
 }
 
 // The comma-separated integers of `arg` (the text after --ms=).
@@ -188,13 +300,15 @@ std::vector<int> int_list(const char* arg) {
 }
 
 int run(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, dequant_only = false;
   const char* formats_arg = nullptr;
   const char* ms_arg = nullptr;
   const char* shapes_arg = "";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
+    } else if (std::strcmp(argv[i], "--dequant-only") == 0) {
+      dequant_only = true;
     } else if (std::strncmp(argv[i], "--formats=", 10) == 0) {
       formats_arg = argv[i] + 10;
     } else if (std::strncmp(argv[i], "--ms=", 5) == 0) {
@@ -210,20 +324,6 @@ int run(int argc, char** argv) {
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs, L2 %.0f MB\n\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize / 1e6);
-  std::printf("| shape | weights | m | bf16 us | deq+blas us | v4 us | v5 us | auto us | "
-              "best TFLOP/s | bf16/best | deq+blas/best | v4/best | "
-              "rel. L2 vs deq+blas v4 / v5 |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
-  BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
-  auto gemm = Gemm::create();
-  BENCH_OK(gemm.status());
-  const Shape shapes[] = {
-      {"8B qkv 6144x4096", 6144, 4096},      {"8B o 4096x4096", 4096, 4096},
-      {"8B gate_up 28672x4096", 28672, 4096}, {"8B down 4096x14336", 4096, 14336},
-      {"1B qkv 3072x2048", 3072, 2048},      {"1B o 2048x2048", 2048, 2048},
-      {"1B gate_up 16384x2048", 16384, 2048}, {"1B down 2048x8192", 2048, 8192},
-  };
   std::vector<WeightFormat> formats =
       quick ? std::vector<WeightFormat>{WeightFormat::kQ4_K}
             : std::vector<WeightFormat>{WeightFormat::kQ4_K, WeightFormat::kQ6_K,
@@ -242,10 +342,20 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "no format or no m selected\n");
     return 2;
   }
-  for (const Shape& s : shapes) {
-    if (std::strncmp(s.name, shapes_arg, std::strlen(shapes_arg)) != 0) continue;
-    run_shape(**gemm, s, formats, ms, prop.multiProcessorCount,
-              static_cast<size_t>(prop.l2CacheSize));
+  const size_t l2_bytes = static_cast<size_t>(prop.l2CacheSize);
+  dequant_table(formats, shapes_arg, l2_bytes);
+  if (dequant_only) return 0;
+  std::printf("| shape | weights | m | bf16 us | deq+blas us | deq||blas us | v4 us | v5 us | "
+              "auto us | best TFLOP/s | bf16/best | deq+blas/best | v4/best | "
+              "rel. L2 vs deq+blas v4 / v5 |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
+  BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
+  auto gemm = Gemm::create();
+  BENCH_OK(gemm.status());
+  for (const Shape& s : kShapes) {
+    if (!shape_selected(s, shapes_arg)) continue;
+    run_shape(**gemm, s, formats, ms, prop.multiProcessorCount, l2_bytes);
   }
   return 0;
 }
