@@ -91,7 +91,9 @@ double copy_bandwidth() {
 
 double time_graph(int calls, int reps, const std::function<void(cudaStream_t, int)>& call) {
   cudaStream_t stream;
-  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  int least = 0, greatest = 0;  // the highest priority, as the model's main stream
+  BENCH_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  BENCH_CUDA(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, greatest));
   call(stream, 0);
   BENCH_CUDA(cudaStreamSynchronize(stream));
   cudaGraph_t graph;
