@@ -101,13 +101,15 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_kernel(const Dequa
   // written by no kernel of a step: loaded before the wait, as the GEMV does.
   if (p.row_ids != nullptr) wait_for_prior_grid();
   UnitRaw raw[kBatches];
+  int unit[kBatches];  // the lane's unit's index in its row, per batch
 #pragma unroll
   for (int b = 0; b < kBatches; ++b) {
     const int item = first + 32 * b + lane;
+    const int r = item / units;
+    unit[b] = item - r * units;
     if (item < items) {
-      const int r = item / units;
       const int64_t row = p.row_ids != nullptr ? p.row_ids[r] : p.row_begin + r;
-      load_unit<F>(row_ptrs<F>(base, l, static_cast<int>(row)), l, item - r * units, raw[b]);
+      load_unit<F>(row_ptrs<F>(base, l, static_cast<int>(row)), l, unit[b], raw[b]);
     }
   }
   wait_for_prior_grid();
@@ -120,7 +122,7 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_kernel(const Dequa
     if (batch >= items) break;
     const int item = batch + lane;
     if (item < items) {
-      stage_unit<F, kFp32>(quant::decode_unit<F>(raw[b], item % units), lane, tile);
+      stage_unit<F, kFp32>(quant::decode_unit<F>(raw[b], unit[b]), lane, tile);
     }
     __syncwarp();
     uint4* dst = out + static_cast<int64_t>(batch) * kChunks;
