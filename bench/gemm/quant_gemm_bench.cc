@@ -7,7 +7,10 @@
 //             this call's GEMM runs, into the other half of a double-buffered workspace
 //             (fork/join through events inside the captured graph; one unhidden dequantize per
 //             16 calls): what hiding the dequantize under the GEMMs could give
-//             (bench/gemm/NOTES.md, "Hiding the dequantize");
+//             (bench/gemm/NOTES.md, part 2 of the staged dequantize);
+//   deq||blas/S  the same with the GEMM planned for all SMs but S (cuBLASLt's
+//             CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, --side-sms=S, default 16): whether
+//             leaving the dequantize SMs of its own hides it better;
 //   v4        kernels::quant_gemm with QuantGemmKernel::kMmaSync (mma.sync, A fragments
 //             decoded in registers: kernels/quant/quant_gemm.cu);
 //   v5        kernels::quant_gemm with QuantGemmKernel::kWgmma (Hopper: wgmma with the decoded
@@ -29,7 +32,7 @@
 // bench/gemm/NOTES.md holds the predictions and results.
 //
 //   quant_gemm_bench [--quick] [--formats=Q4_K,Q8_0,...] [--ms=64,256] [--shapes=8B]
-//                    [--dequant-only]
+//                    [--dequant-only] [--side-sms=16]
 // --quick: Q4_K and m in {16, 32, 64, 128, 256, 512, 1024}; --formats / --ms replace those lists;
 // --shapes keeps the shapes whose name starts with the text; --dequant-only prints the
 // dequantize table alone.
@@ -79,6 +82,7 @@ std::vector<void*> weight_copies(WeightFormat f, const Shape& s, size_t l2_bytes
   return out;
 }
 
+int g_side_sms = 16;  // --side-sms: the SMs deq||blas/S leaves to the dequantize
 float* g_partials = nullptr;  // quant_gemm_partials_floats(SMs) of scratch
 int64_t g_partials_floats = 0;
 
@@ -169,11 +173,12 @@ struct SideStream {
 // dequantizes copy i + 1 into deq[(i + 1) % 2], forked before the GEMM (its region's last
 // reader is call i - 1's GEMM) and enqueued after it.
 double time_overlapped(Gemm& gemm, WeightFormat f, const Shape& s, const std::vector<void*>& q,
-                       void* x, void* y, void* const* deq, int m, const SideStream& side) {
+                       void* x, void* y, void* const* deq, int m, const SideStream& side,
+                       int gemm_sms) {
   return time_calls([&](cudaStream_t st, int i) {
     if (i == 0) BENCH_OK(dequantize_bf16(dequant_params(f, s, q[0], deq[0]), st));
     BENCH_CUDA(cudaEventRecord(side.fork, st));
-    BENCH_OK(gemm.linear(x, deq[i % 2], y, m, s.n, s.k, GemmOut::kBf16, st));
+    BENCH_OK(gemm.linear(x, deq[i % 2], y, m, s.n, s.k, GemmOut::kBf16, st, gemm_sms));
     BENCH_CUDA(cudaStreamWaitEvent(side.stream, side.fork, 0));
     BENCH_OK(dequantize_bf16(dequant_params(f, s, q[(i + 1) % q.size()], deq[(i + 1) % 2]),
                              side.stream));
@@ -235,7 +240,9 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
         BENCH_OK(gemm.linear(x, deq, y, m, s.n, s.k, GemmOut::kBf16, st));
       });
       void* const halves[2] = {deq, deq2};
-      const double t_overlap = time_overlapped(gemm, f, s, q, x, y, halves, m, side);
+      const double t_overlap = time_overlapped(gemm, f, s, q, x, y, halves, m, side, 0);
+      const double t_split = time_overlapped(gemm, f, s, q, x, y, halves, m, side,
+                                             num_sms - g_side_sms);
       auto time_kernel = [&](QuantGemmKernel v) {
         return time_calls([&](cudaStream_t st, int i) {
           BENCH_OK(quant_gemm(qgemm_params(f, s, q[i % q.size()], x, y, m, v), num_sms, st));
@@ -249,10 +256,10 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
       if (v5) std::snprintf(v5_us, sizeof(v5_us), "%.1f", t_v5 * 1e6);
       const double flops = 2.0 * m * s.n * s.k;
       const bool ok = err4 <= 1e-2 && err5 <= 1e-2;
-      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %.0f | %.2f | %.2f | "
-                  "%.2f | %.1e / %.1e %s|\n",
+      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %.0f | %.2f | "
+                  "%.2f | %.2f | %.1e / %.1e %s|\n",
                   s.name, weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_overlap * 1e6,
-                  t_v4 * 1e6,
+                  t_split * 1e6, t_v4 * 1e6,
                   v5_us, t_auto * 1e6, flops / t_q / 1e12, t_bf16 / t_q, t_deq / t_q, t_v4 / t_q,
                   err4, err5, ok ? "" : "FAILED ");
       std::fflush(stdout);
@@ -310,6 +317,8 @@ int run(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
+    } else if (std::strncmp(argv[i], "--side-sms=", 11) == 0) {
+      g_side_sms = std::atoi(argv[i] + 11);
     } else if (std::strcmp(argv[i], "--dequant-only") == 0) {
       dequant_only = true;
     } else if (std::strncmp(argv[i], "--formats=", 10) == 0) {
@@ -327,6 +336,10 @@ int run(int argc, char** argv) {
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs, L2 %.0f MB\n\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize / 1e6);
+  if (g_side_sms < 1 || g_side_sms >= prop.multiProcessorCount) {
+    std::fprintf(stderr, "--side-sms must lie in [1, %d)\n", prop.multiProcessorCount);
+    return 2;
+  }
   std::vector<WeightFormat> formats =
       quick ? std::vector<WeightFormat>{WeightFormat::kQ4_K}
             : std::vector<WeightFormat>{WeightFormat::kQ4_K, WeightFormat::kQ6_K,
@@ -348,10 +361,11 @@ int run(int argc, char** argv) {
   const size_t l2_bytes = static_cast<size_t>(prop.l2CacheSize);
   dequant_table(formats, shapes_arg, l2_bytes);
   if (dequant_only) return 0;
-  std::printf("| shape | weights | m | bf16 us | deq+blas us | deq||blas us | v4 us | v5 us | "
-              "auto us | best TFLOP/s | bf16/best | deq+blas/best | v4/best | "
-              "rel. L2 vs deq+blas v4 / v5 |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| shape | weights | m | bf16 us | deq+blas us | deq||blas us | deq||blas/%d us | "
+              "v4 us | v5 us | auto us | best TFLOP/s | bf16/best | deq+blas/best | v4/best | "
+              "rel. L2 vs deq+blas v4 / v5 |\n",
+              g_side_sms);
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
   BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
   auto gemm = Gemm::create();
