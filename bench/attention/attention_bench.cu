@@ -152,7 +152,7 @@ void report(const std::string& kind, const std::string& config, const std::strin
             double ms, double flops, double bytes) {
   g_rows.push_back({kind, config, impl, ms, flops / ms * 1e-9, bytes / ms * 1e-6});
   const Row& r = g_rows.back();
-  std::printf("| %-7s | %-34s | %-8s | %9.3f | %7.1f | %7.0f |\n", r.kind.c_str(),
+  std::printf("| %-7s | %-34s | %-10s | %9.3f | %7.1f | %7.0f |\n", r.kind.c_str(),
               r.config.c_str(), r.impl.c_str(), r.ms, r.tflops, r.gbps);
   std::fflush(stdout);
   if (g_csv != nullptr) {  // a timed-out run still leaves the rows measured so far
@@ -262,15 +262,18 @@ bool validate(const PagedProblem& pr, const char* what) {
 std::string dtype_suffix(DType dtype) { return dtype == DType::kFp16 ? " fp16" : ""; }
 
 // The pinned prefill implementations timed: mma.sync everywhere; on Hopper also the
-// warp-specialized kernel ("wgmma") and its overlapped mainloop ("wgmma_ov", NOTES.md v9).
+// warp-specialized kernel ("wgmma"), its overlapped mainloop ("wgmma_ov", NOTES.md v9) and the
+// control for that, the wgmma kernel with wgmma_ov's 64-key tiles of d128 ("wgmma_kv64").
 std::vector<PrefillImpl> prefill_impls(bool hopper) {
   if (!hopper) return {PrefillImpl::kPortable};
-  return {PrefillImpl::kPortable, PrefillImpl::kHopper, PrefillImpl::kHopperOverlap};
+  return {PrefillImpl::kPortable, PrefillImpl::kHopper, PrefillImpl::kHopperOverlap,
+          PrefillImpl::kHopperKv64};
 }
 const char* prefill_impl_name(PrefillImpl impl) {
   switch (impl) {
     case PrefillImpl::kHopper: return "wgmma";
     case PrefillImpl::kHopperOverlap: return "wgmma_ov";
+    case PrefillImpl::kHopperKv64: return "wgmma_kv64";
     case PrefillImpl::kPortable: return "mma";
     case PrefillImpl::kAuto: break;
   }
@@ -278,7 +281,7 @@ const char* prefill_impl_name(PrefillImpl impl) {
 }
 
 // Runs the naive kernel once for the reference, then validates and times each pinned prefill
-// implementation (prefill_impls: "mma", and on Hopper "wgmma", "wgmma_ov"); times the naive
+// implementation (prefill_impls: "mma", and on Hopper the three wgmma rows); times the naive
 // kernel too if time_naive.
 bool run_prefill_impls(PagedProblem& pr, const std::string& kind, const std::string& config,
                        const AttentionCost& cost, bool hopper, bool time_naive) {
@@ -290,7 +293,8 @@ bool run_prefill_impls(PagedProblem& pr, const std::string& kind, const std::str
   BENCH_OK(attention_naive(naive, ws.ptr, ws.bytes, nullptr));
   // The "wgmma" row is the warp-specialized Hopper kernel at both head_dims (the v5 and
   // ws_nopp rows, BENCH_SM90_VARIANTS*, went with those kernels after v7/v8; their numbers are
-  // in bench/attention/results/); "wgmma_ov" is the same kernel with the overlapped mainloop.
+  // in bench/attention/results/); "wgmma_ov" is the same kernel with the overlapped mainloop,
+  // "wgmma_kv64" with 64-key tiles (the control for wgmma_ov at d128).
   for (PrefillImpl impl : impls) {
     pr.p.prefill_impl = impl;
     const char* name = prefill_impl_name(impl);
@@ -505,7 +509,7 @@ bool bench_window(bool quick, bool hopper, int num_sms) {
 }
 
 // One launch of each prefill implementation at s8k non-causal, d128 then d64, untimed: for ncu
-// (on Hopper: mma, wgmma, wgmma_ov in that order).
+// (on Hopper: mma, wgmma, wgmma_ov, wgmma_kv64 in that order).
 void profile_prefill(bool hopper) {
   for (int head_dim : {128, 64}) {
     PagedProblem pr = make_problem(2, 8192, 8192, 2048 / head_dim, 2048 / head_dim, head_dim,
@@ -516,6 +520,8 @@ void profile_prefill(bool hopper) {
       pr.p.prefill_impl = PrefillImpl::kHopper;
       BENCH_OK(attention_prefill(pr.p, nullptr));
       pr.p.prefill_impl = PrefillImpl::kHopperOverlap;
+      BENCH_OK(attention_prefill(pr.p, nullptr));
+      pr.p.prefill_impl = PrefillImpl::kHopperKv64;
       BENCH_OK(attention_prefill(pr.p, nullptr));
     }
     BENCH_CUDA(cudaDeviceSynchronize());
@@ -574,8 +580,8 @@ int main(int argc, char** argv) {
     profile_prefill(hopper);
     return 0;
   }
-  std::printf("| kind    | config                             | impl     |        ms | TFLOP/s |    GB/s |\n");
-  std::printf("|---------|------------------------------------|----------|-----------|---------|---------|\n");
+  std::printf("| kind    | config                             | impl       |        ms | TFLOP/s |    GB/s |\n");
+  std::printf("|---------|------------------------------------|------------|-----------|---------|---------|\n");
   if (csv != nullptr) {
     g_csv = std::fopen(csv, "w");
     if (g_csv == nullptr) {

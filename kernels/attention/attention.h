@@ -46,7 +46,9 @@ namespace flashserve::kernels {
 // benchmarks pin each path to compare them. kHopperOverlap: the Hopper kernel with its
 // softmax of tile n under the QK^T of tile n + 1 (two S accumulators per warpgroup,
 // bench/attention/NOTES.md "v9"); pinned only, kAuto does not pick it until it is measured.
-enum class PrefillImpl { kAuto, kPortable, kHopper, kHopperOverlap };
+// kHopperKv64: the measurement control for it, the kHopper kernel with 64-key K/V tiles (the
+// overlapped kernel's tile at head_dim 128); to be deleted with whichever of the two loses.
+enum class PrefillImpl { kAuto, kPortable, kHopper, kHopperOverlap, kHopperKv64 };
 
 // Keys per K/V tile in every attention kernel; the cache block_size must be a multiple.
 inline constexpr int kAttentionKvTile = 64;

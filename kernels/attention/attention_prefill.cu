@@ -30,15 +30,17 @@ constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q
 }
 
 // One smem limit per kernel instantiation (kernels/cuda_plumbing.cuh, set_smem_limit_once).
-enum class Path { kPortable, kHopper, kHopperOverlap };
-template <typename T, int kHeadDim, Path kPath>
+enum class Path { kPortable, kHopper };
+template <typename T, int kHeadDim, Path kPath, bool kOverlap = false, int kBlockN = 0>
 struct KernelTag {};
 
-template <typename T, int kHeadDim, bool kOverlap>
+// kBlockN: the K/V tile of the warp-specialized kernel (sm90ws_block_n unless pinned otherwise).
+template <typename T, int kHeadDim, bool kOverlap,
+          int kBlockN = device::sm90ws_block_n(kHeadDim, kOverlap)>
 absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
-  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kOverlap>;
-  const int smem = device::sm90ws_smem_bytes(kHeadDim, kOverlap);
-  using Tag = KernelTag<T, kHeadDim, kOverlap ? Path::kHopperOverlap : Path::kHopper>;
+  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kOverlap, kBlockN>;
+  const int smem = device::sm90ws_smem_bytes(kHeadDim, kOverlap, kBlockN);
+  using Tag = KernelTag<T, kHeadDim, Path::kHopper, kOverlap, kBlockN>;
   if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
   constexpr int kBlockM = device::sm90ws_block_m(kHeadDim, kOverlap);
   const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.num_heads, p.num_seqs);
@@ -84,6 +86,9 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
     constexpr int kHeadDim = decltype(dim_tag)::value;
     if (p.prefill_impl == PrefillImpl::kHopperOverlap) {
       return launch_hopper<T, kHeadDim, true>(p, stream);
+    }
+    if (p.prefill_impl == PrefillImpl::kHopperKv64) {
+      return launch_hopper<T, kHeadDim, false, 64>(p, stream);
     }
     const bool use_hopper =
         hopper && (p.prefill_impl == PrefillImpl::kHopper ||

@@ -105,11 +105,12 @@ constexpr int sm90ws_block_n(int head_dim = 128, bool overlap = false) {
 constexpr int sm90ws_stages() { return 2; }
 // Q + kStages K + kStages V tiles, 1 KiB to align them to 1024 B, 256 B for the mbarriers
 // (d128: 161 KiB, d64: 89 KiB; overlapped: d128 97 KiB, d64 81 KiB).
-constexpr int sm90ws_smem_bytes(int head_dim, bool overlap = false) {
-  return (sm90ws_block_m(head_dim, overlap) +
-          2 * sm90ws_stages() * sm90ws_block_n(head_dim, overlap)) *
-             head_dim * 2 +
+constexpr int sm90ws_smem_bytes(int head_dim, bool overlap, int block_n) {
+  return (sm90ws_block_m(head_dim, overlap) + 2 * sm90ws_stages() * block_n) * head_dim * 2 +
          1024 + 256;
+}
+constexpr int sm90ws_smem_bytes(int head_dim, bool overlap = false) {
+  return sm90ws_smem_bytes(head_dim, overlap, sm90ws_block_n(head_dim, overlap));
 }
 // The entry register count ptxas gives __launch_bounds__(threads, 1): 64K / threads, rounded
 // down to the allocation unit of 8.
@@ -186,13 +187,15 @@ __device__ __forceinline__ void load_tile_group(T* tile, int first_valid_row, in
   }
 }
 
-template <typename T, int kHeadDim, bool kOverlap>
+// kBlockN other than sm90ws_block_n: the measurement control PrefillImpl::kHopperKv64 (the
+// default mainloop with the overlapped d128 kernel's 64-key tiles).
+template <typename T, int kHeadDim, bool kOverlap, int kBlockN = sm90ws_block_n(kHeadDim, kOverlap)>
 __global__ void __launch_bounds__(sm90ws_threads(kHeadDim, kOverlap), 1)
     attention_prefill_sm90_ws_kernel(const AttentionParams p) {
 #ifdef FLASHSERVE_SM90A
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
   constexpr int kBlockM = sm90ws_block_m(kHeadDim, kOverlap);
-  constexpr int kBlockN = sm90ws_block_n(kHeadDim, kOverlap);
+  static_assert(kBlockN == 64 || kBlockN == 128, "64- or 128-key tiles");
   constexpr int kStages = sm90ws_stages();
   constexpr int kConsumers = sm90ws_consumer_threads(kHeadDim, kOverlap);
   constexpr int kWarpgroups = sm90ws_consumer_warpgroups(kHeadDim, kOverlap);

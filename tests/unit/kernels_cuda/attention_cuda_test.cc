@@ -112,14 +112,17 @@ bool device_is_hopper() {
 }
 
 bool is_hopper_impl(PrefillImpl impl) {
-  return impl == PrefillImpl::kHopper || impl == PrefillImpl::kHopperOverlap;
+  return impl == PrefillImpl::kHopper || impl == PrefillImpl::kHopperOverlap ||
+         impl == PrefillImpl::kHopperKv64;
 }
 
-// Test-name prefix of each implementation ("wgmmaov_": the overlapped Hopper mainloop).
+// Test-name prefix of each implementation ("wgmmaov_": the overlapped Hopper mainloop;
+// "wgmmakv64_": its measurement control, the Hopper kernel with 64-key tiles).
 const char* prefill_impl_name(PrefillImpl impl) {
   switch (impl) {
     case PrefillImpl::kHopper: return "wgmma_";
     case PrefillImpl::kHopperOverlap: return "wgmmaov_";
+    case PrefillImpl::kHopperKv64: return "wgmmakv64_";
     case PrefillImpl::kPortable: return "mmasync_";
     case PrefillImpl::kAuto: break;
   }
@@ -184,6 +187,7 @@ INSTANTIATE_TEST_SUITE_P(All, PrefillTest,
                          ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
                                                               PrefillImpl::kHopper,
                                                               PrefillImpl::kHopperOverlap,
+                                                              PrefillImpl::kHopperKv64,
                                                               PrefillImpl::kAuto),
                                             ::testing::Values(DType::kBf16, DType::kFp16),
                                             ::testing::Values(64, 128), ::testing::Bool(),
