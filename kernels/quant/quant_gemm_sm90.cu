@@ -1,5 +1,6 @@
 // quant_gemm() with QuantGemmKernel::kWgmma (kernels/quant/quant_gemm.h): Hopper's
-// warpgroup MMA with the weights as the register A operand.
+// warpgroup MMA with the weights as the register A operand. (kWgmmaWs, "v6", the same
+// computation warp-specialized, is further down: a draft not yet measured.)
 //
 // Tiling. A CTA of one warpgroup (128 threads; 2 or 3 CTAs an SM) computes kRows = 128
 // weight rows by kBM tokens (64 or 128) over a range of k (all of it, or one of `splits`
@@ -278,7 +279,6 @@ absl::Status launch_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_t st
 // CTAs an SM: two at 64 tokens (a consumer holds 32 accumulators; ptxas -v: 70-80
 // registers, and two CTAs allow 80), one at 128 (64 accumulators, ~102), without setmaxnreg.
 constexpr int kWsThreads = 3 * kRows;
-constexpr int kWsLag = 4;  // stages whose copies stay in flight behind the newest one
 constexpr int kWsMaxStages = 10;
 template <int kBM>
 __host__ __device__ constexpr int ws_ctas_per_sm() { return kBM == 64 ? 2 : 1; }
@@ -296,6 +296,9 @@ __host__ __device__ constexpr int ws_smem_bytes() {
   return ws_stages<F, kBM>() * wg_stage_bytes<F, kBM>() + 16 * ws_stages<F, kBM>() + kAlign;
 }
 
+// The device side, compiled for sm_90a only (elsewhere the kernel is empty).
+#if defined(FLASHSERVE_SM90A)
+constexpr int kWsLag = 4;  // stages whose copies stay in flight behind the newest one
 __device__ __forceinline__ void ws_mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
@@ -323,13 +326,21 @@ struct WsRing {
   static constexpr int kWAt = x_tile_bytes<kBM>();  // the weight rows' offset in a stage
   uint8_t* base;
   uint32_t bars;  // full(s) at bars + 8 s, empty(s) at bars + 8 (kStages + s)
-  __device__ __forceinline__ uint8_t* slot(int i) const { return base + (i % kStages) * kStageBytes; }
-  __device__ __forceinline__ uint32_t full(int i) const { return bars + 8 * (i % kStages); }
-  __device__ __forceinline__ uint32_t empty(int i) const {
-    return bars + 8 * (kStages + i % kStages);
+  // Of slot s (stage i uses slot i % kStages, in round i / kStages).
+  __device__ __forceinline__ uint8_t* slot(int s) const { return base + s * kStageBytes; }
+  __device__ __forceinline__ uint32_t full(int s) const { return bars + 8 * s; }
+  __device__ __forceinline__ uint32_t empty(int s) const { return bars + 8 * (kStages + s); }
+};
+
+// A stage's slot and the parity of its round, stepped one stage at a time (no divisions by
+// kStages, which is not a power of two).
+template <int kStages>
+struct RingPos {
+  int slot = 0;
+  uint32_t parity = 0;
+  __device__ __forceinline__ void next() {
+    if (++slot == kStages) slot = 0, parity ^= 1;
   }
-  // The parity of stage i's use of its slot (the ring's (i / kStages)-th round).
-  __device__ __forceinline__ static uint32_t round_parity(int i) { return (i / kStages) & 1; }
 };
 
 // The producer warpgroup: stages [0, num_stages) of the split starting at s_begin.
@@ -343,10 +354,8 @@ __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRin
   const RowPtrs rp = row_ptrs<F>(static_cast<const uint8_t*>(p.w), l,
                                  min(row0 + static_cast<int>(threadIdx.x), p.n - 1));
   const StageCopier<F, kBM, WsRing<F, kBM>::kWAt, 0, kRows> copier(p, l, row0, tok0);
-  auto scale_row = [&](int i) {
-    return r.slot(i) + WsRing<F, kBM>::kWAt + threadIdx.x * row_stride<F>();
-  };
   ScaleWords sc[kWsLag];  // sc[j]: the scales of the newest stage i with i % kWsLag == j
+  RingPos<kStages> at, at_done;  // of stages i and done = i - kWsLag (once done >= 0)
   // Iteration i issues stage i and completes stage i - kWsLag; kWsLag at a time so that the
   // indices of sc[] are constants.
   for (int i0 = 0; i0 < num_stages + kWsLag; i0 += kWsLag) {
@@ -354,18 +363,23 @@ __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRin
     for (int j = 0; j < kWsLag; ++j) {
       const int i = i0 + j, done = i - kWsLag;
       if (i < num_stages) {
-        if (i >= kStages) ws_mbar_wait(r.empty(i), WsRing<F, kBM>::round_parity(i) ^ 1);
-        copier.issue(p, s_begin + i, num_units, r.slot(i));  // commits one group
+        // Round k of a slot waits for the consumers' release of round k - 1 (parity ^ 1).
+        if (i >= kStages) ws_mbar_wait(r.empty(at.slot), at.parity ^ 1);
+        copier.issue(p, s_begin + i, num_units, r.slot(at.slot));  // commits one group
       } else {
         cp_async_commit();  // an empty group: wait_group below counts kWsLag newer ones
       }
       if (done >= 0 && done < num_stages) {
-        store_scales<F>(sc[j], (s_begin + done) * kUnitsPerStage, scale_row(done));
+        store_scales<F>(sc[j], (s_begin + done) * kUnitsPerStage,
+                        r.slot(at_done.slot) + WsRing<F, kBM>::kWAt +
+                            threadIdx.x * row_stride<F>());
         cp_async_wait<kWsLag>();
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        ws_mbar_arrive(r.full(done));
+        ws_mbar_arrive(r.full(at_done.slot));
       }
       if (i < num_stages) load_scales<F>(rp, (s_begin + i) * kUnitsPerStage, num_units, sc[j]);
+      at.next();
+      if (done >= 0) at_done.next();
     }
   }
   cp_async_wait<0>();
@@ -377,10 +391,11 @@ __device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, 
                                            float (&acc)[kBM / 2]) {
   const int t = threadIdx.x % 4;
   const uint32_t k43 = bf16_magic();
+  RingPos<WsRing<F, kBM>::kStages> at, prev;  // of stages i and i - 1 (once i >= 1)
 #pragma unroll 1
   for (int i = 0; i < num_stages; ++i) {
-    ws_mbar_wait(r.full(i), WsRing<F, kBM>::round_parity(i));
-    const uint8_t* buf = r.slot(i);
+    ws_mbar_wait(r.full(at.slot), at.parity);
+    const uint8_t* buf = r.slot(at.slot);
     const uint8_t* rows0 = buf + WsRing<F, kBM>::kWAt + my_row * row_stride<F>();
 #pragma unroll
     for (int j = 0; j < kUnitsPerStage; ++j) {
@@ -397,13 +412,16 @@ __device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, 
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
         // Every wgmma of stage i - 1 has retired: its slot may be refilled.
-        if (j == 0 && h == 0 && i > 0) ws_mbar_arrive(r.empty(i - 1));
+        if (j == 0 && h == 0 && i > 0) ws_mbar_arrive(r.empty(prev.slot));
       }
     }
+    if (i > 0) prev.next();
+    at.next();
   }
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
   fence_operands(acc);
 }
+#endif  // FLASHSERVE_SM90A
 
 template <WeightFormat F, int kBM>
 __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
