@@ -16,9 +16,12 @@
 //   v5        kernels::quant_gemm with QuantGemmKernel::kWgmma (Hopper: wgmma with the decoded
 //             weights as the register A operand, kernels/quant/quant_gemm_sm90.cu); "-" on
 //             other GPUs;
+//   v6        kernels::quant_gemm with QuantGemmKernel::kWgmmaWs (Hopper: v5 warp-specialized,
+//             a producer warpgroup and two consumer warpgroups on an mbarrier ring; a draft
+//             kAuto does not pick); "-" on other GPUs;
 //   auto      kernels::quant_gemm with QuantGemmKernel::kAuto: what the model runs below
 //             quant_gemm_max_tokens().
-// The ratios are against the fastest of v4 and v5 ("best").
+// The ratios are against the fastest of v4, v5 and v6 ("best").
 // First a table of the dequantize alone, per shape and format: kernels::dequantize_bf16
 // ("staged") against the one-thread-per-unit kernel it replaced (bench-only copy,
 // bench/gemm/dequantize_unit_per_thread.h), with GB/s counting the weight bytes read plus
@@ -232,6 +235,9 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
       const double err5 = v5 ? validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms,
                                         QuantGemmKernel::kWgmma)
                              : 0.0;
+      const double err6 = v5 ? validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms,
+                                        QuantGemmKernel::kWgmmaWs)
+                             : 0.0;
       const double t_bf16 = time_calls([&](cudaStream_t st, int i) {
         BENCH_OK(gemm.linear(x, bf16[i % bf16.size()], y, m, s.n, s.k, GemmOut::kBf16, st));
       });
@@ -250,18 +256,19 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
       };
       const double t_v4 = time_kernel(QuantGemmKernel::kMmaSync);
       const double t_v5 = v5 ? time_kernel(QuantGemmKernel::kWgmma) : INFINITY;
+      const double t_v6 = v5 ? time_kernel(QuantGemmKernel::kWgmmaWs) : INFINITY;
       const double t_auto = time_kernel(QuantGemmKernel::kAuto);
-      const double t_q = std::min(t_v4, t_v5);
-      char v5_us[32] = "-";
+      const double t_q = std::min({t_v4, t_v5, t_v6});
+      char v5_us[32] = "-", v6_us[32] = "-";
       if (v5) std::snprintf(v5_us, sizeof(v5_us), "%.1f", t_v5 * 1e6);
+      if (v5) std::snprintf(v6_us, sizeof(v6_us), "%.1f", t_v6 * 1e6);
       const double flops = 2.0 * m * s.n * s.k;
-      const bool ok = err4 <= 1e-2 && err5 <= 1e-2;
-      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %.0f | %.2f | "
-                  "%.2f | %.2f | %.1e / %.1e %s|\n",
+      const bool ok = err4 <= 1e-2 && err5 <= 1e-2 && err6 <= 1e-2;
+      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s | %.1f | %.0f | "
+                  "%.2f | %.2f | %.2f | %.1e / %.1e / %.1e %s|\n",
                   s.name, weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_overlap * 1e6,
-                  t_split * 1e6, t_v4 * 1e6,
-                  v5_us, t_auto * 1e6, flops / t_q / 1e12, t_bf16 / t_q, t_deq / t_q, t_v4 / t_q,
-                  err4, err5, ok ? "" : "FAILED ");
+                  t_split * 1e6, t_v4 * 1e6, v5_us, v6_us, t_auto * 1e6, flops / t_q / 1e12,
+                  t_bf16 / t_q, t_deq / t_q, t_v4 / t_q, err4, err5, err6, ok ? "" : "FAILED ");
       std::fflush(stdout);
       if (!ok) std::exit(1);
     }
@@ -362,10 +369,10 @@ int run(int argc, char** argv) {
   dequant_table(formats, shapes_arg, l2_bytes);
   if (dequant_only) return 0;
   std::printf("| shape | weights | m | bf16 us | deq+blas us | deq||blas us | deq||blas/%d us | "
-              "v4 us | v5 us | auto us | best TFLOP/s | bf16/best | deq+blas/best | v4/best | "
-              "rel. L2 vs deq+blas v4 / v5 |\n",
+              "v4 us | v5 us | v6 us | auto us | best TFLOP/s | bf16/best | deq+blas/best | "
+              "v4/best | rel. L2 vs deq+blas v4 / v5 / v6 |\n",
               g_side_sms);
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
   BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
   auto gemm = Gemm::create();

@@ -33,8 +33,11 @@ namespace flashserve::kernels {
 // bench/gemm/NOTES.md); the others force one (tests, benchmarks). kMmaSync: mma.sync
 // (kernels/quant/quant_gemm.cu), any sm_80+ GPU. kWgmma: wgmma with the weights as the
 // register A operand (kernels/quant/quant_gemm_sm90.cu), Hopper only
-// (quant_gemm_wgmma_supported()), else InvalidArgument.
-enum class QuantGemmKernel { kAuto, kMmaSync, kWgmma };
+// (quant_gemm_wgmma_supported()), else InvalidArgument. kWgmmaWs ("v6", a draft that kAuto
+// never picks until measured): the same wgmma kernel warp-specialized (a producer warpgroup
+// filling an mbarrier ring, two consumer warpgroups; kernels/quant/quant_gemm_sm90.cu),
+// Hopper only, else InvalidArgument.
+enum class QuantGemmKernel { kAuto, kMmaSync, kWgmma, kWgmmaWs };
 
 struct QuantGemmParams {
   WeightFormat format = WeightFormat::kQ4_K;
@@ -53,7 +56,7 @@ struct QuantGemmParams {
   QuantGemmKernel kernel = QuantGemmKernel::kAuto;
 };
 
-// Whether QuantGemmKernel::kWgmma runs on the current device (compute capability 9.0).
+// Whether QuantGemmKernel::kWgmma (and kWgmmaWs) runs on the current device (compute capability 9.0).
 bool quant_gemm_wgmma_supported();
 
 // The largest step, in tokens, for which quant_gemm() (kAuto) beats dequantizing the matrix

@@ -1,5 +1,6 @@
 // quant_gemm() with QuantGemmKernel::kWgmma (kernels/quant/quant_gemm.h): Hopper's
-// warpgroup MMA with the weights as the register A operand.
+// warpgroup MMA with the weights as the register A operand. (kWgmmaWs, "v6", the same
+// computation warp-specialized, is further down: a draft not yet measured.)
 //
 // Tiling. A CTA of one warpgroup (128 threads; 2 or 3 CTAs an SM) computes kRows = 128
 // weight rows by kBM tokens (64 or 128) over a range of k (all of it, or one of `splits`
@@ -250,6 +251,250 @@ absl::Status launch_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_t st
   return reduce_splits(p, splits, stream);
 }
 
+
+// ---------------------------------------------------------------------------------------
+// v6 (QuantGemmKernel::kWgmmaWs; a draft, not measured, bench/gemm/NOTES.md): the same
+// stage, decode and wgmma step, warp-specialized. A CTA of 384 threads:
+//   * warpgroup 0 (threads 0-127, one a weight row, so StageCopier and the scale staging
+//     serve unchanged) is the producer: it fills a ring of kStages stages and never computes;
+//   * warpgroups 1 and 2 are the consumers: consumer c owns the m64 tile of rows 64 c .. +63
+//     (warp q of it rows 16 q + g, + 8, as in v5), one wgmma m64n{kBM}k16 a k16 step, and
+//     both read every stage's x tile (the B operand). Taking alternate m64 tiles rather than
+//     alternate stages keeps a consumer's accumulators at kBM / 2 (32 or 64) registers and
+//     needs no reduction of two warpgroups' sums at the end.
+//   * Each stage has a "full" mbarrier (the 128 producer threads arrive) and an "empty" one
+//     (the 256 consumer threads arrive). No CTA-wide barrier after the barriers' init.
+//   * Producer, stage i: waits until stage i - kStages is empty, issues its cp.async copies
+//     (one group) and its scale load into registers (sc[i % kLag]); kLag stages later it
+//     stores those scales decoded, waits for stage i's group (cp.async.wait_group kLag: the
+//     kLag newer ones stay in flight), fences the copies to the async proxy
+//     (fence.proxy.async, wgmma reads B through it) and arrives on full(i). The arrive
+//     releases the scale stores and the landed copies to the consumers' acquiring wait.
+//   * Consumer, stage i: waits on full(i), then per k16 step decodes its A fragment
+//     (decode_fragment), issues the wgmma, commits and waits until one group is in flight
+//     (wait_group 1). After stage i's first step that wait has retired every wgmma of stage
+//     i - 1, the last readers of its slot, so the thread arrives on empty(i - 1) there.
+//   * Deadlock-free when kLag <= kStages - 2: the producer's wait for empty(i - kStages)
+//     needs full(i - kStages + 1), which it arrived at its stage i - kStages + 1 + kLag < i.
+// CTAs an SM: two at 64 tokens (a consumer holds 32 accumulators; ptxas -v: 70-80
+// registers, and two CTAs allow 80), one at 128 (64 accumulators, ~102), without setmaxnreg.
+constexpr int kWsThreads = 3 * kRows;
+constexpr int kWsMaxStages = 10;
+template <int kBM>
+__host__ __device__ constexpr int ws_ctas_per_sm() { return kBM == 64 ? 2 : 1; }
+
+template <WeightFormat F, int kBM>
+__host__ __device__ constexpr int ws_stages() {
+  const int fit = (kSmemPerSm / ws_ctas_per_sm<kBM>() - kReservedPerCta - kAlign -
+                   8 * 2 * kWsMaxStages) /
+                  wg_stage_bytes<F, kBM>();
+  return fit < kWsMaxStages ? fit : kWsMaxStages;
+}
+// The ring, its 8-byte mbarriers (full then empty, a stage each), the alignment slack.
+template <WeightFormat F, int kBM>
+__host__ __device__ constexpr int ws_smem_bytes() {
+  return ws_stages<F, kBM>() * wg_stage_bytes<F, kBM>() + 16 * ws_stages<F, kBM>() + kAlign;
+}
+
+// The device side, compiled for sm_90a only (elsewhere the kernel is empty).
+#if defined(FLASHSERVE_SM90A)
+constexpr int kWsLag = 4;  // stages whose copies stay in flight behind the newest one
+__device__ __forceinline__ void ws_mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void ws_mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Returns once the phase of `parity` has completed.
+__device__ __forceinline__ void ws_mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// The ring's geometry and barriers, the same for both roles.
+template <WeightFormat F, int kBM>
+struct WsRing {
+  static constexpr int kStages = ws_stages<F, kBM>();
+  static constexpr int kStageBytes = wg_stage_bytes<F, kBM>();
+  static constexpr int kWAt = x_tile_bytes<kBM>();  // the weight rows' offset in a stage
+  uint8_t* base;
+  uint32_t bars;  // full(s) at bars + 8 s, empty(s) at bars + 8 (kStages + s)
+  // Of slot s (stage i uses slot i % kStages, in round i / kStages).
+  __device__ __forceinline__ uint8_t* slot(int s) const { return base + s * kStageBytes; }
+  __device__ __forceinline__ uint32_t full(int s) const { return bars + 8 * s; }
+  __device__ __forceinline__ uint32_t empty(int s) const { return bars + 8 * (kStages + s); }
+};
+
+// A stage's slot and the parity of its round, stepped one stage at a time (no divisions by
+// kStages, which is not a power of two).
+template <int kStages>
+struct RingPos {
+  int slot = 0;
+  uint32_t parity = 0;
+  __device__ __forceinline__ void next() {
+    if (++slot == kStages) slot = 0, parity ^= 1;
+  }
+};
+
+// The producer warpgroup: stages [0, num_stages) of the split starting at s_begin.
+template <WeightFormat F, int kBM>
+__device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRing<F, kBM>& r,
+                                           int row0, int tok0, int s_begin, int num_stages) {
+  constexpr int kStages = WsRing<F, kBM>::kStages;
+  static_assert(kWsLag >= 1 && kWsLag <= kStages - 2, "the ring deadlocks (see above)");
+  const int num_units = p.k / kQuantUnit;
+  const QuantLayout l = quant_layout(F, p.n, p.k);
+  const RowPtrs rp = row_ptrs<F>(static_cast<const uint8_t*>(p.w), l,
+                                 min(row0 + static_cast<int>(threadIdx.x), p.n - 1));
+  const StageCopier<F, kBM, WsRing<F, kBM>::kWAt, 0, kRows> copier(p, l, row0, tok0);
+  ScaleWords sc[kWsLag];  // sc[j]: the scales of the newest stage i with i % kWsLag == j
+  RingPos<kStages> at, at_done;  // of stages i and done = i - kWsLag (once done >= 0)
+  // Iteration i issues stage i and completes stage i - kWsLag; kWsLag at a time so that the
+  // indices of sc[] are constants.
+  for (int i0 = 0; i0 < num_stages + kWsLag; i0 += kWsLag) {
+#pragma unroll
+    for (int j = 0; j < kWsLag; ++j) {
+      const int i = i0 + j, done = i - kWsLag;
+      if (i < num_stages) {
+        // Round k of a slot waits for the consumers' release of round k - 1 (parity ^ 1).
+        if (i >= kStages) ws_mbar_wait(r.empty(at.slot), at.parity ^ 1);
+        copier.issue(p, s_begin + i, num_units, r.slot(at.slot));  // commits one group
+      } else {
+        cp_async_commit();  // an empty group: wait_group below counts kWsLag newer ones
+      }
+      if (done >= 0 && done < num_stages) {
+        store_scales<F>(sc[j], (s_begin + done) * kUnitsPerStage,
+                        r.slot(at_done.slot) + WsRing<F, kBM>::kWAt +
+                            threadIdx.x * row_stride<F>());
+        cp_async_wait<kWsLag>();
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        ws_mbar_arrive(r.full(at_done.slot));
+      }
+      if (i < num_stages) load_scales<F>(rp, (s_begin + i) * kUnitsPerStage, num_units, sc[j]);
+      at.next();
+      if (done >= 0) at_done.next();
+    }
+  }
+  cp_async_wait<0>();
+}
+
+// A consumer warpgroup: the m64 tile of rows 64 c .. + 63 over the split's stages, into acc.
+template <WeightFormat F, int kBM>
+__device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, int num_stages,
+                                           float (&acc)[kBM / 2]) {
+  const int t = threadIdx.x % 4;
+  const uint32_t k43 = bf16_magic();
+  RingPos<WsRing<F, kBM>::kStages> at, prev;  // of stages i and i - 1 (once i >= 1)
+#pragma unroll 1
+  for (int i = 0; i < num_stages; ++i) {
+    ws_mbar_wait(r.full(at.slot), at.parity);
+    const uint8_t* buf = r.slot(at.slot);
+    const uint8_t* rows0 = buf + WsRing<F, kBM>::kWAt + my_row * row_stride<F>();
+#pragma unroll
+    for (int j = 0; j < kUnitsPerStage; ++j) {
+      const RowUnit<F> lo = load_row_unit<F>(rows0, j, t);
+      const RowUnit<F> hi = load_row_unit<F>(rows0 + 8 * row_stride<F>(), j, t);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t a[4];
+        decode_fragment<F>(lo, hi, h, t, k43, a);
+        // k16 step 2 j + h: 32 bytes into the x tile's 128-byte rows.
+        const uint64_t desc = sw128_desc(buf + 32 * (2 * j + h), 16, 1024);
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        wgmma_rs<__nv_bfloat16, kBM>(acc, a, desc);
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        // Every wgmma of stage i - 1 has retired: its slot may be refilled.
+        if (j == 0 && h == 0 && i > 0) ws_mbar_arrive(r.empty(prev.slot));
+      }
+    }
+    if (i > 0) prev.next();
+    at.next();
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  fence_operands(acc);
+}
+#endif  // FLASHSERVE_SM90A
+
+template <WeightFormat F, int kBM>
+__global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
+    quant_gemm_wgmma_ws_kernel(const QuantGemmParams p, const int splits) {
+#if defined(FLASHSERVE_SM90A)
+  using Ring = WsRing<F, kBM>;
+  extern __shared__ uint4 smem_raw[];
+  Ring r;
+  r.base = reinterpret_cast<uint8_t*>(smem_raw) +
+           ((kAlign - (smem_addr(smem_raw) & (kAlign - 1))) & (kAlign - 1));
+  r.bars = smem_addr(r.base + Ring::kStages * Ring::kStageBytes);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Ring::kStages; ++s) {
+      ws_mbar_init(r.full(s), kRows);
+      ws_mbar_init(r.empty(s), 2 * kRows);
+    }
+  }
+  __syncthreads();  // the barriers' init; the only CTA-wide barrier
+
+  const int tok0 = blockIdx.x * kBM, row0 = blockIdx.y * kRows, split = blockIdx.z;
+  const int total_stages = (p.k / kQuantUnit + kUnitsPerStage - 1) / kUnitsPerStage;
+  const int per_split = (total_stages + splits - 1) / splits;
+  const int s_begin = split * per_split, s_end = min(total_stages, s_begin + per_split);
+  const int num_stages = max(s_end - s_begin, 0);
+  wait_for_prior_grid();  // every thread: x is the previous kernel's, y may be read (+=)
+  if (threadIdx.x < kRows) {
+    ws_produce<F, kBM>(p, r, row0, tok0, s_begin, num_stages);
+    allow_next_grid();
+    return;
+  }
+  const int c = threadIdx.x / kRows - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int my_row = 64 * c + 16 * warp + g;  // and + 8
+  constexpr int kAcc = kBM / 2;
+  float acc[kAcc];
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+  ws_consume<F, kBM>(r, my_row, num_stages, acc);
+  allow_next_grid();
+
+  // Accumulator i: n8 tile i / 4, element i % 4 of the mma.sync C layout (as v5).
+  float* partial = splits > 1 ? p.partials + int64_t{split} * p.m * p.n : nullptr;
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) {
+    const int f = row0 + my_row + 8 * ((i % 4) / 2);
+    const int tok = tok0 + 8 * (i / 4) + 2 * t + i % 2;
+    if (f >= p.n || tok >= p.m) continue;
+    if (partial != nullptr) {
+      partial[int64_t{tok} * p.n + f] = acc[i];
+    } else {
+      store_output(p, f, tok, acc[i]);
+    }
+  }
+#endif
+}
+
+template <WeightFormat F, int kBM>
+struct WsSmemTag {};
+
+// As launch_wgmma.
+template <WeightFormat F, int kBM>
+absl::Status launch_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream) {
+  auto* kernel = quant_gemm_wgmma_ws_kernel<F, kBM>;
+  constexpr int smem = ws_smem_bytes<F, kBM>();
+  static_assert(ws_ctas_per_sm<kBM>() * (smem + kReservedPerCta) <= kSmemPerSm);
+  if (absl::Status s = set_smem_limit_once<WsSmemTag<F, kBM>>(kernel, smem); !s.ok()) return s;
+  const int splits = wgmma_splits(p, kRows, kBM, ws_ctas_per_sm<kBM>(), num_sms);
+  const dim3 grid(static_cast<unsigned>((p.m + kBM - 1) / kBM),
+                  static_cast<unsigned>((p.n + kRows - 1) / kRows), splits);
+  CUDA_CHECK(launch_dependent(kernel, grid, kWsThreads, smem, stream, p, splits));
+  return reduce_splits(p, splits, stream);
+}
+
 }  // namespace
 
 absl::Status quant_gemm_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_t stream) {
@@ -257,6 +502,14 @@ absl::Status quant_gemm_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_
     constexpr WeightFormat F = decltype(tag)::value;
     if (p.m > 64) return launch_wgmma<F, 128>(p, num_sms, stream);
     return launch_wgmma<F, 64>(p, num_sms, stream);
+  });
+}
+
+absl::Status quant_gemm_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream) {
+  return quant::dispatch_quant_format(p.format, [&](auto tag) -> absl::Status {
+    constexpr WeightFormat F = decltype(tag)::value;
+    if (p.m > 64) return launch_wgmma_ws<F, 128>(p, num_sms, stream);
+    return launch_wgmma_ws<F, 64>(p, num_sms, stream);
   });
 }
 

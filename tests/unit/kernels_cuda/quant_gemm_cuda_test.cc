@@ -3,7 +3,8 @@
 // them, bit for bit what the kernel multiplies; products summed in double) on random ggml blocks repacked by quant_repack, for every
 // format x output x token tile x split of k (forced through m and num_sms: the launcher
 // splits k where the tiles would not fill every SM), with m, n and k that end mid-tile and
-// mid-stage; both kernels (QuantGemmKernel::kMmaSync everywhere, kWgmma on Hopper).
+// mid-stage; every kernel (QuantGemmKernel::kMmaSync everywhere, kWgmma and its
+// warp-specialized draft kWgmmaWs on Hopper).
 //
 // Tolerance, per output, from S = sum |w^ x| over the row (both sides multiply the same bf16
 // values): the GPU sums the exact products in fp32 (the mma's accumulator) in another order,
@@ -50,7 +51,9 @@ void run_case(const Case& c, std::mt19937& rng) {
                                     << static_cast<int>(c.output) << " m " << c.m << " n "
                                     << c.n << " k " << c.k << " sms " << c.num_sms
                                     << (c.partials ? " with partials" : "")
-                                    << (c.kernel == QuantGemmKernel::kWgmma ? " wgmma" : ""));
+                                    << (c.kernel == QuantGemmKernel::kWgmma     ? " wgmma"
+                                        : c.kernel == QuantGemmKernel::kWgmmaWs ? " wgmma ws"
+                                                                                : ""));
   QuantWeight w = make_weight(c.format, c.n, c.k, rng);
   const testing::Bf16Data x = random_bf16(static_cast<size_t>(c.m) * c.k, 1.f, rng);
   const bool fp32_out = c.output != GemvOutput::kBf16;
@@ -152,16 +155,14 @@ TEST(QuantGemmCuda, EveryFormatOutputTileAndSplitMatchesTheReference) {
   }
 }
 
-// The wgmma kernel (Hopper): 64-token tiles (m <= 64) and 128-token tiles, m ending mid-tile
+// A wgmma kernel (Hopper): 64-token tiles (m <= 64) and 128-token tiles, m ending mid-tile
 // (65, 200, 300) and on it (64, 256, 1,024), n = 264 (two full 128-row tiles and 8 rows of a
 // third, whose m64 tiles are then partly empty) and 136, k ending mid-stage (608: 9.5
-// stages) or on whole K-quant blocks; k split (1,000 SMs; 132 SMs at k = 4,096) or not (1 SM,
-// or no scratch).
-TEST(QuantGemmCuda, WgmmaKernelEveryFormatOutputTileAndSplitMatchesTheReference) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  if (!quant_gemm_wgmma_supported()) GTEST_SKIP() << "not a Hopper GPU";
+// stages) or on whole K-quant blocks; k split (1,000 SMs; 132 SMs at k = 4,096: splits of 4
+// stages, fewer than the warp-specialized ring's lag) or not (1 SM, or no scratch; k = 4,096
+// on 1 SM: 64 stages, several rounds of any ring).
+void run_wgmma_cases(QuantGemmKernel kW) {
   std::mt19937 rng(std::random_device{}());
-  constexpr QuantGemmKernel kW = QuantGemmKernel::kWgmma;
   for (WeightFormat f : quant::kQuantFormats) {
     const bool k_quant = weight_block_elements(f) == kQuantSuperBlock;
     const int k = k_quant ? 1280 : 608;
@@ -175,7 +176,22 @@ TEST(QuantGemmCuda, WgmmaKernelEveryFormatOutputTileAndSplitMatchesTheReference)
     run_case({f, GemvOutput::kFp32, 1024, 72, k, 1, true, kW}, rng);
     run_case({f, GemvOutput::kFp32Accumulate, 9, 70, 4096, 132, true, kW}, rng);
     run_case({f, GemvOutput::kBf16, 130, 264, 4096, 132, true, kW}, rng);
+    run_case({f, GemvOutput::kFp32, 64, 136, 4096, 1, true, kW}, rng);
   }
+}
+
+TEST(QuantGemmCuda, WgmmaKernelEveryFormatOutputTileAndSplitMatchesTheReference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  if (!quant_gemm_wgmma_supported()) GTEST_SKIP() << "not a Hopper GPU";
+  run_wgmma_cases(QuantGemmKernel::kWgmma);
+}
+
+// v6, the warp-specialized wgmma kernel (a producer warpgroup, two consumer warpgroups,
+// mbarriers): the same cases.
+TEST(QuantGemmCuda, WarpSpecializedWgmmaKernelEveryFormatOutputTileAndSplitMatchesTheReference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  if (!quant_gemm_wgmma_supported()) GTEST_SKIP() << "not a Hopper GPU";
+  run_wgmma_cases(QuantGemmKernel::kWgmmaWs);
 }
 
 TEST(QuantGemmCuda, RejectsUnsupportedShapesNamingThem) {
@@ -203,6 +219,10 @@ TEST(QuantGemmCuda, RejectsUnsupportedShapesNamingThem) {
     const absl::Status w = quant_gemm(p, 132, nullptr);
     EXPECT_EQ(w.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(w.message().find("Hopper"), std::string::npos) << w;
+    p.kernel = QuantGemmKernel::kWgmmaWs;
+    const absl::Status ws = quant_gemm(p, 132, nullptr);
+    EXPECT_EQ(ws.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(ws.message().find("Hopper"), std::string::npos) << ws;
   }
   EXPECT_FALSE(quant_gemm_supported(WeightFormat::kBf16, 512));
   EXPECT_FALSE(quant_gemm_supported(WeightFormat::kQ8_0, 40));
