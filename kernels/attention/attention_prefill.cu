@@ -23,10 +23,17 @@ absl::StatusOr<bool> current_device_is_hopper() {
 
 // kAuto's choice on a Hopper GPU, from the measured grid (bench/attention/RESULTS.md and
 // bench/attention/NOTES.md): at head_dim 128 the warp-specialized wgmma kernel is faster at
-// every length; at head_dim 64 it wins from 512 queries without the causal mask and from 2048
-// with it (below that, the mma.sync kernel with Q in registers is as fast or faster).
-constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q) {
-  return head_dim >= 128 || max_seqlen_q >= (causal ? 2048 : 512);
+// every length; at head_dim 64 it wins from 512 queries without the causal mask, and with it
+// once a query tile has many key tiles to walk: from 2048 queries (whole prompts), or from
+// 1536 keys (a chunk of a long prompt: 512 queries after 1k-8k cached keys ran 1.15-1.79x the
+// mma.sync kernel, the serving rows of NOTES.md 2026-12-02). Below that (whole causal prompts
+// under 2048: grid s1024 0.98x, varlen 64-1024 0.97-0.99x) the mma.sync kernel with Q in
+// registers is as fast or faster.
+constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q,
+                                     int max_seqlen_k) {
+  if (head_dim >= 128) return true;
+  if (!causal) return max_seqlen_q >= 512;
+  return max_seqlen_q >= 2048 || max_seqlen_k >= 1536;
 }
 
 // One smem limit per kernel instantiation (kernels/cuda_plumbing.cuh, set_smem_limit_once).
@@ -92,7 +99,7 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
     }
     const bool use_hopper =
         hopper && (p.prefill_impl == PrefillImpl::kHopper ||
-                   hopper_path_preferred(kHeadDim, p.causal, p.max_seqlen_q));
+                   hopper_path_preferred(kHeadDim, p.causal, p.max_seqlen_q, p.max_seqlen_k));
     return use_hopper ? launch_hopper<T, kHeadDim, false>(p, stream)
                       : launch_portable<T, kHeadDim>(p, stream);
   });

@@ -252,10 +252,15 @@ absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stre
   }
   QuantGemmKernel kernel = p.kernel;
   if (kernel == QuantGemmKernel::kAuto) {
-    // Measured (bench/gemm/RESULTS_quant_gemm_v5.md): on Hopper wgmma from 33 tokens (it wins
-    // every shape at 64), mma.sync up to 32 (it wins 6 of 8 shapes at 16 and 32).
-    kernel = p.m > 32 && quant_gemm_wgmma_supported() ? QuantGemmKernel::kWgmma
-                                                      : QuantGemmKernel::kMmaSync;
+    // Measured on the H200 (bench/gemm/RESULTS_quant_gemm_v6.md, Q4_K, the 8B and 1B layers):
+    // the warp-specialized v6 up to 64 tokens (64-token tiles, two CTAs an SM: its layer sums
+    // are 0.99-1.22x v4 / v5 at 16, 32 and 64 tokens), v5 from 65 (128-token tiles: v6 lost
+    // the 8B layer at 128 and 256). Elsewhere mma.sync.
+    if (!quant_gemm_wgmma_supported()) {
+      kernel = QuantGemmKernel::kMmaSync;
+    } else {
+      kernel = p.m <= 64 ? QuantGemmKernel::kWgmmaWs : QuantGemmKernel::kWgmma;
+    }
   }
   if (kernel == QuantGemmKernel::kWgmma) {
     if (!quant_gemm_wgmma_supported()) {
