@@ -3,30 +3,20 @@
 //   bf16      cuBLASLt on a bf16 weight (model/cuda/gemm.h): the bf16 weight path;
 //   deq+blas  dequantize_bf16 into a workspace, then the same cuBLASLt GEMM: the native
 //             path's choice past kernels::quant_gemm_max_tokens() (model/cuda/llama_forward.cc);
-//   deq||blas deq+blas with the dequantize of the next call's weight on a second stream while
-//             this call's GEMM runs, into the other half of a double-buffered workspace
-//             (fork/join through events inside the captured graph; one unhidden dequantize per
-//             16 calls): what hiding the dequantize under the GEMMs could give
-//             (bench/gemm/NOTES.md, part 2 of the staged dequantize);
-//   deq||blas/S  the same with the GEMM planned for all SMs but S (cuBLASLt's
-//             CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, --side-sms=S, default 16): whether
-//             leaving the dequantize SMs of its own hides it better;
 //   v4        kernels::quant_gemm with QuantGemmKernel::kMmaSync (mma.sync, A fragments
 //             decoded in registers: kernels/quant/quant_gemm.cu);
 //   v5        kernels::quant_gemm with QuantGemmKernel::kWgmma (Hopper: wgmma with the decoded
 //             weights as the register A operand, kernels/quant/quant_gemm_sm90.cu); "-" on
 //             other GPUs;
 //   v6        kernels::quant_gemm with QuantGemmKernel::kWgmmaWs (Hopper: v5 warp-specialized,
-//             a producer warpgroup and two consumer warpgroups on an mbarrier ring; a draft
-//             kAuto does not pick); "-" on other GPUs;
+//             a producer warpgroup and two consumer warpgroups on an mbarrier ring; kAuto's
+//             choice on Hopper up to 64 tokens); "-" on other GPUs;
 //   auto      kernels::quant_gemm with QuantGemmKernel::kAuto: what the model runs below
 //             quant_gemm_max_tokens().
 // The ratios are against the fastest of v4, v5 and v6 ("best").
-// First a table of the dequantize alone, per shape and format: kernels::dequantize_bf16
-// ("staged") against the one-thread-per-unit kernel it replaced (bench-only copy,
-// bench/gemm/dequantize_unit_per_thread.h), with GB/s counting the weight bytes read plus
-// the bf16 bytes written, and their share of a device-to-device copy's GB/s (the
-// practical ceiling of a read + write stream); the two outputs are compared bit for bit.
+// First a table of the dequantize alone, per shape and format: kernels::dequantize_bf16,
+// with GB/s counting the weight bytes read plus the bf16 bytes written, and their share of a
+// device-to-device copy's GB/s (the practical ceiling of a read + write stream).
 // Before timing, each is validated against deq+blas: relative L2 <= 1e-2, all finite (the
 // two round the weights to bf16 slightly differently, kernels/quant/quant_gemm.h: ~2^-9 a
 // weight, ~2e-3 on the outputs; a decoding error is far larger). Timing: weights cycled through enough copies to fill 4x
@@ -35,7 +25,7 @@
 // bench/gemm/NOTES.md holds the predictions and results.
 //
 //   quant_gemm_bench [--quick] [--formats=Q4_K,Q8_0,...] [--ms=64,256] [--shapes=8B]
-//                    [--dequant-only] [--side-sms=16]
+//                    [--dequant-only]
 // --quick: Q4_K and m in {16, 32, 64, 128, 256, 512, 1024}; --formats / --ms replace those lists;
 // --shapes keeps the shapes whose name starts with the text; --dequant-only prints the
 // dequantize table alone.
@@ -50,7 +40,6 @@
 #include <memory>
 #include <vector>
 
-#include "bench/gemm/dequantize_unit_per_thread.h"
 #include "bench/gemm/gemm_bench_util.h"
 #include "kernels/quant/quant_gemm.h"
 #include "kernels/quant/quant_gemv.h"
@@ -85,7 +74,6 @@ std::vector<void*> weight_copies(WeightFormat f, const Shape& s, size_t l2_bytes
   return out;
 }
 
-int g_side_sms = 16;  // --side-sms: the SMs deq||blas/S leaves to the dequantize
 float* g_partials = nullptr;  // quant_gemm_partials_floats(SMs) of scratch
 int64_t g_partials_floats = 0;
 
@@ -123,71 +111,17 @@ DequantizeParams dequant_params(WeightFormat f, const Shape& s, const void* w, v
 void dequant_row(const Shape& s, WeightFormat f, size_t l2_bytes, double copy_bytes_per_s) {
   const std::vector<void*> q = weight_copies(f, s, l2_bytes);
   const size_t out_bytes = size_t(s.n) * s.k * 2;
-  void *staged, *per_thread;
-  BENCH_CUDA(cudaMalloc(&staged, out_bytes));
-  BENCH_CUDA(cudaMalloc(&per_thread, out_bytes));
-  BENCH_CUDA(cudaMemset(staged, 0xff, out_bytes));
-  BENCH_CUDA(cudaMemset(per_thread, 0, out_bytes));
-  BENCH_OK(dequantize_bf16(dequant_params(f, s, q[0], staged), nullptr));
-  BENCH_OK(bench::dequantize_unit_per_thread(dequant_params(f, s, q[0], per_thread), nullptr));
-  std::vector<uint8_t> a(out_bytes), b(out_bytes);
-  BENCH_CUDA(cudaMemcpy(a.data(), staged, out_bytes, cudaMemcpyDeviceToHost));
-  BENCH_CUDA(cudaMemcpy(b.data(), per_thread, out_bytes, cudaMemcpyDeviceToHost));
-  const bool same = std::memcmp(a.data(), b.data(), out_bytes) == 0;
-  const double t_old = time_calls([&](cudaStream_t st, int i) {
-    BENCH_OK(bench::dequantize_unit_per_thread(dequant_params(f, s, q[i % q.size()], per_thread), st));
-  });
-  const double t_new = time_calls([&](cudaStream_t st, int i) {
-    BENCH_OK(dequantize_bf16(dequant_params(f, s, q[i % q.size()], staged), st));
+  void* out;
+  BENCH_CUDA(cudaMalloc(&out, out_bytes));
+  const double t = time_calls([&](cudaStream_t st, int i) {
+    BENCH_OK(dequantize_bf16(dequant_params(f, s, q[i % q.size()], out), st));
   });
   const double bytes = double(weight_bytes(f, s.n, s.k)) + double(out_bytes);
-  std::printf("| %s | %s | %.1f | %.1f | %.0f | %.1f | %.0f | %.0f %% | %.2f | %s |\n", s.name,
-              weight_format_name(f), bytes / 1e6, t_old * 1e6, bytes / t_old / 1e9, t_new * 1e6,
-              bytes / t_new / 1e9, 100.0 * bytes / t_new / copy_bytes_per_s, t_old / t_new,
-              same ? "yes" : "NO (FAILED)");
+  std::printf("| %s | %s | %.1f | %.1f | %.0f | %.0f %% |\n", s.name, weight_format_name(f),
+              bytes / 1e6, t * 1e6, bytes / t / 1e9, 100.0 * bytes / t / copy_bytes_per_s);
   std::fflush(stdout);
   for (void* w : q) BENCH_CUDA(cudaFree(w));
-  BENCH_CUDA(cudaFree(staged));
-  BENCH_CUDA(cudaFree(per_thread));
-  if (!same) std::exit(1);
-}
-
-// A second stream and the events of deq||blas's fork and join.
-struct SideStream {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t fork = nullptr, join = nullptr;
-  SideStream() {
-    int least = 0, greatest = 0;
-    BENCH_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    BENCH_CUDA(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, least));
-    BENCH_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-    BENCH_CUDA(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-  }
-  ~SideStream() {
-    cudaEventDestroy(fork);
-    cudaEventDestroy(join);
-    cudaStreamDestroy(stream);
-  }
-};
-
-// Seconds per call of deq||blas (see the top of the file), as model/cuda/dequant_ahead.h
-// does it: call i multiplies with deq[i % 2] (dequantized during call i - 1, or first thing
-// in call 0) while the side stream (lowest priority; time_graph's stream has the highest)
-// dequantizes copy i + 1 into deq[(i + 1) % 2], forked before the GEMM (its region's last
-// reader is call i - 1's GEMM) and enqueued after it.
-double time_overlapped(Gemm& gemm, WeightFormat f, const Shape& s, const std::vector<void*>& q,
-                       void* x, void* y, void* const* deq, int m, const SideStream& side,
-                       int gemm_sms) {
-  return time_calls([&](cudaStream_t st, int i) {
-    if (i == 0) BENCH_OK(dequantize_bf16(dequant_params(f, s, q[0], deq[0]), st));
-    BENCH_CUDA(cudaEventRecord(side.fork, st));
-    BENCH_OK(gemm.linear(x, deq[i % 2], y, m, s.n, s.k, GemmOut::kBf16, st, gemm_sms));
-    BENCH_CUDA(cudaStreamWaitEvent(side.stream, side.fork, 0));
-    BENCH_OK(dequantize_bf16(dequant_params(f, s, q[(i + 1) % q.size()], deq[(i + 1) % 2]),
-                             side.stream));
-    BENCH_CUDA(cudaEventRecord(side.join, side.stream));
-    BENCH_CUDA(cudaStreamWaitEvent(st, side.join, 0));
-  });
+  BENCH_CUDA(cudaFree(out));
 }
 
 // Relative L2 distance of qgemm from deq+blas on copy 0.
@@ -217,9 +151,7 @@ double validate(Gemm& gemm, WeightFormat f, const Shape& s, void* w, void* x, vo
 void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& formats,
                const std::vector<int>& ms, int num_sms, size_t l2_bytes) {
   const int max_m = *std::max_element(ms.begin(), ms.end());
-  void *x, *y, *y_ref, *deq, *deq2;
-  const SideStream side;
-  BENCH_CUDA(cudaMalloc(&deq2, size_t(s.n) * s.k * 2));
+  void *x, *y, *y_ref, *deq;
   BENCH_CUDA(cudaMalloc(&x, size_t(max_m) * s.k * 2));
   BENCH_CUDA(cudaMalloc(&y, size_t(max_m) * s.n * 2));
   BENCH_CUDA(cudaMalloc(&y_ref, size_t(max_m) * s.n * 2));
@@ -245,10 +177,6 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
         BENCH_OK(dequantize_bf16(dequant_params(f, s, q[i % q.size()], deq), st));
         BENCH_OK(gemm.linear(x, deq, y, m, s.n, s.k, GemmOut::kBf16, st));
       });
-      void* const halves[2] = {deq, deq2};
-      const double t_overlap = time_overlapped(gemm, f, s, q, x, y, halves, m, side, 0);
-      const double t_split = time_overlapped(gemm, f, s, q, x, y, halves, m, side,
-                                             num_sms - g_side_sms);
       auto time_kernel = [&](QuantGemmKernel v) {
         return time_calls([&](cudaStream_t st, int i) {
           BENCH_OK(quant_gemm(qgemm_params(f, s, q[i % q.size()], x, y, m, v), num_sms, st));
@@ -264,10 +192,10 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
       if (v5) std::snprintf(v6_us, sizeof(v6_us), "%.1f", t_v6 * 1e6);
       const double flops = 2.0 * m * s.n * s.k;
       const bool ok = err4 <= 1e-2 && err5 <= 1e-2 && err6 <= 1e-2;
-      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s | %.1f | %.0f | "
+      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %s | %s | %.1f | %.0f | "
                   "%.2f | %.2f | %.2f | %.1e / %.1e / %.1e %s|\n",
-                  s.name, weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_overlap * 1e6,
-                  t_split * 1e6, t_v4 * 1e6, v5_us, v6_us, t_auto * 1e6, flops / t_q / 1e12,
+                  s.name, weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_v4 * 1e6,
+                  v5_us, v6_us, t_auto * 1e6, flops / t_q / 1e12,
                   t_bf16 / t_q, t_deq / t_q, t_v4 / t_q, err4, err5, err6, ok ? "" : "FAILED ");
       std::fflush(stdout);
       if (!ok) std::exit(1);
@@ -275,7 +203,7 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
     for (void* w : q) BENCH_CUDA(cudaFree(w));
   }
   for (void* w : bf16) BENCH_CUDA(cudaFree(w));
-  for (void* p : {x, y, y_ref, deq, deq2}) BENCH_CUDA(cudaFree(p));
+  for (void* p : {x, y, y_ref, deq}) BENCH_CUDA(cudaFree(p));
 }
 
 constexpr Shape kShapes[] = {
@@ -295,9 +223,8 @@ void dequant_table(const std::vector<WeightFormat>& formats, const char* shapes_
   std::printf("dequantize alone (GB/s: weight bytes read + bf16 bytes written; device-to-device "
               "copy %.0f GB/s)\n\n",
               copy / 1e9);
-  std::printf("| shape | weights | MB moved | unit-per-thread us | GB/s | staged us | GB/s | "
-              "of copy | speed-up | identical |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| shape | weights | MB moved | us | GB/s | of copy |\n");
+  std::printf("|---|---|---|---|---|---|\n");
   for (const Shape& s : kShapes) {
     if (!shape_selected(s, shapes_arg)) continue;
     for (WeightFormat f : formats) dequant_row(s, f, l2_bytes, copy);
@@ -324,8 +251,6 @@ int run(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
-    } else if (std::strncmp(argv[i], "--side-sms=", 11) == 0) {
-      g_side_sms = std::atoi(argv[i] + 11);
     } else if (std::strcmp(argv[i], "--dequant-only") == 0) {
       dequant_only = true;
     } else if (std::strncmp(argv[i], "--formats=", 10) == 0) {
@@ -343,10 +268,6 @@ int run(int argc, char** argv) {
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs, L2 %.0f MB\n\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize / 1e6);
-  if (g_side_sms < 1 || g_side_sms >= prop.multiProcessorCount) {
-    std::fprintf(stderr, "--side-sms must lie in [1, %d)\n", prop.multiProcessorCount);
-    return 2;
-  }
   std::vector<WeightFormat> formats =
       quick ? std::vector<WeightFormat>{WeightFormat::kQ4_K}
             : std::vector<WeightFormat>{WeightFormat::kQ4_K, WeightFormat::kQ6_K,
@@ -368,11 +289,10 @@ int run(int argc, char** argv) {
   const size_t l2_bytes = static_cast<size_t>(prop.l2CacheSize);
   dequant_table(formats, shapes_arg, l2_bytes);
   if (dequant_only) return 0;
-  std::printf("| shape | weights | m | bf16 us | deq+blas us | deq||blas us | deq||blas/%d us | "
-              "v4 us | v5 us | v6 us | auto us | best TFLOP/s | bf16/best | deq+blas/best | "
-              "v4/best | rel. L2 vs deq+blas v4 / v5 / v6 |\n",
-              g_side_sms);
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| shape | weights | m | bf16 us | deq+blas us | v4 us | v5 us | v6 us | auto us | "
+              "best TFLOP/s | bf16/best | deq+blas/best | v4/best | "
+              "rel. L2 vs deq+blas v4 / v5 / v6 |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
   BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
   auto gemm = Gemm::create();

@@ -40,7 +40,7 @@ absl::StatusOr<const Gemm::Plan*> Gemm::plan(const Key& key) {
   const int bucket = static_cast<int>(std::bit_ceil(static_cast<unsigned>(key.m)));
   const Plan* bucket_plan = nullptr;
   if (bucket != key.m) {
-    ASSIGN_OR_RETURN(bucket_plan, plan(Key{bucket, key.n, key.k, key.out, key.sm_count_target}));
+    ASSIGN_OR_RETURN(bucket_plan, plan(Key{bucket, key.n, key.k, key.out}));
   }
   auto p = std::make_unique<Plan>();
   const cudaDataType_t y_type = key.out == GemmOut::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -51,11 +51,6 @@ absl::StatusOr<const Gemm::Plan*> Gemm::plan(const Key& key) {
       p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
       p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &no_trans, sizeof(no_trans)));
-  if (key.sm_count_target > 0) {
-    const int32_t sms = key.sm_count_target;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
-                                                &sms, sizeof(sms)));
-  }
   // Column-major views: w is [k, n] (ld k), x is [k, m] (ld k), y is [n, m] (ld n).
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->w, CUDA_R_16BF, key.k, key.n, key.k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->x, CUDA_R_16BF, key.k, key.m, key.k));
@@ -97,9 +92,9 @@ absl::Status Gemm::query_algo(const Key& key, Plan* p) {
 }
 
 absl::Status Gemm::linear(const void* x, const void* w, void* y, int m, int n, int k,
-                          GemmOut out, cudaStream_t stream, int sm_count_target) {
+                          GemmOut out, cudaStream_t stream) {
   if (m == 0) return absl::OkStatus();
-  ASSIGN_OR_RETURN(const Plan* p, plan(Key{m, n, k, out, sm_count_target}));
+  ASSIGN_OR_RETURN(const Plan* p, plan(Key{m, n, k, out}));
   const float alpha = 1.f;
   CUBLAS_CHECK(cublasLtMatmul(handle_, p->desc, &alpha, w, p->w, x, p->x, &p->beta,
                                            y, p->y, y, p->y, &p->algo, workspace_.get(),

@@ -37,10 +37,8 @@ class Gemm {
   Gemm& operator=(const Gemm&) = delete;
 
   // x: [m, k] bf16   w: [n, k] bf16   y: [m, n] per `out`. Device pointers, 16-byte aligned.
-  // sm_count_target > 0: cuBLASLt plans (and its persistent kernels run) for that many SMs,
-  // leaving the rest to a kernel on another stream (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET).
   absl::Status linear(const void* x, const void* w, void* y, int m, int n, int k, GemmOut out,
-                      cudaStream_t stream, int sm_count_target = 0);
+                      cudaStream_t stream);
 
  // cuBLASLt's scratch, allocated by create(): enough for its split-K and stream-K
   // algorithms at our shapes.
@@ -51,11 +49,10 @@ class Gemm {
   struct Key {
     int m, n, k;
     GemmOut out;
-    int sm_count_target;
     bool operator==(const Key&) const = default;
     template <typename H>
     friend H AbslHashValue(H h, const Key& key) {
-      return H::combine(std::move(h), key.m, key.n, key.k, key.out, key.sm_count_target);
+      return H::combine(std::move(h), key.m, key.n, key.k, key.out);
     }
   };
   Gemm() = default;
