@@ -28,8 +28,7 @@ void fill_weight(WeightFormat f, void* w, int64_t rows, int64_t k, uint32_t seed
 // Bytes of a [rows, k] weight in format f on the device.
 int64_t weight_bytes(WeightFormat f, int64_t rows, int64_t k);
 
-// Median seconds per call of call(stream, i) (stream: the highest priority, as the model's
-// main stream), i = 0 .. calls - 1 captured in one CUDA graph
+// Median seconds per call of call(stream, i), i = 0 .. calls - 1 captured in one CUDA graph
 // (one call made first, outside the capture, for one-time set-up), over `reps` replays
 // after a warm-up replay.
 double time_graph(int calls, int reps, const std::function<void(cudaStream_t, int)>& call);

@@ -211,11 +211,7 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
 absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions& o,
                                    CudaRunnerInfo* info) {
   use_graphs_ = o.cuda_graphs;
-  // The highest priority: the deq+blas path's side stream (the lowest) fills only the SMs
-  // this stream's kernels leave free (model/cuda/dequant_ahead.h).
-  int least = 0, greatest = 0;
-  CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   RETURN_IF_ERROR(check_weights_fit(file, o, device_));
   ASSIGN_OR_RETURN(weights_, cuda::upload_llama_weights(file, config_, o.native_weights));
   ASSIGN_OR_RETURN(gemm_, cuda::Gemm::create());

@@ -77,11 +77,9 @@ DequantAhead::~DequantAhead() {
 
 absl::Status DequantAhead::init() {
   if (stream_ != nullptr) return absl::OkStatus();
-  int least = 0, greatest = 0;
-  CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
-  CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, least));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   return absl::OkStatus();
 }
 
@@ -93,9 +91,9 @@ absl::Status DequantAhead::begin_step(std::vector<DequantSlot> order, cudaStream
 }
 
 absl::Status DequantAhead::join(cudaStream_t main) {
-  const Ahead was = ahead_;
-  ahead_ = Ahead::kNone;
-  if (was == Ahead::kRunning) CUDA_CHECK(cudaStreamWaitEvent(main, done_, 0));
+  if (!pending_) return absl::OkStatus();
+  pending_ = false;
+  CUDA_CHECK(cudaStreamWaitEvent(main, done_, 0));
   return absl::OkStatus();
 }
 
@@ -103,8 +101,8 @@ absl::StatusOr<void*> DequantAhead::acquire(const DequantSlot& s, const DeviceBu
                                             cudaStream_t main) {
   char* out = scratch.get<char>();
   size_t at = order_.size();  // s's index in the order, if there
-  if (ahead_ == Ahead::kRunning && order_[next_] == s) {
-    out = ahead_out_;
+  if (pending_ && order_[next_] == s) {
+    out = pending_out_;
     at = next_;
     RETURN_IF_ERROR(join(main));
   } else {
@@ -117,9 +115,9 @@ absl::StatusOr<void*> DequantAhead::acquire(const DequantSlot& s, const DeviceBu
   return out;
 }
 
-// Records the fork of order_[next_]'s dequantize at the other end of the scratch from s's
-// copy at `out`, if both fit: on `main` after the GEMM before s's (the last reader of that
-// region, enqueued by the previous gemm_linear) and before s's own.
+// Forks the dequantize of order_[next_] onto the side stream, at the other end of the
+// scratch from s's copy at `out`, if both fit. Recorded on `main` after the GEMM before s's
+// (the last reader of that region, enqueued by the previous gemm_linear) and before s's own.
 absl::Status DequantAhead::fork_next(const DequantSlot& s, char* out, const DeviceBuffer& scratch,
                                      cudaStream_t main) {
   const int64_t size = static_cast<int64_t>(scratch.bytes());
@@ -129,18 +127,13 @@ absl::Status DequantAhead::fork_next(const DequantSlot& s, char* out, const Devi
   const bool fits = at_bottom ? s.bytes() <= top_offset(size, next.bytes())
                               : next.bytes() <= top_offset(size, s.bytes());
   if (!fits) return absl::OkStatus();
+  char* next_out = at_bottom ? base + top_offset(size, next.bytes()) : base;
   CUDA_CHECK(cudaEventRecord(fork_, main));
-  ahead_ = Ahead::kForked;
-  ahead_out_ = at_bottom ? base + top_offset(size, next.bytes()) : base;
-  return absl::OkStatus();
-}
-
-absl::Status DequantAhead::run_ahead() {
-  if (ahead_ != Ahead::kForked) return absl::OkStatus();
   CUDA_CHECK(cudaStreamWaitEvent(stream_, fork_, 0));
-  RETURN_IF_ERROR(dequantize_slot(order_[next_], ahead_out_, stream_));
+  RETURN_IF_ERROR(dequantize_slot(next, next_out, stream_));
   CUDA_CHECK(cudaEventRecord(done_, stream_));
-  ahead_ = Ahead::kRunning;
+  pending_ = true;
+  pending_out_ = next_out;
   return absl::OkStatus();
 }
 

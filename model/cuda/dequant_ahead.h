@@ -63,20 +63,10 @@ class DequantAhead {
   absl::Status begin_step(std::vector<DequantSlot> order, cudaStream_t main);
 
   // The bf16 copy of slot s in `scratch`, complete once the main stream reaches its next
-  // operation (joined from the side stream, or dequantized on `main`); and, when s is in
-  // the order and the next slot fits at the other end, the fork point of that slot's
-  // dequantize recorded on `main` (after the GEMM that last read its region).
+  // operation (joined from the side stream, or dequantized on `main`); then, when s is in
+  // the order and the next slot fits, that slot's dequantize forked onto the side stream.
   absl::StatusOr<void*> acquire(const DequantSlot& s, const DeviceBuffer& scratch,
                                 cudaStream_t main);
-
-  // Enqueues the dequantize acquire() forked, if any, on the side stream. Called after the
-  // GEMM on acquire()'s copy is enqueued, so that the GEMM's CTAs reach the SMs first; the
-  // side stream has the lowest priority and the runner's main stream the highest
-  // (model/cuda/cuda_runner.cc), so the dequantize takes the SMs the main stream's kernels
-  // leave free (a cuBLASLt GEMM CTA holds a whole SM: they share SMs only in its tail waves
-  // and under the kernels between GEMMs) and never holds back the main stream's next kernel
-  // for longer than one of its blocks.
-  absl::Status run_ahead();
 
   // Joins a dequantize running ahead into `main`: before any other use of the scratch and at
   // the end of a step (a capture must end with every forked stream joined).
@@ -86,15 +76,12 @@ class DequantAhead {
   absl::Status fork_next(const DequantSlot& s, char* out, const DeviceBuffer& scratch,
                          cudaStream_t main);
 
-  enum class Ahead { kNone, kForked, kRunning };
   cudaStream_t stream_ = nullptr;
   cudaEvent_t fork_ = nullptr, done_ = nullptr;
   std::vector<DequantSlot> order_;
-  size_t next_ = 0;  // index in order_ of the slot after the last acquired one
-  // kForked: fork_ recorded for order_[next_] into ahead_out_; kRunning: its dequantize
-  // enqueued on stream_, done_ recorded after it.
-  Ahead ahead_ = Ahead::kNone;
-  char* ahead_out_ = nullptr;
+  size_t next_ = 0;       // index in order_ of the slot after the last acquired one
+  bool pending_ = false;  // order_[next_] is being dequantized on stream_ into pending_out_
+  char* pending_out_ = nullptr;
 };
 
 }  // namespace flashserve::model::cuda

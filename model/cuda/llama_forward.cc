@@ -266,11 +266,9 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
     }
     return absl::OkStatus();
   }
-  DequantAhead& ahead = ctx.ws->dequant_ahead;
-  ASSIGN_OR_RETURN(const void* deq, ahead.acquire(dequant_slot(w, w2), ctx.ws->gemm_scratch,
-                                                  ctx.stream));
-  RETURN_IF_ERROR(ctx.gemm->linear(x, deq, y, m, n, k, out, ctx.stream));
-  return ahead.run_ahead();
+  ASSIGN_OR_RETURN(const void* deq, ctx.ws->dequant_ahead.acquire(dequant_slot(w, w2),
+                                                                  ctx.ws->gemm_scratch, ctx.stream));
+  return ctx.gemm->linear(x, deq, y, m, n, k, out, ctx.stream);
 }
 
 // y[m, n] = RMSNorm(x rows) . w^T (rows gathered as in rmsnorm()): one fused GEMV, or the
