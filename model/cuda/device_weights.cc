@@ -13,7 +13,6 @@
 #include "base/bf16.h"
 #include "base/status_macros.h"
 #include "kernels/cuda_check.h"
-#include "model/cuda/dequant_ahead.h"
 #include "model/gguf/ggml_type.h"
 #include "model/gguf/gguf.h"
 #include "model/weights.h"
@@ -224,7 +223,6 @@ absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file, const M
   if (!config.tied_embeddings) {
     RETURN_IF_ERROR(upload_vocab_matrix(file, config, "output.weight", native, &d, &d.output));
   }
-  d.max_dequant_bytes = std::max(d.max_dequant_bytes, dequant_pair_bytes(d));
   return d;
 }
 

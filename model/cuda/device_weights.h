@@ -59,10 +59,7 @@ struct DeviceWeights {
   DeviceMatrix output;       // [vocab, hidden]; empty when tied
   int64_t bytes = 0;         // device memory held
   int64_t native_bytes = 0;  // of which matrices in a block format
-  // Bytes of the step workspace's gemm_scratch: the largest bf16 copy a GEMM of a native
-  // matrix needs, and at least two consecutive layer matrices' copies side by side (the next
-  // one dequantized while the current one's GEMM runs: model/cuda/dequant_ahead.h; with a
-  // native LM head, whose copy is larger than any two, no extra bytes).
+  // Largest bf16 copy a GEMM of a native matrix needs (the step workspace's `dequant`).
   int64_t max_dequant_bytes = 0;
 
   const DeviceMatrix& lm_head() const { return output.empty() ? token_embd : output; }

@@ -232,17 +232,15 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
 // GEMM that dequantizes fragments in registers
 // (kernels/quant/quant_gemm.h: ~0.56 bytes of Q4 weight an element from HBM), past it the
 // matrix dequantized into ws.gemm_scratch and cuBLASLt (~0.56 + 2 + 2 bytes an element, paid
-// once for many tokens, with cuBLASLt's wgmma kernels for the multiply; the next native
-// matrix of the step is dequantized on a side stream meanwhile: model/cuda/dequant_ahead.h).
-// The choice depends on m alone, so a batch runs the same kernels every time
-// (bench/gemm/NOTES.md: the crossover measured).
+// once for many tokens, with cuBLASLt's wgmma kernels for the multiply). The choice depends
+// on m alone, so a batch runs the same kernels every time (bench/gemm/NOTES.md: the
+// crossover measured).
 absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix& w,
                          const DeviceMatrix* w2, void* y, int m, int n, int k, GemmOut out) {
   if (!w.native()) return ctx.gemm->linear(x, w.get(), y, m, n, k, out, ctx.stream);
   RETURN_IF_ERROR(kernels::round_activations_q8(x, m, k, ctx.stream));
   const bool two = w2 != nullptr && !w2->empty();
   if (m <= kernels::quant_gemm_max_tokens()) {
-    RETURN_IF_ERROR(ctx.ws->dequant_ahead.join(ctx.stream));  // the partials share the scratch
     const int64_t elem_bytes = out == GemmOut::kBf16 ? 2 : 4;
     int64_t col = 0;
     for (const DeviceMatrix* part : {&w, two ? w2 : nullptr}) {
@@ -266,9 +264,21 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
     }
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(const void* deq, ctx.ws->dequant_ahead.acquire(dequant_slot(w, w2),
-                                                                  ctx.ws->gemm_scratch, ctx.stream));
-  return ctx.gemm->linear(x, deq, y, m, n, k, out, ctx.stream);
+  int64_t row = 0;
+  for (const DeviceMatrix* part : {&w, two ? w2 : nullptr}) {
+    if (part == nullptr) continue;
+    kernels::DequantizeParams d;
+    d.format = part->format;
+    d.w = part->get();
+    d.num_rows = part->rows;
+    d.k = part->k;
+    d.row_begin = 0;
+    d.row_end = part->rows;
+    d.out = ctx.ws->gemm_scratch.get<uint16_t>() + row * part->k;
+    RETURN_IF_ERROR(kernels::dequantize_bf16(d, ctx.stream));
+    row += part->rows;
+  }
+  return ctx.gemm->linear(x, ctx.ws->gemm_scratch.get(), y, m, n, k, out, ctx.stream);
 }
 
 // y[m, n] = RMSNorm(x rows) . w^T (rows gathered as in rmsnorm()): one fused GEMV, or the
@@ -478,7 +488,6 @@ absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int ma
   RETURN_IF_ERROR(ctx.ws->metadata.reserve(metadata_bytes));
   if (ctx.weights->max_dequant_bytes > 0) {
     RETURN_IF_ERROR(ctx.ws->gemm_scratch.reserve(static_cast<size_t>(ctx.weights->max_dequant_bytes)));
-    RETURN_IF_ERROR(ctx.ws->dequant_ahead.init());
   }
   return reserve_rope_tables(ctx, 0);
 }
@@ -589,14 +598,10 @@ absl::Status llama_forward_cuda(const ForwardContext& ctx, const DeviceBatch& b,
   const DeviceWeights& weights = *ctx.weights;
   DeviceWorkspace& ws = *ctx.ws;
   RETURN_IF_ERROR(embed_tokens(ctx, b));
-  const bool deq_blas = b.num_tokens > kernels::quant_gemm_max_tokens();
-  RETURN_IF_ERROR(ws.dequant_ahead.begin_step(
-      deq_blas ? dequant_order(weights, num_layers) : std::vector<DequantSlot>{}, ctx.stream));
   for (int layer = 0; layer < num_layers; ++layer) {
     RETURN_IF_ERROR(attention_block(ctx, weights.layers[layer], b, layer, stats));
     RETURN_IF_ERROR(ffn_block(ctx, weights.layers[layer], b.num_tokens));
   }
-  RETURN_IF_ERROR(ws.dequant_ahead.join(ctx.stream));
   if (b.num_out_rows == 0) return absl::OkStatus();
   // The last token of each sequence read, gathered by the norm.
   return norm_linear(ctx, weights.output_norm, b.out_rows, b.num_out_rows, weights.lm_head(),

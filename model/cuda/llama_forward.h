@@ -27,7 +27,6 @@
 #include "absl/status/status.h"
 #include "kernels/sampling.h"
 #include "model/config.h"
-#include "model/cuda/dequant_ahead.h"
 #include "model/cuda/device_buffer.h"
 #include "model/cuda/device_weights.h"
 #include "model/cuda/gemm.h"
@@ -87,11 +86,9 @@ struct DeviceWorkspace {
   DeviceBuffer ffn;        // [num_tokens, ffn_size] bf16
   DeviceBuffer last;       // [num_out_rows, hidden] bf16 final-normed rows
   DeviceBuffer logits;     // [num_out_rows, vocab] fp32
-  // Scratch of the GEMMs on native matrices (max_dequant_bytes): the bf16 copies cuBLASLt
-  // GEMMs read past kernels::quant_gemm_max_tokens() (two at a time, at opposite ends, while
-  // the next is dequantized ahead: dequant_ahead), or quant_gemm's split-k partial sums below it.
+  // Scratch of the GEMMs on native matrices (max_dequant_bytes): the bf16 copy a cuBLASLt
+  // GEMM reads past kernels::quant_gemm_max_tokens(), or quant_gemm's split-k partial sums below it.
   DeviceBuffer gemm_scratch;
-  DequantAhead dequant_ahead;  // model/cuda/dequant_ahead.h
   DeviceBuffer decode_scratch;   // kernels::attention_decode's split-KV partials
   DeviceBuffer metadata;         // DeviceBatch's arrays
   DeviceBuffer results;          // [num_out_rows] kernels::SampleResult
