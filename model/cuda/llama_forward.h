@@ -18,9 +18,7 @@
 //     over the paged cache, single-token decodes through the split-KV decode kernel;
 //   - the final norm and the LM head run only for the rows that are read (sampled
 //     sequences' last tokens), and sampling runs on the device (kernels/sampling.h).
-// Everything is enqueued on one stream, except the deq+blas path's dequantize of the next
-// native matrix, forked onto a side stream and joined back within the step
-// (model/cuda/dequant_ahead.h); nothing here synchronises with the host.
+// Everything is enqueued on one stream; nothing here synchronises with the host.
 #include <cstdint>
 #include <vector>
 
