@@ -43,12 +43,8 @@ namespace flashserve::kernels {
 // Which prefill kernel runs. kAuto: on compute capability 9.0 the faster of the two for the
 // head_dim as measured (kernels/attention/attention_prefill.cu), elsewhere the portable
 // mma.sync path (sm_80 instructions). kHopper on another GPU is an InvalidArgument. Tests and
-// benchmarks pin each path to compare them. kHopperOverlap: the Hopper kernel with its
-// softmax of tile n under the QK^T of tile n + 1 (two S accumulators per warpgroup,
-// bench/attention/NOTES.md "v9"); pinned only, kAuto does not pick it until it is measured.
-// kHopperKv64: the measurement control for it, the kHopper kernel with 64-key K/V tiles (the
-// overlapped kernel's tile at head_dim 128); to be deleted with whichever of the two loses.
-enum class PrefillImpl { kAuto, kPortable, kHopper, kHopperOverlap, kHopperKv64 };
+// benchmarks pin each path to compare them.
+enum class PrefillImpl { kAuto, kPortable, kHopper };
 
 // Keys per K/V tile in every attention kernel; the cache block_size must be a multiple.
 inline constexpr int kAttentionKvTile = 64;

@@ -1,9 +1,8 @@
 // Launchers of the fused prefill kernels: the portable mma.sync kernel
 // (kernels/attention/attention_prefill.cuh) and the Hopper warp-specialized wgmma kernel
-// (kernels/attention/attention_prefill_sm90_ws.cuh, with and without its overlapped mainloop).
-// Each is instantiated for {bf16, fp16} x head_dim {64, 128}; causal and the sliding window are
-// runtime values (they only move the loop bounds and decide which tiles need the mask), so they
-// cost no extra instantiation.
+// (kernels/attention/attention_prefill_sm90_ws.cuh). Each is instantiated for {bf16, fp16} x
+// head_dim {64, 128}; causal and the sliding window are runtime values (they only move the loop
+// bounds and decide which tiles need the mask), so they cost no extra instantiation.
 #include "absl/status/statusor.h"
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_dispatch.cuh"
@@ -37,21 +36,18 @@ constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q
 }
 
 // One smem limit per kernel instantiation (kernels/cuda_plumbing.cuh, set_smem_limit_once).
-enum class Path { kPortable, kHopper };
-template <typename T, int kHeadDim, Path kPath, bool kOverlap = false, int kBlockN = 0>
+template <typename T, int kHeadDim, bool kHopper>
 struct KernelTag {};
 
-// kBlockN: the K/V tile of the warp-specialized kernel (sm90ws_block_n unless pinned otherwise).
-template <typename T, int kHeadDim, bool kOverlap,
-          int kBlockN = device::sm90ws_block_n(kHeadDim, kOverlap)>
+template <typename T, int kHeadDim>
 absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
-  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kOverlap, kBlockN>;
-  const int smem = device::sm90ws_smem_bytes(kHeadDim, kOverlap, kBlockN);
-  using Tag = KernelTag<T, kHeadDim, Path::kHopper, kOverlap, kBlockN>;
+  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim>;
+  const int smem = device::sm90ws_smem_bytes(kHeadDim);
+  using Tag = KernelTag<T, kHeadDim, true>;
   if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
-  constexpr int kBlockM = device::sm90ws_block_m(kHeadDim, kOverlap);
+  constexpr int kBlockM = device::sm90ws_block_m(kHeadDim);
   const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.num_heads, p.num_seqs);
-  kernel<<<grid, device::sm90ws_threads(kHeadDim, kOverlap), smem, stream>>>(p);
+  kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(p);
   CUDA_CHECK(cudaGetLastError());
   return absl::OkStatus();
 }
@@ -60,7 +56,7 @@ template <typename T, int kHeadDim>
 absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
   auto* kernel = device::attention_prefill_kernel<T, kHeadDim>;
   const int smem = device::prefill_smem_bytes(kHeadDim);
-  using Tag = KernelTag<T, kHeadDim, Path::kPortable>;
+  using Tag = KernelTag<T, kHeadDim, false>;
   if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
   const dim3 grid((p.max_seqlen_q + device::prefill_block_m() - 1) / device::prefill_block_m(),
                   p.num_heads, p.num_seqs);
@@ -82,7 +78,7 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
   if (p.prefill_impl != PrefillImpl::kPortable) {
     absl::StatusOr<bool> is_hopper = current_device_is_hopper();
     if (!is_hopper.ok()) return is_hopper.status();
-    if (p.prefill_impl != PrefillImpl::kAuto && !*is_hopper) {
+    if (p.prefill_impl == PrefillImpl::kHopper && !*is_hopper) {
       return absl::InvalidArgumentError(
           "attention_prefill: the Hopper path needs a compute capability 9.0 GPU");
     }
@@ -91,16 +87,10 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
   return device::dispatch_dtype_head_dim(p.dtype, p.head_dim, [&](auto type_tag, auto dim_tag) {
     using T = typename decltype(type_tag)::type;
     constexpr int kHeadDim = decltype(dim_tag)::value;
-    if (p.prefill_impl == PrefillImpl::kHopperOverlap) {
-      return launch_hopper<T, kHeadDim, true>(p, stream);
-    }
-    if (p.prefill_impl == PrefillImpl::kHopperKv64) {
-      return launch_hopper<T, kHeadDim, false, 64>(p, stream);
-    }
     const bool use_hopper =
         hopper && (p.prefill_impl == PrefillImpl::kHopper ||
                    hopper_path_preferred(kHeadDim, p.causal, p.max_seqlen_q, p.max_seqlen_k));
-    return use_hopper ? launch_hopper<T, kHeadDim, false>(p, stream)
+    return use_hopper ? launch_hopper<T, kHeadDim>(p, stream)
                       : launch_portable<T, kHeadDim>(p, stream);
   });
 }

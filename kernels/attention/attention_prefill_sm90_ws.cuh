@@ -46,17 +46,6 @@
 //     512 threads. Each K/V tile then serves 192 rows, and two warpgroups' softmax can run
 //     under the third's GEMMs (at d64 a tile's GEMMs take half as long as at d128 while the
 //     softmax costs the same). The ping-pong turns go round-robin 0 -> 1 -> 2 -> 0.
-//   * kOverlap (PrefillImpl::kHopperOverlap, bench/attention/NOTES.md "v9"): one pipeline
-//     stage deeper inside each warpgroup. The default mainloop (FA3's, too) issues S_n and
-//     P_{n-1} V_{n-1} in one turn and waits for S_n before its softmax; the overlapped one
-//     issues P_{n-1} V_{n-1} and S_{n+1} in one turn while S_n (issued a step earlier) is
-//     already done, so the softmax of tile n runs under both GEMMs and no warpgroup waits for
-//     a GEMM it has just issued. Costs a second S accumulator: d64 runs 2 consumer warpgroups
-//     of 240 registers (128 x 128 tiles), d128 keeps 2 x 232 with 64-key tiles (see
-//     sm90ws_block_n). The first step (S_0 with S_1) and the last one (no S_{n+1}) are
-//     separate compile-time copies so that the wgmma groups in flight are known on every path.
-#include <type_traits>
-
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_common.cuh"
 #include "kernels/paged_kv.h"
@@ -68,64 +57,34 @@ namespace flashserve::kernels::device {
 // registers need ~205 per thread and 3 x 232 + producer would not fit 64K registers. d64: 3,
 // since O shrinks to 32 registers, ~150 fit 160 each (128 x (3 x 160 + 32) = 65536), and a
 // K/V tile in shared memory then serves 192 rows instead of 128 (FA3's 192 x 128 for hdim 64).
-// The overlapped mainloop (kOverlap, see the kernel) holds a second S accumulator, O + 2 S + P
-// registers: d64 with 128-key tiles 32 + 128 + 32 = 192, which needs 2 consumer warpgroups of
-// 240; d128 with 128-key tiles would be 64 + 128 + 32 = 224, and at 240 ptxas serialises the
-// wgmmas (insufficient registers), so d128 overlapped uses 64-key tiles: 64 + 64 + 16 = 144.
-constexpr int sm90ws_consumer_warpgroups(int head_dim, bool overlap = false) {
-  return head_dim == 64 && !overlap ? 3 : 2;
-}
-constexpr int sm90ws_consumer_threads(int head_dim, bool overlap = false) {
-  return 128 * sm90ws_consumer_warpgroups(head_dim, overlap);
+constexpr int sm90ws_consumer_warpgroups(int head_dim) { return head_dim == 64 ? 3 : 2; }
+constexpr int sm90ws_consumer_threads(int head_dim) {
+  return 128 * sm90ws_consumer_warpgroups(head_dim);
 }
 // One producer warpgroup on top (setmaxnreg works per warpgroup, so the producer is 128 threads).
-constexpr int sm90ws_threads(int head_dim, bool overlap = false) {
-  return sm90ws_consumer_threads(head_dim, overlap) + 128;
-}
-// setmaxnreg budgets; the consumers' rise comes out of the CTA's pool, which is what the launch
-// gave it (threads x the entry register count), so the sum must fit that: d128 128 * (2 * 232
-// + 40) = 64512 = 384 x 168; d64 128 * (3 * 160 + 32) = 65536 = 512 x 128 (the d64 producer
-// keeps one destination base per thread: J = 1); overlapped d64 128 * (2 * 240 + 24) = 64512.
-constexpr int sm90ws_consumer_regs(int head_dim, bool overlap = false) {
-  return head_dim == 64 ? (overlap ? 240 : 160) : 232;
-}
-constexpr int sm90ws_producer_regs(int head_dim, bool overlap = false) {
-  return head_dim == 64 ? (overlap ? 24 : 32) : 40;
-}
-constexpr int sm90ws_block_m(int head_dim, bool overlap = false) {
-  return 64 * sm90ws_consumer_warpgroups(head_dim, overlap);
-}
+constexpr int sm90ws_threads(int head_dim) { return sm90ws_consumer_threads(head_dim) + 128; }
+// setmaxnreg budgets, sum over the CTA <= 65536: d128 128 * (2 * 232 + 40) = 64512; d64 128 *
+// (3 * 160 + 32) = 65536 (the d64 producer keeps one destination base per thread: J = 1).
+constexpr int sm90ws_consumer_regs(int head_dim) { return head_dim == 64 ? 160 : 232; }
+constexpr int sm90ws_producer_regs(int head_dim) { return head_dim == 64 ? 32 : 40; }
+constexpr int sm90ws_block_m(int head_dim) { return 64 * sm90ws_consumer_warpgroups(head_dim); }
 // 128 keys: S is one m64n128 wgmma chain per warpgroup; a wider tile would add 32+ S/P
-// registers per consumer thread, which d64's 160 cannot hold. Overlapped d128: 64 (above).
-constexpr int sm90ws_block_n(int head_dim = 128, bool overlap = false) {
-  return overlap && head_dim == 128 ? 64 : 128;
-}
+// registers per consumer thread, which d64's 160 cannot hold.
+constexpr int sm90ws_block_n() { return 128; }
 // Two stages: a third did not help (measured: bench/attention/NOTES.md), and d128 at 2 stages
 // is already 160 KiB of shared memory.
 constexpr int sm90ws_stages() { return 2; }
 // Q + kStages K + kStages V tiles, 1 KiB to align them to 1024 B, 256 B for the mbarriers
-// (d128: 161 KiB, d64: 89 KiB; overlapped: d128 97 KiB, d64 81 KiB).
-constexpr int sm90ws_smem_bytes(int head_dim, bool overlap, int block_n) {
-  return (sm90ws_block_m(head_dim, overlap) + 2 * sm90ws_stages() * block_n) * head_dim * 2 +
+// (d128: 161 KiB, d64: 89 KiB).
+constexpr int sm90ws_smem_bytes(int head_dim) {
+  return (sm90ws_block_m(head_dim) + 2 * sm90ws_stages() * sm90ws_block_n()) * head_dim * 2 +
          1024 + 256;
 }
-constexpr int sm90ws_smem_bytes(int head_dim, bool overlap = false) {
-  return sm90ws_smem_bytes(head_dim, overlap, sm90ws_block_n(head_dim, overlap));
-}
-// The entry register count ptxas gives __launch_bounds__(threads, 1): 64K / threads, rounded
-// down to the allocation unit of 8.
-constexpr int sm90ws_entry_regs(int head_dim, bool overlap) {
-  return 65536 / sm90ws_threads(head_dim, overlap) / 8 * 8;
-}
-constexpr bool sm90ws_regs_fit(int head_dim, bool overlap) {
-  return 128 * (sm90ws_consumer_warpgroups(head_dim, overlap) *
-                    sm90ws_consumer_regs(head_dim, overlap) +
-                sm90ws_producer_regs(head_dim, overlap)) <=
-         sm90ws_threads(head_dim, overlap) * sm90ws_entry_regs(head_dim, overlap);
-}
-static_assert(sm90ws_regs_fit(64, false) && sm90ws_regs_fit(128, false) &&
-                  sm90ws_regs_fit(64, true) && sm90ws_regs_fit(128, true),
-              "setmaxnreg budgets exceed the registers the launch gives the CTA");
+static_assert(128 * (sm90ws_consumer_warpgroups(64) * sm90ws_consumer_regs(64) +
+                     sm90ws_producer_regs(64)) <= 65536 &&
+              128 * (sm90ws_consumer_warpgroups(128) * sm90ws_consumer_regs(128) +
+                     sm90ws_producer_regs(128)) <= 65536,
+              "setmaxnreg budgets exceed the register file");
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -143,10 +102,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
         : "r"(bar), "r"(parity)
         : "memory");
   } while (!done);
-}
-template <int kPending>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -187,18 +142,16 @@ __device__ __forceinline__ void load_tile_group(T* tile, int first_valid_row, in
   }
 }
 
-// kBlockN other than sm90ws_block_n: the measurement control PrefillImpl::kHopperKv64 (the
-// default mainloop with the overlapped d128 kernel's 64-key tiles).
-template <typename T, int kHeadDim, bool kOverlap, int kBlockN = sm90ws_block_n(kHeadDim, kOverlap)>
-__global__ void __launch_bounds__(sm90ws_threads(kHeadDim, kOverlap), 1)
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     attention_prefill_sm90_ws_kernel(const AttentionParams p) {
 #ifdef FLASHSERVE_SM90A
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
-  constexpr int kBlockM = sm90ws_block_m(kHeadDim, kOverlap);
-  static_assert(kBlockN == 64 || kBlockN == 128, "64- or 128-key tiles");
+  constexpr int kBlockM = sm90ws_block_m(kHeadDim);
+  constexpr int kBlockN = sm90ws_block_n();
   constexpr int kStages = sm90ws_stages();
-  constexpr int kConsumers = sm90ws_consumer_threads(kHeadDim, kOverlap);
-  constexpr int kWarpgroups = sm90ws_consumer_warpgroups(kHeadDim, kOverlap);
+  constexpr int kConsumers = sm90ws_consumer_threads(kHeadDim);
+  constexpr int kWarpgroups = sm90ws_consumer_warpgroups(kHeadDim);
   constexpr int kSRegs = kBlockN / 2;
   constexpr int kORegs = kHeadDim / 2;
   constexpr int kTile = kBlockN * kHeadDim;  // elements per K or V buffer
@@ -245,8 +198,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim, kOverlap), 1)
 
   if (threadIdx.x >= kConsumers) {
     // ---------------- producer warpgroup (128 threads issue every copy) ----------------
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n"
-                 ::"n"(sm90ws_producer_regs(kHeadDim, kOverlap)));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(sm90ws_producer_regs(kHeadDim)));
     if (num_tiles == 0) return;
     const int tid = threadIdx.x - kConsumers;
     const int64_t q_row_stride = static_cast<int64_t>(p.num_heads) * kHeadDim;
@@ -260,18 +212,13 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim, kOverlap), 1)
     auto load_kv = [&](const void* cache, T* dst, int tile) {
       const int key0 = (first_tile + tile) * kBlockN;
       const T* base = static_cast<const T*>(cache);
-      if constexpr (kBlockN == 64) {  // one cache block's rows; never wholly before the window
-        const T* r0 = cache_rows(base, key0);
-        load_tile_group<kBlockN, kHeadDim, 128>(dst, 0, kv_len - key0, r0, r0, kHeadDim, tid);
-      } else {
-        // First half wholly before the window: zero-filled; then key0 + 64 <= window_start <
-        // kv_len, so the second half exists and serves as the dummy source.
-        const bool skip_lo = key0 + 64 <= window_start;
-        const T* r1 = key0 + 64 < kv_len ? cache_rows(base, key0 + 64) : nullptr;  // not past the end
-        const T* r0 = skip_lo ? r1 : cache_rows(base, key0);
-        load_tile_group<kBlockN, kHeadDim, 128>(dst, skip_lo ? 64 : 0, kv_len - key0, r0,
-                                                r1 != nullptr ? r1 : r0, kHeadDim, tid);
-      }
+      // First half wholly before the window: zero-filled; then key0 + 64 <= window_start <
+      // kv_len, so the second half exists and serves as the dummy source.
+      const bool skip_lo = key0 + 64 <= window_start;
+      const T* r1 = key0 + 64 < kv_len ? cache_rows(base, key0 + 64) : nullptr;  // not past the end
+      const T* r0 = skip_lo ? r1 : cache_rows(base, key0);
+      load_tile_group<kBlockN, kHeadDim, 128>(dst, skip_lo ? 64 : 0, kv_len - key0, r0,
+                                              r1 != nullptr ? r1 : r0, kHeadDim, tid);
     };
     // Group g is signalled once group g + 1 is in flight (see the header comment).
     uint32_t prev_bar = 0;
@@ -309,8 +256,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim, kOverlap), 1)
     mbar_arrive(prev_bar);
   } else {
   // ---------------- consumer warpgroups ----------------
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n"
-               ::"n"(sm90ws_consumer_regs(kHeadDim, kOverlap)));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(sm90ws_consumer_regs(kHeadDim)));
   const int warpgroup = threadIdx.x / 128;
   const int warp = (threadIdx.x / 32) % 4;
   const int lane = threadIdx.x % 32;
@@ -327,14 +273,14 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim, kOverlap), 1)
   float row_max[2] = {kNegInf, kNegInf};
   float row_sum[2] = {0.f, 0.f};
 
-  auto issue_s = [&](const T* k_tile, float (&acc)[kSRegs]) {
+  auto issue_s = [&](const T* k_tile) {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
       const uint64_t desc_q =
           sw128_desc(sq + (kk >> 2) * kBlockM * 64 + warpgroup * 64 * 64 + (kk & 3) * 16, 16, 1024);
       const uint64_t desc_k = sw128_desc(k_tile + (kk >> 2) * kBlockN * 64 + (kk & 3) * 16, 16, 1024);
-      wgmma_ss<T, kBlockN>(acc, desc_q, desc_k, kk > 0 ? 1 : 0);
+      wgmma_ss<T, kBlockN>(s, desc_q, desc_k, kk > 0 ? 1 : 0);
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   };
@@ -346,7 +292,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim, kOverlap), 1)
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   };
-  auto softmax = [&](int n, float (&sc)[kSRegs], float (&correction)[2]) {
+  auto softmax = [&](int n, float (&correction)[2]) {
     const int key0 = (first_tile + n) * kBlockN;
     const bool crosses_end = key0 + kBlockN > kv_len;
     const bool crosses_diagonal = p.causal && key0 + kBlockN - 1 > q_offset + m_base;
@@ -358,7 +304,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim, kOverlap), 1)
         const int row = m_base + thread_row + ((i >> 1) & 1) * 8;
         const bool visible = key < kv_len && (!p.causal || key <= q_offset + row) &&
                              q_offset + row - key < window;
-        if (!visible) sc[i] = kNegInf;
+        if (!visible) s[i] = kNegInf;
       }
     }
 #pragma unroll
@@ -366,7 +312,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim, kOverlap), 1)
       float m_new = row_max[h];
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j) {
-        m_new = fmaxf(m_new, fmaxf(sc[4 * j + 2 * h], sc[4 * j + 2 * h + 1]));
+        m_new = fmaxf(m_new, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
       }
       m_new = quad_max(m_new);
       const float m_scaled = m_new == kNegInf ? 0.f : m_new * scale_log2;
@@ -377,14 +323,14 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim, kOverlap), 1)
       for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
         for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          sc[4 * j + e] = fast_exp2(fmaf(sc[4 * j + e], scale_log2, -m_scaled));
-          tile_sum += sc[4 * j + e];
+          s[4 * j + e] = fast_exp2(fmaf(s[4 * j + e], scale_log2, -m_scaled));
+          tile_sum += s[4 * j + e];
         }
       }
       row_sum[h] = row_sum[h] * correction[h] + tile_sum;
     }
   };
-  auto rescale_o_and_pack_p = [&](const float (&sc)[kSRegs], const float (&correction)[2]) {
+  auto rescale_o_and_pack_p = [&](const float (&correction)[2]) {
 #pragma unroll
     for (int j = 0; j < kHeadDim / 8; ++j) {
       o[4 * j + 0] *= correction[0];
@@ -394,10 +340,10 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim, kOverlap), 1)
     }
 #pragma unroll
     for (int ks = 0; ks < kBlockN / 16; ++ks) {
-      pf[ks][0] = Traits::pack(sc[8 * ks + 0], sc[8 * ks + 1]);
-      pf[ks][1] = Traits::pack(sc[8 * ks + 2], sc[8 * ks + 3]);
-      pf[ks][2] = Traits::pack(sc[8 * ks + 4], sc[8 * ks + 5]);
-      pf[ks][3] = Traits::pack(sc[8 * ks + 6], sc[8 * ks + 7]);
+      pf[ks][0] = Traits::pack(s[8 * ks + 0], s[8 * ks + 1]);
+      pf[ks][1] = Traits::pack(s[8 * ks + 2], s[8 * ks + 3]);
+      pf[ks][2] = Traits::pack(s[8 * ks + 4], s[8 * ks + 5]);
+      pf[ks][3] = Traits::pack(s[8 * ks + 6], s[8 * ks + 7]);
     }
   };
   // GEMM-issue turns (ping-pong, round-robin over the consumer warpgroups): region r of
@@ -413,115 +359,45 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim, kOverlap), 1)
     named_bar_sync(my_turn, 256);
   };
 
-  if constexpr (kOverlap) {
-    // The odd tiles' S (`s` holds the even ones): S_{n+1} accumulates in one while the
-    // softmax of S_n runs on the other. Which wgmma groups are in flight is a compile-time
-    // fact on every path (ptxas serialises every wgmma of the kernel otherwise), so the
-    // first and last steps are separate copies. Zeroed once, as `s`.
-    float s_odd[kSRegs];
-#pragma unroll
-    for (int i = 0; i < kSRegs; ++i) s_odd[i] = 0.f;
-    // Tile n >= 1: S_n was issued one step earlier and P_{n-1} is in pf. Issue P_{n-1} V_{n-1}
-    // and S_{n+1} (if any) in one turn, then the softmax of S_n runs under both GEMMs.
-    auto step = [&](auto has_next_tag, int n, auto& s_cur, auto& s_next) {
-      constexpr bool kHasNext = decltype(has_next_tag)::value;
-      const int ks = n % kStages, vs = (n - 1) % kStages, ks_next = (n + 1) % kStages;
-      mbar_wait(v_full(vs), ((n - 1) / kStages) & 1);
-      if constexpr (kHasNext) mbar_wait(k_full(ks_next), ((n + 1) / kStages) & 1);
-      begin_turn();
-      fence_operands(o);
-      issue_pv(sv + vs * kTile);
-      if constexpr (kHasNext) issue_s(sk + ks_next * kTile, s_next);
-      end_turn(n);
-      // In flight, oldest first: S_n, P_{n-1} V_{n-1}[, S_{n+1}].
-      wgmma_wait<kHasNext ? 2 : 1>();  // S_n done
-      fence_operands(s_cur);
-      mbar_arrive(k_empty(ks));
-      float correction[2];
-      softmax(n, s_cur, correction);
-      wgmma_wait<kHasNext ? 1 : 0>();  // P_{n-1} V_{n-1} done
-      fence_operands(o);
-      mbar_arrive(v_empty(vs));
-      rescale_o_and_pack_p(s_cur, correction);
-    };
-    // Tile 0 (with S_1 issued in the same turn when there is a tile 1).
-    auto first = [&](auto has_next_tag) {
-      constexpr bool kHasNext = decltype(has_next_tag)::value;
-      if (warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);  // 0 first
-      mbar_wait(q_full, 0);
-      mbar_wait(k_full(0), 0);
-      if constexpr (kHasNext) mbar_wait(k_full(1), 0);
-      begin_turn();
-      issue_s(sk, s);
-      if constexpr (kHasNext) issue_s(sk + kTile, s_odd);
-      end_turn(0);
-      wgmma_wait<kHasNext ? 1 : 0>();  // S_0 done
-      fence_operands(s);
-      mbar_arrive(k_empty(0));
-      float correction[2];
-      softmax(0, s, correction);
-      rescale_o_and_pack_p(s, correction);
-    };
-    using Next = std::true_type;
-    using Last = std::false_type;
-    if (num_tiles == 1) {
-      first(Last{});
-    } else if (num_tiles > 1) {
-      first(Next{});
-      for (int n = 1;; n += 2) {  // S_n in flight in s_odd here
-        if (n + 1 == num_tiles) {
-          step(Last{}, n, s_odd, s);
-          break;
-        }
-        step(Next{}, n, s_odd, s);
-        if (n + 2 == num_tiles) {
-          step(Last{}, n + 1, s, s_odd);
-          break;
-        }
-        step(Next{}, n + 1, s, s_odd);
-      }
-    }
-  } else {
-    if (num_tiles > 0) {
-      if (warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);  // 0 first
-      mbar_wait(q_full, 0);
-      mbar_wait(k_full(0), 0);
-      begin_turn();
-      issue_s(sk, s);
-      end_turn(0);
-      wgmma_wait<0>();
-      fence_operands(s);
-      mbar_arrive(k_empty(0));
-      float correction[2];
-      softmax(0, s, correction);
-      rescale_o_and_pack_p(s, correction);
-    }
-    for (int n = 1; n < num_tiles; ++n) {
-      const int ks = n % kStages, vs = (n - 1) % kStages;
-      mbar_wait(k_full(ks), (n / kStages) & 1);
-      mbar_wait(v_full(vs), ((n - 1) / kStages) & 1);
-      begin_turn();
-      fence_operands(o);
-      issue_s(sk + ks * kTile, s);
-      issue_pv(sv + vs * kTile);
-      end_turn(n);
-      wgmma_wait<1>();  // S_n done
-      fence_operands(s);
-      mbar_arrive(k_empty(ks));
-      float correction[2];
-      softmax(n, s, correction);
-      wgmma_wait<0>();  // P_{n-1} V_{n-1} done
-      fence_operands(o);
-      mbar_arrive(v_empty(vs));
-      rescale_o_and_pack_p(s, correction);
-    }
+  if (num_tiles > 0) {
+    if (warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);  // 0 first
+    mbar_wait(q_full, 0);
+    mbar_wait(k_full(0), 0);
+    begin_turn();
+    issue_s(sk);
+    end_turn(0);
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    fence_operands(s);
+    mbar_arrive(k_empty(0));
+    float correction[2];
+    softmax(0, correction);
+    rescale_o_and_pack_p(correction);
+  }
+  for (int n = 1; n < num_tiles; ++n) {
+    const int ks = n % kStages, vs = (n - 1) % kStages;
+    mbar_wait(k_full(ks), (n / kStages) & 1);
+    mbar_wait(v_full(vs), ((n - 1) / kStages) & 1);
+    begin_turn();
+    fence_operands(o);
+    issue_s(sk + ks * kTile);
+    issue_pv(sv + vs * kTile);
+    end_turn(n);
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // S_n done
+    fence_operands(s);
+    mbar_arrive(k_empty(ks));
+    float correction[2];
+    softmax(n, correction);
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");  // P_{n-1} V_{n-1} done
+    fence_operands(o);
+    mbar_arrive(v_empty(vs));
+    rescale_o_and_pack_p(correction);
   }
   if (num_tiles > 0) {
     const int vs = (num_tiles - 1) % kStages;
     mbar_wait(v_full(vs), ((num_tiles - 1) / kStages) & 1);
     fence_operands(o);
     issue_pv(sv + vs * kTile);
-    wgmma_wait<0>();
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     fence_operands(o);
   }
 

@@ -111,24 +111,6 @@ bool device_is_hopper() {
   return major == 9 && minor == 0;
 }
 
-bool is_hopper_impl(PrefillImpl impl) {
-  return impl == PrefillImpl::kHopper || impl == PrefillImpl::kHopperOverlap ||
-         impl == PrefillImpl::kHopperKv64;
-}
-
-// Test-name prefix of each implementation ("wgmmaov_": the overlapped Hopper mainloop;
-// "wgmmakv64_": its measurement control, the Hopper kernel with 64-key tiles).
-const char* prefill_impl_name(PrefillImpl impl) {
-  switch (impl) {
-    case PrefillImpl::kHopper: return "wgmma_";
-    case PrefillImpl::kHopperOverlap: return "wgmmaov_";
-    case PrefillImpl::kHopperKv64: return "wgmmakv64_";
-    case PrefillImpl::kPortable: return "mmasync_";
-    case PrefillImpl::kAuto: break;
-  }
-  return "auto_";
-}
-
 // (implementation, dtype, head_dim, causal, GQA ratio, chunked)
 using PrefillCase = std::tuple<PrefillImpl, DType, int, bool, int, bool>;
 class PrefillTest : public ::testing::TestWithParam<PrefillCase> {};
@@ -170,13 +152,15 @@ void run_prefill_case(const PrefillCase& param) {
 TEST_P(PrefillTest, MatchesReferenceWithinNaiveError) {
   SKIP_WITHOUT_GPU();
   const PrefillImpl impl = std::get<0>(GetParam());
-  if (is_hopper_impl(impl) && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  if (impl == PrefillImpl::kHopper && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
   run_prefill_case(GetParam());
 }
 
 std::string prefill_name(const ::testing::TestParamInfo<PrefillCase>& info) {
   const auto [impl, dtype, head_dim, causal, ratio, chunked] = info.param;
-  const char* impl_name = prefill_impl_name(impl);
+  const char* impl_name = impl == PrefillImpl::kHopper     ? "wgmma_"
+                          : impl == PrefillImpl::kPortable ? "mmasync_"
+                                                           : "auto_";
   return std::string(impl_name) +
          testing::dtype_name(dtype) + "_d" + std::to_string(head_dim) +
          (causal ? "_causal" : "_full") + "_gqa" + std::to_string(ratio) +
@@ -186,8 +170,6 @@ std::string prefill_name(const ::testing::TestParamInfo<PrefillCase>& info) {
 INSTANTIATE_TEST_SUITE_P(All, PrefillTest,
                          ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
                                                               PrefillImpl::kHopper,
-                                                              PrefillImpl::kHopperOverlap,
-                                                              PrefillImpl::kHopperKv64,
                                                               PrefillImpl::kAuto),
                                             ::testing::Values(DType::kBf16, DType::kFp16),
                                             ::testing::Values(64, 128), ::testing::Bool(),
@@ -264,7 +246,7 @@ class WindowPrefillTest : public ::testing::TestWithParam<WindowPrefillCase> {};
 TEST_P(WindowPrefillTest, MatchesReferenceWithinNaiveError) {
   SKIP_WITHOUT_GPU();
   const auto [impl, dtype, head_dim, window, chunked] = GetParam();
-  if (is_hopper_impl(impl) && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  if (impl == PrefillImpl::kHopper && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
   ProblemShape s;
   s.dtype = dtype;
   s.head_dim = head_dim;
@@ -283,7 +265,9 @@ TEST_P(WindowPrefillTest, MatchesReferenceWithinNaiveError) {
 
 std::string window_prefill_name(const ::testing::TestParamInfo<WindowPrefillCase>& info) {
   const auto [impl, dtype, head_dim, window, chunked] = info.param;
-  const char* impl_name = prefill_impl_name(impl);
+  const char* impl_name = impl == PrefillImpl::kHopper     ? "wgmma_"
+                          : impl == PrefillImpl::kPortable ? "mmasync_"
+                                                           : "auto_";
   return std::string(impl_name) + testing::dtype_name(dtype) + "_d" + std::to_string(head_dim) +
          window_name(window) + (chunked ? "_chunked" : "_varlen");
 }
@@ -293,7 +277,6 @@ std::string window_prefill_name(const ::testing::TestParamInfo<WindowPrefillCase
 INSTANTIATE_TEST_SUITE_P(All, WindowPrefillTest,
                          ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
                                                               PrefillImpl::kHopper,
-                                                              PrefillImpl::kHopperOverlap,
                                                               PrefillImpl::kAuto),
                                             ::testing::Values(DType::kBf16),
                                             ::testing::Values(64, 128),
@@ -303,7 +286,6 @@ INSTANTIATE_TEST_SUITE_P(All, WindowPrefillTest,
 INSTANTIATE_TEST_SUITE_P(Fp16, WindowPrefillTest,
                          ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
                                                               PrefillImpl::kHopper,
-                                                              PrefillImpl::kHopperOverlap,
                                                               PrefillImpl::kAuto),
                                             ::testing::Values(DType::kFp16),
                                             ::testing::Values(64, 128), ::testing::Values(300),
