@@ -326,7 +326,8 @@ void run_rope_case(WeightFormat f_qk, WeightFormat f_v, int m, std::mt19937& rng
     ASSERT_TRUE(gemv(p, 132, nullptr).ok());
     const std::vector<uint16_t> cols = y.to_host<uint16_t>();
     for (int t = 0; t < m; ++t) {
-      for (int j = 0; j < part.n; ++j) qkv_host[t * size_t{n} + part.first + j] = cols[t * size_t{part.n} + j];
+      for (int j = 0; j < part.n; ++j) qkv_host[t * static_cast<size_t>(n) + part.first + j] =
+            cols[t * static_cast<size_t>(part.n) + j];
     }
   }
   qkv = DeviceBuffer::from(qkv_host);
