@@ -1,8 +1,10 @@
 #pragma once
-// Hopper (sm_90a) wgmma building blocks, today used by the attention prefill kernel
-// (kernels/attention/attention_prefill_sm90_ws.cuh): the FLASHSERVE_SM90A guard, shared-memory
-// matrix descriptors for the 128-byte swizzle and the accumulator fence; the wgmma instructions
-// themselves are in kernels/wgmma_ops.cuh (generated).
+// Hopper (sm_90a) wgmma building blocks, used by the attention prefill kernel
+// (kernels/attention/attention_prefill_sm90_ws.cuh) and the quantized GEMM
+// (kernels/quant/quant_gemm_sm90.cu): the FLASHSERVE_SM90A guard, shared-memory matrix
+// descriptors for the 128-byte swizzle, the accumulator fence and the shared-memory mbarrier
+// operations of the warp-specialized kernels' rings; the wgmma instructions themselves are in
+// kernels/wgmma_ops.cuh (generated).
 //
 // Shared-memory tiles use the layout wgmma's 128-byte swizzle mode expects: [head_dim / 64]
 // column halves, each [rows][64] b16 with rows of 128 B and the 16-byte chunk index XOR-ed with
@@ -34,6 +36,27 @@ template <int N>
 __device__ __forceinline__ void fence_operands(float (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// Shared-memory mbarriers (a full / empty pair per ring slot of a warp-specialized kernel):
+// init with the arrival count of a phase, arrive, and wait until the phase of `parity`
+// (0 for the first, then alternating) has completed.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
 }
 
 }  // namespace flashserve::kernels::device

@@ -299,24 +299,7 @@ __host__ __device__ constexpr int ws_smem_bytes() {
 // The device side, compiled for sm_90a only (elsewhere the kernel is empty).
 #if defined(FLASHSERVE_SM90A)
 constexpr int kWsLag = 4;  // stages whose copies stay in flight behind the newest one
-__device__ __forceinline__ void ws_mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void ws_mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// Returns once the phase of `parity` has completed.
-__device__ __forceinline__ void ws_mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
+// mbarriers: kernels/sm90_wgmma.cuh (mbar_init / mbar_arrive / mbar_wait).
 
 // The ring's geometry and barriers, the same for both roles.
 template <WeightFormat F, int kBM>
@@ -364,7 +347,7 @@ __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRin
       const int i = i0 + j, done = i - kWsLag;
       if (i < num_stages) {
         // Round k of a slot waits for the consumers' release of round k - 1 (parity ^ 1).
-        if (i >= kStages) ws_mbar_wait(r.empty(at.slot), at.parity ^ 1);
+        if (i >= kStages) mbar_wait(r.empty(at.slot), at.parity ^ 1);
         copier.issue(p, s_begin + i, num_units, r.slot(at.slot));  // commits one group
       } else {
         cp_async_commit();  // an empty group: wait_group below counts kWsLag newer ones
@@ -375,7 +358,7 @@ __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRin
                             threadIdx.x * row_stride<F>());
         cp_async_wait<kWsLag>();
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        ws_mbar_arrive(r.full(at_done.slot));
+        mbar_arrive(r.full(at_done.slot));
       }
       if (i < num_stages) load_scales<F>(rp, (s_begin + i) * kUnitsPerStage, num_units, sc[j]);
       at.next();
@@ -394,7 +377,7 @@ __device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, 
   RingPos<WsRing<F, kBM>::kStages> at, prev;  // of stages i and i - 1 (once i >= 1)
 #pragma unroll 1
   for (int i = 0; i < num_stages; ++i) {
-    ws_mbar_wait(r.full(at.slot), at.parity);
+    mbar_wait(r.full(at.slot), at.parity);
     const uint8_t* buf = r.slot(at.slot);
     const uint8_t* rows0 = buf + WsRing<F, kBM>::kWAt + my_row * row_stride<F>();
 #pragma unroll
@@ -412,7 +395,7 @@ __device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, 
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
         // Every wgmma of stage i - 1 has retired: its slot may be refilled.
-        if (j == 0 && h == 0 && i > 0) ws_mbar_arrive(r.empty(prev.slot));
+        if (j == 0 && h == 0 && i > 0) mbar_arrive(r.empty(prev.slot));
       }
     }
     if (i > 0) prev.next();
@@ -435,8 +418,8 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   r.bars = smem_addr(r.base + Ring::kStages * Ring::kStageBytes);
   if (threadIdx.x == 0) {
     for (int s = 0; s < Ring::kStages; ++s) {
-      ws_mbar_init(r.full(s), kRows);
-      ws_mbar_init(r.empty(s), 2 * kRows);
+      mbar_init(r.full(s), kRows);
+      mbar_init(r.empty(s), 2 * kRows);
     }
   }
   __syncthreads();  // the barriers' init; the only CTA-wide barrier
