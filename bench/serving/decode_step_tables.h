@@ -1,0 +1,42 @@
+#pragma once
+// The decode-step benchmark's results (bench/serving/decode_step_bench.cc) and their
+// Markdown tables. Pure formatting, tested without a GPU
+// (tests/unit/bench_serving/step_breakdown_test.cc).
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/serving/step_breakdown.h"
+
+namespace flashserve::bench {
+
+// Steps run under the kernel trace (bench/serving/kernel_trace.h), in order.
+struct TracedSteps {
+  std::vector<StepTime> steps;
+  std::vector<double> wall;     // seconds: forward() called to returned
+  std::vector<double> enqueue;  // seconds: forward() called to its last sync entered
+};
+
+// One batch size under one graphs mode.
+struct ModeRow {
+  std::vector<double> wall;  // seconds per timed (untraced) step
+  TracedSteps traced;
+};
+
+struct Results {
+  std::string title;
+  std::string device;                // "cuda" or "cpu"
+  std::vector<std::string> summary;  // the runners' start-up lines
+  std::map<int, std::array<ModeRow, 2>> rows;  // batch size -> {graphs on, graphs off}
+};
+
+// The q-quantile (0..1, nearest rank) of v; 0 when v is empty.
+double percentile(std::vector<double> v, double q);
+
+// The tables: wall time per step (graphs on and off), host enqueue and GPU span per step,
+// and the GPU time by part per graphs mode (means over the traced steps but the first,
+// whose trace set-up lands in it).
+std::string format_tables(const Results& r);
+
+}  // namespace flashserve::bench
