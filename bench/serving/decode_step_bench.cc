@@ -35,6 +35,7 @@
 #include "base/status_macros.h"
 #include "bench/serving/decode_step_tables.h"
 #include "bench/serving/kernel_trace.h"
+#include "kernels/paged_kv.h"
 #include "model/model_loader.h"
 
 ABSL_FLAG(std::string, model, "", "Path of the GGUF model file (required)");
@@ -102,7 +103,8 @@ Args parse_args(int argc, char** argv) {
   a.threads = absl::GetFlag(FLAGS_threads);
   const std::string graphs = absl::GetFlag(FLAGS_graphs);
   if (graphs != "both" && graphs != "on" && graphs != "off") {
-    flashserve::exit_with_usage(absl::StrCat("--graphs must be both, on or off, not '", graphs, "'"));
+    flashserve::exit_with_usage(
+        absl::StrCat("--graphs must be both, on or off, not '", graphs, "'"));
   }
   if (graphs != "off") a.graph_modes.push_back(true);
   if (graphs != "on" && a.device == fm::Device::kCuda) a.graph_modes.push_back(false);
@@ -264,11 +266,11 @@ fm::LoadOptions load_options(const Args& a, bool graphs, int num_blocks) {
 
 // One runner (graphs on or off): load, prefill, then per batch size the timed and the
 // traced steps.
-absl::Status measure_mode(const Args& a, bool graphs, fb::KernelTrace* trace, fb::Results* r) {
+absl::Status measure_mode(const Args& a, bool graphs, fb::KernelTrace*& trace, fb::Results* r) {
   const int max_seqs = *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end());
   Sequences q;
   q.context = a.context;
-  q.block_size = 64;  // re-read from the runner below; the cache size needs it first
+  q.block_size = flashserve::kernels::kKvBlockSize;  // both backends' (checked below)
   q.blocks_per_seq = (a.context + 1 + q.block_size - 1) / q.block_size;
   ASSIGN_OR_RETURN(fm::LoadedModel m,
                    fm::load_model(a.model, load_options(a, graphs, max_seqs * q.blocks_per_seq)));
@@ -276,8 +278,8 @@ absl::Status measure_mode(const Args& a, bool graphs, fb::KernelTrace* trace, fb
     return absl::InternalError(absl::StrCat("runner's KV block is ", m.runner->kv_block_size(),
                                             " tokens, the benchmark assumed ", q.block_size));
   }
-  r->summary.push_back(absl::StrCat(a.device == fm::Device::kCpu ? "" : graphs ? "graphs on: " : "graphs off: ",
-                                    m.backend_summary));
+  const char* mode = a.device == fm::Device::kCpu ? "" : graphs ? "graphs on: " : "graphs off: ";
+  r->summary.push_back(absl::StrCat(mode, m.backend_summary));
   q.next_token.assign(max_seqs, 0);
   const auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(prefill(*m.runner, max_seqs, a.max_batch_tokens, &q));
@@ -292,7 +294,13 @@ absl::Status measure_mode(const Args& a, bool graphs, fb::KernelTrace* trace, fb
     fb::pop_range();
     RETURN_IF_ERROR(timed);
     if (trace != nullptr && a.trace_steps > 0) {
-      RETURN_IF_ERROR(traced_steps(*m.runner, n, a.trace_steps, &q, *trace, &row.traced));
+      // A trace that fails (another profiler holds CUPTI) leaves the wall times standing.
+      if (absl::Status s = traced_steps(*m.runner, n, a.trace_steps, &q, *trace, &row.traced);
+          !s.ok()) {
+        std::fprintf(stderr, "no kernel breakdown from here on: %s\n", s.ToString().c_str());
+        row.traced = fb::TracedSteps{};
+        trace = nullptr;
+      }
     }
   }
   return absl::OkStatus();
@@ -316,8 +324,9 @@ int main(int argc, char** argv) {
   results.title = absl::StrFormat("%s, weights %s, context %d, %d timed steps", a.model,
                                   a.weights_name, a.context, a.steps);
   results.device = a.device == fm::Device::kCuda ? "cuda" : "cpu";
+  fb::KernelTrace* tracing = trace.get();
   for (const bool graphs : a.graph_modes) {
-    if (absl::Status s = measure_mode(a, graphs, trace.get(), &results); !s.ok()) fail(s);
+    if (absl::Status s = measure_mode(a, graphs, tracing, &results); !s.ok()) fail(s);
   }
   std::fputs(fb::format_tables(results).c_str(), stdout);
   return 0;

@@ -120,7 +120,9 @@ std::string part_table(const Results& r, int m) {
   out += "\n" + rule + "\n";
   const auto row = [&](const std::string& name, auto f) {
     out += "| " + name + " |";
-    for (const int n : sizes) absl::StrAppend(&out, " ", ms(mean_of(r.rows.at(n)[m].traced, f)), " |");
+    for (const int n : sizes) {
+      absl::StrAppend(&out, " ", ms(mean_of(r.rows.at(n)[m].traced, f)), " |");
+    }
     out += "\n";
   };
   for (int p = 0; p < kNumParts; ++p) {

@@ -61,6 +61,8 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      // CUPTI marks a kernel whose timing it could not collect with zero timestamps.
+      if (k->start == 0 || k->end < k->start) continue;
       got.push_back({demangle(k->name), true, k->start, k->end});
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
@@ -106,11 +108,13 @@ class CuptiTrace final : public KernelTrace {
       c.activities.clear();
       c.syncs.clear();
     }
-    RETURN_IF_ERROR(cupti_status(cuptiSubscribe(&subscriber_, on_api, nullptr), "cuptiSubscribe"));
+    RETURN_IF_ERROR(
+        cupti_status(cuptiSubscribe(&subscriber_, on_api, nullptr), "cuptiSubscribe"));
     for (const CUpti_CallbackId id : {CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
                                       CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000}) {
-      RETURN_IF_ERROR(cupti_status(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, id),
-                   "cuptiEnableCallback"));
+      RETURN_IF_ERROR(cupti_status(
+          cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, id),
+          "cuptiEnableCallback"));
     }
     for (const CUpti_ActivityKind kind : kKinds) {
       RETURN_IF_ERROR(cupti_status(cuptiActivityEnable(kind), "cuptiActivityEnable"));
@@ -123,7 +127,8 @@ class CuptiTrace final : public KernelTrace {
     for (const CUpti_ActivityKind kind : kKinds) {
       RETURN_IF_ERROR(cupti_status(cuptiActivityDisable(kind), "cuptiActivityDisable"));
     }
-    RETURN_IF_ERROR(cupti_status(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll"));
+    RETURN_IF_ERROR(cupti_status(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED),
+                                 "cuptiActivityFlushAll"));
     RETURN_IF_ERROR(cupti_status(cuptiUnsubscribe(subscriber_), "cuptiUnsubscribe"));
     Collected& c = collected();
     std::lock_guard<std::mutex> lock(c.mu);
@@ -147,7 +152,7 @@ absl::StatusOr<std::unique_ptr<KernelTrace>> KernelTrace::create() {
   static bool created = false;
   if (created) return absl::FailedPreconditionError("kernel trace: one per process");
   RETURN_IF_ERROR(cupti_status(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
-               "cuptiActivityRegisterCallbacks"));
+                               "cuptiActivityRegisterCallbacks"));
   created = true;
   return std::unique_ptr<KernelTrace>(new CuptiTrace());
 }

@@ -78,8 +78,8 @@ std::string kernel_format(std::string_view demangled) {
     return "";
   }
   const int f = demangled[digit] - '0';
-  const bool one_digit =
-      digit + 1 >= demangled.size() || !std::isdigit(static_cast<unsigned char>(demangled[digit + 1]));
+  const bool one_digit = digit + 1 >= demangled.size() ||
+                         !std::isdigit(static_cast<unsigned char>(demangled[digit + 1]));
   if (!one_digit || f >= static_cast<int>(std::size(kNames))) return "format " + std::to_string(f);
   return kNames[f];
 }
@@ -123,7 +123,9 @@ StepTime break_down_step(std::vector<GpuActivity> activities) {
   StepTime t;
   if (activities.empty()) return t;
   std::stable_sort(activities.begin(), activities.end(),
-                   [](const GpuActivity& x, const GpuActivity& y) { return x.start_ns < y.start_ns; });
+                   [](const GpuActivity& x, const GpuActivity& y) {
+                     return x.start_ns < y.start_ns;
+                   });
   const std::vector<Part> parts = assign_parts(activities);
   uint64_t covered = activities.front().start_ns;  // the latest end so far
   for (size_t i = 0; i < activities.size(); ++i) {
