@@ -1,4 +1,4 @@
-// flashserve-bench-decode-step --model PATH [--device cuda|cpu] [--weights native|bf16|auto]
+// flashserve-bench-decode-step --model PATH [--device cuda|cpu] [--weights native,bf16]
 //     [--batch-sizes 1,8,16,32,64,128,256] [--context 192] [--steps 50] [--warmup 5]
 //     [--trace-steps 8] [--graphs both|on|off] [--max-batch-tokens 2048] [--threads N]
 //
@@ -16,7 +16,10 @@
 //     weight format, cuBLASLt, split-k reduce, round_activations_q8, dequantize, GEMV,
 //     norms, RoPE, attention, SwiGLU, final norm + LM head, sampling, copies, idle gaps);
 //     the host time to enqueue the step (until forward() entered cudaStreamSynchronize) and
-//     the GPU span (first copy to last), per graphs mode.
+//     the GPU span (first copy to last), per graphs mode;
+//   - with two --weights formats (native,bf16), the first minus the second: wall times, span
+//     and every part, per N.
+// Runners are loaded one at a time (weights format x graphs mode), each prefilling anew.
 // --device cpu runs the CPU backend (wall times only): a dry run of the batch building.
 #include <algorithm>
 #include <chrono>
@@ -29,7 +32,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/command_line.h"
 #include "base/status_macros.h"
@@ -40,7 +43,8 @@
 
 ABSL_FLAG(std::string, model, "", "Path of the GGUF model file (required)");
 ABSL_FLAG(std::string, device, "cuda", "cuda | cpu (the CPU backend: wall times only)");
-ABSL_FLAG(std::string, weights, "native", "native | bf16 | auto: the device weights' format");
+ABSL_FLAG(std::string, weights, "native",
+          "Device weights: native | bf16 | auto, or two of them (native,bf16) to compare");
 ABSL_FLAG(std::string, batch_sizes, "1,8,16,32,64,128,256", "Decode batch sizes, comma-separated");
 ABSL_FLAG(int, context, 192, "Tokens each sequence holds before its decode token (>= 1)");
 ABSL_FLAG(int, steps, 50, "Timed decode steps per batch size and graphs mode (>= 1)");
@@ -58,8 +62,7 @@ namespace {
 struct Args {
   std::string model;
   fm::Device device = fm::Device::kCuda;
-  fm::Weights weights = fm::Weights::kNative;
-  std::string weights_name;
+  std::vector<std::pair<std::string, fm::Weights>> weights;  // one or two formats
   std::vector<int> batch_sizes;
   int context = 0, steps = 0, warmup = 0, trace_steps = 0, max_batch_tokens = 0, threads = 0;
   std::vector<bool> graph_modes;  // one runner each: CUDA graphs on / off
@@ -73,7 +76,7 @@ struct Args {
 Args parse_args(int argc, char** argv) {
   flashserve::parse_command_line(
       argc, argv,
-      "--model PATH [--device cuda|cpu] [--weights native|bf16|auto] [--batch-sizes LIST] "
+      "--model PATH [--device cuda|cpu] [--weights native,bf16] [--batch-sizes LIST] "
       "[--context N] [--steps N] [--warmup N] [--trace-steps N] [--graphs both|on|off] "
       "[--max-batch-tokens N] [--threads N]");
   Args a;
@@ -84,10 +87,12 @@ Args parse_args(int argc, char** argv) {
     flashserve::exit_with_usage("--device must be cuda or cpu");
   }
   a.device = *device;
-  a.weights_name = absl::GetFlag(FLAGS_weights);
-  const absl::StatusOr<fm::Weights> weights = fm::parse_weights(a.weights_name);
-  if (!weights.ok()) flashserve::exit_with_usage(weights.status().message());
-  a.weights = *weights;
+  for (const absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_weights), ',')) {
+    const absl::StatusOr<fm::Weights> w = fm::parse_weights(std::string(item));
+    if (!w.ok()) flashserve::exit_with_usage(w.status().message());
+    a.weights.emplace_back(std::string(item), *w);
+  }
+  if (a.weights.size() > 2) flashserve::exit_with_usage("--weights: one or two formats");
   for (const absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_batch_sizes), ',')) {
     int n = 0;
     if (!absl::SimpleAtoi(item, &n) || n < 1) {
@@ -225,21 +230,28 @@ absl::Status timed_steps(fm::ModelRunner& runner, int n, int count, Sequences* q
 
 // `count` decode steps under the trace: each step's activities (those that start within its
 // forward() call) broken down, its enqueue time (until its last cudaStreamSynchronize).
+// *trace_failed says whether an error came from the trace rather than from the runner.
 absl::Status traced_steps(fm::ModelRunner& runner, int n, int count, Sequences* q,
-                          fb::KernelTrace& trace, fb::TracedSteps* out) {
+                          fb::KernelTrace& trace, fb::TracedSteps* out, bool* trace_failed) {
   std::vector<int> seq_of(n);
   for (int s = 0; s < n; ++s) seq_of[s] = s;
   std::vector<std::pair<uint64_t, uint64_t>> windows;
+  std::vector<fb::GpuActivity> activities;
+  std::vector<uint64_t> syncs;
+  *trace_failed = true;
   RETURN_IF_ERROR(trace.start());
   for (int i = 0; i < count; ++i) {
     const fm::ForwardBatch batch = decode_batch(*q, n);
     const uint64_t t0 = trace.now_ns();
-    RETURN_IF_ERROR(run(runner, batch, seq_of, q));
+    if (absl::Status s = run(runner, batch, seq_of, q); !s.ok()) {
+      *trace_failed = false;
+      trace.stop(&activities, &syncs).IgnoreError();  // the runner's error is the one to report
+      return s;
+    }
     windows.emplace_back(t0, trace.now_ns());
   }
-  std::vector<fb::GpuActivity> activities;
-  std::vector<uint64_t> syncs;
   RETURN_IF_ERROR(trace.stop(&activities, &syncs));
+  *trace_failed = false;
   for (const auto& [t0, t1] : windows) {
     out->steps.push_back(fb::break_down_step(fb::activities_between(activities, t0, t1)));
     out->wall.push_back((t1 - t0) * 1e-9);
@@ -252,10 +264,10 @@ absl::Status traced_steps(fm::ModelRunner& runner, int n, int count, Sequences* 
   return absl::OkStatus();
 }
 
-fm::LoadOptions load_options(const Args& a, bool graphs, int num_blocks) {
+fm::LoadOptions load_options(const Args& a, fm::Weights weights, bool graphs, int num_blocks) {
   fm::LoadOptions o;
   o.device = a.device;
-  o.weights = a.weights;
+  o.weights = weights;
   o.cuda_graphs = graphs;
   o.num_kv_blocks = num_blocks;
   o.max_num_seqs = *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end());
@@ -266,14 +278,16 @@ fm::LoadOptions load_options(const Args& a, bool graphs, int num_blocks) {
 
 // One runner (graphs on or off): load, prefill, then per batch size the timed and the
 // traced steps.
-absl::Status measure_mode(const Args& a, bool graphs, fb::KernelTrace*& trace, fb::Results* r) {
+absl::Status measure_mode(const Args& a, fm::Weights weights, bool graphs,
+                          fb::KernelTrace*& trace, fb::Results* r) {
   const int max_seqs = *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end());
   Sequences q;
   q.context = a.context;
   q.block_size = flashserve::kernels::kKvBlockSize;  // both backends' (checked below)
   q.blocks_per_seq = (a.context + 1 + q.block_size - 1) / q.block_size;
   ASSIGN_OR_RETURN(fm::LoadedModel m,
-                   fm::load_model(a.model, load_options(a, graphs, max_seqs * q.blocks_per_seq)));
+                   fm::load_model(a.model, load_options(a, weights, graphs,
+                                                        max_seqs * q.blocks_per_seq)));
   if (m.runner->kv_block_size() != q.block_size) {
     return absl::InternalError(absl::StrCat("runner's KV block is ", m.runner->kv_block_size(),
                                             " tokens, the benchmark assumed ", q.block_size));
@@ -295,8 +309,11 @@ absl::Status measure_mode(const Args& a, bool graphs, fb::KernelTrace*& trace, f
     RETURN_IF_ERROR(timed);
     if (trace != nullptr && a.trace_steps > 0) {
       // A trace that fails (another profiler holds CUPTI) leaves the wall times standing.
-      if (absl::Status s = traced_steps(*m.runner, n, a.trace_steps, &q, *trace, &row.traced);
-          !s.ok()) {
+      bool trace_failed = false;
+      const absl::Status s =
+          traced_steps(*m.runner, n, a.trace_steps, &q, *trace, &row.traced, &trace_failed);
+      if (!s.ok() && !trace_failed) return s;
+      if (!s.ok()) {
         std::fprintf(stderr, "no kernel breakdown from here on: %s\n", s.ToString().c_str());
         row.traced = fb::TracedSteps{};
         trace = nullptr;
@@ -320,14 +337,21 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "no kernel breakdown: %s\n", t.status().ToString().c_str());
     }
   }
-  fb::Results results;
-  results.title = absl::StrFormat("%s, weights %s, context %d, %d timed steps", a.model,
-                                  a.weights_name, a.context, a.steps);
-  results.device = a.device == fm::Device::kCuda ? "cuda" : "cpu";
   fb::KernelTrace* tracing = trace.get();
-  for (const bool graphs : a.graph_modes) {
-    if (absl::Status s = measure_mode(a, graphs, tracing, &results); !s.ok()) fail(s);
+  std::vector<fb::Results> results;
+  for (const auto& [name, weights] : a.weights) {
+    fb::Results& r = results.emplace_back();
+    r.label = "weights " + name;
+    r.title = absl::StrFormat("%s, context %d, %d timed steps", a.model, a.context, a.steps);
+    r.device = a.device == fm::Device::kCuda ? "cuda" : "cpu";
+    for (const bool graphs : a.graph_modes) {
+      if (absl::Status s = measure_mode(a, weights, graphs, tracing, &r); !s.ok()) fail(s);
+    }
+    std::fputs(fb::format_tables(r).c_str(), stdout);
+    std::fflush(stdout);
   }
-  std::fputs(fb::format_tables(results).c_str(), stdout);
+  if (results.size() == 2) {
+    std::fputs(fb::format_difference(results[0], results[1]).c_str(), stdout);
+  }
   return 0;
 }

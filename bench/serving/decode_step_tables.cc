@@ -152,7 +152,53 @@ std::string part_table(const Results& r, int m) {
   return out + "\n";
 }
 
+// One row of the difference table: f(a) - f(b) per batch size both have.
+template <typename F>
+std::string difference_row(const std::string& name, const std::vector<int>& sizes, F f) {
+  std::string out = "| " + name + " |";
+  for (const int n : sizes) absl::StrAppend(&out, " ", ms(f(n)), " |");
+  return out + "\n";
+}
+
 }  // namespace
+
+std::string format_difference(const Results& a, const Results& b) {
+  std::vector<int> sizes;
+  for (const auto& [n, modes] : a.rows) {
+    if (b.rows.count(n) > 0) sizes.push_back(n);
+  }
+  if (sizes.empty()) return "";
+  std::string out = absl::StrCat("\n### ", a.label, " minus ", b.label,
+                                 " (ms per step; parts: graphs on, traced means)\n\n| |");
+  std::string rule = "|---|";
+  for (const int n : sizes) {
+    absl::StrAppend(&out, " N=", n, " |");
+    rule += "---|";
+  }
+  out += "\n" + rule + "\n";
+  for (int m = 0; m < 2; ++m) {
+    out += difference_row(absl::StrCat("wall p50, ", kModeNames[m]), sizes, [&](int n) {
+      const std::vector<double>& x = a.rows.at(n)[m].wall;
+      const std::vector<double>& y = b.rows.at(n)[m].wall;
+      return x.empty() || y.empty() ? 0.0 : percentile(x, 0.5) - percentile(y, 0.5);
+    });
+  }
+  const auto traced = [&](const Results& r, int n, auto f) {
+    return mean_of(r.rows.at(n)[0].traced, f);
+  };
+  const auto span = [](const StepTime& s) { return s.span; };
+  out += difference_row("GPU span", sizes,
+                        [&](int n) { return traced(a, n, span) - traced(b, n, span); });
+  for (int p = 0; p < kNumParts; ++p) {
+    const auto f = [p](const StepTime& s) { return s.seconds[p]; };
+    bool any = false;
+    for (const int n : sizes) any = any || traced(a, n, f) > 0 || traced(b, n, f) > 0;
+    if (!any) continue;
+    out += difference_row(part_name(static_cast<Part>(p)), sizes,
+                          [&](int n) { return traced(a, n, f) - traced(b, n, f); });
+  }
+  return out;
+}
 
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -162,7 +208,7 @@ double percentile(std::vector<double> v, double q) {
 }
 
 std::string format_tables(const Results& r) {
-  std::string out = absl::StrCat("## Decode step: ", r.title, "\n\n");
+  std::string out = absl::StrCat("## Decode step: ", r.label, ", ", r.title, "\n\n");
   for (const std::string& s : r.summary) absl::StrAppend(&out, "- ", s, "\n");
   out += wall_table(r);
   out += host_table(r);

@@ -25,6 +25,7 @@ struct ModeRow {
 };
 
 struct Results {
+  std::string label;  // what distinguishes it from another run's ("weights native")
   std::string title;
   std::string device;                // "cuda" or "cpu"
   std::vector<std::string> summary;  // the runners' start-up lines
@@ -38,5 +39,9 @@ double percentile(std::vector<double> v, double q);
 // and the GPU time by part per graphs mode (means over the traced steps but the first,
 // whose trace set-up lands in it).
 std::string format_tables(const Results& r);
+
+// a minus b per batch size both have: the wall time per graphs mode, the GPU span and every
+// part (graphs on, traced means): where one configuration's extra time goes.
+std::string format_difference(const Results& a, const Results& b);
 
 }  // namespace flashserve::bench

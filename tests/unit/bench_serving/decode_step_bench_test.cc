@@ -39,11 +39,26 @@ TEST(DecodeStepBench, CpuDryRunPrintsOneRowPerBatchSize) {
             0)
       << out;
   EXPECT_THAT(out, HasSubstr("prefilled 3 x 70 tokens"));
+  EXPECT_THAT(out, HasSubstr("## Decode step: weights native,"));
   EXPECT_THAT(out, HasSubstr("| N | CPU step p50 ms |"));
   for (const char* n : {"1", "3"}) {  // N, p50, p10-p90, tokens/s
     EXPECT_THAT(out, ::testing::ContainsRegex(std::string("\\| ") + n +
                                               " \\| [0-9.]+ \\| [0-9.]+-[0-9.]+ \\| [0-9]+ \\|"));
   }
+}
+
+TEST(DecodeStepBench, TwoWeightFormatsAndTheirDifference) {
+  std::string out;
+  ASSERT_EQ(run_bench(std::string("--model ") + kModel +
+                          " --device cpu --weights native,bf16 --batch-sizes 2 --context 8"
+                          " --steps 1 --warmup 0 --threads 1",
+                      &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("## Decode step: weights native,"));
+  EXPECT_THAT(out, HasSubstr("## Decode step: weights bf16,"));
+  EXPECT_THAT(out, HasSubstr("### weights native minus weights bf16"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("\\| wall p50, graphs on \\| -?[0-9.]+ \\|"));
 }
 
 TEST(DecodeStepBench, BadCommandLines) {
@@ -56,6 +71,9 @@ TEST(DecodeStepBench, BadCommandLines) {
   out.clear();
   EXPECT_EQ(run_bench("--model x --graphs maybe", &out), 2);
   EXPECT_THAT(out, HasSubstr("--graphs must be both, on or off, not 'maybe'"));
+  out.clear();
+  EXPECT_EQ(run_bench("--model x --weights native,fp8", &out), 2);
+  EXPECT_THAT(out, HasSubstr("fp8"));
 }
 
 TEST(DecodeStepBench, CudaRunsOrSaysWhyNot) {

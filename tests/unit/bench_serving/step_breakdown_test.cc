@@ -150,6 +150,22 @@ TEST(Tables, WallAndPartRows) {
   EXPECT_NE(out.find("| final norm + LM head | 0.500 |"), std::string::npos) << out;
   EXPECT_NE(out.find("|   of which Q6_K | 1.000 |"), std::string::npos) << out;
   EXPECT_EQ(out.find("GPU time by part, graphs off"), std::string::npos) << out;
+
+  // The difference against a run whose graphs-on step is 5 ms and whose LM head is 0.2 ms.
+  r.label = "weights native";
+  Results b = r;
+  b.label = "weights bf16";
+  b.rows[64][0].wall = {0.005};
+  b.rows[64][1].wall.clear();  // not measured: no difference shown as a number
+  for (StepTime& t : b.rows[64][0].traced.steps) {
+    t.seconds[static_cast<int>(Part::kLmHead)] = 0.0002;
+  }
+  const std::string diff = format_difference(r, b);
+  EXPECT_NE(diff.find("### weights native minus weights bf16"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("| wall p50, graphs on | 2.800 |"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("| wall p50, graphs off | 0.000 |"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("| final norm + LM head | 0.300 |"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("| GPU span | 0.000 |"), std::string::npos) << diff;
 }
 
 }  // namespace
