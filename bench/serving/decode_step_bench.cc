@@ -1,6 +1,7 @@
 // flashserve-bench-decode-step --model PATH [--device cuda|cpu] [--weights native,bf16]
 //     [--batch-sizes 1,8,16,32,64,128,256] [--context 192] [--steps 50] [--warmup 5]
-//     [--trace-steps 8] [--graphs both|on|off] [--max-batch-tokens 2048] [--threads N]
+//     [--trace-steps 8] [--kernels-at 64] [--graphs both|on|off] [--max-batch-tokens 2048]
+//     [--threads N]
 //
 // One decode step of N sequences through the model runner, as the engine runs it: N
 // sequences' prompts (--context tokens of random ids each) are prefilled once, then every
@@ -16,7 +17,8 @@
 //     weight format, cuBLASLt, split-k reduce, round_activations_q8, dequantize, GEMV,
 //     norms, RoPE, attention, SwiGLU, final norm + LM head, sampling, copies, idle gaps);
 //     the host time to enqueue the step (until forward() entered cudaStreamSynchronize) and
-//     the GPU span (first copy to last), per graphs mode;
+//     the GPU span (first copy to last), per graphs mode; at N = --kernels-at, every kernel
+//     (name and weight format) with its launches and time per step;
 //   - with two --weights formats (native,bf16), the first minus the second: wall times, span
 //     and every part, per N.
 // Runners are loaded one at a time (weights format x graphs mode), each prefilling anew.
@@ -50,6 +52,7 @@ ABSL_FLAG(int, context, 192, "Tokens each sequence holds before its decode token
 ABSL_FLAG(int, steps, 50, "Timed decode steps per batch size and graphs mode (>= 1)");
 ABSL_FLAG(int, warmup, 5, "Untimed decode steps before them (>= 0)");
 ABSL_FLAG(int, trace_steps, 8, "Steps traced with CUPTI per batch size and mode (0 = none)");
+ABSL_FLAG(int, kernels_at, 64, "Batch size whose kernels are listed one by one (0 = none)");
 ABSL_FLAG(std::string, graphs, "both", "CUDA graphs: both (on, then off) | on | off");
 ABSL_FLAG(int, max_batch_tokens, 2048, "Tokens per prefill step and the runner's workspace");
 ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = every core)");
@@ -65,6 +68,7 @@ struct Args {
   std::vector<std::pair<std::string, fm::Weights>> weights;  // one or two formats
   std::vector<int> batch_sizes;
   int context = 0, steps = 0, warmup = 0, trace_steps = 0, max_batch_tokens = 0, threads = 0;
+  int kernels_at = 0;
   std::vector<bool> graph_modes;  // one runner each: CUDA graphs on / off
 };
 
@@ -77,7 +81,8 @@ Args parse_args(int argc, char** argv) {
   flashserve::parse_command_line(
       argc, argv,
       "--model PATH [--device cuda|cpu] [--weights native,bf16] [--batch-sizes LIST] "
-      "[--context N] [--steps N] [--warmup N] [--trace-steps N] [--graphs both|on|off] "
+      "[--context N] [--steps N] [--warmup N] [--trace-steps N] [--kernels-at N] "
+      "[--graphs both|on|off] "
       "[--max-batch-tokens N] [--threads N]");
   Args a;
   a.model = absl::GetFlag(FLAGS_model);
@@ -106,6 +111,7 @@ Args parse_args(int argc, char** argv) {
   a.trace_steps = absl::GetFlag(FLAGS_trace_steps);
   a.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   a.threads = absl::GetFlag(FLAGS_threads);
+  a.kernels_at = absl::GetFlag(FLAGS_kernels_at);
   const std::string graphs = absl::GetFlag(FLAGS_graphs);
   if (graphs != "both" && graphs != "on" && graphs != "off") {
     flashserve::exit_with_usage(
@@ -344,6 +350,7 @@ int main(int argc, char** argv) {
     r.label = "weights " + name;
     r.title = absl::StrFormat("%s, context %d, %d timed steps", a.model, a.context, a.steps);
     r.device = a.device == fm::Device::kCuda ? "cuda" : "cpu";
+    r.kernel_table_n = a.kernels_at;
     for (const bool graphs : a.graph_modes) {
       if (absl::Status s = measure_mode(a, weights, graphs, tracing, &r); !s.ok()) fail(s);
     }

@@ -152,6 +152,33 @@ std::string part_table(const Results& r, int m) {
   return out + "\n";
 }
 
+// The kernels of the steps of batch size n under graphs mode m, the costliest first.
+std::string kernel_table(const Results& r, int n, int m) {
+  const auto it = r.rows.find(n);
+  if (it == r.rows.end() || it->second[m].traced.steps.empty()) return "";
+  const std::vector<StepTime> steps = counted(it->second[m].traced);
+  std::map<std::string, KernelTotal> sum;
+  for (const StepTime& s : steps) {
+    for (const auto& [name, k] : s.by_kernel) {
+      sum[name].seconds += k.seconds;
+      sum[name].launches += k.launches;
+    }
+  }
+  std::vector<std::pair<std::string, KernelTotal>> sorted(sum.begin(), sum.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) {
+    return x.second.seconds > y.second.seconds;
+  });
+  std::string out = absl::StrCat("\n### Kernels at N=", n, ", ", kModeNames[m],
+                                 " (per step: launches, ms charged as in the parts)\n\n"
+                                 "| kernel | launches | ms |\n|---|---|---|\n");
+  for (const auto& [name, k] : sorted) {
+    absl::StrAppend(&out, "| ", name, " | ",
+                    absl::StrFormat("%.1f", 1.0 * k.launches / steps.size()), " | ",
+                    ms(k.seconds / steps.size()), " |\n");
+  }
+  return out;
+}
+
 // One row of the difference table: f(a) - f(b) per batch size both have.
 template <typename F>
 std::string difference_row(const std::string& name, const std::vector<int>& sizes, F f) {
@@ -214,6 +241,8 @@ std::string format_tables(const Results& r) {
   out += host_table(r);
   out += part_table(r, 0);
   out += part_table(r, 1);
+  out += kernel_table(r, r.kernel_table_n, 0);
+  out += kernel_table(r, r.kernel_table_n, 1);
   return out;
 }
 

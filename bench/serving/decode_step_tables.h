@@ -30,14 +30,15 @@ struct Results {
   std::string device;                // "cuda" or "cpu"
   std::vector<std::string> summary;  // the runners' start-up lines
   std::map<int, std::array<ModeRow, 2>> rows;  // batch size -> {graphs on, graphs off}
+  int kernel_table_n = 0;  // the batch size whose kernels are listed one by one (0: none)
 };
 
 // The q-quantile (0..1, nearest rank) of v; 0 when v is empty.
 double percentile(std::vector<double> v, double q);
 
 // The tables: wall time per step (graphs on and off), host enqueue and GPU span per step,
-// and the GPU time by part per graphs mode (means over the traced steps but the first,
-// whose trace set-up lands in it).
+// the GPU time by part per graphs mode and, at kernel_table_n, by kernel (means over the
+// traced steps but the first, whose trace set-up lands in it).
 std::string format_tables(const Results& r);
 
 // a minus b per batch size both have: the wall time per graphs mode, the GPU span and every

@@ -138,7 +138,13 @@ StepTime break_down_step(std::vector<GpuActivity> activities) {
     covered = std::max(covered, a.end_ns);
     t.seconds[static_cast<int>(parts[i])] += own;
     if (parts[i] == Part::kQuantGemm) t.quant_gemm_by_format[kernel_format(a.name)] += own;
-    if (a.kernel) ++t.num_kernels;
+    if (!a.kernel) continue;
+    ++t.num_kernels;
+    const std::string format = kernel_format(a.name);
+    KernelTotal& k = t.by_kernel[kernel_base_name(a.name) + (format.empty() ? "" : " " + format) +
+                                 (parts[i] == Part::kLmHead ? " [LM head]" : "")];
+    k.seconds += own;
+    ++k.launches;
   }
   t.span = (covered - activities.front().start_ns) * 1e-9;
   return t;

@@ -61,10 +61,18 @@ Part kernel_part(std::string_view demangled);
 // argument (kernels/quant/quant_layout.h): "Q4_K", "Q6_K", ...; "" when it has none.
 std::string kernel_format(std::string_view demangled);
 
+struct KernelTotal {
+  double seconds = 0;
+  int launches = 0;
+};
+
 struct StepTime {
   double seconds[kNumParts] = {};
   // Quantized GEMM seconds (kQuantGemm, outside the LM head) by weight format.
   std::map<std::string, double> quant_gemm_by_format;
+  // Every kernel by base name and weight format ("quant_gemm_wgmma_ws_kernel Q6_K"), those
+  // of the LM head apart ("... [LM head]").
+  std::map<std::string, KernelTotal> by_kernel;
   double span = 0;  // seconds from the first activity's start to the last one's end
   int num_kernels = 0;
 };

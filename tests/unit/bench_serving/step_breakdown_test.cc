@@ -102,6 +102,13 @@ TEST(BreakDownStep, ExclusiveTimesAddUpToTheSpan) {
   ASSERT_EQ(t.quant_gemm_by_format.size(), 1u);  // the LM head's Q6_K GEMM is not a layer's
   EXPECT_NEAR(t.quant_gemm_by_format.at("Q4_K") * 1e9, 55, 1e-6);
   EXPECT_EQ(t.num_kernels, 9);
+  ASSERT_EQ(t.by_kernel.count("quant_gemm_kernel Q6_K [LM head]"), 1u);
+  EXPECT_NEAR(t.by_kernel.at("quant_gemm_kernel Q6_K [LM head]").seconds * 1e9, 35, 1e-6);
+  EXPECT_EQ(t.by_kernel.at("round_kernel").launches, 1);
+  EXPECT_NEAR(t.by_kernel.at("round_kernel").seconds * 1e9, 10, 1e-6);
+  EXPECT_NEAR(t.by_kernel.at("round_kernel [LM head]").seconds * 1e9, 5, 1e-6);
+  // Embedding, norm, round, GEMM, attention, the head's norm, round and GEMM, sampling.
+  EXPECT_EQ(t.by_kernel.size(), 9u);
 }
 
 TEST(BreakDownStep, GemvPathHeadIsTheLastKernelBeforeSampling) {
@@ -137,6 +144,9 @@ TEST(Tables, WallAndPartRows) {
   s.seconds[static_cast<int>(Part::kQuantGemm)] = 0.001;
   s.span = 0.0015;
   s.num_kernels = 300;
+  s.by_kernel["quant_gemm_kernel Q6_K"] = {0.001, 2};
+  s.by_kernel["round_kernel"] = {0.002, 4};
+  r.kernel_table_n = 64;
   on.traced.steps = {StepTime{}, s, s};  // the first (trace set-up) is left out of the means
   on.traced.wall = {0.1, 0.002, 0.002};
   on.traced.enqueue = {0.1, 0.0004, 0.0004};
@@ -150,6 +160,13 @@ TEST(Tables, WallAndPartRows) {
   EXPECT_NE(out.find("| final norm + LM head | 0.500 |"), std::string::npos) << out;
   EXPECT_NE(out.find("|   of which Q6_K | 1.000 |"), std::string::npos) << out;
   EXPECT_EQ(out.find("GPU time by part, graphs off"), std::string::npos) << out;
+  // The kernel list: costliest first, per step.
+  const size_t kernels = out.find("### Kernels at N=64, graphs on");
+  ASSERT_NE(kernels, std::string::npos) << out;
+  EXPECT_LT(out.find("| round_kernel | 4.0 | 2.000 |", kernels),
+            out.find("| quant_gemm_kernel Q6_K | 2.0 | 1.000 |", kernels))
+      << out;
+  EXPECT_NE(out.find("| quant_gemm_kernel Q6_K | 2.0 | 1.000 |", kernels), std::string::npos);
 
   // The difference against a run whose graphs-on step is 5 ms and whose LM head is 0.2 ms.
   r.label = "weights native";
