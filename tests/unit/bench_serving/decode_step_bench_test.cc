@@ -1,0 +1,97 @@
+// flashserve-bench-decode-step itself, on the default model: the CPU backend's dry run
+// (prompts longer than a prefill step, several sequences packed into one step: every batch
+// the bench builds must pass the runner's batch validation), the command-line errors, and
+// --device cuda: without a GPU the loader's message and exit status 1, with one a short run
+// whose tables include the kernel breakdown.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kModel[] = FLASHSERVE_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+int run_bench(const std::string& args, std::string* output) {
+  const std::string command =
+      std::string(FLASHSERVE_BINARY_DIR "/bin/flashserve-bench-decode-step ") + args + " 2>&1";
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return -1;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), p)) > 0) output->append(buffer, n);
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(DecodeStepBench, CpuDryRunPrintsOneRowPerBatchSize) {
+  std::string out;
+  // 70-token prompts in 50-token prefill steps: chunks, and chunks of two sequences in one step.
+  ASSERT_EQ(run_bench(std::string("--model ") + kModel +
+                          " --device cpu --batch-sizes 1,3 --context 70 --steps 2 --warmup 1"
+                          " --threads 1 --max-batch-tokens 50",
+                      &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("prefilled 3 x 70 tokens"));
+  EXPECT_THAT(out, HasSubstr("## Decode step: weights native,"));
+  EXPECT_THAT(out, HasSubstr("| N | CPU step p50 ms |"));
+  for (const char* n : {"1", "3"}) {  // N, p50, p10-p90, tokens/s
+    EXPECT_THAT(out, ::testing::ContainsRegex(std::string("\\| ") + n +
+                                              " \\| [0-9.]+ \\| [0-9.]+-[0-9.]+ \\| [0-9]+ \\|"));
+  }
+}
+
+TEST(DecodeStepBench, TwoWeightFormatsAndTheirDifference) {
+  std::string out;
+  ASSERT_EQ(run_bench(std::string("--model ") + kModel +
+                          " --device cpu --weights native,bf16 --batch-sizes 2 --context 8"
+                          " --steps 1 --warmup 0 --threads 1",
+                      &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("## Decode step: weights native,"));
+  EXPECT_THAT(out, HasSubstr("## Decode step: weights bf16,"));
+  EXPECT_THAT(out, HasSubstr("### weights native minus weights bf16"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("\\| wall p50, graphs on \\| -?[0-9.]+ \\|"));
+}
+
+TEST(DecodeStepBench, BadCommandLines) {
+  std::string out;
+  EXPECT_EQ(run_bench("--device cpu", &out), 2);
+  EXPECT_THAT(out, HasSubstr("--model is required"));
+  out.clear();
+  EXPECT_EQ(run_bench("--model x --batch-sizes 4,x", &out), 2);
+  EXPECT_THAT(out, HasSubstr("--batch-sizes: 'x' is not a count >= 1"));
+  out.clear();
+  EXPECT_EQ(run_bench("--model x --graphs maybe", &out), 2);
+  EXPECT_THAT(out, HasSubstr("--graphs must be both, on or off, not 'maybe'"));
+  out.clear();
+  EXPECT_EQ(run_bench("--model x --weights native,fp8", &out), 2);
+  EXPECT_THAT(out, HasSubstr("fp8"));
+}
+
+TEST(DecodeStepBench, CudaRunsOrSaysWhyNot) {
+  std::string out;
+  const int rc = run_bench(std::string("--model ") + kModel +
+                               " --batch-sizes 2 --context 100 --steps 2 --warmup 2"
+                               " --trace-steps 3",
+                           &out);
+  if (rc == 1) {  // no GPU or no CUDA backend: the loader's reason, before anything loads
+    EXPECT_THAT(out, HasSubstr("device cuda"));
+    return;
+  }
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, HasSubstr("| N | graphs on p50 ms |"));
+  EXPECT_THAT(out, HasSubstr("GPU time by part, graphs on"));
+  EXPECT_THAT(out, HasSubstr("GPU time by part, graphs off"));
+  EXPECT_THAT(out, HasSubstr("| attention |"));
+  EXPECT_THAT(out, HasSubstr("| final norm + LM head |"));
+}
+
+}  // namespace
