@@ -98,7 +98,9 @@ if has serve; then
         timeout 600 bench/serving/run.sh "$bundle" "$models/$preset-$ftype.gguf" "$out/serve-$preset-$ftype-$w" \
         > "$out/serve-$preset-$ftype-$w.log" 2>&1
       note "serve $preset $ftype $w: rc=$?"
-      grep -E "tokens/s|TTFT|weights" "$out/serve-$preset-$ftype-$w/results.md" 2>/dev/null | head -8 | tee -a "$summary"
+      # The tables (titles, headers, data rows): OUT_DIR holds more files than a GPU call
+      # brings back, so summary.txt carries the figures.
+      grep -E '^(###|\| [0-9]|\| concurrency)' "$out/serve-$preset-$ftype-$w/results.md" 2>/dev/null | head -16 | tee -a "$summary"
       grep -m1 "model loaded\|cuda:" "$out/serve-$preset-$ftype-$w"/server*.log 2>/dev/null | cut -c1-300 | tee -a "$summary"
     done
   done
