@@ -3,13 +3,12 @@
 // the bench builds must pass the runner's batch validation), the command-line errors, and
 // --device cuda: without a GPU the loader's message and exit status 1, with one a short run
 // whose tables include the kernel breakdown.
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "tests/support/run_tool.h"
 
 namespace {
 
@@ -18,15 +17,7 @@ using ::testing::HasSubstr;
 constexpr char kModel[] = FLASHSERVE_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 int run_bench(const std::string& args, std::string* output) {
-  const std::string command =
-      std::string(FLASHSERVE_BINARY_DIR "/bin/flashserve-bench-decode-step ") + args + " 2>&1";
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return -1;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), p)) > 0) output->append(buffer, n);
-  const int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return flashserve::testing::run_built_tool("flashserve-bench-decode-step", args, output);
 }
 
 TEST(DecodeStepBench, CpuDryRunPrintsOneRowPerBatchSize) {

@@ -3,7 +3,6 @@
 // tool exits with status 2 (flags) or 1 (files) and the message on stderr.
 #include "tools/make_gguf/make_gguf_args.h"
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "make_gguf_test_util.h"
 #include "model/gguf/gguf_writer.h"
+#include "tests/support/run_tool.h"
 #include "tools/make_gguf/random_llama.h"
 
 namespace flashserve::tools {
@@ -153,14 +153,7 @@ TEST(MakeGgufArgsTest, UnwritableOutputNamesThePath) {
 
 // The tool itself: exit status and the message on stderr (no crash, no file).
 int run_tool(const std::string& args, std::string* output) {
-  const std::string command = std::string(FLASHSERVE_BINARY_DIR "/bin/flashserve-make-gguf ") + args + " 2>&1";
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return -1;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), p)) > 0) output->append(buffer, n);
-  const int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return flashserve::testing::run_built_tool("flashserve-make-gguf", args, output);
 }
 
 TEST(MakeGgufToolTest, ExitStatusAndMessages) {
