@@ -24,6 +24,16 @@ std::vector<double> counted(const std::vector<double>& v) {
 
 std::string ms(double seconds) { return absl::StrFormat("%.3f", seconds * 1e3); }
 
+// A table's header and rule with one column per batch size after the first, `first`.
+std::string batch_size_header(const std::string& first, const std::vector<int>& sizes) {
+  std::string head = "| " + first + " |", rule = "|---|";
+  for (const int n : sizes) {
+    absl::StrAppend(&head, " N=", n, " |");
+    rule += "---|";
+  }
+  return head + "\n" + rule + "\n";
+}
+
 // Wall time of the timed steps: one row per batch size.
 std::string wall_table(const Results& r) {
   const bool cuda = r.device == "cuda";
@@ -111,13 +121,8 @@ std::string part_table(const Results& r, int m) {
   }
   if (sizes.empty()) return "";
   std::string out = absl::StrCat("\n### GPU time by part, ", kModeNames[m],
-                                 " (ms per step, mean of the traced steps)\n\n| part |");
-  std::string rule = "|---|";
-  for (const int n : sizes) {
-    absl::StrAppend(&out, " N=", n, " |");
-    rule += "---|";
-  }
-  out += "\n" + rule + "\n";
+                                 " (ms per step, mean of the traced steps)\n\n");
+  out += batch_size_header("part", sizes);
   const auto row = [&](const std::string& name, auto f) {
     out += "| " + name + " |";
     for (const int n : sizes) {
@@ -196,13 +201,8 @@ std::string format_difference(const Results& a, const Results& b) {
   }
   if (sizes.empty()) return "";
   std::string out = absl::StrCat("\n### ", a.label, " minus ", b.label,
-                                 " (ms per step; parts: graphs on, traced means)\n\n| |");
-  std::string rule = "|---|";
-  for (const int n : sizes) {
-    absl::StrAppend(&out, " N=", n, " |");
-    rule += "---|";
-  }
-  out += "\n" + rule + "\n";
+                                 " (ms per step; parts: graphs on, traced means)\n\n");
+  out += batch_size_header("", sizes);
   for (int m = 0; m < 2; ++m) {
     out += difference_row(absl::StrCat("wall p50, ", kModeNames[m]), sizes, [&](int n) {
       const std::vector<double>& x = a.rows.at(n)[m].wall;
