@@ -3,10 +3,13 @@
 // that a warp's loads and stores are contiguous.
 #include <cub/block/block_reduce.cuh>
 
+#include <type_traits>
+
 #include "kernels/cuda_plumbing.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/layers.h"
 #include "kernels/paged_kv.h"
+#include "kernels/quant/quant_round.cuh"
 
 namespace flashserve::kernels {
 namespace device {
@@ -51,6 +54,25 @@ __global__ void rmsnorm_kernel(RmsNormParams p) {
   if (threadIdx.x == 0) scale = 1.f / sqrtf(sum_sq / p.dim + p.eps);
   __syncthreads();
   T* out = static_cast<T*>(p.out) + r * p.dim;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (p.round_q8) {  // a thread a unit of 32: the rounding needs the unit's largest value
+      for (int u = threadIdx.x; u < p.dim / kQuantUnit; u += kNormThreads) {
+        const float4* x4 = reinterpret_cast<const float4*>(x + u * kQuantUnit);
+        const float4* w4 = reinterpret_cast<const float4*>(p.weight + u * kQuantUnit);
+        float v[kQuantUnit];
+#pragma unroll
+        for (int j = 0; j < kQuantUnit / 4; ++j) {
+          const float4 a = x4[j], w = w4[j];
+          v[4 * j] = __bfloat162float(__float2bfloat16_rn(a.x * scale * w.x));
+          v[4 * j + 1] = __bfloat162float(__float2bfloat16_rn(a.y * scale * w.y));
+          v[4 * j + 2] = __bfloat162float(__float2bfloat16_rn(a.z * scale * w.z));
+          v[4 * j + 3] = __bfloat162float(__float2bfloat16_rn(a.w * scale * w.w));
+        }
+        store_unit_rounded_q8(v, out + u * kQuantUnit);
+      }
+      return;
+    }
+  }
   for (int i = threadIdx.x; i < p.dim; i += kNormThreads) store(out, i, x[i] * scale * p.weight[i]);
 }
 
@@ -130,6 +152,34 @@ __global__ void swiglu_kernel(SwigluParams p) {
   const int64_t n = static_cast<int64_t>(p.num_rows) * p.ffn_size;
   const T* gate_up = static_cast<const T*>(p.gate_up);
   T* out = static_cast<T*>(p.out);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (p.round_q8) {  // a thread a unit of 32 outputs (swiglu() sized the grid for units)
+      for (int64_t u = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+           u < n / kQuantUnit; u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t r = u * kQuantUnit / p.ffn_size, c0 = u * kQuantUnit % p.ffn_size;
+        const T* g_row = gate_up + r * 2 * p.ffn_size + c0;
+        // 16-byte loads (rows and c0 are whole units: 64-byte aligned)
+        const uint4* g4 = reinterpret_cast<const uint4*>(g_row);
+        const uint4* u4 = reinterpret_cast<const uint4*>(g_row + p.ffn_size);
+        float v[kQuantUnit];
+#pragma unroll
+        for (int j = 0; j < kQuantUnit / 8; ++j) {
+          const uint4 gw = g4[j], uw = u4[j];
+          const __nv_bfloat162* gb = reinterpret_cast<const __nv_bfloat162*>(&gw);
+          const __nv_bfloat162* ub = reinterpret_cast<const __nv_bfloat162*>(&uw);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float2 g = __bfloat1622float2(gb[e]), up = __bfloat1622float2(ub[e]);
+            v[8 * j + 2 * e] = __bfloat162float(__float2bfloat16_rn(g.x / (1.f + expf(-g.x)) * up.x));
+            v[8 * j + 2 * e + 1] =
+                __bfloat162float(__float2bfloat16_rn(g.y / (1.f + expf(-g.y)) * up.y));
+          }
+        }
+        store_unit_rounded_q8(v, out + u * kQuantUnit);
+      }
+      return;
+    }
+  }
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = e / p.ffn_size, c = e % p.ffn_size;
@@ -150,6 +200,8 @@ absl::Status with_dtype(const char* op, DType dtype, F&& f) {
   });
 }
 
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 absl::Status invalid(const char* what, int64_t value) {
   return absl::InvalidArgumentError(absl::StrCat(what, value));
 }
@@ -169,6 +221,14 @@ absl::Status embedding_gather(const EmbeddingParams& p, cudaStream_t stream) {
 
 absl::Status rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
   if (p.num_rows < 0 || p.dim < 1) return device::invalid("rmsnorm: bad dim ", p.dim);
+  if (p.round_q8 && (p.dtype != DType::kBf16 || p.dim % kQuantUnit != 0 ||
+                     !device::aligned16(p.x) || !device::aligned16(p.weight) ||
+                     !device::aligned16(p.out))) {
+    return device::invalid(
+        "rmsnorm: round_q8 needs bf16, 16-byte aligned x, weight and out and a dim that is a "
+        "multiple of 32, dim ",
+        p.dim);
+  }
   if (p.num_rows == 0) return absl::OkStatus();
   return device::with_dtype("rmsnorm", p.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -201,10 +261,18 @@ absl::Status rope_qkv_append(const RopeAppendParams& p, cudaStream_t stream) {
 
 absl::Status swiglu(const SwigluParams& p, cudaStream_t stream) {
   if (p.num_rows < 0 || p.ffn_size < 1) return device::invalid("swiglu: bad ffn_size ", p.ffn_size);
+  if (p.round_q8 && (p.dtype != DType::kBf16 || p.ffn_size % kQuantUnit != 0 ||
+                     !device::aligned16(p.gate_up) || !device::aligned16(p.out))) {
+    return device::invalid(
+        "swiglu: round_q8 needs bf16, 16-byte aligned gate_up and out and an ffn_size that is a "
+        "multiple of 32, ffn_size ",
+        p.ffn_size);
+  }
   const int64_t n = static_cast<int64_t>(p.num_rows) * p.ffn_size;
   if (n == 0) return absl::OkStatus();
+  const int64_t items = p.round_q8 ? n / kQuantUnit : n;  // threads: units or elements
   const int64_t blocks = std::min<int64_t>(
-      (n + device::kElementwiseThreads - 1) / device::kElementwiseThreads,
+      (items + device::kElementwiseThreads - 1) / device::kElementwiseThreads,
       device::kMaxGridStrideBlocks);
   return device::with_dtype("swiglu", p.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

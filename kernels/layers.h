@@ -41,6 +41,10 @@ struct RmsNormParams {
   int num_rows = 0;
   int dim = 0;
   float eps = 0;
+  // The output (bf16 only, dim a multiple of 32) rounded further to the int8 grid of the
+  // quantized GEMV, as round_activations_q8 (kernels/quant/quant_gemv.h) would round it
+  // afterwards, bit for bit: the input of a GEMM on native weights, one launch fewer.
+  bool round_q8 = false;
 };
 absl::Status rmsnorm(const RmsNormParams& p, cudaStream_t stream);
 
@@ -82,6 +86,8 @@ struct SwigluParams {
   void* out = nullptr;            // [num_rows, ffn_size]
   int num_rows = 0;
   int ffn_size = 0;
+  // As RmsNormParams::round_q8 (bf16 only, ffn_size a multiple of 32).
+  bool round_q8 = false;
 };
 absl::Status swiglu(const SwigluParams& p, cudaStream_t stream);
 

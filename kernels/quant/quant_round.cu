@@ -1,6 +1,7 @@
 // round_activations_q8() of kernels/quant/quant_gemv.h: one thread per unit of 32 bf16
 // activations quantizes them exactly as the quantized GEMV stages its input
-// (quant::quantize_unit, kernels/quant/quant_unit.h) and writes back bf16(dx * q), so that a
+// (quant::quantize_unit, kernels/quant/quant_unit.h; store_unit_rounded_q8 in
+// quant_round.cuh) and writes back bf16(dx * q), so that a
 // GEMM over dequantized weights sees the activations the GEMV would have seen (up to the
 // bf16 rounding of dx * q: 2^-9 relative, against the int8 step of amax / 127).
 #include <cuda_bf16.h>
@@ -11,6 +12,7 @@
 #include "kernels/dependent_launch.cuh"
 #include "kernels/quant/quant_gemv.cuh"
 #include "kernels/quant/quant_gemv.h"
+#include "kernels/quant/quant_round.cuh"
 #include "kernels/quant/quant_unit.h"
 
 namespace flashserve::kernels {
@@ -24,24 +26,9 @@ __global__ void __launch_bounds__(kThreads) round_kernel(__nv_bfloat16* x, int64
   allow_next_grid();
   const int64_t u = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (u >= num_units) return;
-  uint4* unit = reinterpret_cast<uint4*>(x + u * kQuantUnit);
   float v[kQuantUnit];
   quant_gemv::load_bf16_unit(x + u * kQuantUnit, v);
-  uint32_t words[8];
-  int sum = 0, sum_lo = 0;
-  float dx = 0.f;
-  quant::quantize_unit(v, words, &sum, &sum_lo, &dx);
-  uint32_t out[16];
-#pragma unroll
-  for (int e = 0; e < kQuantUnit; e += 2) {
-    const int q0 = static_cast<int8_t>((words[e / 4] >> (8 * (e % 4))) & 0xffu);
-    const int q1 = static_cast<int8_t>((words[(e + 1) / 4] >> (8 * ((e + 1) % 4))) & 0xffu);
-    const __nv_bfloat162 b = __floats2bfloat162_rn(dx * static_cast<float>(q0),
-                                                   dx * static_cast<float>(q1));
-    out[e / 2] = *reinterpret_cast<const uint32_t*>(&b);
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) unit[i] = make_uint4(out[4 * i], out[4 * i + 1], out[4 * i + 2], out[4 * i + 3]);
+  store_unit_rounded_q8(v, x + u * kQuantUnit);
 }
 
 }  // namespace

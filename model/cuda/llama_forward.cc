@@ -187,9 +187,10 @@ class MetadataPacker {
   std::vector<char> bytes_;
 };
 
-// out[r] = RMSNorm(x[rows ? rows[r] : r]) * weight in bf16, then a timer mark.
+// out[r] = RMSNorm(x[rows ? rows[r] : r]) * weight in bf16 (with round_q8 further rounded
+// as round_activations_q8 rounds a native GEMM's input), then a timer mark.
 absl::Status rmsnorm(const ForwardContext& ctx, const DeviceBuffer& weight, const int32_t* rows,
-                     int num_rows, void* out) {
+                     int num_rows, void* out, bool round_q8) {
   kernels::RmsNormParams norm;
   norm.dtype = kAct;
   norm.x = ctx.ws->x.get<float>();
@@ -199,6 +200,7 @@ absl::Status rmsnorm(const ForwardContext& ctx, const DeviceBuffer& weight, cons
   norm.num_rows = num_rows;
   norm.dim = ctx.config->hidden_size;
   norm.eps = ctx.config->rms_eps;
+  norm.round_q8 = round_q8;
   RETURN_IF_ERROR(kernels::rmsnorm(norm, ctx.stream));
   return ctx.timer->mark(StepPart::kOther);
 }
@@ -226,7 +228,8 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
 // The GEMM path (steps past the GEMV's kGemvMaxRows tokens) of y[m, n] = x[m, k] . w^T,
 // with w = [w; w2] when w2 is set (a native wv): cuBLASLt on a bf16 matrix. A native matrix
 // reads its input rows ([m, k] bf16, in place) with their int8 rounding
-// (kernels::round_activations_q8), exactly what the quantized GEMV computes with, so a
+// (kernels::round_activations_q8, or already rounded by the kernel that wrote them when
+// `x_rounded`: RMSNorm and SwiGLU fuse it), exactly what the quantized GEMV computes with, so a
 // token's numerics do not depend on whether its step had more than 8 tokens; then, up to
 // kernels::quant_gemm_max_tokens() tokens (the device's measured crossover), the tensor-core
 // GEMM that dequantizes fragments in registers
@@ -236,9 +239,10 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
 // on m alone, so a batch runs the same kernels every time (bench/gemm/NOTES.md: the
 // crossover measured).
 absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix& w,
-                         const DeviceMatrix* w2, void* y, int m, int n, int k, GemmOut out) {
+                         const DeviceMatrix* w2, void* y, int m, int n, int k, GemmOut out,
+                         bool x_rounded) {
   if (!w.native()) return ctx.gemm->linear(x, w.get(), y, m, n, k, out, ctx.stream);
-  RETURN_IF_ERROR(kernels::round_activations_q8(x, m, k, ctx.stream));
+  if (!x_rounded) RETURN_IF_ERROR(kernels::round_activations_q8(x, m, k, ctx.stream));
   const bool two = w2 != nullptr && !w2->empty();
   if (m <= kernels::quant_gemm_max_tokens()) {
     const int64_t elem_bytes = out == GemmOut::kBf16 ? 2 : 4;
@@ -297,15 +301,16 @@ absl::Status norm_linear(const ForwardContext& ctx, const DeviceBuffer& norm_wei
     g.eps = ctx.config->rms_eps;
     RETURN_IF_ERROR(kernels::gemv(g, ctx.num_sms, ctx.stream));
   } else {
-    RETURN_IF_ERROR(rmsnorm(ctx, norm_weight, rows, m, normed));
-    RETURN_IF_ERROR(gemm_linear(ctx, normed, w, w2, y, m, n, k, out));
+    RETURN_IF_ERROR(rmsnorm(ctx, norm_weight, rows, m, normed, /*round_q8=*/w.native()));
+    RETURN_IF_ERROR(gemm_linear(ctx, normed, w, w2, y, m, n, k, out, /*x_rounded=*/w.native()));
   }
   return ctx.timer->mark(StepPart::kGemm);
 }
 
 // x[t, hidden] += in[t, k] . w^T: the O and down projections with the residual add.
+// `in_rounded`: `in` already holds round_activations_q8's values (gemm_linear).
 absl::Status linear_residual(const ForwardContext& ctx, void* in, const DeviceMatrix& w,
-                             int t, int k) {
+                             int t, int k, bool in_rounded) {
   const int n = ctx.config->hidden_size;
   if (use_gemv(w, t)) {
     RETURN_IF_ERROR(kernels::gemv(gemv_params(kernels::GemvInput::kBf16, in, w,
@@ -314,7 +319,8 @@ absl::Status linear_residual(const ForwardContext& ctx, void* in, const DeviceMa
                                   ctx.num_sms, ctx.stream));
   } else {
     RETURN_IF_ERROR(
-        gemm_linear(ctx, in, w, nullptr, ctx.ws->x.get(), t, n, k, GemmOut::kFp32Accumulate));
+        gemm_linear(ctx, in, w, nullptr, ctx.ws->x.get(), t, n, k, GemmOut::kFp32Accumulate,
+                    in_rounded));
   }
   return ctx.timer->mark(StepPart::kGemm);
 }
@@ -439,7 +445,7 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
     RETURN_IF_ERROR(kernels::rope_qkv_append(rope, ctx.stream));
   }
   RETURN_IF_ERROR(attention_all(ctx, b, layer, stats));
-  return linear_residual(ctx, ws.attn.get(), w.wo, t, q_dim);
+  return linear_residual(ctx, ws.attn.get(), w.wo, t, q_dim, /*in_rounded=*/false);
 }
 
 // x += down(silu(gate(RMSNorm(x))) * up(RMSNorm(x))): at small batch the norm, the fused
@@ -464,10 +470,13 @@ absl::Status ffn_block(const ForwardContext& ctx, const DeviceLayer& w, int t) {
     act.out = ws.ffn.get();
     act.num_rows = t;
     act.ffn_size = c.ffn_size;
+    // The down projection's GEMM input, rounded here (a GEMV rounds its own input).
+    act.round_q8 = w.w_down.native() && !use_gemv(w.w_down, t);
     RETURN_IF_ERROR(kernels::swiglu(act, ctx.stream));
     RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
+    return linear_residual(ctx, ws.ffn.get(), w.w_down, t, c.ffn_size, act.round_q8);
   }
-  return linear_residual(ctx, ws.ffn.get(), w.w_down, t, c.ffn_size);
+  return linear_residual(ctx, ws.ffn.get(), w.w_down, t, c.ffn_size, /*in_rounded=*/false);
 }
 
 }  // namespace

@@ -414,6 +414,76 @@ TEST(QuantGemvCuda, RoundActivationsMatchesTheGemvQuantization) {
   EXPECT_FALSE(round_activations_q8(d.get(), rows, 100, nullptr).ok());  // k not whole units
 }
 
+// RMSNorm and SwiGLU with round_q8 write what they write without it followed by
+// round_activations_q8, bit for bit (the fused form feeds the native GEMMs), including units
+// that are all zero and units with one large value; round_q8 with a dim or ffn_size that is
+// not a multiple of 32 is refused.
+TEST(QuantGemvCuda, NormAndSwigluRoundQ8MatchTheRoundingKernel) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  const int rows = 7, dim = 4096, ffn = 1536;
+  std::vector<float> x(static_cast<size_t>(rows) * dim), weight(dim);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = normal(rng) * (i % 97 == 0 ? 40.f : 1.f);
+  for (int i = 0; i < dim; ++i) weight[i] = (i / 32 == 3) ? 0.f : 1.f + 0.1f * normal(rng);
+  const std::vector<int32_t> gather = {4, 0, 6, 6, 2};  // the LM head's gathered rows
+  DeviceBuffer dx = DeviceBuffer::from(x), dw = DeviceBuffer::from(weight);
+  DeviceBuffer drows = DeviceBuffer::from(gather);
+  for (const bool gathered : {false, true}) {
+    const int n = gathered ? static_cast<int>(gather.size()) : rows;
+    DeviceBuffer want(static_cast<size_t>(n) * dim * 2), got(static_cast<size_t>(n) * dim * 2);
+    RmsNormParams p;
+    p.dtype = DType::kBf16;
+    p.x = dx.get<float>();
+    p.rows = gathered ? drows.get<int32_t>() : nullptr;
+    p.weight = dw.get<float>();
+    p.num_rows = n;
+    p.dim = dim;
+    p.eps = 1e-5f;
+    p.out = want.get();
+    ASSERT_TRUE(rmsnorm(p, nullptr).ok());
+    ASSERT_TRUE(round_activations_q8(want.get(), n, dim, nullptr).ok());
+    p.out = got.get();
+    p.round_q8 = true;
+    ASSERT_TRUE(rmsnorm(p, nullptr).ok());
+    EXPECT_EQ(got.to_host<uint16_t>(), want.to_host<uint16_t>()) << "rmsnorm, gathered " << gathered;
+  }
+  {
+    std::vector<uint16_t> gate_up(static_cast<size_t>(rows) * 2 * ffn);
+    for (size_t i = 0; i < gate_up.size(); ++i) {
+      const bool zero_unit = (i % (2 * ffn)) / 32 == 7;  // gate and up of unit 7 zero
+      gate_up[i] = fp32_to_bf16_bits(zero_unit ? 0.f : normal(rng) * (i % 89 == 0 ? 30.f : 2.f));
+    }
+    DeviceBuffer dgu = DeviceBuffer::from(gate_up);
+    DeviceBuffer want(static_cast<size_t>(rows) * ffn * 2), got(static_cast<size_t>(rows) * ffn * 2);
+    SwigluParams a;
+    a.dtype = DType::kBf16;
+    a.gate_up = dgu.get();
+    a.num_rows = rows;
+    a.ffn_size = ffn;
+    a.out = want.get();
+    ASSERT_TRUE(swiglu(a, nullptr).ok());
+    ASSERT_TRUE(round_activations_q8(want.get(), rows, ffn, nullptr).ok());
+    a.out = got.get();
+    a.round_q8 = true;
+    ASSERT_TRUE(swiglu(a, nullptr).ok());
+    EXPECT_EQ(got.to_host<uint16_t>(), want.to_host<uint16_t>()) << "swiglu";
+    a.ffn_size = ffn - 16;
+    a.num_rows = 1;
+    EXPECT_FALSE(swiglu(a, nullptr).ok());
+  }
+  RmsNormParams bad;
+  bad.x = dx.get<float>();
+  bad.weight = dw.get<float>();
+  bad.out = dx.get();
+  bad.num_rows = 1;
+  bad.dim = 100;
+  bad.round_q8 = true;
+  EXPECT_FALSE(rmsnorm(bad, nullptr).ok());
+}
+
 // dequantize_bf16 against ggml's fp32 values, bit for bit (rounded to bf16, or exact with
 // out_fp32); the rest of the (poisoned) output buffer untouched. The cases cover a row range
 // whose units end mid-batch (the kernel's batches of 32 units x 4 per warp), rows shorter
