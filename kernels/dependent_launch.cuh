@@ -57,27 +57,4 @@ cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, s
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
-// launch_dependent() of a grid in thread-block clusters of `cluster` CTAs (sm_90+; the
-// caller checks the device).
-template <typename... Params, typename... Args>
-cudaError_t launch_dependent_clustered(void (*kernel)(Params...), dim3 grid, dim3 block,
-                                       size_t smem, cudaStream_t stream, dim3 cluster,
-                                       Args&&... args) {
-  cudaLaunchAttribute attribute[2];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = cluster.x;
-  attribute[0].val.clusterDim.y = cluster.y;
-  attribute[0].val.clusterDim.z = cluster.z;
-  attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = attribute;
-  config.numAttrs = dependent_launch_supported() ? 2 : 1;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-}
-
 }  // namespace flashserve::kernels::device

@@ -50,8 +50,7 @@ struct QuantGemmParams {
   int m = 0, n = 0, k = 0;
   // Scratch for the partial sums of a split k (small grids; see quant_gemm.cu), fp32,
   // quant_gemm_partials_floats(num_sms) of them; with fewer (or none) k is split less (or
-  // not at all), which is slower, never wrong. The mma.sync kernel's only: the wgmma
-  // kernels reduce their splits in shared memory (a cluster a tile, quant_gemm_sm90.cu).
+  // not at all), which is slower, never wrong.
   float* partials = nullptr;
   int64_t partials_floats = 0;
   QuantGemmKernel kernel = QuantGemmKernel::kAuto;

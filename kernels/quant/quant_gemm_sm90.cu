@@ -26,9 +26,7 @@
 //   * cp.async writes through the generic proxy and wgmma reads through the async proxy:
 //     each thread fences (fence.proxy.async) after its copies have landed, before the
 //     barrier.
-// One barrier a stage; k split as in the mma.sync kernel, the splits reduced inside a
-// thread-block cluster (cluster_reduce_store below), not by a second kernel.
-#include <cooperative_groups.h>
+// One barrier a stage; split-k and its reduction as in the mma.sync kernel.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -79,74 +77,6 @@ __host__ __device__ constexpr int wg_stages() {
 template <WeightFormat F, int kBM>
 __host__ __device__ constexpr int wg_smem_bytes() {
   return wg_stages<F, kBM>() * wg_stage_bytes<F, kBM>() + kAlign;  // + alignment slack
-}
-
-// The split-k reduction of both kernels (v5, v6): the splits of a tile run as one
-// thread-block cluster of 1 x 1 x splits CTAs (splits <= kMaxClusterSplits, the portable
-// cluster size). Each CTA parks its fp32 partial tile in its own shared memory (the ring,
-// idle by then: park_partial); after a cluster barrier CTA r adds slice r of the tile over
-// the cluster's CTAs in split order, 0 + s0 + s1 + ... (reduce_splits_kernel's order, so the
-// same bits as the partials in global memory and the second kernel this replaces: ~3 us a
-// launch, 112 of them in an 8B decode step of 64 tokens, bench/serving/NOTES.md step 13),
-// reading the others' tiles through distributed shared memory, and applies the output
-// rule; a second barrier keeps every tile alive until all have read it.
-constexpr int kMaxClusterSplits = 8;
-#if defined(FLASHSERVE_SM90A)
-// Floats after each token's kRows rows: a warp's accumulator stores (rows g = 0..7 on
-// consecutive banks, tokens 2t for t = 0..3 at 2 x 132 floats, 8 banks, apart) then fall on
-// 32 different banks.
-constexpr int kTilePad = 4;
-constexpr int kTileStride = kRows + kTilePad;
-template <int kBM>
-__host__ __device__ constexpr int partial_tile_bytes() { return kBM * kTileStride * 4; }
-
-__device__ __forceinline__ void park_partial(float* tile, int row, int tok, float v) {
-  tile[tok * kTileStride + row] = v;
-}
-
-// Every thread of every CTA of the cluster calls it, after its CTA's tile is parked.
-template <int kBM>
-__device__ void cluster_reduce_store(const QuantGemmParams& p, const float* tile, int row0,
-                                     int tok0) {
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // release / acquire: every split's tile is parked
-  const int splits = static_cast<int>(cluster.num_blocks());
-  const int rank = static_cast<int>(cluster.block_rank());
-  constexpr int kQuadsPerTok = kRows / 4;
-  constexpr int kQuads = kBM * kQuadsPerTok;
-  const int per = (kQuads + splits - 1) / splits;
-  const int q_end = min(kQuads, (rank + 1) * per);
-  for (int q = rank * per + static_cast<int>(threadIdx.x); q < q_end;
-       q += static_cast<int>(blockDim.x)) {
-    const int tok = q / kQuadsPerTok, row = 4 * (q % kQuadsPerTok);
-    float v[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int s = 0; s < splits; ++s) {
-      const float4 w = *reinterpret_cast<const float4*>(
-          cluster.map_shared_rank(const_cast<float*>(tile), s) + tok * kTileStride + row);
-      v[0] += w.x, v[1] += w.y, v[2] += w.z, v[3] += w.w;
-    }
-    if (tok0 + tok >= p.m) continue;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if (row0 + row + j < p.n) store_output(p, row0 + row + j, tok0 + tok, v[j]);
-    }
-  }
-  cluster.sync();  // nobody reads a tile any more: the CTAs may exit
-}
-#endif
-
-// Launches a v5 / v6 grid: splits > 1 as clusters of the splits (the reduction above).
-template <typename Kernel>
-absl::Status launch_splits(Kernel kernel, dim3 grid, int threads, int smem,
-                           const QuantGemmParams& p, int splits, cudaStream_t stream) {
-  if (splits > 1) {
-    CUDA_CHECK(launch_dependent_clustered(kernel, grid, threads, smem, stream,
-                                          dim3(1, 1, static_cast<unsigned>(splits)), p, splits));
-  } else {
-    CUDA_CHECK(launch_dependent(kernel, grid, threads, smem, stream, p, splits));
-  }
-  return absl::OkStatus();
 }
 
 template <WeightFormat F, int kBM>
@@ -265,21 +195,7 @@ __global__ void __launch_bounds__(kRows, (wg_ctas_per_sm<F, kBM>()))
   allow_next_grid();
 
   // Accumulator i of an m64 tile: n8 tile i / 4, element i % 4 of the mma.sync C layout.
-  if (splits > 1) {
-    static_assert(partial_tile_bytes<kBM>() <= kStages * kStageBytes);
-    float* tile = reinterpret_cast<float*>(ring);
-    __syncthreads();  // every warp's wgmma has read its last stage
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-      for (int i = 0; i < kAcc; ++i) {
-        park_partial(tile, my_row + 64 * mt + 8 * ((i % 4) / 2), 8 * (i / 4) + 2 * t + i % 2,
-                     acc[mt][i]);
-      }
-    }
-    cluster_reduce_store<kBM>(p, tile, row0, tok0);
-    return;
-  }
+  float* partial = splits > 1 ? p.partials + int64_t{split} * p.m * p.n : nullptr;
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
@@ -287,7 +203,11 @@ __global__ void __launch_bounds__(kRows, (wg_ctas_per_sm<F, kBM>()))
       const int f = row0 + my_row + 64 * mt + 8 * ((i % 4) / 2);
       const int tok = tok0 + 8 * (i / 4) + 2 * t + i % 2;
       if (f >= p.n || tok >= p.m) continue;
-      store_output(p, f, tok, acc[mt][i]);
+      if (partial != nullptr) {
+        partial[int64_t{tok} * p.n + f] = acc[mt][i];
+      } else {
+        store_output(p, f, tok, acc[mt][i]);
+      }
     }
   }
 #endif
@@ -299,17 +219,17 @@ struct WgSmemTag {};
 // The k splits for CTAs of `rows` rows and bm tokens, c of them an SM, on num_sms SMs: the
 // count that minimises a model of the time in stage times: rounds of CTAs x (a split's
 // stages + ~2 for the ramp and the epilogue), plus the reduction's fp32 traffic (~1.8 MB a
-// stage time: the cost of partials in global memory, which the cluster reduction in shared
-// memory keeps as a conservative stand-in until measured). Unlike the mma.sync kernel's "fill every SM" this sees that 48 tiles in 3
-// splits on 132 SMs take two rounds. Each split keeps >= 4 stages; at most
-// kMaxClusterSplits (the splits of a tile are one cluster).
+// stage time). Unlike the mma.sync kernel's "fill every SM" this sees that 48 tiles in 3
+// splits on 132 SMs take two rounds. Each split keeps >= 4 stages; the partial sums fit
+// p.partials.
 int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms) {
   const int64_t tiles = int64_t{(p.n + rows - 1) / rows} * ((p.m + bm - 1) / bm);
   const int64_t slots = int64_t{c} * num_sms;
   const int stages = (p.k / kQuantUnit + kUnitsPerStage - 1) / kUnitsPerStage;
   int best = 1;
   double best_cost = 0;
-  for (int s = 1; s <= std::min(kMaxClusterSplits, std::max(1, stages / 4)); ++s) {
+  for (int s = 1; s <= std::max(1, stages / 4); ++s) {
+    if (s > 1 && int64_t{s} * p.m * p.n > p.partials_floats) break;
     const int64_t rounds = (tiles * s + slots - 1) / slots;
     double cost = static_cast<double>(rounds) * ((stages + s - 1) / s + 2) * rows / 256.0 * c;
     if (s > 1) cost += (4.0 * s + 2.0) * p.m * p.n / 1.8e6;
@@ -327,12 +247,13 @@ absl::Status launch_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_t st
   const int splits = wgmma_splits(p, kRows, kBM, wg_ctas_per_sm<F, kBM>(), num_sms);
   const dim3 grid(static_cast<unsigned>((p.m + kBM - 1) / kBM),
                   static_cast<unsigned>((p.n + kRows - 1) / kRows), splits);
-  return launch_splits(kernel, grid, kRows, smem, p, splits, stream);
+  CUDA_CHECK(launch_dependent(kernel, grid, kRows, smem, stream, p, splits));
+  return reduce_splits(p, splits, stream);
 }
 
 
 // ---------------------------------------------------------------------------------------
-// v6 (QuantGemmKernel::kWgmmaWs; kAuto's choice up to 64 tokens, bench/gemm/NOTES.md): the same
+// v6 (QuantGemmKernel::kWgmmaWs; a draft, not measured, bench/gemm/NOTES.md): the same
 // stage, decode and wgmma step, warp-specialized. A CTA of 384 threads:
 //   * warpgroup 0 (threads 0-127, one a weight row, so StageCopier and the scale staging
 //     serve unchanged) is the producer: it fills a ring of kStages stages and never computes;
@@ -509,13 +430,9 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   const int s_begin = split * per_split, s_end = min(total_stages, s_begin + per_split);
   const int num_stages = max(s_end - s_begin, 0);
   wait_for_prior_grid();  // every thread: x is the previous kernel's, y may be read (+=)
-  float* tile = reinterpret_cast<float*>(r.base);  // a split's partial tile, after the ring's use
-  static_assert(partial_tile_bytes<kBM>() <= Ring::kStages * Ring::kStageBytes);
   if (threadIdx.x < kRows) {
     ws_produce<F, kBM>(p, r, row0, tok0, s_begin, num_stages);
     allow_next_grid();
-    // Its last copies have landed (ws_produce waits for them): the ring is the consumers'.
-    if (splits > 1) cluster_reduce_store<kBM>(p, tile, row0, tok0);
     return;
   }
   const int c = threadIdx.x / kRows - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
@@ -529,23 +446,17 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   allow_next_grid();
 
   // Accumulator i: n8 tile i / 4, element i % 4 of the mma.sync C layout (as v5).
-  if (splits > 1) {
-    // Both consumers' wgmma have read their last stage (named barrier 1: the 256 consumer
-    // threads; the producer is past its last write to the ring).
-    asm volatile("bar.sync 1, %0;\n" ::"n"(2 * kRows) : "memory");
-#pragma unroll
-    for (int i = 0; i < kAcc; ++i) {
-      park_partial(tile, my_row + 8 * ((i % 4) / 2), 8 * (i / 4) + 2 * t + i % 2, acc[i]);
-    }
-    cluster_reduce_store<kBM>(p, tile, row0, tok0);
-    return;
-  }
+  float* partial = splits > 1 ? p.partials + int64_t{split} * p.m * p.n : nullptr;
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) {
     const int f = row0 + my_row + 8 * ((i % 4) / 2);
     const int tok = tok0 + 8 * (i / 4) + 2 * t + i % 2;
     if (f >= p.n || tok >= p.m) continue;
-    store_output(p, f, tok, acc[i]);
+    if (partial != nullptr) {
+      partial[int64_t{tok} * p.n + f] = acc[i];
+    } else {
+      store_output(p, f, tok, acc[i]);
+    }
   }
 #endif
 }
@@ -563,7 +474,8 @@ absl::Status launch_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t
   const int splits = wgmma_splits(p, kRows, kBM, ws_ctas_per_sm<kBM>(), num_sms);
   const dim3 grid(static_cast<unsigned>((p.m + kBM - 1) / kBM),
                   static_cast<unsigned>((p.n + kRows - 1) / kRows), splits);
-  return launch_splits(kernel, grid, kWsThreads, smem, p, splits, stream);
+  CUDA_CHECK(launch_dependent(kernel, grid, kWsThreads, smem, stream, p, splits));
+  return reduce_splits(p, splits, stream);
 }
 
 }  // namespace
