@@ -36,8 +36,12 @@ namespace flashserve::kernels {
 // (quant_gemm_wgmma_supported()), else InvalidArgument. kWgmmaWs ("v6", kAuto's choice on
 // Hopper up to 64 tokens): the same wgmma kernel warp-specialized (a producer warpgroup
 // filling an mbarrier ring, two consumer warpgroups; kernels/quant/quant_gemm_sm90.cu),
-// Hopper only, else InvalidArgument.
-enum class QuantGemmKernel { kAuto, kMmaSync, kWgmma, kWgmmaWs };
+// Hopper only, else InvalidArgument. kWgmmaSs ("v7", not yet kAuto's choice): the weights
+// decoded once a CTA into a bf16 shared-memory tile by a decoder warpgroup and both wgmma
+// operands read from shared memory (128 rows x 128 tokens a CTA, a producer, a decoder and
+// two consumer warpgroups; kernels/quant/quant_gemm_sm90_ss.cu), Hopper only, else
+// InvalidArgument. Every kernel multiplies the same bf16 weight values.
+enum class QuantGemmKernel { kAuto, kMmaSync, kWgmma, kWgmmaWs, kWgmmaSs };
 
 struct QuantGemmParams {
   WeightFormat format = WeightFormat::kQ4_K;
@@ -56,7 +60,8 @@ struct QuantGemmParams {
   QuantGemmKernel kernel = QuantGemmKernel::kAuto;
 };
 
-// Whether QuantGemmKernel::kWgmma (and kWgmmaWs) runs on the current device (compute capability 9.0).
+// Whether QuantGemmKernel::kWgmma (and kWgmmaWs, kWgmmaSs) runs on the current device
+// (compute capability 9.0).
 bool quant_gemm_wgmma_supported();
 
 // The largest step, in tokens, for which quant_gemm() (kAuto) beats dequantizing the matrix
