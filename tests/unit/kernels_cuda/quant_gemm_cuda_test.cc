@@ -197,7 +197,8 @@ TEST(QuantGemmCuda, WarpSpecializedWgmmaKernelEveryFormatOutputTileAndSplitMatch
 
 // v7, the wgmma kernel on weights decoded into shared memory (a producer, a decoder and two
 // consumer warpgroups, 128-token tiles only): the same cases, and m = 128 and 513 (a whole
-// tile; four whole tiles and one token of a fifth) in every output, 513 split in k too.
+// tile; four whole tiles and one token of a fifth) in every output, 513 also split in k (10
+// tiles on 132 SMs: 5 splits of 4 stages for the K-quants, 2 for the others).
 TEST(QuantGemmCuda, SharedMemoryDecodeWgmmaKernelEveryFormatOutputTileAndSplitMatchesTheReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   if (!quant_gemm_wgmma_supported()) GTEST_SKIP() << "not a Hopper GPU";
@@ -209,7 +210,7 @@ TEST(QuantGemmCuda, SharedMemoryDecodeWgmmaKernelEveryFormatOutputTileAndSplitMa
     for (GemvOutput out : {GemvOutput::kBf16, GemvOutput::kFp32, GemvOutput::kFp32Accumulate}) {
       run_case({f, out, 128, 264, k, 1, true, kW}, rng);
       run_case({f, out, 513, 136, k, 1, false, kW}, rng);
-      run_case({f, out, 513, 200, 4096, 132, true, kW}, rng);
+      run_case({f, out, 513, 200, k, 132, true, kW}, rng);
     }
   }
 }
