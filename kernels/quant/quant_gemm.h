@@ -9,11 +9,13 @@
 // a q (+ c) (a, c the block's fp32 scale factors, q the quant less its offset),
 // bf16_rn(q bf16(a) (+ bf16(c))) with one rounding (Q8_0: ggml's value rounded to bf16) —
 // dequantize_bf16()'s value up to the rounding of a and c to bf16, < 2^-9 relative each.
-// The dequantization happens in registers, fragment by fragment: every weight byte is read
-// from HBM once per CTA column (the Q4 file's 0.56 bytes an element, against 2 for a bf16
-// weight, plus 2 + 2 for dequantizing into a workspace first). mma.sync m16n8k16 (sm_80+)
-// with fp32 accumulation (kernels/quant/quant_gemm.cu), on Hopper wgmma with the decoded
-// weights as the register A operand (kernels/quant/quant_gemm_sm90.cu).
+// The dequantization happens on chip, in registers fragment by fragment or (kWgmmaSs) into
+// a shared-memory tile: every weight byte is read from HBM once per CTA column (the Q4
+// file's 0.56 bytes an element, against 2 for a bf16 weight, plus 2 + 2 for dequantizing
+// into a workspace first). mma.sync m16n8k16 (sm_80+) with fp32 accumulation
+// (kernels/quant/quant_gemm.cu), on Hopper wgmma with the decoded weights as the register A
+// operand (kernels/quant/quant_gemm_sm90.cu) or from shared memory
+// (kernels/quant/quant_gemm_sm90_ss.cu).
 //
 // Callers pass activations rounded as the quantized GEMV rounds them
 // (round_activations_q8, kernels/quant/quant_gemv.h) so that a token's numerics do not

@@ -1,11 +1,11 @@
 #pragma once
-// The pieces both tensor-core GEMMs on quantized weights share (kernels/quant/quant_gemm.cu,
-// mma.sync, sm_80+; kernels/quant/quant_gemm_sm90.cu and quant_gemm_sm90_ss.cu, wgmma,
-// sm_90a): the ring stage's row
-// layout, the scale staging, the cp.async copies of a stage, the in-register decoding of
-// mma A fragments (the same fragment for mma.sync m16n8k16 and, per warp, for wgmma m64nNk16
-// with A from registers), the output rule and the split-k reduction. Device code only,
-// included by those two files.
+// The pieces the tensor-core GEMMs on quantized weights share (kernels/quant/quant_gemm.cu,
+// mma.sync, sm_80+; kernels/quant/quant_gemm_sm90.cu and kernels/quant/quant_gemm_sm90_ss.cu,
+// wgmma, sm_90a): the ring stage's row layout, the scale staging, the cp.async copies of a
+// stage, the in-register decoding of mma A fragments (the same fragment for mma.sync
+// m16n8k16 and, per warp, for wgmma m64nNk16 with A from registers) and the pair decoding
+// under it, the output rule and the split-k reduction. Device code only, included by those
+// three files.
 #include <cuda_bf16.h>
 
 #include <algorithm>
