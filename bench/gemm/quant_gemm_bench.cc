@@ -11,14 +11,9 @@
 //   v6        kernels::quant_gemm with QuantGemmKernel::kWgmmaWs (Hopper: v5 warp-specialized,
 //             a producer warpgroup and two consumer warpgroups on an mbarrier ring; kAuto's
 //             choice on Hopper up to 64 tokens); "-" on other GPUs;
-//   v7        kernels::quant_gemm with QuantGemmKernel::kWgmmaSs (Hopper: the weights decoded
-//             once a CTA into a shared-memory bf16 tile by a decoder warpgroup, wgmma with
-//             both operands in shared memory, kernels/quant/quant_gemm_sm90_ss.cu); "-" on
-//             other GPUs;
 //   auto      kernels::quant_gemm with QuantGemmKernel::kAuto: what the model runs below
 //             quant_gemm_max_tokens().
-// The ratios are against the fastest of v4, v5, v6 and v7 ("best"); bf16/v7 is v7's speed
-// against cuBLASLt's on bf16 weights (the target: >= ~0.9 from 128 tokens).
+// The ratios are against the fastest of v4, v5 and v6 ("best").
 // First a table of the dequantize alone, per shape and format: kernels::dequantize_bf16,
 // with GB/s counting the weight bytes read plus the bf16 bytes written, and their share of a
 // device-to-device copy's GB/s (the practical ceiling of a read + write stream).
@@ -175,9 +170,6 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
       const double err6 = v5 ? validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms,
                                         QuantGemmKernel::kWgmmaWs)
                              : 0.0;
-      const double err7 = v5 ? validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms,
-                                        QuantGemmKernel::kWgmmaSs)
-                             : 0.0;
       const double t_bf16 = time_calls([&](cudaStream_t st, int i) {
         BENCH_OK(gemm.linear(x, bf16[i % bf16.size()], y, m, s.n, s.k, GemmOut::kBf16, st));
       });
@@ -193,21 +185,18 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
       const double t_v4 = time_kernel(QuantGemmKernel::kMmaSync);
       const double t_v5 = v5 ? time_kernel(QuantGemmKernel::kWgmma) : INFINITY;
       const double t_v6 = v5 ? time_kernel(QuantGemmKernel::kWgmmaWs) : INFINITY;
-      const double t_v7 = v5 ? time_kernel(QuantGemmKernel::kWgmmaSs) : INFINITY;
       const double t_auto = time_kernel(QuantGemmKernel::kAuto);
-      const double t_q = std::min({t_v4, t_v5, t_v6, t_v7});
-      char v5_us[32] = "-", v6_us[32] = "-", v7_us[32] = "-", bf16_v7[32] = "-";
+      const double t_q = std::min({t_v4, t_v5, t_v6});
+      char v5_us[32] = "-", v6_us[32] = "-";
       if (v5) std::snprintf(v5_us, sizeof(v5_us), "%.1f", t_v5 * 1e6);
       if (v5) std::snprintf(v6_us, sizeof(v6_us), "%.1f", t_v6 * 1e6);
-      if (v5) std::snprintf(v7_us, sizeof(v7_us), "%.1f", t_v7 * 1e6);
-      if (v5) std::snprintf(bf16_v7, sizeof(bf16_v7), "%.2f", t_bf16 / t_v7);
       const double flops = 2.0 * m * s.n * s.k;
-      const bool ok = err4 <= 1e-2 && err5 <= 1e-2 && err6 <= 1e-2 && err7 <= 1e-2;
-      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %s | %s | %s | %.1f | %.0f | "
-                  "%.2f | %s | %.2f | %.2f | %.1e / %.1e / %.1e / %.1e %s|\n",
+      const bool ok = err4 <= 1e-2 && err5 <= 1e-2 && err6 <= 1e-2;
+      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %s | %s | %.1f | %.0f | "
+                  "%.2f | %.2f | %.2f | %.1e / %.1e / %.1e %s|\n",
                   s.name, weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_v4 * 1e6,
-                  v5_us, v6_us, v7_us, t_auto * 1e6, flops / t_q / 1e12, t_bf16 / t_q, bf16_v7,
-                  t_deq / t_q, t_v4 / t_q, err4, err5, err6, err7, ok ? "" : "FAILED ");
+                  v5_us, v6_us, t_auto * 1e6, flops / t_q / 1e12,
+                  t_bf16 / t_q, t_deq / t_q, t_v4 / t_q, err4, err5, err6, ok ? "" : "FAILED ");
       std::fflush(stdout);
       if (!ok) std::exit(1);
     }
@@ -300,10 +289,10 @@ int run(int argc, char** argv) {
   const size_t l2_bytes = static_cast<size_t>(prop.l2CacheSize);
   dequant_table(formats, shapes_arg, l2_bytes);
   if (dequant_only) return 0;
-  std::printf("| shape | weights | m | bf16 us | deq+blas us | v4 us | v5 us | v6 us | v7 us | "
-              "auto us | best TFLOP/s | bf16/best | bf16/v7 | deq+blas/best | v4/best | "
-              "rel. L2 vs deq+blas v4 / v5 / v6 / v7 |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| shape | weights | m | bf16 us | deq+blas us | v4 us | v5 us | v6 us | auto us | "
+              "best TFLOP/s | bf16/best | deq+blas/best | v4/best | "
+              "rel. L2 vs deq+blas v4 / v5 / v6 |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
   BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
   auto gemm = Gemm::create();

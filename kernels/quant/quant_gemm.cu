@@ -277,14 +277,6 @@ absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stre
     }
     return device::quant_gemm::quant_gemm_wgmma_ws(p, std::max(num_sms, 1), stream);
   }
-  if (kernel == QuantGemmKernel::kWgmmaSs) {
-    if (!quant_gemm_wgmma_supported()) {
-      return absl::InvalidArgumentError(
-          "quant_gemm: the shared-memory wgmma kernel needs a Hopper GPU (compute capability "
-          "9.0)");
-    }
-    return device::quant_gemm::quant_gemm_wgmma_ss(p, std::max(num_sms, 1), stream);
-  }
   const device::quant_gemm::Plan pl = device::quant_gemm::plan(p, std::max(num_sms, 1));
   return quant::dispatch_quant_format(p.format, [&](auto tag) -> absl::Status {
     constexpr WeightFormat F = decltype(tag)::value;

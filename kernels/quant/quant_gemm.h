@@ -9,13 +9,11 @@
 // a q (+ c) (a, c the block's fp32 scale factors, q the quant less its offset),
 // bf16_rn(q bf16(a) (+ bf16(c))) with one rounding (Q8_0: ggml's value rounded to bf16) —
 // dequantize_bf16()'s value up to the rounding of a and c to bf16, < 2^-9 relative each.
-// The dequantization happens on chip, in registers fragment by fragment or (kWgmmaSs) into
-// a shared-memory tile: every weight byte is read from HBM once per CTA column (the Q4
-// file's 0.56 bytes an element, against 2 for a bf16 weight, plus 2 + 2 for dequantizing
-// into a workspace first). mma.sync m16n8k16 (sm_80+) with fp32 accumulation
-// (kernels/quant/quant_gemm.cu), on Hopper wgmma with the decoded weights as the register A
-// operand (kernels/quant/quant_gemm_sm90.cu) or from shared memory
-// (kernels/quant/quant_gemm_sm90_ss.cu).
+// The dequantization happens in registers, fragment by fragment: every weight byte is read
+// from HBM once per CTA column (the Q4 file's 0.56 bytes an element, against 2 for a bf16
+// weight, plus 2 + 2 for dequantizing into a workspace first). mma.sync m16n8k16 (sm_80+)
+// with fp32 accumulation (kernels/quant/quant_gemm.cu), on Hopper wgmma with the decoded
+// weights as the register A operand (kernels/quant/quant_gemm_sm90.cu).
 //
 // Callers pass activations rounded as the quantized GEMV rounds them
 // (round_activations_q8, kernels/quant/quant_gemv.h) so that a token's numerics do not
@@ -38,12 +36,8 @@ namespace flashserve::kernels {
 // (quant_gemm_wgmma_supported()), else InvalidArgument. kWgmmaWs ("v6", kAuto's choice on
 // Hopper up to 64 tokens): the same wgmma kernel warp-specialized (a producer warpgroup
 // filling an mbarrier ring, two consumer warpgroups; kernels/quant/quant_gemm_sm90.cu),
-// Hopper only, else InvalidArgument. kWgmmaSs ("v7", not yet kAuto's choice): the weights
-// decoded once a CTA into a bf16 shared-memory tile by a decoder warpgroup and both wgmma
-// operands read from shared memory (128 rows x 128 tokens a CTA, a producer, a decoder and
-// two consumer warpgroups; kernels/quant/quant_gemm_sm90_ss.cu), Hopper only, else
-// InvalidArgument. Every kernel multiplies the same bf16 weight values.
-enum class QuantGemmKernel { kAuto, kMmaSync, kWgmma, kWgmmaWs, kWgmmaSs };
+// Hopper only, else InvalidArgument.
+enum class QuantGemmKernel { kAuto, kMmaSync, kWgmma, kWgmmaWs };
 
 struct QuantGemmParams {
   WeightFormat format = WeightFormat::kQ4_K;
@@ -62,8 +56,7 @@ struct QuantGemmParams {
   QuantGemmKernel kernel = QuantGemmKernel::kAuto;
 };
 
-// Whether QuantGemmKernel::kWgmma (and kWgmmaWs, kWgmmaSs) runs on the current device
-// (compute capability 9.0).
+// Whether QuantGemmKernel::kWgmma (and kWgmmaWs) runs on the current device (compute capability 9.0).
 bool quant_gemm_wgmma_supported();
 
 // The largest step, in tokens, for which quant_gemm() (kAuto) beats dequantizing the matrix

@@ -1,11 +1,10 @@
 #pragma once
-// The pieces the tensor-core GEMMs on quantized weights share (kernels/quant/quant_gemm.cu,
-// mma.sync, sm_80+; kernels/quant/quant_gemm_sm90.cu and kernels/quant/quant_gemm_sm90_ss.cu,
-// wgmma, sm_90a): the ring stage's row layout, the scale staging, the cp.async copies of a
-// stage, the in-register decoding of mma A fragments (the same fragment for mma.sync
-// m16n8k16 and, per warp, for wgmma m64nNk16 with A from registers) and the pair decoding
-// under it, the output rule and the split-k reduction. Device code only, included by those
-// three files.
+// The pieces both tensor-core GEMMs on quantized weights share (kernels/quant/quant_gemm.cu,
+// mma.sync, sm_80+; kernels/quant/quant_gemm_sm90.cu, wgmma, sm_90a): the ring stage's row
+// layout, the scale staging, the cp.async copies of a stage, the in-register decoding of
+// mma A fragments (the same fragment for mma.sync m16n8k16 and, per warp, for wgmma m64nNk16
+// with A from registers), the output rule and the split-k reduction. Device code only,
+// included by those two files.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -331,9 +330,6 @@ inline absl::Status reduce_splits(const QuantGemmParams& p, int splits, cudaStre
 absl::Status quant_gemm_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_t stream);
 // The warp-specialized wgmma kernel (v6, same file) for a validated call.
 absl::Status quant_gemm_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream);
-// The wgmma kernel on weights decoded into shared memory (v7,
-// kernels/quant/quant_gemm_sm90_ss.cu) for a validated call.
-absl::Status quant_gemm_wgmma_ss(const QuantGemmParams& p, int num_sms, cudaStream_t stream);
 
 }  // namespace device::quant_gemm
 }  // namespace flashserve::kernels

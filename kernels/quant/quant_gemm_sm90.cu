@@ -34,12 +34,29 @@
 #include <cstdint>
 
 #include "kernels/device.h"
-#include "kernels/quant/quant_gemm_sm90.cuh"
+#include "kernels/quant/quant_gemm_common.cuh"
+#include "kernels/sm90_wgmma.cuh"
 
 namespace flashserve::kernels {
 namespace device::quant_gemm {
 namespace {
 
+constexpr int kSmemPerSm = 228 * 1024;
+constexpr int kReservedPerCta = 1024;  // the runtime's share of an SM's shared memory
+constexpr int kAlign = 1024;           // the 128-byte swizzle repeats every 1024 bytes
+
+// Threads and weight rows of a CTA (one thread a row, as StageCopier and the scale staging
+// want): one warpgroup, two m64 tiles.
+constexpr int kRows = 128;
+
+// A stage buffer: the x tile ([kBM][kBK] bf16 = kBM rows of 128 bytes), then the weight rows,
+// rounded up to a multiple of 1024 bytes so that every stage's x tile stays aligned.
+template <int kBM>
+__host__ __device__ constexpr int x_tile_bytes() { return kBM * kBK * 2; }
+template <WeightFormat F, int kBM>
+__host__ __device__ constexpr int wg_stage_bytes() {
+  return (x_tile_bytes<kBM>() + kRows * row_stride<F>() + kAlign - 1) / kAlign * kAlign;
+}
 // CTAs an SM: as many as registers (64 tokens: ~150 a thread with 64 accumulators; 128
 // tokens: ~200-220 with 128) and shared memory for a ring of 4 allow: 3 and 2.
 template <WeightFormat F, int kBM>
@@ -199,6 +216,28 @@ __global__ void __launch_bounds__(kRows, (wg_ctas_per_sm<F, kBM>()))
 template <WeightFormat F, int kBM>
 struct WgSmemTag {};
 
+// The k splits for CTAs of `rows` rows and bm tokens, c of them an SM, on num_sms SMs: the
+// count that minimises a model of the time in stage times: rounds of CTAs x (a split's
+// stages + ~2 for the ramp and the epilogue), plus the reduction's fp32 traffic (~1.8 MB a
+// stage time). Unlike the mma.sync kernel's "fill every SM" this sees that 48 tiles in 3
+// splits on 132 SMs take two rounds. Each split keeps >= 4 stages; the partial sums fit
+// p.partials.
+int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms) {
+  const int64_t tiles = int64_t{(p.n + rows - 1) / rows} * ((p.m + bm - 1) / bm);
+  const int64_t slots = int64_t{c} * num_sms;
+  const int stages = (p.k / kQuantUnit + kUnitsPerStage - 1) / kUnitsPerStage;
+  int best = 1;
+  double best_cost = 0;
+  for (int s = 1; s <= std::max(1, stages / 4); ++s) {
+    if (s > 1 && int64_t{s} * p.m * p.n > p.partials_floats) break;
+    const int64_t rounds = (tiles * s + slots - 1) / slots;
+    double cost = static_cast<double>(rounds) * ((stages + s - 1) / s + 2) * rows / 256.0 * c;
+    if (s > 1) cost += (4.0 * s + 2.0) * p.m * p.n / 1.8e6;
+    if (s == 1 || cost < best_cost) best = s, best_cost = cost;
+  }
+  return best;
+}
+
 // 64-token tiles up to 64 tokens, else 128.
 template <WeightFormat F, int kBM>
 absl::Status launch_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_t stream) {
@@ -259,6 +298,9 @@ __host__ __device__ constexpr int ws_smem_bytes() {
 
 // The device side, compiled for sm_90a only (elsewhere the kernel is empty).
 #if defined(FLASHSERVE_SM90A)
+constexpr int kWsLag = 4;  // stages whose copies stay in flight behind the newest one
+// mbarriers: kernels/sm90_wgmma.cuh (mbar_init / mbar_arrive / mbar_wait).
+
 // The ring's geometry and barriers, the same for both roles.
 template <WeightFormat F, int kBM>
 struct WsRing {
@@ -272,6 +314,59 @@ struct WsRing {
   __device__ __forceinline__ uint32_t full(int s) const { return bars + 8 * s; }
   __device__ __forceinline__ uint32_t empty(int s) const { return bars + 8 * (kStages + s); }
 };
+
+// A stage's slot and the parity of its round, stepped one stage at a time (no divisions by
+// kStages, which is not a power of two).
+template <int kStages>
+struct RingPos {
+  int slot = 0;
+  uint32_t parity = 0;
+  __device__ __forceinline__ void next() {
+    if (++slot == kStages) slot = 0, parity ^= 1;
+  }
+};
+
+// The producer warpgroup: stages [0, num_stages) of the split starting at s_begin.
+template <WeightFormat F, int kBM>
+__device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRing<F, kBM>& r,
+                                           int row0, int tok0, int s_begin, int num_stages) {
+  constexpr int kStages = WsRing<F, kBM>::kStages;
+  static_assert(kWsLag >= 1 && kWsLag <= kStages - 2, "the ring deadlocks (see above)");
+  const int num_units = p.k / kQuantUnit;
+  const QuantLayout l = quant_layout(F, p.n, p.k);
+  const RowPtrs rp = row_ptrs<F>(static_cast<const uint8_t*>(p.w), l,
+                                 min(row0 + static_cast<int>(threadIdx.x), p.n - 1));
+  const StageCopier<F, kBM, WsRing<F, kBM>::kWAt, 0, kRows> copier(p, l, row0, tok0);
+  ScaleWords sc[kWsLag];  // sc[j]: the scales of the newest stage i with i % kWsLag == j
+  RingPos<kStages> at, at_done;  // of stages i and done = i - kWsLag (once done >= 0)
+  // Iteration i issues stage i and completes stage i - kWsLag; kWsLag at a time so that the
+  // indices of sc[] are constants.
+  for (int i0 = 0; i0 < num_stages + kWsLag; i0 += kWsLag) {
+#pragma unroll
+    for (int j = 0; j < kWsLag; ++j) {
+      const int i = i0 + j, done = i - kWsLag;
+      if (i < num_stages) {
+        // Round k of a slot waits for the consumers' release of round k - 1 (parity ^ 1).
+        if (i >= kStages) mbar_wait(r.empty(at.slot), at.parity ^ 1);
+        copier.issue(p, s_begin + i, num_units, r.slot(at.slot));  // commits one group
+      } else {
+        cp_async_commit();  // an empty group: wait_group below counts kWsLag newer ones
+      }
+      if (done >= 0 && done < num_stages) {
+        store_scales<F>(sc[j], (s_begin + done) * kUnitsPerStage,
+                        r.slot(at_done.slot) + WsRing<F, kBM>::kWAt +
+                            threadIdx.x * row_stride<F>());
+        cp_async_wait<kWsLag>();
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        mbar_arrive(r.full(at_done.slot));
+      }
+      if (i < num_stages) load_scales<F>(rp, (s_begin + i) * kUnitsPerStage, num_units, sc[j]);
+      at.next();
+      if (done >= 0) at_done.next();
+    }
+  }
+  cp_async_wait<0>();
+}
 
 // A consumer warpgroup: the m64 tile of rows 64 c .. + 63 over the split's stages, into acc.
 template <WeightFormat F, int kBM>

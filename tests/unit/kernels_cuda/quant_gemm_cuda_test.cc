@@ -3,8 +3,8 @@
 // them, bit for bit what the kernel multiplies; products summed in double) on random ggml blocks repacked by quant_repack, for every
 // format x output x token tile x split of k (forced through m and num_sms: the launcher
 // splits k where the tiles would not fill every SM), with m, n and k that end mid-tile and
-// mid-stage; every kernel (QuantGemmKernel::kMmaSync everywhere, kWgmma, its
-// warp-specialized form kWgmmaWs and the shared-memory-decode kernel kWgmmaSs on Hopper).
+// mid-stage; every kernel (QuantGemmKernel::kMmaSync everywhere, kWgmma and its
+// warp-specialized draft kWgmmaWs on Hopper).
 //
 // Tolerance, per output, from S = sum |w^ x| over the row (both sides multiply the same bf16
 // values): the GPU sums the exact products in fp32 (the mma's accumulator) in another order,
@@ -53,7 +53,6 @@ void run_case(const Case& c, std::mt19937& rng) {
                                     << (c.partials ? " with partials" : "")
                                     << (c.kernel == QuantGemmKernel::kWgmma     ? " wgmma"
                                         : c.kernel == QuantGemmKernel::kWgmmaWs ? " wgmma ws"
-                                        : c.kernel == QuantGemmKernel::kWgmmaSs ? " wgmma ss"
                                                                                 : ""));
   QuantWeight w = make_weight(c.format, c.n, c.k, rng);
   const testing::Bf16Data x = random_bf16(static_cast<size_t>(c.m) * c.k, 1.f, rng);
@@ -195,26 +194,6 @@ TEST(QuantGemmCuda, WarpSpecializedWgmmaKernelEveryFormatOutputTileAndSplitMatch
   run_wgmma_cases(QuantGemmKernel::kWgmmaWs);
 }
 
-// v7, the wgmma kernel on weights decoded into shared memory (a producer, a decoder and two
-// consumer warpgroups, 128-token tiles only): the same cases, and m = 128 and 513 (a whole
-// tile; four whole tiles and one token of a fifth) in every output, 513 also split in k (10
-// tiles on 132 SMs: 5 splits of 4 stages for the K-quants, 2 for the others).
-TEST(QuantGemmCuda, SharedMemoryDecodeWgmmaKernelEveryFormatOutputTileAndSplitMatchesTheReference) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  if (!quant_gemm_wgmma_supported()) GTEST_SKIP() << "not a Hopper GPU";
-  constexpr QuantGemmKernel kW = QuantGemmKernel::kWgmmaSs;
-  run_wgmma_cases(kW);
-  std::mt19937 rng(std::random_device{}());
-  for (WeightFormat f : quant::kQuantFormats) {
-    const int k = weight_block_elements(f) == kQuantSuperBlock ? 1280 : 608;
-    for (GemvOutput out : {GemvOutput::kBf16, GemvOutput::kFp32, GemvOutput::kFp32Accumulate}) {
-      run_case({f, out, 128, 264, k, 1, true, kW}, rng);
-      run_case({f, out, 513, 136, k, 1, false, kW}, rng);
-      run_case({f, out, 513, 200, k, 132, true, kW}, rng);
-    }
-  }
-}
-
 TEST(QuantGemmCuda, RejectsUnsupportedShapesNamingThem) {
   QuantGemmParams p;
   p.format = WeightFormat::kQ5_K;
@@ -244,10 +223,6 @@ TEST(QuantGemmCuda, RejectsUnsupportedShapesNamingThem) {
     const absl::Status ws = quant_gemm(p, 132, nullptr);
     EXPECT_EQ(ws.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(ws.message().find("Hopper"), std::string::npos) << ws;
-    p.kernel = QuantGemmKernel::kWgmmaSs;
-    const absl::Status ss = quant_gemm(p, 132, nullptr);
-    EXPECT_EQ(ss.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(ss.message().find("Hopper"), std::string::npos) << ss;
   }
   EXPECT_FALSE(quant_gemm_supported(WeightFormat::kBf16, 512));
   EXPECT_FALSE(quant_gemm_supported(WeightFormat::kQ8_0, 40));
