@@ -212,8 +212,10 @@ absl::Status launch(const QuantGemmParams& p, const Plan& pl, cudaStream_t strea
 
 int quant_gemm_max_tokens() {
   // mma.sync (v4): up to 64 tokens (bench/gemm/RESULTS_quant_gemm_v4.md). With wgmma (v5,
-  // Hopper) up to 256: at 256 v5 beats deq+blas on all 8B shapes and on the 1B layer in sum,
-  // at 512 and 1,024 deq+blas wins every shape (bench/gemm/RESULTS_quant_gemm_v5.md).
+  // Hopper) up to 256: at 128 v5 beats deq+blas on the 8B and 1B layers by far, at 512 and
+  // 1,024 deq+blas wins every shape; at 256, since the staged dequantize, deq+blas is 4-5 %
+  // faster on both layers (bench/gemm/RESULTS_quant_gemm_v7.md, same-run columns): the
+  // crossover lies between 128 and 256, unmeasured in between, so it stays at 256.
   constexpr int kMmaSyncMaxTokens = 64, kWgmmaMaxTokens = 256;
   return quant_gemm_wgmma_supported() ? kWgmmaMaxTokens : kMmaSyncMaxTokens;
 }
