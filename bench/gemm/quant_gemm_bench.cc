@@ -25,11 +25,10 @@
 // bench/gemm/NOTES.md holds the predictions and results.
 //
 //   quant_gemm_bench [--quick] [--formats=Q4_K,Q8_0,...] [--ms=64,256] [--shapes=8B]
-//                    [--dequant-only] [--chunks=8,16,32]
+//                    [--dequant-only]
 // --quick: Q4_K and m in {16, 32, 64, 128, 256, 512, 1024}; --formats / --ms replace those lists;
 // --shapes keeps the shapes whose name starts with the text; --dequant-only prints the
-// dequantize table alone; --chunks prints, instead of everything else, the chunked deq+blas
-// table (run_chunks below) for those chunk sizes in MB.
+// dequantize table alone.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -45,7 +44,6 @@
 #include "kernels/quant/quant_gemm.h"
 #include "kernels/quant/quant_gemv.h"
 #include "kernels/quant/quant_layout.h"
-#include "model/cuda/dequant_gemm.h"
 #include "model/cuda/gemm.h"
 
 namespace flashserve::kernels {
@@ -54,7 +52,6 @@ namespace {
 using namespace bench;  // NOLINT: the bench plumbing
 using model::cuda::Gemm;
 using model::cuda::GemmOut;
-using model::cuda::QuantPart;
 
 struct Shape {
   const char* name;
@@ -209,113 +206,6 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
   for (void* p : {x, y, y_ref, deq}) BENCH_CUDA(cudaFree(p));
 }
 
-// The --chunks table: deq+blas with the matrix dequantized a chunk of rows at a time, each
-// chunk multiplied right after (model/cuda/dequant_gemm.h), for each chunk size in MB, against
-// bf16, whole-matrix deq+blas and kAuto's quant_gemm in the same run; "persist" repeats the
-// chunked call with the scratch marked as an L2 persisting window (cudaAccessPolicyWindow on
-// the stream, captured into the graph's kernel nodes) to see whether eviction of the chunk
-// between its dequantize and its GEMM costs anything.
-void run_chunks(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& formats,
-                const std::vector<int>& ms, const std::vector<int>& chunk_mbs, int num_sms,
-                size_t l2_bytes, const cudaDeviceProp& prop) {
-  const int max_m = *std::max_element(ms.begin(), ms.end());
-  void *x, *y, *y_ref, *deq;
-  BENCH_CUDA(cudaMalloc(&x, size_t(max_m) * s.k * 2));
-  BENCH_CUDA(cudaMalloc(&y, size_t(max_m) * s.n * 2));
-  BENCH_CUDA(cudaMalloc(&y_ref, size_t(max_m) * s.n * 2));
-  BENCH_CUDA(cudaMalloc(&deq, size_t(s.n) * s.k * 2));
-  fill_bf16(x, size_t(max_m) * s.k, 7, 1.f);
-  const std::vector<void*> bf16 = weight_copies(WeightFormat::kBf16, s, l2_bytes);
-  const size_t count_max = size_t(max_m) * s.n;
-  std::vector<uint16_t> g(count_max), r(count_max);
-  for (WeightFormat f : formats) {
-    const std::vector<void*> q = weight_copies(f, s, l2_bytes);
-    for (int m : ms) {
-      const double t_bf16 = time_calls([&](cudaStream_t st, int i) {
-        BENCH_OK(gemm.linear(x, bf16[i % bf16.size()], y, m, s.n, s.k, GemmOut::kBf16, st));
-      });
-      const double t_deq = time_calls([&](cudaStream_t st, int i) {
-        BENCH_OK(dequantize_bf16(dequant_params(f, s, q[i % q.size()], deq), st));
-        BENCH_OK(gemm.linear(x, deq, y, m, s.n, s.k, GemmOut::kBf16, st));
-      });
-      const double t_auto = time_calls([&](cudaStream_t st, int i) {
-        BENCH_OK(quant_gemm(qgemm_params(f, s, q[i % q.size()], x, y, m, QuantGemmKernel::kAuto),
-                            num_sms, st));
-      });
-      BENCH_OK(dequantize_bf16(dequant_params(f, s, q[0], deq), nullptr));
-      BENCH_OK(gemm.linear(x, deq, y_ref, m, s.n, s.k, GemmOut::kBf16, nullptr));
-      BENCH_CUDA(cudaMemcpy(r.data(), y_ref, size_t(m) * s.n * 2, cudaMemcpyDeviceToHost));
-      for (int mb : chunk_mbs) {
-        const int64_t chunk = int64_t{mb} << 20;
-        const QuantPart part0{f, q[0], s.n};
-        const int64_t scratch = model::cuda::dequant_gemm_scratch_bytes({&part0, 1}, s.k, chunk);
-        auto chunked = [&](cudaStream_t st, int i) {
-          const QuantPart part{f, q[i % q.size()], s.n};
-          BENCH_OK(model::cuda::dequant_gemm(gemm, {&part, 1}, x, y, m, s.k, GemmOut::kBf16, deq,
-                                             scratch, chunk, st));
-        };
-        // Validate against the whole-matrix deq+blas (same bf16 weights; only cuBLASLt's
-        // per-shape algorithm, i.e. the fp32 summation order, may differ).
-        BENCH_CUDA(cudaMemset(y, 0xff, size_t(m) * s.n * 2));
-        chunked(nullptr, 0);
-        BENCH_CUDA(cudaMemcpy(g.data(), y, size_t(m) * s.n * 2, cudaMemcpyDeviceToHost));
-        double d2 = 0, r2 = 0;
-        for (size_t i = 0; i < size_t(m) * s.n; ++i) {
-          const uint32_t gi = uint32_t{g[i]} << 16, ri = uint32_t{r[i]} << 16;
-          float gf, rf;
-          std::memcpy(&gf, &gi, 4);
-          std::memcpy(&rf, &ri, 4);
-          d2 += std::isfinite(gf) ? double(gf - rf) * (gf - rf) : INFINITY;
-          r2 += double(rf) * rf;
-        }
-        const double err = std::sqrt(d2 / std::max(r2, 1e-30));
-        const double t_chunk = time_calls(chunked);
-        // The persisting window: as much of the scratch as the device allows.
-        const size_t window = std::min<size_t>({size_t(scratch), size_t(prop.accessPolicyMaxWindowSize),
-                                                size_t(prop.persistingL2CacheMaxSize)});
-        double t_persist = NAN;
-        if (window > 0 && cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, window) == cudaSuccess) {
-          t_persist = time_calls([&](cudaStream_t st, int i) {
-            if (i == 0) {
-              cudaStreamAttrValue a = {};
-              a.accessPolicyWindow.base_ptr = deq;
-              a.accessPolicyWindow.num_bytes = window;
-              a.accessPolicyWindow.hitRatio = 1.f;
-              a.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
-              a.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-              BENCH_CUDA(cudaStreamSetAttribute(st, cudaStreamAttributeAccessPolicyWindow, &a));
-            }
-            chunked(st, i);
-          });
-          BENCH_CUDA(cudaCtxResetPersistingL2Cache());
-          BENCH_CUDA(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0));
-        }
-        const int64_t rows = model::cuda::dequant_chunk_rows(s.n, s.k, chunk);
-        // The chunks' GEMMs alone (on whatever the scratch holds): chunked minus this is what
-        // the dequantizes cost inside the chunked loop.
-        const double t_gemms = time_calls([&](cudaStream_t st, int) {
-          for (int64_t r0 = 0; r0 < s.n; r0 += rows) {
-            const int64_t r1 = std::min<int64_t>(s.n, r0 + rows);
-            BENCH_OK(gemm.linear(x, deq, static_cast<char*>(y) + r0 * 2, m, int(r1 - r0), s.k,
-                                 GemmOut::kBf16, st, s.n));
-          }
-        });
-        std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %d (%lld rows, %.1f MB) | %.1f | %.1f | %.1f | "
-                    "%.2f | %.2f | %.1e %s|\n",
-                    s.name, weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_auto * 1e6, mb,
-                    static_cast<long long>(rows), rows * s.k * 2 / 1e6, t_chunk * 1e6,
-                    t_gemms * 1e6, t_persist * 1e6, t_chunk / t_bf16, std::min(t_deq, t_auto) / t_chunk, err,
-                    err <= 1e-2 ? "" : "FAILED ");
-        std::fflush(stdout);
-        if (!(err <= 1e-2)) std::exit(1);
-      }
-    }
-    for (void* w : q) BENCH_CUDA(cudaFree(w));
-  }
-  for (void* w : bf16) BENCH_CUDA(cudaFree(w));
-  for (void* p : {x, y, y_ref, deq}) BENCH_CUDA(cudaFree(p));
-}
-
 constexpr Shape kShapes[] = {
     {"8B qkv 6144x4096", 6144, 4096},      {"8B o 4096x4096", 4096, 4096},
     {"8B gate_up 28672x4096", 28672, 4096}, {"8B down 4096x14336", 4096, 14336},
@@ -358,7 +248,6 @@ int run(int argc, char** argv) {
   const char* formats_arg = nullptr;
   const char* ms_arg = nullptr;
   const char* shapes_arg = "";
-  const char* chunks_arg = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
@@ -370,8 +259,6 @@ int run(int argc, char** argv) {
       ms_arg = argv[i] + 5;
     } else if (std::strncmp(argv[i], "--shapes=", 9) == 0) {
       shapes_arg = argv[i] + 9;
-    } else if (std::strncmp(argv[i], "--chunks=", 9) == 0) {
-      chunks_arg = argv[i] + 9;
     } else {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;
@@ -400,23 +287,6 @@ int run(int argc, char** argv) {
     return 2;
   }
   const size_t l2_bytes = static_cast<size_t>(prop.l2CacheSize);
-  if (chunks_arg != nullptr) {
-    g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
-    BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
-    auto gemm = Gemm::create();
-    BENCH_OK(gemm.status());
-    std::printf("persisting L2 max %.1f MB, window max %.1f MB\n\n",
-                prop.persistingL2CacheMaxSize / 1e6, prop.accessPolicyMaxWindowSize / 1e6);
-    std::printf("| shape | weights | m | bf16 us | deq+blas us | auto us | chunk MB | chunked us | "
-                "chunk GEMMs alone us | persist us | chunked/bf16 | min(deq+blas, auto)/chunked | rel. L2 vs deq+blas |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (const Shape& s : kShapes) {
-      if (!shape_selected(s, shapes_arg)) continue;
-      run_chunks(**gemm, s, formats, ms, int_list(chunks_arg), prop.multiProcessorCount, l2_bytes,
-                 prop);
-    }
-    return 0;
-  }
   dequant_table(formats, shapes_arg, l2_bytes);
   if (dequant_only) return 0;
   std::printf("| shape | weights | m | bf16 us | deq+blas us | v4 us | v5 us | v6 us | auto us | "

@@ -17,7 +17,6 @@
 #include "base/status_macros.h"
 #include "kernels/cuda_check.h"
 #include "model/cuda/decode_graph.h"
-#include "model/cuda/dequant_gemm.h"
 #include "model/cuda/llama_forward.h"
 #include "model/gguf/gguf.h"
 #include "model/memory_budget.h"
@@ -47,7 +46,6 @@ struct DeviceProps {
   std::string name;
   int major = 0, minor = 0, num_sms = 0;
   size_t free = 0, total = 0;
-  int64_t l2_bytes = 0;
 };
 
 absl::StatusOr<DeviceProps> query_device() {
@@ -59,7 +57,6 @@ absl::StatusOr<DeviceProps> query_device() {
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   DeviceProps d{prop.name, prop.major, prop.minor, prop.multiProcessorCount};
   CUDA_CHECK(cudaMemGetInfo(&d.free, &d.total));
-  d.l2_bytes = prop.l2CacheSize;
   return d;
 }
 
@@ -123,12 +120,12 @@ absl::Status check_weights_fit(const GgufFile& file, const CudaRunnerOptions& o,
 // may use everything free beyond the workspace and the margin.
 absl::StatusOr<KvCacheBudget> cuda_kv_budget(const ModelConfig& c, const CudaRunnerOptions& o,
                                              const DeviceProps& d, int block_size,
-                                             int64_t gemm_scratch_bytes) {
+                                             int64_t dequant_bytes) {
   size_t free = 0, total = 0;
   CUDA_CHECK(cudaMemGetInfo(&free, &total));
   const int64_t workspace = cuda::workspace_bytes(c, o.max_batch_tokens,
                                                   cuda::decode_bucket(o.max_num_seqs),
-                                                  start_metadata_bytes(o), gemm_scratch_bytes);
+                                                  start_metadata_bytes(o), dequant_bytes);
   RETURN_IF_ERROR(check_fits(
       absl::StrCat("max_batch_tokens ", o.max_batch_tokens, " and max_num_seqs ",
                    o.max_num_seqs, ": the step workspace"),
@@ -174,8 +171,7 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
 
  private:
   cuda::ForwardContext context() {
-    return {&config_, &weights_, &cache_, &ws_, gemm_.get(), &timer_, device_.num_sms, stream_,
-            cuda::dequant_chunk_bytes(device_.l2_bytes)};
+    return {&config_, &weights_, &cache_, &ws_, gemm_.get(), &timer_, device_.num_sms, stream_};
   }
   // Enqueues the forward pass of `batch` and its sampling: decode batches padded
   // (model/cuda/decode_graph.h) and, with graphs on, replayed from a graph unless the step
@@ -221,11 +217,7 @@ absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions
   ASSIGN_OR_RETURN(gemm_, cuda::Gemm::create());
   const int block_size = kernels::kKvBlockSize;
   ASSIGN_OR_RETURN(const KvCacheBudget kv, cuda_kv_budget(config_, o, device_, block_size,
-                                                              cuda::gemm_scratch_bytes(
-                                                                  weights_,
-                                                                  cuda::dequant_chunk_bytes(
-                                                                      device_.l2_bytes),
-                                                                  device_.num_sms)));
+                                                              weights_.max_dequant_bytes));
   const int blocks = kv.num_blocks;
   cache_.num_blocks = blocks;
   cache_.block_size = block_size;

@@ -117,7 +117,6 @@ absl::Status upload_native(const GgufFile& file, const ModelConfig& c,
   d->bytes += l.total_bytes;
   d->native_bytes += l.total_bytes;
   d->max_dequant_bytes = std::max(d->max_dequant_bytes, rows * k * 2);
-  d->max_native_k = std::max(d->max_native_k, k);
   return absl::OkStatus();
 }
 

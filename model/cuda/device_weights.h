@@ -59,10 +59,8 @@ struct DeviceWeights {
   DeviceMatrix output;       // [vocab, hidden]; empty when tied
   int64_t bytes = 0;         // device memory held
   int64_t native_bytes = 0;  // of which matrices in a block format
-  // Largest bf16 copy of a whole native matrix, and the longest row (k) of one: what sizes
-  // the GEMM scratch (llama_forward.h's gemm_scratch_bytes).
+  // Largest bf16 copy a GEMM of a native matrix needs (the step workspace's `dequant`).
   int64_t max_dequant_bytes = 0;
-  int64_t max_native_k = 0;
 
   const DeviceMatrix& lm_head() const { return output.empty() ? token_embd : output; }
   // For the start-up log: "native (Q4_K, Q6_K) 4.3 GiB + bf16 0.4 GiB" or "bf16 15.0 GiB".

@@ -40,7 +40,7 @@ absl::StatusOr<const Gemm::Plan*> Gemm::plan(const Key& key) {
   const int bucket = static_cast<int>(std::bit_ceil(static_cast<unsigned>(key.m)));
   const Plan* bucket_plan = nullptr;
   if (bucket != key.m) {
-    ASSIGN_OR_RETURN(bucket_plan, plan(Key{bucket, key.n, key.k, key.ldy, key.y_align, key.out}));
+    ASSIGN_OR_RETURN(bucket_plan, plan(Key{bucket, key.n, key.k, key.out}));
   }
   auto p = std::make_unique<Plan>();
   const cudaDataType_t y_type = key.out == GemmOut::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -51,10 +51,10 @@ absl::StatusOr<const Gemm::Plan*> Gemm::plan(const Key& key) {
       p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
       p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &no_trans, sizeof(no_trans)));
-  // Column-major views: w is [k, n] (ld k), x is [k, m] (ld k), y is [n, m] (ld ldy).
+  // Column-major views: w is [k, n] (ld k), x is [k, m] (ld k), y is [n, m] (ld n).
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->w, CUDA_R_16BF, key.k, key.n, key.k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->x, CUDA_R_16BF, key.k, key.m, key.k));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->y, y_type, key.n, key.m, key.ldy));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->y, y_type, key.n, key.m, key.n));
   bool have_algo = false;
   if (bucket_plan != nullptr) {
     cublasLtMatmulHeuristicResult_t check;
@@ -75,13 +75,6 @@ absl::Status Gemm::query_algo(const Key& key, Plan* p) {
   const size_t ws = workspace_.bytes();
   cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  const uint32_t align = static_cast<uint32_t>(key.y_align);
-  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
-    if (st == CUBLAS_STATUS_SUCCESS) {
-      st = cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
-    }
-  }
   cublasLtMatmulHeuristicResult_t result;
   int num_results = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
@@ -99,17 +92,9 @@ absl::Status Gemm::query_algo(const Key& key, Plan* p) {
 }
 
 absl::Status Gemm::linear(const void* x, const void* w, void* y, int m, int n, int k,
-                          GemmOut out, cudaStream_t stream, int ldy) {
+                          GemmOut out, cudaStream_t stream) {
   if (m == 0) return absl::OkStatus();
-  if (ldy == 0) ldy = n;
-  if (ldy < n) {
-    return absl::InvalidArgumentError(absl::StrCat("Gemm::linear: ldy ", ldy, " < n ", n));
-  }
-  // cuBLASLt's heuristic assumes 256-byte aligned pointers unless told otherwise; a column
-  // block of a wider output (dequant_gemm.h's chunks) may start less aligned.
-  const auto address = reinterpret_cast<uintptr_t>(y);
-  const int y_align = address % 256 == 0 ? 256 : static_cast<int>(address & (~address + 1));
-  ASSIGN_OR_RETURN(const Plan* p, plan(Key{m, n, k, ldy, y_align, out}));
+  ASSIGN_OR_RETURN(const Plan* p, plan(Key{m, n, k, out}));
   const float alpha = 1.f;
   CUBLAS_CHECK(cublasLtMatmul(handle_, p->desc, &alpha, w, p->w, x, p->x, &p->beta,
                                            y, p->y, y, p->y, &p->algo, workspace_.get(),

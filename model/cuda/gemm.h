@@ -36,11 +36,9 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  // x: [m, k] bf16   w: [n, k] bf16   y: [m, ldy] per `out`, columns [0, n) written (ldy 0:
-  // n; a column block of a wider output otherwise, e.g. one chunk of a matrix's rows).
-  // Device pointers, 16-byte aligned.
+  // x: [m, k] bf16   w: [n, k] bf16   y: [m, n] per `out`. Device pointers, 16-byte aligned.
   absl::Status linear(const void* x, const void* w, void* y, int m, int n, int k, GemmOut out,
-                      cudaStream_t stream, int ldy = 0);
+                      cudaStream_t stream);
 
  // cuBLASLt's scratch, allocated by create(): enough for its split-K and stream-K
   // algorithms at our shapes.
@@ -49,13 +47,12 @@ class Gemm {
  private:
   struct Plan;
   struct Key {
-    int m, n, k, ldy;
-    int y_align;  // bytes, the largest power of two <= 256 dividing y's address
+    int m, n, k;
     GemmOut out;
     bool operator==(const Key&) const = default;
     template <typename H>
     friend H AbslHashValue(H h, const Key& key) {
-      return H::combine(std::move(h), key.m, key.n, key.k, key.ldy, key.y_align, key.out);
+      return H::combine(std::move(h), key.m, key.n, key.k, key.out);
     }
   };
   Gemm() = default;

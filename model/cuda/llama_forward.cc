@@ -16,7 +16,6 @@
 #include "kernels/layers.h"
 #include "base/status_macros.h"
 #include "kernels/cuda_check.h"
-#include "model/cuda/dequant_gemm.h"
 
 namespace flashserve::model::cuda {
 namespace {
@@ -235,8 +234,8 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
 // kernels::quant_gemm_max_tokens() tokens (the device's measured crossover), the tensor-core
 // GEMM that dequantizes fragments in registers
 // (kernels/quant/quant_gemm.h: ~0.56 bytes of Q4 weight an element from HBM), past it the
-// matrix dequantized into ws.gemm_scratch a chunk of rows at a time, each chunk multiplied by
-// cuBLASLt while it is still in the L2 (model/cuda/dequant_gemm.h). The choice depends
+// matrix dequantized into ws.gemm_scratch and cuBLASLt (~0.56 + 2 + 2 bytes an element, paid
+// once for many tokens, with cuBLASLt's wgmma kernels for the multiply). The choice depends
 // on m alone, so a batch runs the same kernels every time (bench/gemm/NOTES.md: the
 // crossover measured).
 absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix& w,
@@ -269,14 +268,21 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
     }
     return absl::OkStatus();
   }
-  QuantPart parts[2];
-  int num_parts = 0;
+  int64_t row = 0;
   for (const DeviceMatrix* part : {&w, two ? w2 : nullptr}) {
-    if (part != nullptr) parts[num_parts++] = QuantPart{part->format, part->get(), part->rows};
+    if (part == nullptr) continue;
+    kernels::DequantizeParams d;
+    d.format = part->format;
+    d.w = part->get();
+    d.num_rows = part->rows;
+    d.k = part->k;
+    d.row_begin = 0;
+    d.row_end = part->rows;
+    d.out = ctx.ws->gemm_scratch.get<uint16_t>() + row * part->k;
+    RETURN_IF_ERROR(kernels::dequantize_bf16(d, ctx.stream));
+    row += part->rows;
   }
-  return dequant_gemm(*ctx.gemm, {parts, static_cast<size_t>(num_parts)}, x, y, m, k, out,
-                      ctx.ws->gemm_scratch.get(), static_cast<int64_t>(ctx.ws->gemm_scratch.bytes()),
-                      ctx.dequant_chunk_bytes, ctx.stream);
+  return ctx.gemm->linear(x, ctx.ws->gemm_scratch.get(), y, m, n, k, out, ctx.stream);
 }
 
 // y[m, n] = RMSNorm(x rows) . w^T (rows gathered as in rmsnorm()): one fused GEMV, or the
@@ -489,8 +495,9 @@ absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int ma
   RETURN_IF_ERROR(ctx.ws->decode_scratch.reserve(
       decode_scratch_bytes(c, max_seqs, kernels::kMaxDecodeSplits)));
   RETURN_IF_ERROR(ctx.ws->metadata.reserve(metadata_bytes));
-  const int64_t scratch = gemm_scratch_bytes(*ctx.weights, ctx.dequant_chunk_bytes, ctx.num_sms);
-  if (scratch > 0) RETURN_IF_ERROR(ctx.ws->gemm_scratch.reserve(static_cast<size_t>(scratch)));
+  if (ctx.weights->max_dequant_bytes > 0) {
+    RETURN_IF_ERROR(ctx.ws->gemm_scratch.reserve(static_cast<size_t>(ctx.weights->max_dequant_bytes)));
+  }
   return reserve_rope_tables(ctx, 0);
 }
 
@@ -502,23 +509,13 @@ size_t metadata_bytes(int max_tokens, int max_seqs, int table_width) {
   return ints * sizeof(int32_t) + max_seqs * sizeof(kernels::SampleSpec) + kMetadataSlack;
 }
 
-int64_t gemm_scratch_bytes(const DeviceWeights& w, int64_t dequant_chunk_bytes, int num_sms) {
-  if (w.max_dequant_bytes == 0) return 0;
-  // A chunk holds at most dequant_chunk_bytes plus the rounding of its rows up to 128
-  // (dequant_chunk_rows), and never more than the whole matrix.
-  const int64_t chunk = dequant_chunk_bytes + 256 * w.max_native_k;
-  const int64_t partials =
-      kernels::quant_gemm_partials_floats(num_sms) * static_cast<int64_t>(sizeof(float));
-  return std::min(w.max_dequant_bytes, std::max(chunk, partials));
-}
-
 int64_t workspace_bytes(const ModelConfig& c, int max_tokens, int max_seqs,
-                        size_t metadata_bytes, int64_t gemm_scratch_bytes) {
+                        size_t metadata_bytes, int64_t dequant_bytes) {
   const size_t tokens = std::max(max_tokens, max_seqs);
   return static_cast<int64_t>(token_buffer_sizes(c, tokens, max_seqs).total() + sizeof(float) +
                               decode_scratch_bytes(c, max_seqs, kernels::kMaxDecodeSplits) +
                               metadata_bytes + rope_table_bytes(c, c.context_length) +
-                              Gemm::kWorkspaceBytes + gemm_scratch_bytes);
+                              Gemm::kWorkspaceBytes + dequant_bytes);
 }
 
 int64_t DeviceKvCache::bytes_per_block(const ModelConfig& c, int block_size) {

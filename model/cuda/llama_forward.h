@@ -84,9 +84,8 @@ struct DeviceWorkspace {
   DeviceBuffer ffn;        // [num_tokens, ffn_size] bf16
   DeviceBuffer last;       // [num_out_rows, hidden] bf16 final-normed rows
   DeviceBuffer logits;     // [num_out_rows, vocab] fp32
-  // Scratch of the GEMMs on native matrices (gemm_scratch_bytes()): the bf16 chunk of rows a
-  // cuBLASLt GEMM reads past kernels::quant_gemm_max_tokens() (model/cuda/dequant_gemm.h),
-  // or quant_gemm's split-k partial sums below it.
+  // Scratch of the GEMMs on native matrices (max_dequant_bytes): the bf16 copy a cuBLASLt
+  // GEMM reads past kernels::quant_gemm_max_tokens(), or quant_gemm's split-k partial sums below it.
   DeviceBuffer gemm_scratch;
   DeviceBuffer decode_scratch;   // kernels::attention_decode's split-KV partials
   DeviceBuffer metadata;         // DeviceBatch's arrays
@@ -107,16 +106,7 @@ struct ForwardContext {
   StepTimer* timer = nullptr;
   int num_sms = 0;
   cudaStream_t stream = nullptr;
-  // Native matrices past quant_gemm_max_tokens(): dequantized this many bytes of bf16 at a
-  // time (dequant_gemm.h's dequant_chunk_bytes for the device), into ws->gemm_scratch of
-  // gemm_scratch_bytes(*weights, dequant_chunk_bytes, num_sms) bytes.
-  int64_t dequant_chunk_bytes = 0;
 };
-
-// Bytes of DeviceWorkspace::gemm_scratch for these weights: enough for dequant_gemm()'s
-// chunks of any native matrix and for quant_gemm's partial sums (less where no matrix is that
-// large: quant_gemm then splits k less); 0 without native matrices.
-int64_t gemm_scratch_bytes(const DeviceWeights& w, int64_t dequant_chunk_bytes, int num_sms);
 
 // Sizes the workspace for `batch`, builds the metadata (runs, rebased cu_seqlens, output
 // rows: the last token of every sequence in `out_seqs`) and enqueues its upload.
@@ -136,10 +126,10 @@ absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int ma
                                size_t metadata_bytes);
 // Device bytes that reserve_workspace(ctx, max_tokens, max_seqs, metadata_bytes) allocates
 // for this config (RoPE tables for the context length, cuBLASLt's workspace and the
-// GEMM scratch, gemm_scratch_bytes(), included):
+// weights' dequant_bytes (DeviceWeights::max_dequant_bytes) included):
 // the KV cache's budget leaves this much free. Computed from the sizes the reserve uses.
 int64_t workspace_bytes(const ModelConfig& c, int max_tokens, int max_seqs,
-                        size_t metadata_bytes, int64_t gemm_scratch_bytes);
+                        size_t metadata_bytes, int64_t dequant_bytes);
 // Bytes of batch metadata reserved at start for steps of up to max_tokens tokens and
 // max_seqs sequences with block tables table_width wide (penalty lists beyond
 // kMetadataSlack grow the buffer, which re-captures the decode graphs once).
