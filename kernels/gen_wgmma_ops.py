@@ -8,7 +8,7 @@ register-A form with a K-major B (wgmma_rs, bf16, RS_K_NS).   python3 kernels/ge
 
 NS = (64, 128)
 TYPES = (("bf16", "__nv_bfloat16"), ("f16", "__half"))
-RS_K_NS = (64, 128)
+RS_K_NS = (64, 128, 256)
 
 
 def regs(n, start):

@@ -278,10 +278,21 @@ absl::Status launch_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_t st
 //     needs full(i - kStages + 1), which it arrived at its stage i - kStages + 1 + kLag < i.
 // CTAs an SM: two at 64 tokens (a consumer holds 32 accumulators; ptxas -v: 70-80
 // registers, and two CTAs allow 80), one at 128 (64 accumulators, ~102), without setmaxnreg.
+// At 256 tokens (one wgmma m64n256k16 a k16 step, 128 accumulators a consumer thread) one
+// CTA, which starts at 168 registers a thread (384 threads) and moves them with setmaxnreg:
+// the producer down to 88, the consumers up to 208 (128 x (88 + 2 x 208) = 64,512 of 65,536).
+// Why 256-token tiles: v5 and v6 spend ~0.9 us a 64-k stage whatever the tile's width (the
+// time hardly moves from 16 to 64 tokens, nor between 64- and 128-token tiles a CTA-stage),
+// so a stage that multiplies each decoded weight fragment by 256 tokens instead of 128
+// halves the stages a 256-token step needs (bench/gemm/NOTES.md, v8).
 constexpr int kWsThreads = 3 * kRows;
 constexpr int kWsMaxStages = 10;
 template <int kBM>
 __host__ __device__ constexpr int ws_ctas_per_sm() { return kBM == 64 ? 2 : 1; }
+template <int kBM>
+__host__ __device__ constexpr bool ws_moves_registers() { return kBM == 256; }
+constexpr int kWsProducerRegs = 88, kWsConsumerRegs = 208;
+static_assert(kRows * (kWsProducerRegs + 2 * kWsConsumerRegs) <= 65536);
 
 template <WeightFormat F, int kBM>
 __host__ __device__ constexpr int ws_stages() {
@@ -296,9 +307,15 @@ __host__ __device__ constexpr int ws_smem_bytes() {
   return ws_stages<F, kBM>() * wg_stage_bytes<F, kBM>() + 16 * ws_stages<F, kBM>() + kAlign;
 }
 
+// Stages whose copies stay in flight behind the newest one: 4, or what the ring allows
+// (deadlock-free needs lag <= stages - 2, see above; 256-token stages fit 5 times).
+template <WeightFormat F, int kBM>
+__host__ __device__ constexpr int ws_lag() {
+  return ws_stages<F, kBM>() - 2 < 4 ? ws_stages<F, kBM>() - 2 : 4;
+}
+
 // The device side, compiled for sm_90a only (elsewhere the kernel is empty).
 #if defined(FLASHSERVE_SM90A)
-constexpr int kWsLag = 4;  // stages whose copies stay in flight behind the newest one
 // mbarriers: kernels/sm90_wgmma.cuh (mbar_init / mbar_arrive / mbar_wait).
 
 // The ring's geometry and barriers, the same for both roles.
@@ -331,6 +348,7 @@ template <WeightFormat F, int kBM>
 __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRing<F, kBM>& r,
                                            int row0, int tok0, int s_begin, int num_stages) {
   constexpr int kStages = WsRing<F, kBM>::kStages;
+  constexpr int kWsLag = ws_lag<F, kBM>();
   static_assert(kWsLag >= 1 && kWsLag <= kStages - 2, "the ring deadlocks (see above)");
   const int num_units = p.k / kQuantUnit;
   const QuantLayout l = quant_layout(F, p.n, p.k);
@@ -431,9 +449,15 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   const int num_stages = max(s_end - s_begin, 0);
   wait_for_prior_grid();  // every thread: x is the previous kernel's, y may be read (+=)
   if (threadIdx.x < kRows) {
+    if constexpr (ws_moves_registers<kBM>()) {
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegs));
+    }
     ws_produce<F, kBM>(p, r, row0, tok0, s_begin, num_stages);
     allow_next_grid();
     return;
+  }
+  if constexpr (ws_moves_registers<kBM>()) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kWsConsumerRegs));
   }
   const int c = threadIdx.x / kRows - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
@@ -491,6 +515,7 @@ absl::Status quant_gemm_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_
 absl::Status quant_gemm_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream) {
   return quant::dispatch_quant_format(p.format, [&](auto tag) -> absl::Status {
     constexpr WeightFormat F = decltype(tag)::value;
+    if (p.m > 128) return launch_wgmma_ws<F, 256>(p, num_sms, stream);
     if (p.m > 64) return launch_wgmma_ws<F, 128>(p, num_sms, stream);
     return launch_wgmma_ws<F, 64>(p, num_sms, stream);
   });

@@ -155,8 +155,9 @@ TEST(QuantGemmCuda, EveryFormatOutputTileAndSplitMatchesTheReference) {
   }
 }
 
-// A wgmma kernel (Hopper): 64-token tiles (m <= 64) and 128-token tiles, m ending mid-tile
-// (65, 200, 300) and on it (64, 256, 1,024), n = 264 (two full 128-row tiles and 8 rows of a
+// A wgmma kernel (Hopper): 64-token tiles (m <= 64) and 128-token tiles (v6: 128 up to 128
+// tokens, 256-token tiles past it, with setmaxnreg), m ending mid-tile (65, 130, 200, 257,
+// 300) and on it (64, 256, 1,024), n = 264 (two full 128-row tiles and 8 rows of a
 // third, whose m64 tiles are then partly empty) and 136, k ending mid-stage (608: 9.5
 // stages) or on whole K-quant blocks; k split (1,000 SMs; 132 SMs at k = 4,096: splits of 4
 // stages, fewer than the warp-specialized ring's lag) or not (1 SM, or no scratch; k = 4,096
@@ -177,6 +178,7 @@ void run_wgmma_cases(QuantGemmKernel kW) {
     run_case({f, GemvOutput::kFp32Accumulate, 9, 70, 4096, 132, true, kW}, rng);
     run_case({f, GemvOutput::kBf16, 130, 264, 4096, 132, true, kW}, rng);
     run_case({f, GemvOutput::kFp32, 64, 136, 4096, 1, true, kW}, rng);
+    run_case({f, GemvOutput::kFp32Accumulate, 257, 136, 4096, 1, true, kW}, rng);
   }
 }
 
