@@ -142,6 +142,14 @@ struct StageCopier {
   // Issues stage `stage` into `buf` and commits one group.
   __device__ __forceinline__ void issue(const QuantGemmParams& p, int stage, int num_units,
                                         uint8_t* buf) const {
+    issue_weights(p, stage, num_units, buf);
+    issue_x(p, stage, buf);
+    cp_async_commit();
+  }
+
+  // The weight rows' quant bytes (and high bits) of stage `stage` into `buf`, uncommitted.
+  __device__ __forceinline__ void issue_weights(const QuantGemmParams& p, int stage,
+                                                int num_units, uint8_t* buf) const {
     const int u_begin = stage * kUnitsPerStage;
     const uint32_t base = smem_addr(buf);
     const bool unit_ok = u_begin + unit < num_units;
@@ -162,14 +170,18 @@ struct StageCopier {
                      "r"(ok ? 8 : 0));
       }
     }
+  }
+
+  // The x tile of stage `stage` into `buf`, uncommitted.
+  __device__ __forceinline__ void issue_x(const QuantGemmParams& p, int stage,
+                                          uint8_t* buf) const {
     const bool col_ok = stage * kBK + col < p.k;
-    const uint32_t x_base = base + kXAt;
+    const uint32_t x_base = smem_addr(buf) + kXAt;
 #pragma unroll
     for (int i = 0; i < kXCopies; ++i) {
       const bool ok = col_ok && (x_tokens_ok >> i & 1u);
       cp_async_16(x_base + x_dst[i], ok ? x + int64_t{i * kXRowStep} * p.k + stage * kBK : x, ok);
     }
-    cp_async_commit();
   }
 };
 

@@ -27,12 +27,16 @@
 //     each thread fences (fence.proxy.async) after its copies have landed, before the
 //     barrier.
 // One barrier a stage; split-k and its reduction as in the mma.sync kernel.
+#include <cuda.h>  // CUtensorMap (the driver is reached through the runtime, not linked)
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "kernels/device.h"
 #include "kernels/quant/quant_gemm_common.cuh"
 #include "kernels/sm90_wgmma.cuh"
@@ -253,29 +257,33 @@ absl::Status launch_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_t st
 
 
 // ---------------------------------------------------------------------------------------
-// v6 (QuantGemmKernel::kWgmmaWs; a draft, not measured, bench/gemm/NOTES.md): the same
-// stage, decode and wgmma step, warp-specialized. A CTA of 384 threads:
+// v6 (QuantGemmKernel::kWgmmaWs, bench/gemm/NOTES.md v6, v8, v9): the same stage, decode
+// and wgmma step, warp-specialized. A CTA of 384 threads:
 //   * warpgroup 0 (threads 0-127, one a weight row, so StageCopier and the scale staging
 //     serve unchanged) is the producer: it fills a ring of kStages stages and never computes;
 //   * warpgroups 1 and 2 are the consumers: consumer c owns the m64 tile of rows 64 c .. +63
 //     (warp q of it rows 16 q + g, + 8, as in v5), one wgmma m64n{kBM}k16 a k16 step, and
 //     both read every stage's x tile (the B operand). Taking alternate m64 tiles rather than
-//     alternate stages keeps a consumer's accumulators at kBM / 2 (32 or 64) registers and
-//     needs no reduction of two warpgroups' sums at the end.
-//   * Each stage has a "full" mbarrier (the 128 producer threads arrive) and an "empty" one
-//     (the 256 consumer threads arrive). No CTA-wide barrier after the barriers' init.
-//   * Producer, stage i: waits until stage i - kStages is empty, issues its cp.async copies
-//     (one group) and its scale load into registers (sc[i % kLag]); kLag stages later it
-//     stores those scales decoded, waits for stage i's group (cp.async.wait_group kLag: the
-//     kLag newer ones stay in flight), fences the copies to the async proxy
-//     (fence.proxy.async, wgmma reads B through it) and arrives on full(i). The arrive
-//     releases the scale stores and the landed copies to the consumers' acquiring wait.
+//     alternate stages keeps a consumer's accumulators at kBM / 2 registers and needs no
+//     reduction of two warpgroups' sums at the end.
+//   * Each stage has a "full" mbarrier and an "empty" one (the 256 consumer threads arrive).
+//     No CTA-wide barrier after the barriers' init.
+//   * Producer, stage i: waits until stage i - kStages is empty; thread 0 adds the x tile's
+//     bytes to full(i)'s transaction count and issues it as one TMA copy (a tensor map of x
+//     built by the launcher: 128-byte swizzle, tokens past m and columns past k zero-filled),
+//     which completes them on full(i); every thread issues its weight row's cp.async copies
+//     and a cp.async.mbarrier.arrive on full(i) (it fires when they have landed), stores the
+//     stage's scales decoded (loaded kScaleAhead stages earlier into registers), arrives on
+//     full(i) (releasing those stores), and loads the scales of stage i + kScaleAhead. So
+//     full(i) completes when the copies of stage i land, whatever the later stages do: the
+//     producer runs up to kStages stages ahead of the consumers. (v6 to v8 had each thread
+//     wait for its copies with cp.async.wait_group kLag stages later, and all 128 threads
+//     copy the x tile: ncu showed the producer, ~425 instructions a warp and stage at 256
+//     tokens, as the chain every stage waited on.)
 //   * Consumer, stage i: waits on full(i), then per k16 step decodes its A fragment
 //     (decode_fragment), issues the wgmma, commits and waits until one group is in flight
 //     (wait_group 1). After stage i's first step that wait has retired every wgmma of stage
 //     i - 1, the last readers of its slot, so the thread arrives on empty(i - 1) there.
-//   * Deadlock-free when kLag <= kStages - 2: the producer's wait for empty(i - kStages)
-//     needs full(i - kStages + 1), which it arrived at its stage i - kStages + 1 + kLag < i.
 // CTAs an SM: two at 64 tokens (a consumer holds 32 accumulators; ptxas -v: 70-80
 // registers, and two CTAs allow 80), one at 128 (64 accumulators, ~102), without setmaxnreg.
 // At 256 tokens (one wgmma m64n256k16 a k16 step, 128 accumulators a consumer thread) one
@@ -307,12 +315,8 @@ __host__ __device__ constexpr int ws_smem_bytes() {
   return ws_stages<F, kBM>() * wg_stage_bytes<F, kBM>() + 16 * ws_stages<F, kBM>() + kAlign;
 }
 
-// Stages whose copies stay in flight behind the newest one: 4, or what the ring allows
-// (deadlock-free needs lag <= stages - 2, see above; 256-token stages fit 5 times).
-template <WeightFormat F, int kBM>
-__host__ __device__ constexpr int ws_lag() {
-  return ws_stages<F, kBM>() - 2 < 4 ? ws_stages<F, kBM>() - 2 : 4;
-}
+// Stages whose scales a producer thread holds in registers ahead of their store.
+constexpr int kScaleAhead = 3;
 
 // The device side, compiled for sm_90a only (elsewhere the kernel is empty).
 #if defined(FLASHSERVE_SM90A)
@@ -346,41 +350,44 @@ struct RingPos {
 // The producer warpgroup: stages [0, num_stages) of the split starting at s_begin.
 template <WeightFormat F, int kBM>
 __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRing<F, kBM>& r,
-                                           int row0, int tok0, int s_begin, int num_stages) {
+                                           const CUtensorMap& x_map, int row0, int tok0,
+                                           int s_begin, int num_stages) {
   constexpr int kStages = WsRing<F, kBM>::kStages;
-  constexpr int kWsLag = ws_lag<F, kBM>();
-  static_assert(kWsLag >= 1 && kWsLag <= kStages - 2, "the ring deadlocks (see above)");
+  static_assert(kStages >= 2);
   const int num_units = p.k / kQuantUnit;
   const QuantLayout l = quant_layout(F, p.n, p.k);
   const RowPtrs rp = row_ptrs<F>(static_cast<const uint8_t*>(p.w), l,
                                  min(row0 + static_cast<int>(threadIdx.x), p.n - 1));
   const StageCopier<F, kBM, WsRing<F, kBM>::kWAt, 0, kRows> copier(p, l, row0, tok0);
-  ScaleWords sc[kWsLag];  // sc[j]: the scales of the newest stage i with i % kWsLag == j
-  RingPos<kStages> at, at_done;  // of stages i and done = i - kWsLag (once done >= 0)
-  // Iteration i issues stage i and completes stage i - kWsLag; kWsLag at a time so that the
-  // indices of sc[] are constants.
-  for (int i0 = 0; i0 < num_stages + kWsLag; i0 += kWsLag) {
+  ScaleWords sc[kScaleAhead];  // sc[j]: the scales of the next stage i with i % kScaleAhead == j
 #pragma unroll
-    for (int j = 0; j < kWsLag; ++j) {
-      const int i = i0 + j, done = i - kWsLag;
-      if (i < num_stages) {
-        // Round k of a slot waits for the consumers' release of round k - 1 (parity ^ 1).
-        if (i >= kStages) mbar_wait(r.empty(at.slot), at.parity ^ 1);
-        copier.issue(p, s_begin + i, num_units, r.slot(at.slot));  // commits one group
-      } else {
-        cp_async_commit();  // an empty group: wait_group below counts kWsLag newer ones
+  for (int j = 0; j < kScaleAhead; ++j) {
+    if (j < num_stages) load_scales<F>(rp, (s_begin + j) * kUnitsPerStage, num_units, sc[j]);
+  }
+  RingPos<kStages> at;
+  // kScaleAhead stages an iteration, so that the indices of sc[] are constants.
+  for (int i0 = 0; i0 < num_stages; i0 += kScaleAhead) {
+#pragma unroll
+    for (int j = 0; j < kScaleAhead; ++j) {
+      const int i = i0 + j;
+      if (i >= num_stages) break;
+      // Round k of a slot waits for the consumers' release of round k - 1 (parity ^ 1).
+      if (i >= kStages) mbar_wait(r.empty(at.slot), at.parity ^ 1);
+      uint8_t* buf = r.slot(at.slot);
+      const uint32_t full = r.full(at.slot);
+      if (threadIdx.x == 0) {
+        mbar_expect_tx(full, x_tile_bytes<kBM>());
+        tma_load_2d(smem_addr(buf), &x_map, (s_begin + i) * kBK, tok0, full);
       }
-      if (done >= 0 && done < num_stages) {
-        store_scales<F>(sc[j], (s_begin + done) * kUnitsPerStage,
-                        r.slot(at_done.slot) + WsRing<F, kBM>::kWAt +
-                            threadIdx.x * row_stride<F>());
-        cp_async_wait<kWsLag>();
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        mbar_arrive(r.full(at_done.slot));
+      copier.issue_weights(p, s_begin + i, num_units, buf);
+      cp_async_mbar_arrive(full);
+      store_scales<F>(sc[j], (s_begin + i) * kUnitsPerStage,
+                      buf + WsRing<F, kBM>::kWAt + threadIdx.x * row_stride<F>());
+      mbar_arrive(full);
+      if (i + kScaleAhead < num_stages) {
+        load_scales<F>(rp, (s_begin + i + kScaleAhead) * kUnitsPerStage, num_units, sc[j]);
       }
-      if (i < num_stages) load_scales<F>(rp, (s_begin + i) * kUnitsPerStage, num_units, sc[j]);
       at.next();
-      if (done >= 0) at_done.next();
     }
   }
   cp_async_wait<0>();
@@ -426,7 +433,8 @@ __device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, 
 
 template <WeightFormat F, int kBM>
 __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
-    quant_gemm_wgmma_ws_kernel(const QuantGemmParams p, const int splits) {
+    quant_gemm_wgmma_ws_kernel(const QuantGemmParams p, const int splits,
+                               const __grid_constant__ CUtensorMap x_map) {
 #if defined(FLASHSERVE_SM90A)
   using Ring = WsRing<F, kBM>;
   extern __shared__ uint4 smem_raw[];
@@ -436,7 +444,7 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   r.bars = smem_addr(r.base + Ring::kStages * Ring::kStageBytes);
   if (threadIdx.x == 0) {
     for (int s = 0; s < Ring::kStages; ++s) {
-      mbar_init(r.full(s), kRows);
+      mbar_init(r.full(s), 2 * kRows);  // an arrival and a cp.async arrival a thread
       mbar_init(r.empty(s), 2 * kRows);
     }
   }
@@ -452,7 +460,7 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
     if constexpr (ws_moves_registers<kBM>()) {
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegs));
     }
-    ws_produce<F, kBM>(p, r, row0, tok0, s_begin, num_stages);
+    ws_produce<F, kBM>(p, r, x_map, row0, tok0, s_begin, num_stages);
     allow_next_grid();
     return;
   }
@@ -488,6 +496,44 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
 template <WeightFormat F, int kBM>
 struct WsSmemTag {};
 
+// cuTensorMapEncodeTiled, from the driver through the runtime (no link against libcuda).
+absl::StatusOr<PFN_cuTensorMapEncodeTiled_v12000> tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      f = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  if (fn == nullptr) return absl::InternalError("quant_gemm: no cuTensorMapEncodeTiled in the driver");
+  return fn;
+}
+
+// The TMA map of x [m, k] bf16 for the producer: boxes of kBK columns x bm tokens in the
+// 128-byte swizzle the consumers' wgmma descriptors read (sw128_desc), zeros past m and k.
+absl::Status x_tensor_map(const QuantGemmParams& p, int bm, CUtensorMap* map) {
+  auto encode = tensor_map_encoder();
+  if (!encode.ok()) return encode.status();
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(p.k), static_cast<cuuint64_t>(p.m)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.k) * 2};
+  const cuuint32_t box[2] = {kBK, static_cast<cuuint32_t>(bm)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = (*encode)(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(p.x),
+                               dims, strides, box, element_strides,
+                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    return absl::InvalidArgumentError(absl::StrCat("quant_gemm: cuTensorMapEncodeTiled of x [",
+                                                   p.m, ", ", p.k, "] failed (", r, ")"));
+  }
+  return absl::OkStatus();
+}
+
 // As launch_wgmma.
 template <WeightFormat F, int kBM>
 absl::Status launch_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream) {
@@ -498,7 +544,9 @@ absl::Status launch_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t
   const int splits = wgmma_splits(p, kRows, kBM, ws_ctas_per_sm<kBM>(), num_sms);
   const dim3 grid(static_cast<unsigned>((p.m + kBM - 1) / kBM),
                   static_cast<unsigned>((p.n + kRows - 1) / kRows), splits);
-  CUDA_CHECK(launch_dependent(kernel, grid, kWsThreads, smem, stream, p, splits));
+  CUtensorMap x_map;
+  if (absl::Status s = x_tensor_map(p, kBM, &x_map); !s.ok()) return s;
+  CUDA_CHECK(launch_dependent(kernel, grid, kWsThreads, smem, stream, p, splits, x_map));
   return reduce_splits(p, splits, stream);
 }
 
