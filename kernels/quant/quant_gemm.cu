@@ -211,12 +211,12 @@ absl::Status launch(const QuantGemmParams& p, const Plan& pl, cudaStream_t strea
 }  // namespace device::quant_gemm
 
 int quant_gemm_max_tokens() {
-  // mma.sync (v4): up to 64 tokens (bench/gemm/RESULTS_quant_gemm_v4.md). With wgmma (v5,
-  // Hopper) up to 256: at 128 v5 beats deq+blas on the 8B and 1B layers by far, at 512 and
-  // 1,024 deq+blas wins every shape; at 256, since the staged dequantize, deq+blas is 4-5 %
-  // faster on both layers (bench/gemm/RESULTS_quant_gemm_v7.md, same-run columns): the
-  // crossover lies between 128 and 256, unmeasured in between, so it stays at 256.
-  constexpr int kMmaSyncMaxTokens = 64, kWgmmaMaxTokens = 256;
+  // mma.sync (v4): up to 64 tokens (bench/gemm/RESULTS_quant_gemm_v4.md). With the
+  // warp-specialized wgmma kernel (v9, Hopper) up to 512: the 8B layer (Q4_K) at 384 and 512
+  // tokens takes 395 and 403 us against deq+blas's 443 and 434; the 1B layer loses there by
+  // 4-5 % (143 / 146 against 136 / 140 us; bench/gemm/results_v9/bench_q4k.md). One
+  // device-wide limit, so the 8B prefill's gain decides.
+  constexpr int kMmaSyncMaxTokens = 64, kWgmmaMaxTokens = 512;
   return quant_gemm_wgmma_supported() ? kWgmmaMaxTokens : kMmaSyncMaxTokens;
 }
 
@@ -254,15 +254,10 @@ absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stre
   }
   QuantGemmKernel kernel = p.kernel;
   if (kernel == QuantGemmKernel::kAuto) {
-    // Measured on the H200 (bench/gemm/RESULTS_quant_gemm_v6.md, Q4_K, the 8B and 1B layers):
-    // the warp-specialized v6 up to 64 tokens (64-token tiles, two CTAs an SM: its layer sums
-    // are 0.99-1.22x v4 / v5 at 16, 32 and 64 tokens), v5 from 65 (128-token tiles: v6 lost
-    // the 8B layer at 128 and 256). Elsewhere mma.sync.
-    if (!quant_gemm_wgmma_supported()) {
-      kernel = QuantGemmKernel::kMmaSync;
-    } else {
-      kernel = p.m <= 64 ? QuantGemmKernel::kWgmmaWs : QuantGemmKernel::kWgmma;
-    }
+    // Measured on the H200 (bench/gemm/results_v9/, the 8B and 1B layers, Q4_K and the other
+    // formats): the warp-specialized kernel (v9: TMA x tile, no producer lag) is the fastest
+    // of v4, v5 and v9 at every m from 16 to 512 and every shape. Elsewhere mma.sync.
+    kernel = quant_gemm_wgmma_supported() ? QuantGemmKernel::kWgmmaWs : QuantGemmKernel::kMmaSync;
   }
   if (kernel == QuantGemmKernel::kWgmma) {
     if (!quant_gemm_wgmma_supported()) {

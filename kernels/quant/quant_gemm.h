@@ -33,10 +33,10 @@ namespace flashserve::kernels {
 // bench/gemm/NOTES.md); the others force one (tests, benchmarks). kMmaSync: mma.sync
 // (kernels/quant/quant_gemm.cu), any sm_80+ GPU. kWgmma: wgmma with the weights as the
 // register A operand (kernels/quant/quant_gemm_sm90.cu), Hopper only
-// (quant_gemm_wgmma_supported()), else InvalidArgument. kWgmmaWs ("v6", kAuto's choice on
-// Hopper up to 64 tokens): the same wgmma kernel warp-specialized (a producer warpgroup
-// filling an mbarrier ring, two consumer warpgroups; kernels/quant/quant_gemm_sm90.cu),
-// Hopper only, else InvalidArgument.
+// (quant_gemm_wgmma_supported()), else InvalidArgument. kWgmmaWs ("v6" to "v9", kAuto's
+// choice on Hopper at every m): the same wgmma kernel warp-specialized (a producer warpgroup
+// filling an mbarrier ring by TMA and cp.async, two consumer warpgroups;
+// kernels/quant/quant_gemm_sm90.cu), Hopper only, else InvalidArgument.
 enum class QuantGemmKernel { kAuto, kMmaSync, kWgmma, kWgmmaWs };
 
 struct QuantGemmParams {
