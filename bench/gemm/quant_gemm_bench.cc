@@ -5,15 +5,13 @@
 //             path's choice past kernels::quant_gemm_max_tokens() (model/cuda/llama_forward.cc);
 //   v4        kernels::quant_gemm with QuantGemmKernel::kMmaSync (mma.sync, A fragments
 //             decoded in registers: kernels/quant/quant_gemm.cu);
-//   v5        kernels::quant_gemm with QuantGemmKernel::kWgmma (Hopper: wgmma with the decoded
-//             weights as the register A operand, kernels/quant/quant_gemm_sm90.cu); "-" on
-//             other GPUs;
-//   v6        kernels::quant_gemm with QuantGemmKernel::kWgmmaWs (Hopper: v5 warp-specialized,
-//             a producer warpgroup and two consumer warpgroups on an mbarrier ring; kAuto's
-//             choice on Hopper up to 64 tokens); "-" on other GPUs;
+//   v9        kernels::quant_gemm with QuantGemmKernel::kWgmmaWs (Hopper: wgmma with the decoded
+//             weights as the register A operand, warp-specialized: a producer warpgroup and two
+//             consumer warpgroups on an mbarrier ring, kernels/quant/quant_gemm_sm90.cu; kAuto's
+//             choice on Hopper); "-" on other GPUs;
 //   auto      kernels::quant_gemm with QuantGemmKernel::kAuto: what the model runs below
 //             quant_gemm_max_tokens().
-// The ratios are against the fastest of v4, v5 and v6 ("best").
+// The ratios are against the faster of v4 and v9 ("best").
 // First a table of the dequantize alone, per shape and format: kernels::dequantize_bf16,
 // with GB/s counting the weight bytes read plus the bf16 bytes written, and their share of a
 // device-to-device copy's GB/s (the practical ceiling of a read + write stream).
@@ -161,15 +159,12 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
   for (WeightFormat f : formats) {
     const std::vector<void*> q = weight_copies(f, s, l2_bytes);
     for (int m : ms) {
-      const bool v5 = quant_gemm_wgmma_supported();
+      const bool hopper = quant_gemm_wgmma_supported();
       const double err4 =
           validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms, QuantGemmKernel::kMmaSync);
-      const double err5 = v5 ? validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms,
-                                        QuantGemmKernel::kWgmma)
-                             : 0.0;
-      const double err6 = v5 ? validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms,
-                                        QuantGemmKernel::kWgmmaWs)
-                             : 0.0;
+      const double err9 = hopper ? validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms,
+                                            QuantGemmKernel::kWgmmaWs)
+                                 : 0.0;
       const double t_bf16 = time_calls([&](cudaStream_t st, int i) {
         BENCH_OK(gemm.linear(x, bf16[i % bf16.size()], y, m, s.n, s.k, GemmOut::kBf16, st));
       });
@@ -183,20 +178,18 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
         });
       };
       const double t_v4 = time_kernel(QuantGemmKernel::kMmaSync);
-      const double t_v5 = v5 ? time_kernel(QuantGemmKernel::kWgmma) : INFINITY;
-      const double t_v6 = v5 ? time_kernel(QuantGemmKernel::kWgmmaWs) : INFINITY;
+      const double t_v9 = hopper ? time_kernel(QuantGemmKernel::kWgmmaWs) : INFINITY;
       const double t_auto = time_kernel(QuantGemmKernel::kAuto);
-      const double t_q = std::min({t_v4, t_v5, t_v6});
-      char v5_us[32] = "-", v6_us[32] = "-";
-      if (v5) std::snprintf(v5_us, sizeof(v5_us), "%.1f", t_v5 * 1e6);
-      if (v5) std::snprintf(v6_us, sizeof(v6_us), "%.1f", t_v6 * 1e6);
+      const double t_q = std::min(t_v4, t_v9);
+      char v9_us[32] = "-";
+      if (hopper) std::snprintf(v9_us, sizeof(v9_us), "%.1f", t_v9 * 1e6);
       const double flops = 2.0 * m * s.n * s.k;
-      const bool ok = err4 <= 1e-2 && err5 <= 1e-2 && err6 <= 1e-2;
-      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %s | %s | %.1f | %.0f | "
-                  "%.2f | %.2f | %.2f | %.1e / %.1e / %.1e %s|\n",
+      const bool ok = err4 <= 1e-2 && err9 <= 1e-2;
+      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %s | %.1f | %.0f | "
+                  "%.2f | %.2f | %.2f | %.1e / %.1e %s|\n",
                   s.name, weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_v4 * 1e6,
-                  v5_us, v6_us, t_auto * 1e6, flops / t_q / 1e12,
-                  t_bf16 / t_q, t_deq / t_q, t_v4 / t_q, err4, err5, err6, ok ? "" : "FAILED ");
+                  v9_us, t_auto * 1e6, flops / t_q / 1e12,
+                  t_bf16 / t_q, t_deq / t_q, t_v4 / t_q, err4, err9, ok ? "" : "FAILED ");
       std::fflush(stdout);
       if (!ok) std::exit(1);
     }
@@ -289,10 +282,10 @@ int run(int argc, char** argv) {
   const size_t l2_bytes = static_cast<size_t>(prop.l2CacheSize);
   dequant_table(formats, shapes_arg, l2_bytes);
   if (dequant_only) return 0;
-  std::printf("| shape | weights | m | bf16 us | deq+blas us | v4 us | v5 us | v6 us | auto us | "
+  std::printf("| shape | weights | m | bf16 us | deq+blas us | v4 us | v9 us | auto us | "
               "best TFLOP/s | bf16/best | deq+blas/best | v4/best | "
-              "rel. L2 vs deq+blas v4 / v5 / v6 |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "rel. L2 vs deq+blas v4 / v9 |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
   BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
   auto gemm = Gemm::create();

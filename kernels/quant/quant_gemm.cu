@@ -1,5 +1,5 @@
 // quant_gemm() of kernels/quant/quant_gemm.h: its dispatch, and the mma.sync kernel
-// (QuantGemmKernel::kMmaSync, sm_80+). The Hopper kernel (kWgmma) is
+// (QuantGemmKernel::kMmaSync, sm_80+). The Hopper kernel (kWgmmaWs) is
 // kernels/quant/quant_gemm_sm90.cu; what both share, kernels/quant/quant_gemm_common.cuh.
 //
 // Tiling. A CTA of 8 warps computes a tile of kBN = 256 weight rows (output features) by kBM
@@ -256,15 +256,9 @@ absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stre
   if (kernel == QuantGemmKernel::kAuto) {
     // Measured on the H200 (bench/gemm/results_v9/, the 8B and 1B layers, Q4_K and the other
     // formats): the warp-specialized kernel (v9: TMA x tile, no producer lag) is the fastest
-    // of v4, v5 and v9 at every m from 16 to 512 and every shape. Elsewhere mma.sync.
+    // of v4, v5 (since deleted) and v9 at every m from 16 to 512 and every shape. Elsewhere
+    // mma.sync.
     kernel = quant_gemm_wgmma_supported() ? QuantGemmKernel::kWgmmaWs : QuantGemmKernel::kMmaSync;
-  }
-  if (kernel == QuantGemmKernel::kWgmma) {
-    if (!quant_gemm_wgmma_supported()) {
-      return absl::InvalidArgumentError(
-          "quant_gemm: the wgmma kernel needs a Hopper GPU (compute capability 9.0)");
-    }
-    return device::quant_gemm::quant_gemm_wgmma(p, std::max(num_sms, 1), stream);
   }
   if (kernel == QuantGemmKernel::kWgmmaWs) {
     if (!quant_gemm_wgmma_supported()) {

@@ -31,13 +31,12 @@ namespace flashserve::kernels {
 
 // Which kernel computes it. kAuto: the faster one for the device and m (measured,
 // bench/gemm/NOTES.md); the others force one (tests, benchmarks). kMmaSync: mma.sync
-// (kernels/quant/quant_gemm.cu), any sm_80+ GPU. kWgmma: wgmma with the weights as the
-// register A operand (kernels/quant/quant_gemm_sm90.cu), Hopper only
-// (quant_gemm_wgmma_supported()), else InvalidArgument. kWgmmaWs ("v6" to "v9", kAuto's
-// choice on Hopper at every m): the same wgmma kernel warp-specialized (a producer warpgroup
-// filling an mbarrier ring by TMA and cp.async, two consumer warpgroups;
-// kernels/quant/quant_gemm_sm90.cu), Hopper only, else InvalidArgument.
-enum class QuantGemmKernel { kAuto, kMmaSync, kWgmma, kWgmmaWs };
+// (kernels/quant/quant_gemm.cu), any sm_80+ GPU. kWgmmaWs (kAuto's choice on Hopper at every
+// m): wgmma with the decoded weights as the register A operand, warp-specialized (a producer
+// warpgroup filling an mbarrier ring by TMA and cp.async, two consumer warpgroups;
+// kernels/quant/quant_gemm_sm90.cu), Hopper only (quant_gemm_wgmma_supported()), else
+// InvalidArgument.
+enum class QuantGemmKernel { kAuto, kMmaSync, kWgmmaWs };
 
 struct QuantGemmParams {
   WeightFormat format = WeightFormat::kQ4_K;
@@ -56,7 +55,7 @@ struct QuantGemmParams {
   QuantGemmKernel kernel = QuantGemmKernel::kAuto;
 };
 
-// Whether QuantGemmKernel::kWgmma (and kWgmmaWs) runs on the current device (compute capability 9.0).
+// Whether QuantGemmKernel::kWgmmaWs runs on the current device (compute capability 9.0).
 bool quant_gemm_wgmma_supported();
 
 // The largest step, in tokens, for which quant_gemm() (kAuto) beats dequantizing the matrix

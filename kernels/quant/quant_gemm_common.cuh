@@ -338,9 +338,7 @@ inline absl::Status reduce_splits(const QuantGemmParams& p, int splits, cudaStre
 
 }  // namespace
 
-// The wgmma kernel (kernels/quant/quant_gemm_sm90.cu) for a validated call.
-absl::Status quant_gemm_wgmma(const QuantGemmParams& p, int num_sms, cudaStream_t stream);
-// The warp-specialized wgmma kernel (v6, same file) for a validated call.
+// The warp-specialized wgmma kernel (kernels/quant/quant_gemm_sm90.cu) for a validated call.
 absl::Status quant_gemm_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream);
 
 }  // namespace device::quant_gemm

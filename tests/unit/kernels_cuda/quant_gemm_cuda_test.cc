@@ -3,8 +3,8 @@
 // them, bit for bit what the kernel multiplies; products summed in double) on random ggml blocks repacked by quant_repack, for every
 // format x output x token tile x split of k (forced through m and num_sms: the launcher
 // splits k where the tiles would not fill every SM), with m, n and k that end mid-tile and
-// mid-stage; every kernel (QuantGemmKernel::kMmaSync everywhere, kWgmma and its
-// warp-specialized draft kWgmmaWs on Hopper).
+// mid-stage; every kernel (QuantGemmKernel::kMmaSync everywhere, the warp-specialized
+// wgmma kernel kWgmmaWs on Hopper).
 //
 // Tolerance, per output, from S = sum |w^ x| over the row (both sides multiply the same bf16
 // values): the GPU sums the exact products in fp32 (the mma's accumulator) in another order,
@@ -51,9 +51,7 @@ void run_case(const Case& c, std::mt19937& rng) {
                                     << static_cast<int>(c.output) << " m " << c.m << " n "
                                     << c.n << " k " << c.k << " sms " << c.num_sms
                                     << (c.partials ? " with partials" : "")
-                                    << (c.kernel == QuantGemmKernel::kWgmma     ? " wgmma"
-                                        : c.kernel == QuantGemmKernel::kWgmmaWs ? " wgmma ws"
-                                                                                : ""));
+                                    << (c.kernel == QuantGemmKernel::kWgmmaWs ? " wgmma ws" : ""));
   QuantWeight w = make_weight(c.format, c.n, c.k, rng);
   const testing::Bf16Data x = random_bf16(static_cast<size_t>(c.m) * c.k, 1.f, rng);
   const bool fp32_out = c.output != GemvOutput::kBf16;
@@ -155,8 +153,8 @@ TEST(QuantGemmCuda, EveryFormatOutputTileAndSplitMatchesTheReference) {
   }
 }
 
-// A wgmma kernel (Hopper): 64-token tiles (m <= 64) and 128-token tiles (v6: 128 up to 128
-// tokens, 256-token tiles past it, with setmaxnreg), m ending mid-tile (65, 130, 200, 257,
+// The wgmma kernel (Hopper): 64-, 128- and 256-token tiles (m <= 64, <= 128, past 128; the
+// last with setmaxnreg), m ending mid-tile (65, 130, 200, 257,
 // 300) and on it (64, 256, 1,024), n = 264 (two full 128-row tiles and 8 rows of a
 // third, whose m64 tiles are then partly empty) and 136, k ending mid-stage (608: 9.5
 // stages) or on whole K-quant blocks; k split (1,000 SMs; 132 SMs at k = 4,096: splits of 4
@@ -182,14 +180,8 @@ void run_wgmma_cases(QuantGemmKernel kW) {
   }
 }
 
-TEST(QuantGemmCuda, WgmmaKernelEveryFormatOutputTileAndSplitMatchesTheReference) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  if (!quant_gemm_wgmma_supported()) GTEST_SKIP() << "not a Hopper GPU";
-  run_wgmma_cases(QuantGemmKernel::kWgmma);
-}
-
-// v6, the warp-specialized wgmma kernel (a producer warpgroup, two consumer warpgroups,
-// mbarriers): the same cases.
+// The warp-specialized wgmma kernel (a producer warpgroup, two consumer warpgroups,
+// mbarriers, TMA).
 TEST(QuantGemmCuda, WarpSpecializedWgmmaKernelEveryFormatOutputTileAndSplitMatchesTheReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   if (!quant_gemm_wgmma_supported()) GTEST_SKIP() << "not a Hopper GPU";
@@ -217,10 +209,6 @@ TEST(QuantGemmCuda, RejectsUnsupportedShapesNamingThem) {
   EXPECT_NE(o.message().find("output"), std::string::npos) << o;
   if (cuda_device_count() > 0 && !quant_gemm_wgmma_supported()) {
     p.output = GemvOutput::kBf16;
-    p.kernel = QuantGemmKernel::kWgmma;
-    const absl::Status w = quant_gemm(p, 132, nullptr);
-    EXPECT_EQ(w.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(w.message().find("Hopper"), std::string::npos) << w;
     p.kernel = QuantGemmKernel::kWgmmaWs;
     const absl::Status ws = quant_gemm(p, 132, nullptr);
     EXPECT_EQ(ws.code(), absl::StatusCode::kInvalidArgument);
