@@ -237,9 +237,10 @@ __device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, 
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
         wgmma_rs<__nv_bfloat16, kBM>(acc, a, desc);
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        // Every wgmma of stage i - 1 has retired: its slot may be refilled.
-        if (j == 0 && h == 0 && i > 0) mbar_arrive(r.empty(prev.slot));
+        asm volatile("wgmma.wait_group.sync.aligned 2;\n" ::: "memory");
+        // Two steps of stage i may still run; every wgmma of stage i - 1 has retired: its
+        // slot may be refilled.
+        if (j == 0 && h == 1 && i > 0) mbar_arrive(r.empty(prev.slot));
       }
     }
     if (i > 0) prev.next();
