@@ -212,11 +212,13 @@ absl::Status launch(const QuantGemmParams& p, const Plan& pl, cudaStream_t strea
 
 int quant_gemm_max_tokens() {
   // mma.sync (v4): up to 64 tokens (bench/gemm/RESULTS_quant_gemm_v4.md). With the
-  // warp-specialized wgmma kernel (v9, Hopper) up to 512: the 8B layer (Q4_K) at 384 and 512
-  // tokens takes 395 and 403 us against deq+blas's 443 and 434; the 1B layer loses there by
-  // 4-5 % (143 / 146 against 136 / 140 us; bench/gemm/results_v9/bench_q4k.md). One
-  // device-wide limit, so the 8B prefill's gain decides.
-  constexpr int kMmaSyncMaxTokens = 64, kWgmmaMaxTokens = 512;
+  // warp-specialized wgmma kernel (v9, Hopper) up to 256, where it beats deq+blas by far
+  // (8B layer 222 against 324 us). At 384 and 512 tokens v9 wins on the Q4_K 8B layer alone
+  // (395 / 403 against 443 / 434 us) but loses on Q6_K's o, qkv and down and on the 1B
+  // layer, and in the model (8B Q4_K_M, its Q6_K attn_v a GEMM of its own with split-k) a
+  // 512-token step took 15.6 ms of quantized GEMMs and reductions: the TTFT of a 512-token
+  // prompt went from 17.4 to 18.6 ms with the limit at 512 (bench/gemm/NOTES.md, v9).
+  constexpr int kMmaSyncMaxTokens = 64, kWgmmaMaxTokens = 256;
   return quant_gemm_wgmma_supported() ? kWgmmaMaxTokens : kMmaSyncMaxTokens;
 }
 
