@@ -237,20 +237,14 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
 // matrix dequantized into ws.gemm_scratch and cuBLASLt (~0.56 + 2 + 2 bytes an element, paid
 // once for many tokens, with cuBLASLt's wgmma kernels for the multiply). The choice depends
 // on m alone, so a batch runs the same kernels every time (bench/gemm/NOTES.md: the
-// crossover measured). A matrix in two parts of different formats ([wq; wk] + wv, Q4_K_M's
-// Q6_K attn_v) takes deq+blas from kTwoPartDeqBlasTokens tokens: the quantized GEMM would be
-// two launches, the second on a grid of 1,024 rows (the 8B shape) that split-k must spread
-// over the SMs, which at 256 tokens cost 51 us a layer for V alone (decode-step bench,
-// bench/serving/results/quant_2b90706/) against ~40 us for deq+blas of all of [q; k; v].
-constexpr int kTwoPartDeqBlasTokens = 129;
-
+// crossover measured).
 absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix& w,
                          const DeviceMatrix* w2, void* y, int m, int n, int k, GemmOut out,
                          bool x_rounded) {
   if (!w.native()) return ctx.gemm->linear(x, w.get(), y, m, n, k, out, ctx.stream);
   if (!x_rounded) RETURN_IF_ERROR(kernels::round_activations_q8(x, m, k, ctx.stream));
   const bool two = w2 != nullptr && !w2->empty();
-  if (m <= kernels::quant_gemm_max_tokens() && !(two && m >= kTwoPartDeqBlasTokens)) {
+  if (m <= kernels::quant_gemm_max_tokens()) {
     const int64_t elem_bytes = out == GemmOut::kBf16 ? 2 : 4;
     int64_t col = 0;
     for (const DeviceMatrix* part : {&w, two ? w2 : nullptr}) {
