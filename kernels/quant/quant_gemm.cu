@@ -211,13 +211,13 @@ absl::Status launch(const QuantGemmParams& p, const Plan& pl, cudaStream_t strea
 }  // namespace device::quant_gemm
 
 int quant_gemm_max_tokens() {
-  // mma.sync (v4): up to 64 tokens (bench/gemm/RESULTS_quant_gemm_v4.md). With the
-  // warp-specialized wgmma kernel (v9, Hopper) up to 256, where it beats deq+blas by far
-  // (8B layer 222 against 324 us). At 384 and 512 tokens v9 wins on the Q4_K 8B layer alone
+  // mma.sync: up to 64 tokens (bench/gemm/RESULTS_quant_gemm_v4.md). With the
+  // warp-specialized wgmma kernel (Hopper) up to 256, where it beats deq+blas by far
+  // (8B layer 222 against 324 us). At 384 and 512 tokens it wins on the Q4_K 8B layer alone
   // (395 / 403 against 443 / 434 us) but loses on Q6_K's o, qkv and down and on the 1B
   // layer, and in the model (8B Q4_K_M, its Q6_K attn_v a GEMM of its own with split-k) a
   // 512-token step took 15.6 ms of quantized GEMMs and reductions: the TTFT of a 512-token
-  // prompt went from 17.4 to 18.6 ms with the limit at 512 (bench/gemm/NOTES.md, v9).
+  // prompt went from 17.4 to 18.6 ms with the limit at 512 (measured: bench/gemm/NOTES.md).
   constexpr int kMmaSyncMaxTokens = 64, kWgmmaMaxTokens = 256;
   return quant_gemm_wgmma_supported() ? kWgmmaMaxTokens : kMmaSyncMaxTokens;
 }
@@ -257,9 +257,8 @@ absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stre
   QuantGemmKernel kernel = p.kernel;
   if (kernel == QuantGemmKernel::kAuto) {
     // Measured on the H200 (bench/gemm/results_v9/, the 8B and 1B layers, Q4_K and the other
-    // formats): the warp-specialized kernel (v9: TMA x tile, no producer lag) is the fastest
-    // of v4, v5 (since deleted) and v9 at every m from 16 to 512 and every shape. Elsewhere
-    // mma.sync.
+    // formats): the warp-specialized kernel is faster than mma.sync at every m from 16 to 512
+    // and every shape. Elsewhere mma.sync.
     kernel = quant_gemm_wgmma_supported() ? QuantGemmKernel::kWgmmaWs : QuantGemmKernel::kMmaSync;
   }
   if (kernel == QuantGemmKernel::kWgmmaWs) {

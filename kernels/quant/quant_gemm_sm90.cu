@@ -1,7 +1,7 @@
 // quant_gemm() with QuantGemmKernel::kWgmmaWs (kernels/quant/quant_gemm.h): Hopper's
 // warpgroup MMA with the weights as the register A operand, warp-specialized (the kernel's
-// structure is described above quant_gemm_wgmma_ws_kernel below; its history, v5 to v9, in
-// bench/gemm/NOTES.md).
+// structure is described above quant_gemm_wgmma_ws_kernel below; what was measured on the
+// way, in bench/gemm/NOTES.md).
 //
 // Tiling. A CTA computes kRows = 128 weight rows by kBM tokens (64, 128 or 256) over a range
 // of k (all of it, or one of `splits` parts), in stages of kBK = 64 elements (2 units of
@@ -77,8 +77,7 @@ int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms)
 
 
 // ---------------------------------------------------------------------------------------
-// The kernel (v9; QuantGemmKernel::kWgmmaWs, bench/gemm/NOTES.md v6, v8, v9), warp-
-// specialized. A CTA of 384 threads:
+// The kernel (QuantGemmKernel::kWgmmaWs), warp-specialized. A CTA of 384 threads:
 //   * warpgroup 0 (threads 0-127, one a weight row, so StageCopier and the scale staging
 //     serve unchanged) is the producer: it fills a ring of kStages stages and never computes;
 //   * warpgroups 1 and 2 are the consumers: consumer c owns the m64 tile of rows 64 c .. +63
@@ -96,10 +95,10 @@ int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms)
 //     stage's scales decoded (loaded kScaleAhead stages earlier into registers), arrives on
 //     full(i) (releasing those stores), and loads the scales of stage i + kScaleAhead. So
 //     full(i) completes when the copies of stage i land, whatever the later stages do: the
-//     producer runs up to kStages stages ahead of the consumers. (v6 to v8 had each thread
-//     wait for its copies with cp.async.wait_group kLag stages later, and all 128 threads
-//     copy the x tile: ncu showed the producer, ~425 instructions a warp and stage at 256
-//     tokens, as the chain every stage waited on.)
+//     producer runs up to kStages stages ahead of the consumers. Why not let each producer
+//     thread wait for its own copies, or copy x itself: the producer's chain of dependent
+//     instructions then sets every stage's time and the consumers wait on it (measured with
+//     ncu's per-instruction stall samples: bench/gemm/NOTES.md).
 //   * Consumer, stage i: waits on full(i), then per k16 step decodes its A fragment
 //     (decode_fragment), issues the wgmma, commits and waits until one group is in flight
 //     (wait_group 1). After stage i's first step that wait has retired every wgmma of stage
@@ -111,7 +110,7 @@ int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms)
 // the producer down to 88, the consumers up to 208 (128 x (88 + 2 x 208) = 64,512 of 65,536).
 // Why 256-token tiles: a CTA-stage's cost grows much less than its width, so a stage that
 // multiplies each decoded weight fragment by 256 tokens instead of 128 halves the stages of a
-// 256-token step and the decoding of every weight (bench/gemm/NOTES.md, v8 and v9).
+// 256-token step and the decoding of every weight (measured: bench/gemm/NOTES.md).
 constexpr int kWsThreads = 3 * kRows;
 constexpr int kWsMaxStages = 10;
 template <int kBM>
