@@ -22,8 +22,9 @@ enum class Device { kAuto, kCpu, kCuda };
 // (quantized GEMVs for steps of up to kernels::kGemvMaxRows tokens, a bf16 copy per GEMM
 // otherwise), kBf16 dequantizes everything at load, kAuto picks kNative when every decode
 // step is a GEMV (max_num_seqs <= kernels::kGemvMaxRows) and kBf16 otherwise: measured on
-// the H200 (bench/serving/RESULTS.md, quantized section), native weights are 1.2-2.3x faster
-// at one stream and 0.44-0.92x at 64-256 streams until a quantized tensor-core GEMM exists.
+// the H200 (bench/serving/RESULTS.md, seventh quantized measurement: 8B and 1B Q4_K_M),
+// native weights are 1.7-2.4x as fast at one stream and 0.69-0.87x at 64-256 streams, where
+// the quantized tensor-core GEMM still trails cuBLASLt on bf16 weights.
 enum class Weights { kAuto, kNative, kBf16 };
 
 // "auto" | "native" | "bf16"; InvalidArgument naming the value otherwise.
