@@ -14,9 +14,10 @@
 //   * The tokens are the wgmma N dimension: one wgmma m64n{kBM}k16 per k16 step. B is the x
 //     tile [kBM][64] bf16, K-major, in the 128-byte swizzle, first in each stage buffer
 //     (1024-byte aligned), written by TMA.
-//   * wgmma runs asynchronously: step s is issued (fence, wgmma, commit), then wait_group 1
-//     lets step s run while the next step's A fragments are decoded; step s - 1 has
-//     completed by then, so its A registers are free again.
+//   * wgmma runs asynchronously: step s is issued (fence, wgmma, commit), then wait_group 2
+//     lets steps s - 1 and s run while the next step's A fragments are decoded; step s - 2
+//     has completed by then, so its A registers are free again (each of a stage's four
+//     unrolled steps has registers of its own).
 // Split-k and its reduction as in the mma.sync kernel.
 #include <cuda.h>  // CUtensorMap (the driver is reached through the runtime, not linked)
 #include <cudaTypedefs.h>
@@ -100,9 +101,11 @@ int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms)
 //     instructions then sets every stage's time and the consumers wait on it (measured with
 //     ncu's per-instruction stall samples: bench/gemm/NOTES.md).
 //   * Consumer, stage i: waits on full(i), then per k16 step decodes its A fragment
-//     (decode_fragment), issues the wgmma, commits and waits until one group is in flight
-//     (wait_group 1). After stage i's first step that wait has retired every wgmma of stage
-//     i - 1, the last readers of its slot, so the thread arrives on empty(i - 1) there.
+//     (decode_fragment), issues the wgmma, commits and waits until two groups are in flight
+//     (wait_group 2). After stage i's second step that wait has retired every wgmma of stage
+//     i - 1, the last readers of its slot, so the thread arrives on empty(i - 1) there (the
+//     completion of a wgmma implies a generic-async proxy fence, so the TMA that refills the
+//     slot is ordered after those reads).
 // CTAs an SM: two at 64 tokens (a consumer holds 32 accumulators; ptxas -v: 70-80
 // registers, and two CTAs allow 80), one at 128 (64 accumulators, ~102), without setmaxnreg.
 // At 256 tokens (one wgmma m64n256k16 a k16 step, 128 accumulators a consumer thread) one
@@ -208,7 +211,8 @@ __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRin
       at.next();
     }
   }
-  cp_async_wait<0>();
+  // No drain: the copies commit no group; each signals its stage's full barrier, which the
+  // consumers wait on before the CTA can end.
 }
 
 // A consumer warpgroup: the m64 tile of rows 64 c .. + 63 over the split's stages, into acc.
