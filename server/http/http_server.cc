@@ -19,6 +19,7 @@
 #include "microhttpd.h"
 #include "server/api/prompt.h"
 #include "server/api/validation.h"
+#include "server/http/body_buffer.h"
 #include "server/http/openai_call.h"
 #include "server/http/openai_request.h"
 #include "server/http/openai_response.h"
@@ -33,11 +34,12 @@ constexpr char kJson[] = "application/json";
 struct Request {
   std::string method;
   std::string url;
-  std::string body;
+  BodyBuffer body;
   int64_t body_reserved = 0;  // bytes of the server's body budget held for this request
   bool answered = false;   // a response was queued
   int status = 0;          // the HTTP status queued
   std::string error;       // the error message answered, for the access line
+  bool uploading = false;  // in uploading_ (libmicrohttpd's thread alone reads it)
   std::shared_ptr<GenerationCall> call;  // generation requests once submitted
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
@@ -95,7 +97,10 @@ class HttpServer::Impl {
  private:
   // The first call for a request (headers only): an answer right away, or none to read on.
   MHD_Result on_headers(MHD_Connection* connection, Request* request);
-  MHD_Result on_body_piece(Request* request, const char* upload, size_t* upload_size);
+  MHD_Result on_body_piece(MHD_Connection* connection, Request* request, const char* upload,
+                           size_t* upload_size);
+  // The watcher's look at the uploads (uploading_), under mu_.
+  void shut_down_abandoned_uploads();
   // Holds `bytes` more of the budget for request bodies (HttpOptions::max_buffered_body_bytes)
   // for `request`; false, holding nothing more, when that would pass the budget.
   bool reserve_body(Request* request, int64_t bytes);
@@ -135,6 +140,20 @@ class HttpServer::Impl {
     std::chrono::steady_clock::time_point since;
   };
   std::map<MHD_Connection*, Opening> opening_;  // GUARDED_BY(mu_)
+  // Connections receiving a request body: their socket, the body's bytes so far and at the
+  // watcher's previous look. libmicrohttpd 0.9.75 (epoll, edge-triggered) can miss the end
+  // of the stream of a client that leaves mid-upload once it has read everything else (seen
+  // under CPU load: 3 of 128 stalled uploads, tests/e2e/server/http_abuse_e2e_test.cc): the
+  // connection and its share of the body budget then stay until the idle timeout. The
+  // watcher peeks at a connection whose body made no progress since its previous look and,
+  // at the end of the stream, shuts the socket down, which libmicrohttpd sees (as for the
+  // header timeout). Entries leave before libmicrohttpd closes the socket, as above.
+  struct Uploading {
+    int fd;
+    int64_t bytes = 0;
+    int64_t bytes_seen = -1;
+  };
+  std::map<MHD_Connection*, Uploading> uploading_;  // GUARDED_BY(mu_)
   int quiesced_fd_ = -1;
   std::condition_variable stop_watcher_;
   // Every kWatchPeriod: GenerationCall::check_disconnect(), and the header timeout.
@@ -233,6 +252,22 @@ void HttpServer::Impl::watch_disconnects() {
       ::shutdown(it->second.fd, SHUT_RDWR);
       it = opening_.erase(it);
     }
+    shut_down_abandoned_uploads();
+  }
+}
+
+void HttpServer::Impl::shut_down_abandoned_uploads() {
+  for (auto it = uploading_.begin(); it != uploading_.end();) {
+    Uploading& u = it->second;
+    char byte = 0;
+    // The client's end of the stream with nothing before it: recv() peeks 0 bytes.
+    if (u.bytes == u.bytes_seen && ::recv(u.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+      ::shutdown(u.fd, SHUT_RDWR);
+      it = uploading_.erase(it);
+      continue;
+    }
+    u.bytes_seen = u.bytes;
+    ++it;
   }
 }
 
@@ -241,6 +276,7 @@ void HttpServer::Impl::on_connection(MHD_Connection* connection,
   std::lock_guard<std::mutex> lock(mu_);
   if (code != MHD_CONNECTION_NOTIFY_STARTED) {
     opening_.erase(connection);
+    uploading_.erase(connection);
     return;
   }
   const MHD_ConnectionInfo* info =
@@ -279,10 +315,23 @@ MHD_Result HttpServer::Impl::on_request(MHD_Connection* connection, const char* 
       ++num_open_;
       opening_.erase(connection);  // its headers are in: the idle timeout alone from now on
     }
-    return on_headers(connection, request);
+    const MHD_Result result = on_headers(connection, request);
+    const MHD_ConnectionInfo* info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (result == MHD_YES && !request->answered && info != nullptr) {  // a body may follow
+      std::lock_guard<std::mutex> lock(mu_);
+      uploading_[connection] = {info->connect_fd};
+      request->uploading = true;
+    }
+    return result;
   }
   auto* request = static_cast<Request*>(*slot);
-  if (*upload_size > 0) return on_body_piece(request, upload, upload_size);
+  if (*upload_size > 0) return on_body_piece(connection, request, upload, upload_size);
+  if (request->uploading) {  // the body is all in
+    std::lock_guard<std::mutex> lock(mu_);
+    uploading_.erase(connection);
+    request->uploading = false;
+  }
   if (request->call != nullptr) {  // resumed: the final event of a whole completion is here
     if (!request->call->ready_or_suspend()) return MHD_YES;
     const int status = request->call->answer_status();
@@ -294,8 +343,8 @@ MHD_Result HttpServer::Impl::on_request(MHD_Connection* connection, const char* 
   return result;
 }
 
-MHD_Result HttpServer::Impl::on_body_piece(Request* request, const char* upload,
-                                           size_t* upload_size) {
+MHD_Result HttpServer::Impl::on_body_piece(MHD_Connection* connection, Request* request,
+                                           const char* upload, size_t* upload_size) {
   const size_t size = request->body.size() + *upload_size;
   // Past a limit with the body under way: libmicrohttpd can answer only before the body or
   // after all of it, and reading an endless or stalled body to its end is what an attacker
@@ -309,13 +358,20 @@ MHD_Result HttpServer::Impl::on_body_piece(Request* request, const char* upload,
     refused = 503;
     request->error = "request bodies held by the server: over their budget (connection closed)";
   }
+  if (refused == 0 && !request->body.append(upload, *upload_size)) {
+    refused = 503;
+    request->error = "body: the system refused the memory for it (connection closed)";
+  }
   if (refused != 0) {
     request->status = refused;
     request->answered = true;  // for the access line; nothing more is sent
     return MHD_NO;
   }
-  request->body.append(upload, *upload_size);
   *upload_size = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = uploading_.find(connection); it != uploading_.end()) {
+    it->second.bytes = static_cast<int64_t>(size);
+  }
   return MHD_YES;
 }
 
@@ -332,14 +388,18 @@ bool HttpServer::Impl::reserve_body(Request* request, int64_t bytes) {
 void HttpServer::Impl::release_body(Request* request) {
   num_body_bytes_.fetch_sub(request->body_reserved);
   request->body_reserved = 0;
-  std::string().swap(request->body);
+  request->body.release();
 }
 
-void HttpServer::Impl::on_completed(MHD_Connection* /*connection*/, void** slot,
+void HttpServer::Impl::on_completed(MHD_Connection* connection, void** slot,
                                     MHD_RequestTerminationCode /*code*/) {
   auto* request = static_cast<Request*>(*slot);
   if (request == nullptr) return;
   *slot = nullptr;
+  if (request->uploading) {
+    std::lock_guard<std::mutex> lock(mu_);
+    uploading_.erase(connection);
+  }
   if (request->call != nullptr) {
     request->call->connection_closed();
     std::lock_guard<std::mutex> lock(mu_);
@@ -378,7 +438,11 @@ MHD_Result HttpServer::Impl::on_headers(MHD_Connection* connection, Request* req
                             "the server holds too many request bodies being received; retry "
                             "shortly"));
   }
-  request->body.reserve(declared);  // pages are touched only as the body arrives
+  if (!request->body.reserve(declared)) {  // pages are touched only as the body arrives
+    return answer_error(connection, request,
+                        absl::UnavailableError(absl::StrCat(
+                            "body: the system refused ", declared, " bytes for it; retry shortly")));
+  }
   return MHD_YES;
 }
 
@@ -461,7 +525,8 @@ MHD_Result HttpServer::Impl::generate(MHD_Connection* connection, Request* reque
     record_refusal(accepting);
     return answer_error(connection, request, accepting);
   }
-  const absl::StatusOr<OpenAiRequest> parsed = parse_openai_request(endpoint, request->body);
+  const absl::StatusOr<OpenAiRequest> parsed = parse_openai_request(
+      endpoint, absl::string_view(request->body.view().data(), request->body.view().size()));
   absl::StatusOr<engine::GenerationRequest> built =
       parsed.ok() ? prepare(*backend, *parsed) : parsed.status();
   if (!built.ok()) {
