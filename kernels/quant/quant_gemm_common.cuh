@@ -319,12 +319,22 @@ __global__ void __launch_bounds__(256) reduce_splits_kernel(const QuantGemmParam
 
 // The number of k splits for a grid of `ctas` CTAs (tiles x token tiles) where `want` would
 // fill the device: each split keeps >= 4 stages and the partial sums fit p.partials.
+// The splits that `splits` parts of `stages` stages really make: the kernels give each
+// split ceil(stages / splits) stages, so 4 splits of 9 stages are 3 + 3 + 3 + 0, and the
+// fourth would only write zeros for the reduction to add. ceil(stages / that) splits of the
+// same length leave none empty.
+inline int nonempty_splits(int stages, int splits) {
+  if (splits <= 1 || stages <= 1) return 1;
+  const int per_split = (stages + splits - 1) / splits;
+  return (stages + per_split - 1) / per_split;
+}
+
 inline int choose_splits(const QuantGemmParams& p, int64_t ctas, int64_t want) {
   if (ctas >= want) return 1;
   const int stages = (p.k / kQuantUnit + kUnitsPerStage - 1) / kUnitsPerStage;
   int splits = static_cast<int>(std::min<int64_t>((want + ctas - 1) / ctas, stages / 4));
   while (splits > 1 && int64_t{splits} * p.m * p.n > p.partials_floats) --splits;
-  return std::max(splits, 1);
+  return nonempty_splits(stages, splits);
 }
 
 // Launches reduce_splits_kernel where k was split.

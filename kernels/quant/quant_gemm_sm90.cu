@@ -59,7 +59,7 @@ __host__ __device__ constexpr int wg_stage_bytes() {
 // stages + ~2 for the ramp and the epilogue), plus the reduction's fp32 traffic (~1.8 MB a
 // stage time). Unlike the mma.sync kernel's "fill every SM" this sees that 48 tiles in 3
 // splits on 132 SMs take two rounds. Each split keeps >= 4 stages; the partial sums fit
-// p.partials.
+// p.partials; none is empty (nonempty_splits).
 int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms) {
   const int64_t tiles = int64_t{(p.n + rows - 1) / rows} * ((p.m + bm - 1) / bm);
   const int64_t slots = int64_t{c} * num_sms;
@@ -73,7 +73,7 @@ int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms)
     if (s > 1) cost += (4.0 * s + 2.0) * p.m * p.n / 1.8e6;
     if (s == 1 || cost < best_cost) best = s, best_cost = cost;
   }
-  return best;
+  return nonempty_splits(stages, best);
 }
 
 
@@ -136,11 +136,10 @@ __host__ __device__ constexpr int ws_smem_bytes() {
   return ws_stages<F, kBM>() * wg_stage_bytes<F, kBM>() + 16 * ws_stages<F, kBM>() + kAlign;
 }
 
-// Stages whose scales a producer thread holds in registers ahead of their store.
-constexpr int kScaleAhead = 3;
-
 // The device side, compiled for sm_90a only (elsewhere the kernel is empty).
 #if defined(FLASHSERVE_SM90A)
+// Stages whose scales a producer thread holds in registers ahead of their store.
+constexpr int kScaleAhead = 3;
 // mbarriers: kernels/sm90_wgmma.cuh (mbar_init / mbar_arrive / mbar_wait).
 
 // The ring's geometry and barriers, the same for both roles.
