@@ -226,8 +226,7 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
 }
 
 // The GEMM path (steps past the GEMV's kGemvMaxRows tokens) of y[m, n] = x[m, k] . w^T,
-// with w = [w; w2] when w2 is set (a native wv, whose GEMM then runs beside w's on
-// ctx.side_stream): cuBLASLt on a bf16 matrix. A native matrix
+// with w = [w; w2] when w2 is set (a native wv): cuBLASLt on a bf16 matrix. A native matrix
 // reads its input rows ([m, k] bf16, in place) with their int8 rounding
 // (kernels::round_activations_q8, or already rounded by the kernel that wrote them when
 // `x_rounded`: RMSNorm and SwiGLU fuse it), exactly what the quantized GEMV computes with, so a
@@ -247,12 +246,12 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
   const bool two = w2 != nullptr && !w2->empty();
   if (m <= kernels::quant_gemm_max_tokens()) {
     const int64_t elem_bytes = out == GemmOut::kBf16 ? 2 : 4;
-    // Columns [col, col + part.rows) of y on `stream`, its split-k partial sums in `partials`.
-    auto gemm_part = [&](const DeviceMatrix& part, int64_t col, float* partials,
-                         int64_t partials_floats, cudaStream_t stream) {
+    int64_t col = 0;
+    for (const DeviceMatrix* part : {&w, two ? w2 : nullptr}) {
+      if (part == nullptr) continue;
       kernels::QuantGemmParams q;
-      q.format = part.format;
-      q.w = part.get();
+      q.format = part->format;
+      q.w = part->get();
       q.x = x;
       q.output = out == GemmOut::kBf16   ? kernels::GemvOutput::kBf16
                  : out == GemmOut::kFp32 ? kernels::GemvOutput::kFp32
@@ -260,25 +259,13 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
       q.y = static_cast<char*>(y) + col * elem_bytes;
       q.ldy = n;
       q.m = m;
-      q.n = static_cast<int>(part.rows);
+      q.n = static_cast<int>(part->rows);
       q.k = k;
-      q.partials = partials;
-      q.partials_floats = partials_floats;
-      return kernels::quant_gemm(q, ctx.num_sms, stream);
-    };
-    float* scratch = ctx.ws->gemm_scratch.get<float>();
-    const auto scratch_floats = static_cast<int64_t>(ctx.ws->gemm_scratch.bytes() / sizeof(float));
-    if (!two) return gemm_part(w, 0, scratch, scratch_floats, ctx.stream);
-    // wv (a format of its own, e.g. Q6_K beside Q4_K) beside [wq; wk], on the side stream:
-    // its few row tiles fill SMs that [wq; wk]'s grid leaves idle, where one after the other
-    // they took a round of their own. Each has half the scratch for its partial sums.
-    const int64_t half = scratch_floats / 2;
-    CUDA_CHECK(cudaEventRecord(ctx.fork, ctx.stream));
-    CUDA_CHECK(cudaStreamWaitEvent(ctx.side_stream, ctx.fork, 0));
-    RETURN_IF_ERROR(gemm_part(w, 0, scratch, half, ctx.stream));
-    RETURN_IF_ERROR(gemm_part(*w2, w.rows, scratch + half, half, ctx.side_stream));
-    CUDA_CHECK(cudaEventRecord(ctx.join, ctx.side_stream));
-    CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, ctx.join, 0));
+      q.partials = ctx.ws->gemm_scratch.get<float>();
+      q.partials_floats = static_cast<int64_t>(ctx.ws->gemm_scratch.bytes() / sizeof(float));
+      RETURN_IF_ERROR(kernels::quant_gemm(q, ctx.num_sms, ctx.stream));
+      col += part->rows;
+    }
     return absl::OkStatus();
   }
   int64_t row = 0;
