@@ -317,8 +317,6 @@ __global__ void __launch_bounds__(256) reduce_splits_kernel(const QuantGemmParam
   store_output(p, static_cast<int>(i % p.n), static_cast<int>(i / p.n), v);
 }
 
-// The number of k splits for a grid of `ctas` CTAs (tiles x token tiles) where `want` would
-// fill the device: each split keeps >= 4 stages and the partial sums fit p.partials.
 // The splits that `splits` parts of `stages` stages really make: the kernels give each
 // split ceil(stages / splits) stages, so 4 splits of 9 stages are 3 + 3 + 3 + 0, and the
 // fourth would only write zeros for the reduction to add. ceil(stages / that) splits of the
@@ -329,6 +327,8 @@ inline int nonempty_splits(int stages, int splits) {
   return (stages + per_split - 1) / per_split;
 }
 
+// The number of k splits for a grid of `ctas` CTAs (tiles x token tiles) where `want` would
+// fill the device: each split keeps >= 4 stages and the partial sums fit p.partials.
 inline int choose_splits(const QuantGemmParams& p, int64_t ctas, int64_t want) {
   if (ctas >= want) return 1;
   const int stages = (p.k / kQuantUnit + kUnitsPerStage - 1) / kUnitsPerStage;
