@@ -74,8 +74,6 @@ std::vector<void*> weight_copies(WeightFormat f, const Shape& s, size_t l2_bytes
 
 float* g_partials = nullptr;  // quant_gemm_partials_floats(SMs) of scratch
 int64_t g_partials_floats = 0;
-unsigned* g_tile_counters = nullptr;  // zeroed once, as the runner's (QuantGemmParams)
-int64_t g_num_tile_counters = 0;
 
 QuantGemmParams qgemm_params(WeightFormat f, const Shape& s, const void* w, const void* x,
                              void* y, int m, QuantGemmKernel kernel) {
@@ -92,8 +90,6 @@ QuantGemmParams qgemm_params(WeightFormat f, const Shape& s, const void* w, cons
   p.k = s.k;
   p.partials = g_partials;
   p.partials_floats = g_partials_floats;
-  p.tile_counters = g_tile_counters;
-  p.num_tile_counters = g_num_tile_counters;
   return p;
 }
 
@@ -292,9 +288,6 @@ int run(int argc, char** argv) {
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
   BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
-  g_num_tile_counters = quant_gemm_tile_counters(4096, 128256);  // past every shape and m
-  BENCH_CUDA(cudaMalloc(&g_tile_counters, g_num_tile_counters * sizeof(unsigned)));
-  BENCH_CUDA(cudaMemset(g_tile_counters, 0, g_num_tile_counters * sizeof(unsigned)));
   auto gemm = Gemm::create();
   BENCH_OK(gemm.status());
   for (const Shape& s : kShapes) {

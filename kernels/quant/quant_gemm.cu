@@ -222,10 +222,6 @@ int quant_gemm_max_tokens() {
   return quant_gemm_wgmma_supported() ? kWgmmaMaxTokens : kMmaSyncMaxTokens;
 }
 
-int64_t quant_gemm_tile_counters(int m, int n) {
-  return int64_t{(std::max(m, 1) + 63) / 64} * ((std::max(n, 1) + 127) / 128);
-}
-
 bool quant_gemm_supported(WeightFormat f, int k) {
   return f != WeightFormat::kBf16 && k > 0 && quant_layout_ok(f, k);
 }
@@ -255,8 +251,7 @@ absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stre
   }
   if (p.w == nullptr || p.x == nullptr || p.y == nullptr ||
       reinterpret_cast<uintptr_t>(p.w) % 16 != 0 || reinterpret_cast<uintptr_t>(p.x) % 16 != 0 ||
-      (p.partials_floats > 0 && p.partials == nullptr) ||
-      (p.num_tile_counters > 0 && p.tile_counters == nullptr)) {
+      (p.partials_floats > 0 && p.partials == nullptr)) {
     return absl::InvalidArgumentError("quant_gemm: a pointer is null or not 16-byte aligned");
   }
   QuantGemmKernel kernel = p.kernel;

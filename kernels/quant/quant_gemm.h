@@ -52,19 +52,8 @@ struct QuantGemmParams {
   // not at all), which is slower, never wrong.
   float* partials = nullptr;
   int64_t partials_floats = 0;
-  // Per-tile arrival counters for a split k, zero before the call and left zero by it
-  // (quant_gemm_tile_counters(m, n) of them): with them the warp-specialized kernel's last
-  // split of a tile adds the partial sums and writes y, in the same order as the second
-  // kernel that otherwise does it (so y is the same to the bit). Without them, or too few,
-  // or with the mma.sync kernel, that second kernel.
-  unsigned* tile_counters = nullptr;
-  int64_t num_tile_counters = 0;
   QuantGemmKernel kernel = QuantGemmKernel::kAuto;
 };
-
-// The tile counters (QuantGemmParams::tile_counters) a call of m tokens and n rows can use:
-// one per output tile of the smallest (64-token, 128-row) tiling.
-int64_t quant_gemm_tile_counters(int m, int n);
 
 // Whether QuantGemmKernel::kWgmmaWs runs on the current device (compute capability 9.0).
 bool quant_gemm_wgmma_supported();

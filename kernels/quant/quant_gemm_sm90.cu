@@ -18,8 +18,7 @@
 //     lets steps s - 1 and s run while the next step's A fragments are decoded; step s - 2
 //     has completed by then, so its A registers are free again (each of a stage's four
 //     unrolled steps has registers of its own).
-// Split-k as in the mma.sync kernel: partial sums in p.partials, added by the tile's last
-// split to finish where the caller gives tile counters, else by reduce_splits_kernel.
+// Split-k and its reduction as in the mma.sync kernel.
 #include <cuda.h>  // CUtensorMap (the driver is reached through the runtime, not linked)
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -256,7 +255,7 @@ __device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, 
 
 template <WeightFormat F, int kBM>
 __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
-    quant_gemm_wgmma_ws_kernel(const QuantGemmParams p, const int splits, const bool reduce_here,
+    quant_gemm_wgmma_ws_kernel(const QuantGemmParams p, const int splits,
                                const __grid_constant__ CUtensorMap x_map) {
 #if defined(FLASHSERVE_SM90A)
   using Ring = WsRing<F, kBM>;
@@ -312,38 +311,6 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
     } else {
       store_output(p, f, tok, acc[i]);
     }
-  }
-  if (!reduce_here) return;
-  // The last split of this tile to arrive adds the splits' partial sums in split order (as
-  // reduce_splits_kernel does) and writes y; it leaves the tile's counter at zero. The
-  // pattern of CUDA's threadFenceReduction: every consumer thread fences its partial sums
-  // before the CTA's arrival (a device-scope atomic), and the last CTA fences after seeing
-  // it, then reads the others' sums past L1 (ld.cg). The flag that tells the consumers
-  // lives past the ring's barriers (ws_smem_bytes keeps >= 16 bytes there).
-  __threadfence();
-  asm volatile("bar.sync 1, %0;\n" ::"n"(2 * kRows));
-  volatile unsigned* last = reinterpret_cast<volatile unsigned*>(
-      r.base + Ring::kStages * Ring::kStageBytes + 16 * Ring::kStages);
-  if (threadIdx.x == kRows) {
-    const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x;
-    const bool is_last =
-        atomicAdd(p.tile_counters + tile, 1u) == static_cast<unsigned>(splits) - 1;
-    if (is_last) p.tile_counters[tile] = 0;
-    *last = is_last;
-  }
-  asm volatile("bar.sync 1, %0;\n" ::"n"(2 * kRows));
-  if (*last == 0) return;
-  __threadfence();
-#pragma unroll
-  for (int i = 0; i < kAcc; ++i) {
-    const int f = row0 + my_row + 8 * ((i % 4) / 2);
-    const int tok = tok0 + 8 * (i / 4) + 2 * t + i % 2;
-    if (f >= p.n || tok >= p.m) continue;
-    float v = 0.f;
-    for (int s = 0; s < splits; ++s) {
-      v += __ldcg(p.partials + int64_t{s} * p.m * p.n + int64_t{tok} * p.n + f);
-    }
-    store_output(p, f, tok, v);
   }
 #endif
 }
@@ -401,11 +368,8 @@ absl::Status launch_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t
                   static_cast<unsigned>((p.n + kRows - 1) / kRows), splits);
   CUtensorMap x_map;
   if (absl::Status s = x_tensor_map(p, kBM, &x_map); !s.ok()) return s;
-  const bool reduce_here = splits > 1 && p.tile_counters != nullptr &&
-                           p.num_tile_counters >= int64_t{grid.x} * grid.y;
-  CUDA_CHECK(
-      launch_dependent(kernel, grid, kWsThreads, smem, stream, p, splits, reduce_here, x_map));
-  return reduce_here ? absl::OkStatus() : reduce_splits(p, splits, stream);
+  CUDA_CHECK(launch_dependent(kernel, grid, kWsThreads, smem, stream, p, splits, x_map));
+  return reduce_splits(p, splits, stream);
 }
 
 }  // namespace

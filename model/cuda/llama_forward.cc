@@ -263,8 +263,6 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
       q.k = k;
       q.partials = ctx.ws->gemm_scratch.get<float>();
       q.partials_floats = static_cast<int64_t>(ctx.ws->gemm_scratch.bytes() / sizeof(float));
-      q.tile_counters = ctx.ws->tile_counters.get<unsigned>();
-      q.num_tile_counters = static_cast<int64_t>(ctx.ws->tile_counters.bytes() / sizeof(unsigned));
       RETURN_IF_ERROR(kernels::quant_gemm(q, ctx.num_sms, ctx.stream));
       col += part->rows;
     }
@@ -489,20 +487,6 @@ int attention_decode_splits(const ForwardContext& ctx, const AttentionRun& r) {
       r.s1 - r.s0, ctx.config->num_kv_heads, r.max_seqlen_k, ctx.num_sms))));
 }
 
-namespace {
-
-// Bytes of quant_gemm's tile counters for every native matrix of the model (the widest:
-// the output head, the fused gate/up or QKV) at quant_gemm_max_tokens() tokens.
-size_t tile_counter_bytes(const ModelConfig& c) {
-  const int widest = std::max({c.vocab_size, 2 * c.ffn_size,
-                               (c.num_heads + 2 * c.num_kv_heads) * c.head_dim, c.hidden_size});
-  return static_cast<size_t>(
-      kernels::quant_gemm_tile_counters(kernels::quant_gemm_max_tokens(), widest)) *
-         sizeof(unsigned);
-}
-
-}  // namespace
-
 absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int max_seqs,
                                size_t metadata_bytes) {
   const ModelConfig& c = *ctx.config;
@@ -513,11 +497,6 @@ absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int ma
   RETURN_IF_ERROR(ctx.ws->metadata.reserve(metadata_bytes));
   if (ctx.weights->max_dequant_bytes > 0) {
     RETURN_IF_ERROR(ctx.ws->gemm_scratch.reserve(static_cast<size_t>(ctx.weights->max_dequant_bytes)));
-    const size_t counter_bytes = tile_counter_bytes(c);
-    if (ctx.ws->tile_counters.bytes() < counter_bytes) {
-      RETURN_IF_ERROR(ctx.ws->tile_counters.allocate(counter_bytes));
-      CUDA_CHECK(cudaMemset(ctx.ws->tile_counters.get(), 0, counter_bytes));  // zero once
-    }
   }
   return reserve_rope_tables(ctx, 0);
 }
@@ -536,8 +515,7 @@ int64_t workspace_bytes(const ModelConfig& c, int max_tokens, int max_seqs,
   return static_cast<int64_t>(token_buffer_sizes(c, tokens, max_seqs).total() + sizeof(float) +
                               decode_scratch_bytes(c, max_seqs, kernels::kMaxDecodeSplits) +
                               metadata_bytes + rope_table_bytes(c, c.context_length) +
-                              Gemm::kWorkspaceBytes + dequant_bytes +
-                              (dequant_bytes > 0 ? tile_counter_bytes(c) : 0));
+                              Gemm::kWorkspaceBytes + dequant_bytes);
 }
 
 int64_t DeviceKvCache::bytes_per_block(const ModelConfig& c, int block_size) {

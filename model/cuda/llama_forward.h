@@ -87,8 +87,6 @@ struct DeviceWorkspace {
   // Scratch of the GEMMs on native matrices (max_dequant_bytes): the bf16 copy a cuBLASLt
   // GEMM reads past kernels::quant_gemm_max_tokens(), or quant_gemm's split-k partial sums below it.
   DeviceBuffer gemm_scratch;
-  // quant_gemm's per-tile counters (kernels::QuantGemmParams::tile_counters), zeroed once.
-  DeviceBuffer tile_counters;
   DeviceBuffer decode_scratch;   // kernels::attention_decode's split-KV partials
   DeviceBuffer metadata;         // DeviceBatch's arrays
   DeviceBuffer results;          // [num_out_rows] kernels::SampleResult

@@ -44,7 +44,6 @@ struct Case {
   int num_sms;     // the launcher's tile and split choice
   bool partials;   // scratch for split-k partial sums given
   QuantGemmKernel kernel = QuantGemmKernel::kMmaSync;
-  bool counters = false;  // tile counters given: the wgmma kernel's last split reduces
 };
 
 void run_case(const Case& c, std::mt19937& rng) {
@@ -52,8 +51,7 @@ void run_case(const Case& c, std::mt19937& rng) {
                                     << static_cast<int>(c.output) << " m " << c.m << " n "
                                     << c.n << " k " << c.k << " sms " << c.num_sms
                                     << (c.partials ? " with partials" : "")
-                                    << (c.kernel == QuantGemmKernel::kWgmmaWs ? " wgmma ws" : "")
-                                    << (c.counters ? " with tile counters" : ""));
+                                    << (c.kernel == QuantGemmKernel::kWgmmaWs ? " wgmma ws" : ""));
   QuantWeight w = make_weight(c.format, c.n, c.k, rng);
   const testing::Bf16Data x = random_bf16(static_cast<size_t>(c.m) * c.k, 1.f, rng);
   const bool fp32_out = c.output != GemvOutput::kBf16;
@@ -82,15 +80,7 @@ void run_case(const Case& c, std::mt19937& rng) {
   p.partials = c.partials ? d_partials.get<float>() : nullptr;
   p.partials_floats = partials_floats;
   p.kernel = c.kernel;
-  const int64_t num_counters = c.counters ? quant_gemm_tile_counters(c.m, c.n) : 0;
-  DeviceBuffer d_counters = DeviceBuffer::from(
-      std::vector<uint32_t>(static_cast<size_t>(std::max<int64_t>(num_counters, 1)), 0));
-  p.tile_counters = c.counters ? d_counters.get<unsigned>() : nullptr;
-  p.num_tile_counters = num_counters;
   ASSERT_TRUE(quant_gemm(p, c.num_sms, nullptr).ok());
-  for (uint32_t v : d_counters.to_host<uint32_t>()) {
-    ASSERT_EQ(v, 0u) << "a tile counter was not left at zero";
-  }
   std::vector<float> got;
   if (fp32_out) {
     got = d_y.to_host<float>();
@@ -187,12 +177,6 @@ void run_wgmma_cases(QuantGemmKernel kW) {
     run_case({f, GemvOutput::kBf16, 130, 264, 4096, 132, true, kW}, rng);
     run_case({f, GemvOutput::kFp32, 64, 136, 4096, 1, true, kW}, rng);
     run_case({f, GemvOutput::kFp32Accumulate, 257, 136, 4096, 1, true, kW}, rng);
-    // Split k reduced by each tile's last split (tile counters): 64-, 128- and 256-token
-    // tiles, every output, k ending mid-stage.
-    run_case({f, GemvOutput::kBf16, 300, 136, k, 1000, true, kW, true}, rng);
-    run_case({f, GemvOutput::kFp32Accumulate, 64, 264, k, 1000, true, kW, true}, rng);
-    run_case({f, GemvOutput::kFp32, 130, 264, 4096, 132, true, kW, true}, rng);
-    run_case({f, GemvOutput::kFp32Accumulate, 9, 70, 4096, 132, true, kW, true}, rng);
   }
 }
 
