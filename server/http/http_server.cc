@@ -141,13 +141,15 @@ class HttpServer::Impl {
   };
   std::map<MHD_Connection*, Opening> opening_;  // GUARDED_BY(mu_)
   // Connections receiving a request body: their socket, the body's bytes so far and at the
-  // watcher's previous look. libmicrohttpd 0.9.75 (epoll, edge-triggered) can miss the end
-  // of the stream of a client that leaves mid-upload once it has read everything else (seen
-  // under CPU load: 3 of 128 stalled uploads, tests/e2e/server/http_abuse_e2e_test.cc): the
-  // connection and its share of the body budget then stay until the idle timeout. The
-  // watcher peeks at a connection whose body made no progress since its previous look and,
-  // at the end of the stream, shuts the socket down, which libmicrohttpd sees (as for the
-  // header timeout). Entries leave before libmicrohttpd closes the socket, as above.
+  // watcher's previous look. libmicrohttpd 0.9.75 (epoll, edge-triggered) misses the end of
+  // the stream of a client that leaves mid-upload when it comes with the last bytes: a read
+  // shorter than its buffer clears its read-ready flag, and no later edge comes (every time
+  // in HttpServerTest.AnUploadAbandonedMidBodyIsClosedAndItsBudgetServesAgain without the
+  // watcher; 3 of 128 stalled uploads under CPU load in HttpAbuseE2E): the connection and
+  // its share of the body budget then stay until the idle timeout. The watcher peeks at a
+  // connection whose body made no progress since its previous look and, at the end of the
+  // stream, shuts the socket down, which libmicrohttpd sees (as for the header timeout).
+  // Entries leave before libmicrohttpd closes the socket, as above.
   struct Uploading {
     int fd;
     int64_t bytes = 0;
