@@ -155,6 +155,12 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
       cudaStreamSynchronize(stream_);
       cudaStreamDestroy(stream_);
     }
+    if (side_stream_ != nullptr) {
+      cudaStreamSynchronize(side_stream_);
+      cudaStreamDestroy(side_stream_);
+    }
+    if (fork_ != nullptr) cudaEventDestroy(fork_);
+    if (join_ != nullptr) cudaEventDestroy(join_);
   }
 
   absl::Status init(const GgufFile& file, const CudaRunnerOptions& options,
@@ -171,7 +177,8 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
 
  private:
   cuda::ForwardContext context() {
-    return {&config_, &weights_, &cache_, &ws_, gemm_.get(), &timer_, device_.num_sms, stream_};
+    return {&config_, &weights_, &cache_, &ws_, gemm_.get(), &timer_, device_.num_sms, stream_,
+            side_stream_, fork_, join_};
   }
   // Enqueues the forward pass of `batch` and its sampling: decode batches padded
   // (model/cuda/decode_graph.h) and, with graphs on, replayed from a graph unless the step
@@ -197,6 +204,8 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
   ModelConfig config_;
   DeviceProps device_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t side_stream_ = nullptr;  // cuda::ForwardContext::side_stream
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
   cuda::DeviceWeights weights_;
   DeviceKvCache cache_;
   cuda::DeviceWorkspace ws_;
@@ -212,6 +221,9 @@ absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions
                                    CudaRunnerInfo* info) {
   use_graphs_ = o.cuda_graphs;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
   RETURN_IF_ERROR(check_weights_fit(file, o, device_));
   ASSIGN_OR_RETURN(weights_, cuda::upload_llama_weights(file, config_, o.native_weights));
   ASSIGN_OR_RETURN(gemm_, cuda::Gemm::create());

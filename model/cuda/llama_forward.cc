@@ -226,7 +226,8 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
 }
 
 // The GEMM path (steps past the GEMV's kGemvMaxRows tokens) of y[m, n] = x[m, k] . w^T,
-// with w = [w; w2] when w2 is set (a native wv): cuBLASLt on a bf16 matrix. A native matrix
+// with w = [w; w2] when w2 is set (a native wv, whose GEMM then runs beside w's on
+// ctx.side_stream): cuBLASLt on a bf16 matrix. A native matrix
 // reads its input rows ([m, k] bf16, in place) with their int8 rounding
 // (kernels::round_activations_q8, or already rounded by the kernel that wrote them when
 // `x_rounded`: RMSNorm and SwiGLU fuse it), exactly what the quantized GEMV computes with, so a
@@ -236,22 +237,39 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
 // (kernels/quant/quant_gemm.h: ~0.56 bytes of Q4 weight an element from HBM), past it the
 // matrix dequantized into ws.gemm_scratch and cuBLASLt (~0.56 + 2 + 2 bytes an element, paid
 // once for many tokens, with cuBLASLt's wgmma kernels for the multiply). The choice depends
-// on m alone, so a batch runs the same kernels every time (bench/gemm/NOTES.md: the
-// crossover measured).
+// on m and the matrix alone, so a batch runs the same kernels every time
+// (bench/gemm/NOTES.md: the crossover measured). From kDeqBlasFromTokens tokens, two kinds of
+// matrix take deq+blas below the crossover too, where the quantized GEMM's grid is too small
+// for the SMs and split-k's partial sums cost more than dequantizing the matrix:
+//   * a matrix in two parts of different formats ([wq; wk] + wv, Q4_K_M's Q6_K attn_v): the
+//     quantized GEMM is two launches, wv's on 1,024 rows (8B) or 512 (1B). Decode-step bench,
+//     1B Q4_K_M at 256 sequences: 3.76 -> 3.49 ms a step (bench/serving/NOTES.md, step 14);
+//   * a matrix of at most kSmallMatrixElements weights (the 1B's qkv and o: 24 and 16 row
+//     tiles of 128 on 132 SMs). Kernel bench at 256 tokens (bench/gemm/results_v9): 1B qkv
+//     13.6 us deq+blas against 20.7, o 11.3 against 16.7; 8B o (16.8 M weights) 26.7 against
+//     25.6, 1B down 34.3 against 23.2: those stay quantized.
+constexpr int kDeqBlasFromTokens = 129;
+constexpr int64_t kSmallMatrixElements = int64_t{8} << 20;
+
+bool deq_blas(int m, int64_t n, int k, bool two_part) {
+  if (m > kernels::quant_gemm_max_tokens()) return true;
+  return m >= kDeqBlasFromTokens && (two_part || n * k <= kSmallMatrixElements);
+}
+
 absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix& w,
                          const DeviceMatrix* w2, void* y, int m, int n, int k, GemmOut out,
                          bool x_rounded) {
   if (!w.native()) return ctx.gemm->linear(x, w.get(), y, m, n, k, out, ctx.stream);
   if (!x_rounded) RETURN_IF_ERROR(kernels::round_activations_q8(x, m, k, ctx.stream));
   const bool two = w2 != nullptr && !w2->empty();
-  if (m <= kernels::quant_gemm_max_tokens()) {
+  if (!deq_blas(m, n, k, two)) {
     const int64_t elem_bytes = out == GemmOut::kBf16 ? 2 : 4;
-    int64_t col = 0;
-    for (const DeviceMatrix* part : {&w, two ? w2 : nullptr}) {
-      if (part == nullptr) continue;
+    // Columns [col, col + part.rows) of y on `stream`, its split-k partial sums in `partials`.
+    auto gemm_part = [&](const DeviceMatrix& part, int64_t col, float* partials,
+                         int64_t partials_floats, cudaStream_t stream) {
       kernels::QuantGemmParams q;
-      q.format = part->format;
-      q.w = part->get();
+      q.format = part.format;
+      q.w = part.get();
       q.x = x;
       q.output = out == GemmOut::kBf16   ? kernels::GemvOutput::kBf16
                  : out == GemmOut::kFp32 ? kernels::GemvOutput::kFp32
@@ -259,13 +277,25 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
       q.y = static_cast<char*>(y) + col * elem_bytes;
       q.ldy = n;
       q.m = m;
-      q.n = static_cast<int>(part->rows);
+      q.n = static_cast<int>(part.rows);
       q.k = k;
-      q.partials = ctx.ws->gemm_scratch.get<float>();
-      q.partials_floats = static_cast<int64_t>(ctx.ws->gemm_scratch.bytes() / sizeof(float));
-      RETURN_IF_ERROR(kernels::quant_gemm(q, ctx.num_sms, ctx.stream));
-      col += part->rows;
-    }
+      q.partials = partials;
+      q.partials_floats = partials_floats;
+      return kernels::quant_gemm(q, ctx.num_sms, stream);
+    };
+    float* scratch = ctx.ws->gemm_scratch.get<float>();
+    const auto scratch_floats = static_cast<int64_t>(ctx.ws->gemm_scratch.bytes() / sizeof(float));
+    if (!two) return gemm_part(w, 0, scratch, scratch_floats, ctx.stream);
+    // wv (a format of its own, e.g. Q6_K beside Q4_K) beside [wq; wk], on the side stream:
+    // its few row tiles fill SMs that [wq; wk]'s grid leaves idle, where one after the other
+    // they took a round of their own. Each has half the scratch for its partial sums.
+    const int64_t half = scratch_floats / 2;
+    CUDA_CHECK(cudaEventRecord(ctx.fork, ctx.stream));
+    CUDA_CHECK(cudaStreamWaitEvent(ctx.side_stream, ctx.fork, 0));
+    RETURN_IF_ERROR(gemm_part(w, 0, scratch, half, ctx.stream));
+    RETURN_IF_ERROR(gemm_part(*w2, w.rows, scratch + half, half, ctx.side_stream));
+    CUDA_CHECK(cudaEventRecord(ctx.join, ctx.side_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, ctx.join, 0));
     return absl::OkStatus();
   }
   int64_t row = 0;

@@ -85,7 +85,8 @@ struct DeviceWorkspace {
   DeviceBuffer last;       // [num_out_rows, hidden] bf16 final-normed rows
   DeviceBuffer logits;     // [num_out_rows, vocab] fp32
   // Scratch of the GEMMs on native matrices (max_dequant_bytes): the bf16 copy a cuBLASLt
-  // GEMM reads past kernels::quant_gemm_max_tokens(), or quant_gemm's split-k partial sums below it.
+  // GEMM reads past kernels::quant_gemm_max_tokens(), or quant_gemm's split-k partial sums below it
+  // (half each for [wq; wk] and a wv beside it).
   DeviceBuffer gemm_scratch;
   DeviceBuffer decode_scratch;   // kernels::attention_decode's split-KV partials
   DeviceBuffer metadata;         // DeviceBatch's arrays
@@ -106,6 +107,11 @@ struct ForwardContext {
   StepTimer* timer = nullptr;
   int num_sms = 0;
   cudaStream_t stream = nullptr;
+  // A second stream and two events for the GEMM of a native wv that runs beside the one of
+  // [wq; wk] (gemm_linear): forked from `stream` and joined back into it around the pair,
+  // so a captured graph holds the two as parallel branches.
+  cudaStream_t side_stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
 };
 
 // Sizes the workspace for `batch`, builds the metadata (runs, rebased cu_seqlens, output
