@@ -16,6 +16,7 @@
 #include "kernels/layers.h"
 #include "base/status_macros.h"
 #include "kernels/cuda_check.h"
+#include "model/cuda/native_gemm_path.h"
 
 namespace flashserve::model::cuda {
 namespace {
@@ -237,32 +238,15 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
 // (kernels/quant/quant_gemm.h: ~0.56 bytes of Q4 weight an element from HBM), past it the
 // matrix dequantized into ws.gemm_scratch and cuBLASLt (~0.56 + 2 + 2 bytes an element, paid
 // once for many tokens, with cuBLASLt's wgmma kernels for the multiply). The choice depends
-// on m and the matrix alone, so a batch runs the same kernels every time
-// (bench/gemm/NOTES.md: the crossover measured). From kDeqBlasFromTokens tokens, two kinds of
-// matrix take deq+blas below the crossover too, where the quantized GEMM's grid is too small
-// for the SMs and split-k's partial sums cost more than dequantizing the matrix:
-//   * a matrix in two parts of different formats ([wq; wk] + wv, Q4_K_M's Q6_K attn_v): the
-//     quantized GEMM is two launches, wv's on 1,024 rows (8B) or 512 (1B). Decode-step bench,
-//     1B Q4_K_M at 256 sequences: 3.76 -> 3.49 ms a step (bench/serving/NOTES.md, step 14);
-//   * a matrix of at most kSmallMatrixElements weights (the 1B's qkv and o: 24 and 16 row
-//     tiles of 128 on 132 SMs). Kernel bench at 256 tokens (bench/gemm/results_v9): 1B qkv
-//     13.6 us deq+blas against 20.7, o 11.3 against 16.7; 8B o (16.8 M weights) 26.7 against
-//     25.6, 1B down 34.3 against 23.2: those stay quantized.
-constexpr int kDeqBlasFromTokens = 129;
-constexpr int64_t kSmallMatrixElements = int64_t{8} << 20;
-
-bool deq_blas(int m, int64_t n, int k, bool two_part) {
-  if (m > kernels::quant_gemm_max_tokens()) return true;
-  return m >= kDeqBlasFromTokens && (two_part || n * k <= kSmallMatrixElements);
-}
-
+// on m and the matrix alone (model/cuda/native_gemm_path.h: the rule, and the measurements
+// behind it).
 absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix& w,
                          const DeviceMatrix* w2, void* y, int m, int n, int k, GemmOut out,
                          bool x_rounded) {
   if (!w.native()) return ctx.gemm->linear(x, w.get(), y, m, n, k, out, ctx.stream);
   if (!x_rounded) RETURN_IF_ERROR(kernels::round_activations_q8(x, m, k, ctx.stream));
   const bool two = w2 != nullptr && !w2->empty();
-  if (!deq_blas(m, n, k, two)) {
+  if (!native_gemm_by_deq_blas(m, n, k, two, kernels::quant_gemm_max_tokens())) {
     const int64_t elem_bytes = out == GemmOut::kBf16 ? 2 : 4;
     // Columns [col, col + part.rows) of y on `stream`, its split-k partial sums in `partials`.
     auto gemm_part = [&](const DeviceMatrix& part, int64_t col, float* partials,
