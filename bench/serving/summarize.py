@@ -15,7 +15,9 @@ scrapes run.sh takes just before and after the run, X.before.prom and X.after.pr
 
     steps      = delta flashserve_engine_steps_total
     step_s     = delta flashserve_engine_step_seconds_sum             (engine wall time)
-    weights    = the bf16 weight bytes the server logged ("weights X MiB bf16")
+    weights    = the device weight bytes the server logged at start-up: "weights bf16 X GiB",
+                 or "weights native (formats) X GiB + bf16/fp32 Y GiB" (X + Y; older servers:
+                 "weights X MiB bf16")
     kv_token   = 2 (K, V) x layers x KV heads x head_dim x 2 bytes    (`flashserve-cli info`)
     kv_bytes   = ok requests x ((N - 1) x (P + N / 2) + P) x kv_token
     fraction   = (steps * weights + kv_bytes) / step_s / (peak GB/s * 1e9)
@@ -57,7 +59,13 @@ OPTIONAL_PATTERNS = {
     "client_cpu": r"client cpu: ([\d.]+) s",
     "server_cpu": r"server cpu: ([\d.]+) s",
 }
-WEIGHTS_PATTERN = r"weights ([\d.]+) MiB bf16"
+# (pattern, bytes a unit): the start-up line of model/cuda/device_weights.cc's summary(), then
+# the older form. A native file's line adds its quantized and its bf16/fp32 tensors.
+WEIGHTS_PATTERNS = [
+    (r"weights native \([^)]*\) ([\d.]+) GiB \+ bf16/fp32 ([\d.]+) GiB", 2**30),
+    (r"weights bf16 ([\d.]+) GiB", 2**30),
+    (r"weights ([\d.]+) MiB bf16", 2**20),
+]
 SHAPE_PATTERN = r"shape:\s+(\d+) layers, hidden \d+, \d+ heads / (\d+) KV heads, head_dim (\d+)"
 
 
@@ -137,12 +145,16 @@ def metric_sum(series, name, label=None):
 
 
 def weight_bytes(server_log):
-    """The bf16 weight bytes flashserve logged at start-up (CUDA backend); None if absent."""
+    """The device weight bytes flashserve logged at start-up (CUDA backend); None if absent."""
     if not server_log or not os.path.exists(server_log):
         return None
     with open(server_log, encoding="utf-8", errors="replace") as f:
-        m = re.search(WEIGHTS_PATTERN, f.read())
-    return float(m.group(1)) * 2**20 if m else None
+        text = f.read()
+    for pattern, unit in WEIGHTS_PATTERNS:
+        m = re.search(pattern, text)
+        if m:
+            return sum(float(g) for g in m.groups()) * unit
+    return None
 
 
 def kv_bytes_per_token(info):
@@ -239,7 +251,7 @@ def table_mode(args):
         rows.append(r)
     text = format_table(args.label, rows)
     if weights is not None and kv_token is not None and args.peak_hbm_gbps:
-        text += (f"\nHBM fraction: (steps x {weights / 2**20:,.1f} MiB of bf16 weights + the K/V "
+        text += (f"\nHBM fraction: (steps x {weights / 2**20:,.1f} MiB of device weights + the K/V "
                  f"the requests read, {kv_token:,} bytes per token) / engine step seconds / "
                  f"{args.peak_hbm_gbps:,.0f} GB/s (summarize.py).\n")
     return text, problems

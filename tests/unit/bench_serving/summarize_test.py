@@ -107,6 +107,17 @@ class SummarizeTest(unittest.TestCase):
         cpu_log = self.write("cpu.log", "cpu: weights 540.0 MiB fp32; KV cache ...\n")
         self.assertIsNone(summarize.weight_bytes(cpu_log))
 
+    def test_weight_bytes_reads_the_start_up_line_of_either_weights_format(self):
+        # The CUDA runner's line (model/cuda/device_weights.cc summary()), as a server logs it.
+        bf16 = self.write("bf16.log", "flashserve: info: model loaded: m (llama: 32 layers, ...) "
+                          "on cuda; cuda: NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB): weights bf16 "
+                          "13.75 GiB; KV cache 14181 blocks x 64 tokens\n")
+        self.assertEqual(summarize.weight_bytes(bf16), 13.75 * 2**30)
+        native = self.write("native.log", "cuda: NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB): weights "
+                            "native (Q4_K, Q6_K) 4.16 GiB + bf16/fp32 0.25 GiB; KV cache 15348 "
+                            "blocks x 64 tokens\n")
+        self.assertEqual(summarize.weight_bytes(native), (4.16 + 0.25) * 2**30)
+
     def test_table_mode_reports_short_and_failed_runs(self):
         good = self.write("a.txt", load_output(1, 4, 4, "500.0", 512, "128.0"))
         short = self.write("b.txt", load_output(2, 8, 7, "900.0", 700, "100.0"))
