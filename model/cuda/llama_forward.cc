@@ -227,8 +227,8 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
 }
 
 // The GEMM path (steps past the GEMV's kGemvMaxRows tokens) of y[m, n] = x[m, k] . w^T,
-// with w = [w; w2] when w2 is set (a native wv, whose GEMM then runs beside w's on
-// ctx.side_stream): cuBLASLt on a bf16 matrix. A native matrix
+// with w = [w; w2] when w2 is set (a native wv of its own format; when the quantized GEMM
+// runs, wv's runs beside w's on ctx.side_stream): cuBLASLt on a bf16 matrix. A native matrix
 // reads its input rows ([m, k] bf16, in place) with their int8 rounding
 // (kernels::round_activations_q8, or already rounded by the kernel that wrote them when
 // `x_rounded`: RMSNorm and SwiGLU fuse it), exactly what the quantized GEMV computes with, so a
