@@ -57,17 +57,18 @@ __device__ __forceinline__ void wgmma_rs_tn<{c_t}, {n}>(float (&d)[{nacc}], cons
 def rs_k(n, ptx_t, c_t):
     nacc = n // 2
     return f'''
-// D[64 x {n}] += A[64 x 16] * B[16 x {n}]; A in registers (the mma.sync A-fragment layout per
-// warp), B K-major in shared memory (descriptor).
+// D[64 x {n}] (+)= A[64 x 16] * B[16 x {n}]; A in registers (the mma.sync A-fragment layout
+// per warp), B K-major in shared memory (descriptor); accumulate == 0: D = A B (D's prior
+// values unread).
 template <>
 __device__ __forceinline__ void wgmma_rs<{c_t}, {n}>(float (&d)[{nacc}], const uint32_t (&a)[4],
-                                                  uint64_t desc_b) {{
+                                                  uint64_t desc_b, int accumulate) {{
   asm volatile(
       "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nacc + 5}, 0;\\n"
       "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_t}.{ptx_t} "
       "{{{regs(nacc, 0)}}}, {{%{nacc}, %{nacc + 1}, %{nacc + 2}, %{nacc + 3}}}, %{nacc + 4}, p, 1, 1, 0;\\n}}\\n"
       : {acc_constraints(nacc)}
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }}
 '''
 
@@ -89,7 +90,8 @@ __device__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, in
 template <typename T, int N>
 __device__ void wgmma_rs_tn(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b);
 template <typename T, int N>
-__device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b);
+__device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b,
+                         int accumulate);
 ''']
     for ptx_t, c_t in TYPES:
         for n in NS:

@@ -237,7 +237,8 @@ __device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, 
         // k16 step 2 j + h: 32 bytes into the x tile's 128-byte rows.
         const uint64_t desc = sw128_desc(buf + 32 * (2 * j + h), 16, 1024);
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-        wgmma_rs<__nv_bfloat16, kBM>(acc, a, desc);
+        // The split's first step writes the accumulators (D = A B), every later one adds.
+        wgmma_rs<__nv_bfloat16, kBM>(acc, a, desc, i | j | h);
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 2;\n" ::: "memory");
         // Two steps of stage i may still run; every wgmma of stage i - 1 has retired: its
@@ -252,6 +253,45 @@ __device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, 
   fence_operands(acc);
 }
 #endif  // FLASHSERVE_SM90A
+
+template <typename T, bool kAdd>
+__device__ __forceinline__ void ws_put(T* at, float v) {
+  if constexpr (kAdd) {
+    *at += v;
+  } else if constexpr (sizeof(T) == 2) {
+    *at = __float2bfloat16_rn(v);
+  } else {
+    *at = v;
+  }
+}
+template <typename T, bool kAdd, int kAcc>
+__device__ __forceinline__ void ws_store_tile(T* y, int64_t ld, int f0, int tok, int m, int n,
+                                              bool full, const float (&acc)[kAcc]) {
+  T* row = y + int64_t{tok} * ld + f0;
+  if (full) {
+#pragma unroll
+    for (int j = 0; j < kAcc / 4; ++j, row += 8 * ld) {
+      ws_put<T, kAdd>(row, acc[4 * j]);
+      ws_put<T, kAdd>(row + ld, acc[4 * j + 1]);
+      ws_put<T, kAdd>(row + 8, acc[4 * j + 2]);
+      ws_put<T, kAdd>(row + ld + 8, acc[4 * j + 3]);
+    }
+    return;
+  }
+  const bool f_lo = f0 < n, f_hi = f0 + 8 < n;
+#pragma unroll
+  for (int j = 0; j < kAcc / 4; ++j, row += 8 * ld) {
+    const int t0 = tok + 8 * j;
+    if (t0 < m) {
+      if (f_lo) ws_put<T, kAdd>(row, acc[4 * j]);
+      if (f_hi) ws_put<T, kAdd>(row + 8, acc[4 * j + 2]);
+    }
+    if (t0 + 1 < m) {
+      if (f_lo) ws_put<T, kAdd>(row + ld, acc[4 * j + 1]);
+      if (f_hi) ws_put<T, kAdd>(row + ld + 8, acc[4 * j + 3]);
+    }
+  }
+}
 
 template <WeightFormat F, int kBM>
 __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
@@ -293,24 +333,22 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   const int g = lane / 4, t = lane % 4;
   const int my_row = 64 * c + 16 * warp + g;  // and + 8
   constexpr int kAcc = kBM / 2;
-  float acc[kAcc];
-#pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+  float acc[kAcc];  // set by the first wgmma (every split has >= 1 stage: nonempty_splits)
   ws_consume<F, kBM>(r, my_row, num_stages, acc);
   allow_next_grid();
 
-  // Accumulator i: n8 tile i / 4, element i % 4 of the mma.sync C layout.
-  float* partial = splits > 1 ? p.partials + int64_t{split} * p.m * p.n : nullptr;
-#pragma unroll
-  for (int i = 0; i < kAcc; ++i) {
-    const int f = row0 + my_row + 8 * ((i % 4) / 2);
-    const int tok = tok0 + 8 * (i / 4) + 2 * t + i % 2;
-    if (f >= p.n || tok >= p.m) continue;
-    if (partial != nullptr) {
-      partial[int64_t{tok} * p.n + f] = acc[i];
-    } else {
-      store_output(p, f, tok, acc[i]);
-    }
+  const int f0 = row0 + my_row, tok = tok0 + 2 * t;
+  const bool full = row0 + kRows <= p.n && tok0 + kBM <= p.m;
+  if (splits > 1) {
+    ws_store_tile<float, false>(p.partials + int64_t{split} * p.m * p.n, p.n, f0, tok, p.m,
+                                p.n, full, acc);
+  } else if (p.output == GemvOutput::kBf16) {
+    ws_store_tile<__nv_bfloat16, false>(static_cast<__nv_bfloat16*>(p.y), p.ldy, f0, tok, p.m,
+                                        p.n, full, acc);
+  } else if (p.output == GemvOutput::kFp32) {
+    ws_store_tile<float, false>(static_cast<float*>(p.y), p.ldy, f0, tok, p.m, p.n, full, acc);
+  } else {
+    ws_store_tile<float, true>(static_cast<float*>(p.y), p.ldy, f0, tok, p.m, p.n, full, acc);
   }
 #endif
 }
