@@ -306,15 +306,67 @@ __device__ __forceinline__ void store_output(const QuantGemmParams& p, int f, in
   }
 }
 
-// y from the splits' partial sums, added in split order.
+// y from the splits' partial sums, added in split order. Four consecutive outputs a thread:
+// the reduction is a stream of the partials (splits x m x n fp32, mostly still in the L2
+// after the GEMM wrote them), so what bounds it is the loads in flight; one 16-byte load a
+// split (issued together, then added in order) instead of one 4-byte load a split and an
+// element keeps four times as many bytes in flight a thread. The vector path needs m n and
+// n to be multiples of 4 (the four are then one row's, and every split's start is 16-byte
+// aligned: p.partials is); otherwise, and for y not 16-byte aligned (a column part of a
+// two-part y), element by element as before.
 __global__ void __launch_bounds__(256) reduce_splits_kernel(const QuantGemmParams p, int splits) {
-  const int64_t i = blockIdx.x * int64_t{256} + threadIdx.x;
+  const int64_t count = int64_t{p.m} * p.n;
+  const int64_t i = (blockIdx.x * int64_t{256} + threadIdx.x) * 4;
   wait_for_prior_grid();
   allow_next_grid();
-  if (i >= int64_t{p.m} * p.n) return;
-  float v = 0.f;
-  for (int s = 0; s < splits; ++s) v += p.partials[s * int64_t{p.m} * p.n + i];
-  store_output(p, static_cast<int>(i % p.n), static_cast<int>(i / p.n), v);
+  if (i >= count) return;
+  if (count % 4 != 0 || p.n % 4 != 0) {
+    for (int64_t e = i; e < min(i + 4, count); ++e) {
+      float v = 0.f;
+      for (int s = 0; s < splits; ++s) v += p.partials[s * count + e];
+      store_output(p, static_cast<int>(e % p.n), static_cast<int>(e / p.n), v);
+    }
+    return;
+  }
+  constexpr int kInFlight = 8;  // splits whose loads are issued before the first add
+  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s0 = 0; s0 < splits; s0 += kInFlight) {
+    float4 part[kInFlight];
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) {
+      if (s0 + j < splits) {
+        part[j] = __ldcs(reinterpret_cast<const float4*>(p.partials + (s0 + j) * count + i));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) {
+      if (s0 + j < splits) {
+        v.x += part[j].x;
+        v.y += part[j].y;
+        v.z += part[j].z;
+        v.w += part[j].w;
+      }
+    }
+  }
+  const int f = static_cast<int>(i % p.n), tok = static_cast<int>(i / p.n);
+  const int64_t at = int64_t{tok} * p.ldy + f;
+  if (p.output != GemvOutput::kBf16 && p.ldy % 4 == 0 &&
+      reinterpret_cast<uintptr_t>(p.y) % 16 == 0) {
+    float4* y = reinterpret_cast<float4*>(static_cast<float*>(p.y) + at);
+    if (p.output == GemvOutput::kFp32Accumulate) {
+      const float4 old = *y;
+      v.x += old.x;
+      v.y += old.y;
+      v.z += old.z;
+      v.w += old.w;
+    }
+    *y = v;
+    return;
+  }
+  store_output(p, f, tok, v.x);
+  store_output(p, f + 1, tok, v.y);
+  store_output(p, f + 2, tok, v.z);
+  store_output(p, f + 3, tok, v.w);
 }
 
 // The splits that `splits` parts of `stages` stages really make: the kernels give each
@@ -340,8 +392,8 @@ inline int choose_splits(const QuantGemmParams& p, int64_t ctas, int64_t want) {
 // Launches reduce_splits_kernel where k was split.
 inline absl::Status reduce_splits(const QuantGemmParams& p, int splits, cudaStream_t stream) {
   if (splits <= 1) return absl::OkStatus();
-  const int64_t count = int64_t{p.m} * p.n;
-  CUDA_CHECK(launch_dependent(reduce_splits_kernel, static_cast<unsigned>((count + 255) / 256),
+  const int64_t threads = (int64_t{p.m} * p.n + 3) / 4;
+  CUDA_CHECK(launch_dependent(reduce_splits_kernel, static_cast<unsigned>((threads + 255) / 256),
                               256, 0, stream, p, splits));
   return absl::OkStatus();
 }
