@@ -16,6 +16,11 @@ absl::Status attention_decode(const AttentionParams& p, int num_splits, void* wo
         "attention_decode: unsupported GQA group of ", p.num_heads / p.num_kv_heads,
         " query heads per KV head (at most 16: one MMA tile)"));
   }
+  if (p.round_q8_out &&
+      (p.dtype != DType::kBf16 || reinterpret_cast<uintptr_t>(p.out) % 16 != 0)) {
+    return absl::InvalidArgumentError(
+        "attention_decode: round_q8_out needs a bf16 output, 16-byte aligned");
+  }
   if (num_splits < 1 || num_splits > kMaxDecodeSplits) {
     return absl::InvalidArgumentError(
         absl::StrCat("attention_decode: num_splits ", num_splits, " out of [1, ",

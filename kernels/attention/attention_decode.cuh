@@ -18,6 +18,7 @@
 #include "kernels/attention/attention_common.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/paged_kv.h"
+#include "kernels/quant/quant_round.cuh"
 
 namespace flashserve::kernels::device {
 
@@ -219,6 +220,15 @@ __global__ void __launch_bounds__(decode_threads(), 2)
       if (col == 0) lse_partial[part] = lse;
     }
   }
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (p.round_q8_out && num_splits == 1) {
+      __syncthreads();  // the group's rows, written above by the whole CTA, are visible
+      round_units_in_place_q8(
+          static_cast<__nv_bfloat16*>(p.out) +
+              (static_cast<int64_t>(seq) * p.num_heads + head0) * kHeadDim,
+          group * kHeadDim / kQuantUnit, threadIdx.x, kThreads);
+    }
+  }
 }
 
 // One CTA of head_dim threads per (sequence, head): out = sum_i exp(lse_i - lse) * out_i.
@@ -244,6 +254,13 @@ __global__ void __launch_bounds__(kHeadDim)
   static_cast<T*>(p.out)[head_row * kHeadDim + threadIdx.x] =
       DTypeTraits<T>::from_float(sum > 0.f ? o / sum : 0.f);
   if (p.lse != nullptr && threadIdx.x == 0) p.lse[head_row] = sum > 0.f ? m + logf(sum) : kNegInf;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (p.round_q8_out) {
+      __syncthreads();  // the row, written above by the whole CTA, is visible
+      round_units_in_place_q8(static_cast<__nv_bfloat16*>(p.out) + head_row * kHeadDim,
+                              kHeadDim / kQuantUnit, threadIdx.x, kHeadDim);
+    }
+  }
 }
 
 }  // namespace flashserve::kernels::device

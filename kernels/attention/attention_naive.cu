@@ -147,6 +147,9 @@ __global__ void naive_pv_kernel(const AttentionParams p, const T* probs) {
 absl::Status attention_naive(const AttentionParams& p, void* workspace, size_t workspace_bytes,
                              cudaStream_t stream) {
   if (absl::Status s = validate_attention_params(p); !s.ok()) return s;
+  if (p.round_q8_out) {
+    return absl::InvalidArgumentError("attention_naive: round_q8_out is for attention_decode only");
+  }
   if (absl::Status s = device::check_window_is_causal(p, "attention_naive"); !s.ok()) return s;
   if (p.cu_seqlens_q == nullptr) {
     return absl::InvalidArgumentError("attention_naive: cu_seqlens_q is null");

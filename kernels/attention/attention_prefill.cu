@@ -69,6 +69,9 @@ absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
 
 absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
   if (absl::Status s = validate_attention_params(p); !s.ok()) return s;
+  if (p.round_q8_out) {
+    return absl::InvalidArgumentError("attention_prefill: round_q8_out is for attention_decode only");
+  }
   if (absl::Status s = device::check_window_is_causal(p, "attention_prefill"); !s.ok()) return s;
   if (p.cu_seqlens_q == nullptr) {
     return absl::InvalidArgumentError("attention_prefill: cu_seqlens_q is null");

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/quant/quant_gemv.cuh"
 #include "kernels/quant/quant_unit.h"
 
 namespace flashserve::kernels::device {
@@ -34,6 +35,19 @@ __device__ __forceinline__ void store_unit_rounded_q8(const float (&v)[kQuantUni
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     dst[i] = make_uint4(pairs[4 * i], pairs[4 * i + 1], pairs[4 * i + 2], pairs[4 * i + 3]);
+  }
+}
+
+// Units [0, num_units) of x (bf16, 16-byte aligned) rounded in place, thread `thread` of
+// `threads` taking units thread, thread + threads, ...: what round_activations_q8's kernel
+// does, for a kernel that rounds the output it has just written (the decode attention's,
+// after a barrier that makes its CTA's stores visible).
+__device__ __forceinline__ void round_units_in_place_q8(__nv_bfloat16* x, int num_units,
+                                                        int thread, int threads) {
+  for (int u = thread; u < num_units; u += threads) {
+    float v[kQuantUnit];
+    quant_gemv::load_bf16_unit(x + int64_t{u} * kQuantUnit, v);
+    store_unit_rounded_q8(v, x + int64_t{u} * kQuantUnit);
   }
 }
 

@@ -60,7 +60,8 @@ std::vector<AttentionRun> plan_runs(const ModelConfig& c, const ForwardBatch& b,
 }
 
 kernels::AttentionParams attention_params(const ForwardContext& ctx, const DeviceBatch& b,
-                                          const AttentionRun& r, int layer) {
+                                          const AttentionRun& r, int layer,
+                                          bool round_q8_out = false) {
   const ModelConfig& c = *ctx.config;
   const int64_t q_row = static_cast<int64_t>(c.num_heads) * c.head_dim;
   kernels::AttentionParams p;
@@ -82,6 +83,7 @@ kernels::AttentionParams attention_params(const ForwardContext& ctx, const Devic
   p.max_blocks_per_seq = b.max_blocks_per_seq;
   p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   p.causal = true;
+  p.round_q8_out = round_q8_out && !r.prefill;
   return p;
 }
 
@@ -347,10 +349,12 @@ void attention_stats(const AttentionRun& r, ForwardStats* stats) {
   phase.calls += 1;
 }
 
-// Attention for one run of same-phase sequences, bracketed by timer marks.
+// Attention for one run of same-phase sequences, bracketed by timer marks; a decode run's
+// output rounded for the O projection's native GEMM when `round_q8_out`.
 absl::Status attention_run(const ForwardContext& ctx, const DeviceBatch& b,
-                           const AttentionRun& r, int layer, ForwardStats* stats) {
-  const kernels::AttentionParams p = attention_params(ctx, b, r, layer);
+                           const AttentionRun& r, int layer, ForwardStats* stats,
+                           bool round_q8_out) {
+  const kernels::AttentionParams p = attention_params(ctx, b, r, layer, round_q8_out);
   if (r.prefill) {
     RETURN_IF_ERROR(kernels::attention_prefill(p, ctx.stream));
   } else {
@@ -364,9 +368,11 @@ absl::Status attention_run(const ForwardContext& ctx, const DeviceBatch& b,
 
 // Attention over the whole batch, one launch per run.
 absl::Status attention_all(const ForwardContext& ctx, const DeviceBatch& b, int layer,
-                           ForwardStats* stats) {
+                           ForwardStats* stats, bool round_q8_out) {
   RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther, /*always=*/true));
-  for (const AttentionRun& r : b.runs) RETURN_IF_ERROR(attention_run(ctx, b, r, layer, stats));
+  for (const AttentionRun& r : b.runs) {
+    RETURN_IF_ERROR(attention_run(ctx, b, r, layer, stats, round_q8_out));
+  }
   return absl::OkStatus();
 }
 
@@ -458,8 +464,15 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
                                 ws.qkv.get(), GemmOut::kBf16, &w.wv));
     RETURN_IF_ERROR(kernels::rope_qkv_append(rope, ctx.stream));
   }
-  RETURN_IF_ERROR(attention_all(ctx, b, layer, stats));
-  return linear_residual(ctx, ws.attn.get(), w.wo, t, q_dim, /*in_rounded=*/false);
+  // The O projection's native GEMM input: rounded by the decode attention kernels when the
+  // step is all decodes (one pass fewer); a prefill run's rows, and so a mixed step's,
+  // take gemm_linear's round_activations_q8 (rounding twice could move a value by an ulp),
+  // and a GEMV rounds its own input.
+  const bool round_o = w.wo.native() && !use_gemv(w.wo, t) &&
+                       std::none_of(b.runs.begin(), b.runs.end(),
+                                    [](const AttentionRun& r) { return r.prefill; });
+  RETURN_IF_ERROR(attention_all(ctx, b, layer, stats, round_o));
+  return linear_residual(ctx, ws.attn.get(), w.wo, t, q_dim, /*in_rounded=*/round_o);
 }
 
 // x += down(silu(gate(RMSNorm(x))) * up(RMSNorm(x))): at small batch the norm, the fused

@@ -24,6 +24,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/device.h"
+#include "kernels/quant/quant_gemv.h"
 #include "tests/unit/kernels_cuda/attention_problem.h"
 
 namespace flashserve::kernels {
@@ -324,6 +325,47 @@ INSTANTIATE_TEST_SUITE_P(Fp16, WindowDecodeTest,
                                             ::testing::Values(3), ::testing::Values(100)),
                          window_decode_name);
 
+// round_q8_out (the O projection's native GEMM input rounded by the decode kernels): the
+// same bits as the plain decode followed by round_activations_q8, with one split (the decode
+// kernel rounds) and with four (the combine kernel does), at both head_dims and the GQA
+// groups of SmolLM2 (3) and Llama (4). The rounding must also be visible: the rounded output
+// differs from the plain one somewhere, so a flag that did nothing would fail.
+TEST(DecodeRoundQ8Test, RoundedOutputIsThePlainOutputRoundedAfterwards) {
+  SKIP_WITHOUT_GPU();
+  for (int head_dim : {64, 128}) {
+    for (int ratio : {3, 4}) {
+      for (int splits : {1, 4}) {
+        const uint32_t seed = fresh_seed();
+        SCOPED_TRACE("d" + std::to_string(head_dim) + " gqa" + std::to_string(ratio) +
+                     " splits " + std::to_string(splits) + " seed " + std::to_string(seed));
+        const Problem pr(decode_shape(DType::kBf16, head_dim, ratio), seed);
+        AttentionParams p = pr.params(nullptr, nullptr);
+        const size_t row = size_t(p.num_heads) * head_dim;
+        DeviceBuffer ws(attention_decode_workspace_bytes(p, splits));
+        DeviceBuffer plain(pr.num_tokens * row * 2), fused(pr.num_tokens * row * 2);
+        p.out = plain.get();
+        ASSERT_TRUE(attention_decode(p, splits, ws.get(), ws.bytes(), nullptr).ok());
+        FS_CUDA_OR_DIE(cudaDeviceSynchronize());
+        const std::vector<uint16_t> unrounded = plain.to_host<uint16_t>();
+        ASSERT_TRUE(round_activations_q8(plain.get(), pr.num_tokens, int64_t(row), nullptr).ok());
+        p.out = fused.get();
+        p.round_q8_out = true;
+        ASSERT_TRUE(attention_decode(p, splits, ws.get(), ws.bytes(), nullptr).ok());
+        FS_CUDA_OR_DIE(cudaDeviceSynchronize());
+        const std::vector<uint16_t> want = plain.to_host<uint16_t>();
+        const std::vector<uint16_t> got = fused.to_host<uint16_t>();
+        size_t mismatches = 0, changed = 0;
+        for (size_t i = 0; i < want.size(); ++i) {
+          mismatches += got[i] != want[i];
+          changed += want[i] != unrounded[i];
+        }
+        EXPECT_EQ(mismatches, 0u) << "of " << want.size() << " outputs";
+        EXPECT_GT(changed, want.size() / 4) << "the rounding left almost every output as it was";
+      }
+    }
+  }
+}
+
 // ---- configuration errors (no GPU needed: rejected before any launch) ----------------------
 
 AttentionParams valid_looking_params() {
@@ -366,6 +408,20 @@ TEST(AttentionConfigTest, RejectsBadGqaBlockSizeAndSplits) {
             absl::StatusCode::kInvalidArgument);
   p.num_heads = 34;  // group of 17 > 16
   EXPECT_EQ(attention_decode(p, 1, nullptr, 0, nullptr).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AttentionConfigTest, RejectsRoundQ8OutWhereItDoesNotApplyByName) {
+  AttentionParams p = valid_looking_params();
+  p.round_q8_out = true;
+  const absl::Status prefill = attention_prefill(p, nullptr);
+  EXPECT_EQ(prefill.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(prefill.message().find("round_q8_out is for attention_decode only"), std::string::npos)
+      << prefill;
+  EXPECT_EQ(attention_naive(p, nullptr, 0, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  p.dtype = DType::kFp16;
+  const absl::Status decode = attention_decode(p, 1, nullptr, 0, nullptr);
+  EXPECT_EQ(decode.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(decode.message().find("round_q8_out needs a bf16 output"), std::string::npos) << decode;
 }
 
 TEST(AttentionConfigTest, RejectsAWindowWithoutCausalByName) {
