@@ -310,17 +310,17 @@ __device__ __forceinline__ void store_output(const QuantGemmParams& p, int f, in
 // the reduction is a stream of the partials (splits x m x n fp32, mostly still in the L2
 // after the GEMM wrote them), so what bounds it is the loads in flight; one 16-byte load a
 // split (issued together, then added in order) instead of one 4-byte load a split and an
-// element keeps four times as many bytes in flight a thread. The vector path needs m n and
-// n to be multiples of 4 (the four are then one row's, and every split's start is 16-byte
-// aligned: p.partials is); otherwise, and for y not 16-byte aligned (a column part of a
-// two-part y), element by element as before.
+// element keeps four times as many bytes in flight a thread. The vector path needs n to be a
+// multiple of 4 (the four are then one row's, and every split's start, a multiple of m n
+// floats from p.partials, is 16-byte aligned); otherwise element by element as before, and
+// the stores one by one where y is bf16 or not 16-byte aligned.
 __global__ void __launch_bounds__(256) reduce_splits_kernel(const QuantGemmParams p, int splits) {
   const int64_t count = int64_t{p.m} * p.n;
   const int64_t i = (blockIdx.x * int64_t{256} + threadIdx.x) * 4;
   wait_for_prior_grid();
   allow_next_grid();
   if (i >= count) return;
-  if (count % 4 != 0 || p.n % 4 != 0) {
+  if (p.n % 4 != 0) {
     for (int64_t e = i; e < min(i + 4, count); ++e) {
       float v = 0.f;
       for (int s = 0; s < splits; ++s) v += p.partials[s * count + e];
