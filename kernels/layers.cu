@@ -55,20 +55,30 @@ __global__ void rmsnorm_kernel(RmsNormParams p) {
   __syncthreads();
   T* out = static_cast<T*>(p.out) + r * p.dim;
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if (p.round_q8) {  // a thread a unit of 32: the rounding needs the unit's largest value
-      for (int u = threadIdx.x; u < p.dim / kQuantUnit; u += kNormThreads) {
-        const float4* x4 = reinterpret_cast<const float4*>(x + u * kQuantUnit);
-        const float4* w4 = reinterpret_cast<const float4*>(p.weight + u * kQuantUnit);
-        float v[kQuantUnit];
-#pragma unroll
-        for (int j = 0; j < kQuantUnit / 4; ++j) {
-          const float4 a = x4[j], w = w4[j];
-          v[4 * j] = __bfloat162float(__float2bfloat16_rn(a.x * scale * w.x));
-          v[4 * j + 1] = __bfloat162float(__float2bfloat16_rn(a.y * scale * w.y));
-          v[4 * j + 2] = __bfloat162float(__float2bfloat16_rn(a.z * scale * w.z));
-          v[4 * j + 3] = __bfloat162float(__float2bfloat16_rn(a.w * scale * w.w));
+    if (p.round_q8) {
+      // A lane 4 values (16-byte loads of x and weight, an 8-byte store), 8 lanes a unit
+      // (round_q8_lanes: the unit's largest value by shuffles). Units never straddle a
+      // warp's pass (dim % 32 == 0), so a lane past the row idles with its whole unit.
+      const int chunks = p.dim / 4;
+      const float4* x4 = reinterpret_cast<const float4*>(x);
+      const float4* w4 = reinterpret_cast<const float4*>(p.weight);
+      for (int c0 = threadIdx.x / 32 * 32; c0 < chunks; c0 += kNormThreads) {  // warp-uniform
+        const int c = c0 + threadIdx.x % 32;
+        float v[4] = {};
+        if (c < chunks) {
+          const float4 a = x4[c], w = w4[c];
+          v[0] = __bfloat162float(__float2bfloat16_rn(a.x * scale * w.x));
+          v[1] = __bfloat162float(__float2bfloat16_rn(a.y * scale * w.y));
+          v[2] = __bfloat162float(__float2bfloat16_rn(a.z * scale * w.z));
+          v[3] = __bfloat162float(__float2bfloat16_rn(a.w * scale * w.w));
         }
-        store_unit_rounded_q8(v, out + u * kQuantUnit);
+        round_q8_lanes<4>(v);
+        if (c < chunks) {
+          const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]);
+          const __nv_bfloat162 hi = __floats2bfloat162_rn(v[2], v[3]);
+          reinterpret_cast<uint2*>(out)[c] = make_uint2(
+              *reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+        }
       }
       return;
     }
@@ -153,29 +163,29 @@ __global__ void swiglu_kernel(SwigluParams p) {
   const T* gate_up = static_cast<const T*>(p.gate_up);
   T* out = static_cast<T*>(p.out);
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if (p.round_q8) {  // a thread a unit of 32 outputs (swiglu() sized the grid for units)
-      for (int64_t u = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-           u < n / kQuantUnit; u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-        const int64_t r = u * kQuantUnit / p.ffn_size, c0 = u * kQuantUnit % p.ffn_size;
-        const T* g_row = gate_up + r * 2 * p.ffn_size + c0;
-        // 16-byte loads (rows and c0 are whole units: 64-byte aligned)
-        const uint4* g4 = reinterpret_cast<const uint4*>(g_row);
-        const uint4* u4 = reinterpret_cast<const uint4*>(g_row + p.ffn_size);
-        float v[kQuantUnit];
+    if (p.round_q8) {
+      // A lane 8 outputs (16-byte loads of gate and up, a 16-byte store), 4 lanes a unit
+      // (round_q8_lanes); swiglu() sized the grid for chunks of 8. A chunk never straddles a
+      // row (ffn_size % 32 == 0) and a warp's pass covers whole units.
+      const int64_t chunks = n / 8;
+      const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;  // a multiple of 32
+      for (int64_t c0 = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32 * 32;
+           c0 < chunks; c0 += stride) {  // warp-uniform
+        const int64_t c = c0 + threadIdx.x % 32;
+        float v[8] = {};
+        if (c < chunks) {
+          const int64_t r = c * 8 / p.ffn_size, col = c * 8 % p.ffn_size;
+          const T* g_row = gate_up + r * 2 * p.ffn_size + col;
+          float g[8], up[8];
+          widen_bf16x8(*reinterpret_cast<const uint4*>(g_row), g);
+          widen_bf16x8(*reinterpret_cast<const uint4*>(g_row + p.ffn_size), up);
 #pragma unroll
-        for (int j = 0; j < kQuantUnit / 8; ++j) {
-          const uint4 gw = g4[j], uw = u4[j];
-          const __nv_bfloat162* gb = reinterpret_cast<const __nv_bfloat162*>(&gw);
-          const __nv_bfloat162* ub = reinterpret_cast<const __nv_bfloat162*>(&uw);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float2 g = __bfloat1622float2(gb[e]), up = __bfloat1622float2(ub[e]);
-            v[8 * j + 2 * e] = __bfloat162float(__float2bfloat16_rn(g.x / (1.f + expf(-g.x)) * up.x));
-            v[8 * j + 2 * e + 1] =
-                __bfloat162float(__float2bfloat16_rn(g.y / (1.f + expf(-g.y)) * up.y));
+          for (int e = 0; e < 8; ++e) {
+            v[e] = __bfloat162float(__float2bfloat16_rn(g[e] / (1.f + expf(-g[e])) * up[e]));
           }
         }
-        store_unit_rounded_q8(v, out + u * kQuantUnit);
+        round_q8_lanes<8>(v);
+        if (c < chunks) reinterpret_cast<uint4*>(out)[c] = narrow_bf16x8(v);
       }
       return;
     }
@@ -270,7 +280,7 @@ absl::Status swiglu(const SwigluParams& p, cudaStream_t stream) {
   }
   const int64_t n = static_cast<int64_t>(p.num_rows) * p.ffn_size;
   if (n == 0) return absl::OkStatus();
-  const int64_t items = p.round_q8 ? n / kQuantUnit : n;  // threads: units or elements
+  const int64_t items = p.round_q8 ? n / 8 : n;  // threads: 8-element chunks or elements
   const int64_t blocks = std::min<int64_t>(
       (items + device::kElementwiseThreads - 1) / device::kElementwiseThreads,
       device::kMaxGridStrideBlocks);

@@ -33,6 +33,22 @@ constexpr int decode_smem_bytes(int head_dim) {
   return pipeline > merge ? pipeline : merge;
 }
 
+// An output element as stored: T(v), or with p.round_q8_out (bf16) the value that
+// round_activations_q8 would leave there. Both kernels below write their outputs with a
+// warp a unit of 32 (lane = column of a head_dim row, 32 | head_dim, and every lane of a
+// warp that reaches the store does), so the unit's rounding is a few shuffles in registers.
+template <typename T>
+__device__ __forceinline__ T output_value(const AttentionParams& p, float v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (p.round_q8_out) {
+      float u[1] = {__bfloat162float(__float2bfloat16_rn(v))};
+      round_q8_lanes<1>(u);
+      v = u[0];
+    }
+  }
+  return DTypeTraits<T>::from_float(v);
+}
+
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(decode_threads(), 2)
     attention_decode_kernel(const AttentionParams p, int num_splits, float* o_partial,
@@ -212,21 +228,12 @@ __global__ void __launch_bounds__(decode_threads(), 2)
     const float lse = l > 0.f ? m * p.softmax_scale + logf(l) : kNegInf;
     const int64_t head_row = static_cast<int64_t>(seq) * p.num_heads + head0 + row;
     if (num_splits == 1) {
-      static_cast<T*>(p.out)[head_row * kHeadDim + col] = Traits::from_float(out_value);
+      static_cast<T*>(p.out)[head_row * kHeadDim + col] = output_value<T>(p, out_value);
       if (p.lse != nullptr && col == 0) p.lse[head_row] = lse;
     } else {
       const int64_t part = static_cast<int64_t>(split) * p.num_seqs * p.num_heads + head_row;
       o_partial[part * kHeadDim + col] = out_value;
       if (col == 0) lse_partial[part] = lse;
-    }
-  }
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if (p.round_q8_out && num_splits == 1) {
-      __syncthreads();  // the group's rows, written above by the whole CTA, are visible
-      round_units_in_place_q8(
-          static_cast<__nv_bfloat16*>(p.out) +
-              (static_cast<int64_t>(seq) * p.num_heads + head0) * kHeadDim,
-          group * kHeadDim / kQuantUnit, threadIdx.x, kThreads);
     }
   }
 }
@@ -252,15 +259,8 @@ __global__ void __launch_bounds__(kHeadDim)
     }
   }
   static_cast<T*>(p.out)[head_row * kHeadDim + threadIdx.x] =
-      DTypeTraits<T>::from_float(sum > 0.f ? o / sum : 0.f);
+      output_value<T>(p, sum > 0.f ? o / sum : 0.f);
   if (p.lse != nullptr && threadIdx.x == 0) p.lse[head_row] = sum > 0.f ? m + logf(sum) : kNegInf;
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if (p.round_q8_out) {
-      __syncthreads();  // the row, written above by the whole CTA, is visible
-      round_units_in_place_q8(static_cast<__nv_bfloat16*>(p.out) + head_row * kHeadDim,
-                              kHeadDim / kQuantUnit, threadIdx.x, kHeadDim);
-    }
-  }
 }
 
 }  // namespace flashserve::kernels::device

@@ -211,14 +211,13 @@ absl::Status launch(const QuantGemmParams& p, const Plan& pl, cudaStream_t strea
 }  // namespace device::quant_gemm
 
 int quant_gemm_max_tokens() {
-  // mma.sync: up to 64 tokens (bench/gemm/RESULTS_quant_gemm_v4.md). With the
-  // warp-specialized wgmma kernel (Hopper) up to 256, where it beats deq+blas by far
-  // (8B layer 222 against 324 us). At 384 and 512 tokens it wins on the Q4_K 8B layer alone
-  // (395 / 403 against 443 / 434 us) but loses on Q6_K's o, qkv and down and on the 1B
-  // layer, and in the model (8B Q4_K_M, its Q6_K attn_v a GEMM of its own with split-k) a
-  // 512-token step took 15.6 ms of quantized GEMMs and reductions: the TTFT of a 512-token
-  // prompt went from 17.4 to 18.6 ms with the limit at 512 (measured: bench/gemm/NOTES.md).
-  constexpr int kMmaSyncMaxTokens = 64, kWgmmaMaxTokens = 256;
+  // mma.sync: up to 64 tokens (bench/gemm/RESULTS_quant_gemm_v4.md). The warp-specialized
+  // wgmma kernel (Hopper): up to 512. At 256 it beats deq+blas by far (8B layer 222 against
+  // 324 us); at 512, since the lean epilogue, on the 8B's Q4_K gate_up (200 against 234 us)
+  // and down (96 against 116) and about ties on Q6_K, and in the model the TTFT of a
+  // 512-token prompt (8B Q4_K_M) went from 16.8 to 15.2 ms with the limit at 512 instead of
+  // 256 (same call; bf16 12.8). Measurements: bench/gemm/NOTES.md.
+  constexpr int kMmaSyncMaxTokens = 64, kWgmmaMaxTokens = 512;
   return quant_gemm_wgmma_supported() ? kWgmmaMaxTokens : kMmaSyncMaxTokens;
 }
 

@@ -1,11 +1,12 @@
-// round_activations_q8() of kernels/quant/quant_gemv.h: one thread per unit of 32 bf16
-// activations quantizes them exactly as the quantized GEMV stages its input
-// (quant::quantize_unit, kernels/quant/quant_unit.h; store_unit_rounded_q8 in
-// quant_round.cuh) and writes back bf16(dx * q), so that a
-// GEMM over dequantized weights sees the activations the GEMV would have seen (up to the
-// bf16 rounding of dx * q: 2^-9 relative, against the int8 step of amax / 127).
+// round_activations_q8() of kernels/quant/quant_gemv.h: four lanes a unit of 32 bf16
+// activations (round_chunks_in_place_q8 in quant_round.cuh) quantize them exactly as the
+// quantized GEMV stages its input (quant::quantize_unit's dx and levels, kernels/quant/
+// quant_unit.h) and write back bf16(dx * q), so that a GEMM over dequantized weights sees
+// the activations the GEMV would have seen (up to the bf16 rounding of dx * q: 2^-9
+// relative, against the int8 step of amax / 127).
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda_plumbing.cuh"
@@ -21,12 +22,12 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void __launch_bounds__(kThreads) round_kernel(__nv_bfloat16* x, int64_t num_units) {
+// A lane a 16-byte chunk (4 lanes a unit), a grid-stride loop over the chunks.
+__global__ void __launch_bounds__(kThreads) round_kernel(__nv_bfloat16* x, int64_t num_chunks) {
   wait_for_prior_grid();  // the activations are the previous kernel's output
   allow_next_grid();
-  const int64_t u = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (u >= num_units) return;
-  round_units_in_place_q8(x + u * kQuantUnit, 1, 0, 1);
+  const int64_t warp_first = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) / 32 * 32;
+  round_chunks_in_place_q8(x, num_chunks, warp_first, static_cast<int64_t>(gridDim.x) * kThreads);
 }
 
 }  // namespace
@@ -38,12 +39,14 @@ absl::Status round_activations_q8(void* x, int64_t num_rows, int64_t k, cudaStre
     return absl::InvalidArgumentError(absl::StrCat("round_activations_q8: ", num_rows, " rows of ",
                                                    k, " (k a multiple of 32, x 16-byte aligned)"));
   }
-  const int64_t units = num_rows * (k / kQuantUnit);
-  if (units == 0) return absl::OkStatus();
-  const int64_t blocks = (units + device::quant_round::kThreads - 1) / device::quant_round::kThreads;
+  const int64_t chunks = num_rows * (k / 8);  // 16-byte chunks, 4 a unit
+  if (chunks == 0) return absl::OkStatus();
+  constexpr int64_t kMaxBlocks = 4096;  // ~4 waves of 256-thread blocks on 132 SMs
+  const int64_t blocks = std::min(
+      kMaxBlocks, (chunks + device::quant_round::kThreads - 1) / device::quant_round::kThreads);
   CUDA_CHECK(device::launch_dependent(device::quant_round::round_kernel, static_cast<unsigned>(blocks),
                                       device::quant_round::kThreads, 0, stream,
-                                      static_cast<__nv_bfloat16*>(x), units));
+                                      static_cast<__nv_bfloat16*>(x), chunks));
   return absl::OkStatus();
 }
 

@@ -105,28 +105,40 @@ inline constexpr int32_t kMagicBits = 0x4b400000;
 // at a quarter rate and would bound the m = 8 kernel.
 FS_QUANT_HD float small_int_to_float(int i) { return fadd_rn(bits_to_float(i + kMagicBits), -kMagic); }
 
-// Quantizes 32 activations as kernels/cpu/quant.h's quantize_q8_cpu: dx = amax / 127,
-// id = 1 / dx (both correctly rounded), xq = round-to-nearest-even(v * id) through kMagic
-// (|v * id| <= 127 + an ulp); words[8] the int8 quads, sum and sum_lo (first 16) their sums.
+// The step dx = amax / 127 and its inverse id = 1 / dx (0 for an all-zero unit) of a unit of
+// activations whose largest |value| is amax, both correctly rounded (quantize_q8_cpu's).
+FS_QUANT_HD void q8_step(float amax, float* dx, float* id) {
+#if defined(__CUDA_ARCH__)
+  *dx = __fdiv_rn(amax, 127.f);
+  *id = *dx > 0.f ? __frcp_rn(*dx) : 0.f;
+#else
+  *dx = amax / 127.f;
+  *id = *dx > 0.f ? 1.f / *dx : 0.f;
+#endif
+}
+// round-to-nearest-even(v * id) through kMagic (|v * id| <= 127 + an ulp).
+FS_QUANT_HD int q8_level(float v, float id) {
+  return float_to_bits(fadd_rn(fmul_rn(v, id), kMagic)) - kMagicBits;
+}
+
+// Quantizes 32 activations as kernels/cpu/quant.h's quantize_q8_cpu: dx, id from q8_step of
+// the largest |v|, xq = q8_level(v, id); words[8] the int8 quads, sum and sum_lo (first 16)
+// their sums. Each level depends on its own value and amax only, so code that splits a unit
+// over lanes (kernels/quant/quant_round.cuh) gets the same levels from the same amax.
 FS_QUANT_HD void quantize_unit(const float* v, uint32_t* words, int* sum, int* sum_lo,
                                float* dx) {
   float amax = 0.f;
   FS_QUANT_UNROLL
   for (int i = 0; i < kQuantUnit; ++i) amax = fmaxf(amax, fabsf(v[i]));
-#if defined(__CUDA_ARCH__)
-  *dx = __fdiv_rn(amax, 127.f);
-  const float id = *dx > 0.f ? __frcp_rn(*dx) : 0.f;
-#else
-  *dx = amax / 127.f;
-  const float id = *dx > 0.f ? 1.f / *dx : 0.f;
-#endif
+  float id = 0.f;
+  q8_step(amax, dx, &id);
   *sum = 0;
   FS_QUANT_UNROLL
   for (int w = 0; w < 8; ++w) {
     uint32_t word = 0;
     FS_QUANT_UNROLL
     for (int j = 0; j < 4; ++j) {
-      const int q = float_to_bits(fadd_rn(fmul_rn(v[4 * w + j], id), kMagic)) - kMagicBits;
+      const int q = q8_level(v[4 * w + j], id);
       word |= (static_cast<uint32_t>(q) & 0xffu) << (8 * j);
       *sum += q;
     }

@@ -376,81 +376,90 @@ TEST(QuantGemvCuda, RopeEpilogueMatchesGemvThenRopeAppend) {
 }
 
 // round_activations_q8: every unit of 32 becomes bf16(dx * q) with quantize_q8_cpu's dx and
-// q, bit for bit (zeros, a unit of one value and large magnitudes included).
+// q, bit for bit (zeros, a unit of one value and large magnitudes included). The kernel
+// rounds a unit with four lanes of a warp: k = 96 gives rows of 12 lanes' chunks, so warps
+// straddle rows and the last warp is partly idle.
 TEST(QuantGemvCuda, RoundActivationsMatchesTheGemvQuantization) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const uint32_t seed = std::random_device{}();  // in every failure's trace: rerunnable
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.f, 1.f);
-  const int rows = 13, k = 2048;
-  std::vector<uint16_t> bits(static_cast<size_t>(rows) * k);
-  for (size_t i = 0; i < bits.size(); ++i) {
-    float v = normal(rng) * (i % 7 == 0 ? 300.f : 1.f);
-    if (i / 32 == 5) v = 0.f;              // a zero unit
-    if (i / 32 == 9) v = (i % 32 == 3) ? 2.5f : 0.f;  // one non-zero value
-    bits[i] = fp32_to_bf16_bits(v);
-  }
-  DeviceBuffer d = DeviceBuffer::from(bits);
-  ASSERT_TRUE(round_activations_q8(d.get(), rows, k, nullptr).ok());
-  const std::vector<uint16_t> got = d.to_host<uint16_t>();
-  std::vector<float> x(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) x[i] = bf16_bits_to_fp32(bits[i]);
-  std::vector<int8_t> q(k);
-  std::vector<float> dx(k / 32);
-  int bad = 0;
-  for (int r = 0; r < rows; ++r) {
-    quantize_q8_cpu(x.data() + static_cast<size_t>(r) * k, k, q.data(), dx.data());
-    for (int i = 0; i < k; ++i) {
-      const uint16_t want = fp32_to_bf16_bits(dx[i / 32] * static_cast<float>(q[i]));
-      if (got[static_cast<size_t>(r) * k + i] != want && ++bad <= 5) {
-        ADD_FAILURE() << "row " << r << " element " << i << ": "
-                      << bf16_bits_to_fp32(got[static_cast<size_t>(r) * k + i]) << ", expected "
-                      << bf16_bits_to_fp32(want);
+  for (const auto& [rows, k] : {std::pair{13, 2048}, std::pair{5, 96}}) {
+    SCOPED_TRACE(::testing::Message() << rows << " rows of " << k);
+    std::vector<uint16_t> bits(static_cast<size_t>(rows) * k);
+    for (size_t i = 0; i < bits.size(); ++i) {
+      float v = normal(rng) * (i % 7 == 0 ? 300.f : 1.f);
+      if (i / 32 == 5) v = 0.f;                          // a zero unit
+      if (i / 32 == 9) v = (i % 32 == 3) ? 2.5f : 0.f;  // one non-zero value
+      bits[i] = fp32_to_bf16_bits(v);
+    }
+    DeviceBuffer d = DeviceBuffer::from(bits);
+    ASSERT_TRUE(round_activations_q8(d.get(), rows, k, nullptr).ok());
+    const std::vector<uint16_t> got = d.to_host<uint16_t>();
+    std::vector<float> x(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) x[i] = bf16_bits_to_fp32(bits[i]);
+    std::vector<int8_t> q(k);
+    std::vector<float> dx(k / 32);
+    int bad = 0;
+    for (int r = 0; r < rows; ++r) {
+      quantize_q8_cpu(x.data() + static_cast<size_t>(r) * k, k, q.data(), dx.data());
+      for (int i = 0; i < k; ++i) {
+        const uint16_t want = fp32_to_bf16_bits(dx[i / 32] * static_cast<float>(q[i]));
+        if (got[static_cast<size_t>(r) * k + i] != want && ++bad <= 5) {
+          ADD_FAILURE() << "row " << r << " element " << i << ": "
+                        << bf16_bits_to_fp32(got[static_cast<size_t>(r) * k + i])
+                        << ", expected " << bf16_bits_to_fp32(want);
+        }
       }
     }
+    EXPECT_EQ(bad, 0);
+    EXPECT_FALSE(round_activations_q8(d.get(), rows, 100, nullptr).ok());  // k not whole units
   }
-  EXPECT_EQ(bad, 0);
-  EXPECT_FALSE(round_activations_q8(d.get(), rows, 100, nullptr).ok());  // k not whole units
 }
 
 // RMSNorm and SwiGLU with round_q8 write what they write without it followed by
 // round_activations_q8, bit for bit (the fused form feeds the native GEMMs), including units
 // that are all zero and units with one large value; round_q8 with a dim or ffn_size that is
-// not a multiple of 32 is refused.
+// not a multiple of 32 is refused. Both round a unit over lanes of a warp (8 and 4): dim 576
+// leaves the norm's last pass half a warp, ffn_size 1504 puts row ends inside a warp.
 TEST(QuantGemvCuda, NormAndSwigluRoundQ8MatchTheRoundingKernel) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const uint32_t seed = std::random_device{}();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.f, 1.f);
-  const int rows = 7, dim = 4096, ffn = 1536;
-  std::vector<float> x(static_cast<size_t>(rows) * dim), weight(dim);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = normal(rng) * (i % 97 == 0 ? 40.f : 1.f);
-  for (int i = 0; i < dim; ++i) weight[i] = (i / 32 == 3) ? 0.f : 1.f + 0.1f * normal(rng);
-  const std::vector<int32_t> gather = {4, 0, 6, 6, 2};  // the LM head's gathered rows
-  DeviceBuffer dx = DeviceBuffer::from(x), dw = DeviceBuffer::from(weight);
-  DeviceBuffer drows = DeviceBuffer::from(gather);
-  for (const bool gathered : {false, true}) {
-    const int n = gathered ? static_cast<int>(gather.size()) : rows;
-    DeviceBuffer want(static_cast<size_t>(n) * dim * 2), got(static_cast<size_t>(n) * dim * 2);
-    RmsNormParams p;
-    p.dtype = DType::kBf16;
-    p.x = dx.get<float>();
-    p.rows = gathered ? drows.get<int32_t>() : nullptr;
-    p.weight = dw.get<float>();
-    p.num_rows = n;
-    p.dim = dim;
-    p.eps = 1e-5f;
-    p.out = want.get();
-    ASSERT_TRUE(rmsnorm(p, nullptr).ok());
-    ASSERT_TRUE(round_activations_q8(want.get(), n, dim, nullptr).ok());
-    p.out = got.get();
-    p.round_q8 = true;
-    ASSERT_TRUE(rmsnorm(p, nullptr).ok());
-    EXPECT_EQ(got.to_host<uint16_t>(), want.to_host<uint16_t>()) << "rmsnorm, gathered " << gathered;
+  const int rows = 7;
+  for (const int dim : {4096, 576}) {
+    SCOPED_TRACE(::testing::Message() << "dim " << dim);
+    std::vector<float> x(static_cast<size_t>(rows) * dim), weight(dim);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = normal(rng) * (i % 97 == 0 ? 40.f : 1.f);
+    for (int i = 0; i < dim; ++i) weight[i] = (i / 32 == 3) ? 0.f : 1.f + 0.1f * normal(rng);
+    const std::vector<int32_t> gather = {4, 0, 6, 6, 2};  // the LM head's gathered rows
+    DeviceBuffer dx = DeviceBuffer::from(x), dw = DeviceBuffer::from(weight);
+    DeviceBuffer drows = DeviceBuffer::from(gather);
+    for (const bool gathered : {false, true}) {
+      const int n = gathered ? static_cast<int>(gather.size()) : rows;
+      DeviceBuffer want(static_cast<size_t>(n) * dim * 2), got(static_cast<size_t>(n) * dim * 2);
+      RmsNormParams p;
+      p.dtype = DType::kBf16;
+      p.x = dx.get<float>();
+      p.rows = gathered ? drows.get<int32_t>() : nullptr;
+      p.weight = dw.get<float>();
+      p.num_rows = n;
+      p.dim = dim;
+      p.eps = 1e-5f;
+      p.out = want.get();
+      ASSERT_TRUE(rmsnorm(p, nullptr).ok());
+      ASSERT_TRUE(round_activations_q8(want.get(), n, dim, nullptr).ok());
+      p.out = got.get();
+      p.round_q8 = true;
+      ASSERT_TRUE(rmsnorm(p, nullptr).ok());
+      EXPECT_EQ(got.to_host<uint16_t>(), want.to_host<uint16_t>()) << "rmsnorm, gathered " << gathered;
+    }
   }
-  {
+  for (const int ffn : {1536, 1504}) {
+    SCOPED_TRACE(::testing::Message() << "ffn_size " << ffn);
     std::vector<uint16_t> gate_up(static_cast<size_t>(rows) * 2 * ffn);
     for (size_t i = 0; i < gate_up.size(); ++i) {
       const bool zero_unit = (i % (2 * ffn)) / 32 == 7;  // gate and up of unit 7 zero
@@ -474,6 +483,8 @@ TEST(QuantGemvCuda, NormAndSwigluRoundQ8MatchTheRoundingKernel) {
     a.num_rows = 1;
     EXPECT_FALSE(swiglu(a, nullptr).ok());
   }
+  std::vector<float> x(64), weight(64, 1.f);
+  DeviceBuffer dx = DeviceBuffer::from(x), dw = DeviceBuffer::from(weight);
   RmsNormParams bad;
   bad.x = dx.get<float>();
   bad.weight = dw.get<float>();
