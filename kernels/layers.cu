@@ -9,6 +9,7 @@
 #include "kernels/dependent_launch.cuh"
 #include "kernels/layers.h"
 #include "kernels/paged_kv.h"
+#include "kernels/quant/quant_gemv.cuh"
 #include "kernels/quant/quant_round.cuh"
 
 namespace flashserve::kernels {
@@ -177,15 +178,15 @@ __global__ void swiglu_kernel(SwigluParams p) {
           const int64_t r = c * 8 / p.ffn_size, col = c * 8 % p.ffn_size;
           const T* g_row = gate_up + r * 2 * p.ffn_size + col;
           float g[8], up[8];
-          widen_bf16x8(*reinterpret_cast<const uint4*>(g_row), g);
-          widen_bf16x8(*reinterpret_cast<const uint4*>(g_row + p.ffn_size), up);
+          quant_gemv::widen_bf16x8(*reinterpret_cast<const uint4*>(g_row), g);
+          quant_gemv::widen_bf16x8(*reinterpret_cast<const uint4*>(g_row + p.ffn_size), up);
 #pragma unroll
           for (int e = 0; e < 8; ++e) {
             v[e] = __bfloat162float(__float2bfloat16_rn(g[e] / (1.f + expf(-g[e])) * up[e]));
           }
         }
         round_q8_lanes<8>(v);
-        if (c < chunks) reinterpret_cast<uint4*>(out)[c] = narrow_bf16x8(v);
+        if (c < chunks) reinterpret_cast<uint4*>(out)[c] = quant_gemv::narrow_bf16x8(v);
       }
       return;
     }

@@ -128,20 +128,31 @@ __device__ __forceinline__ void load_unit(const RowPtrs& r, const QuantLayout& l
   load_unit_scales<F>(r, u, raw);
 }
 
+// 8 consecutive bf16 of a 16-byte word widened to v[0..8), and back (round to nearest even).
+__device__ __forceinline__ void widen_bf16x8(const uint4& w, float* v) {
+  const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&w);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 f = __bfloat1622float2(b[j]);
+    v[2 * j] = f.x;
+    v[2 * j + 1] = f.y;
+  }
+}
+__device__ __forceinline__ uint4 narrow_bf16x8(const float* v) {
+  uint32_t w[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const __nv_bfloat162 b = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
+    w[j] = *reinterpret_cast<const uint32_t*>(&b);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // v[0..32) = the 32 bf16 values at x (16-byte aligned), with four 16-byte loads.
 __device__ __forceinline__ void load_bf16_unit(const __nv_bfloat16* x, float* v) {
   const uint4* w = reinterpret_cast<const uint4*>(x);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint4 c = w[i];
-    const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&c);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __bfloat1622float2(b[j]);
-      v[8 * i + 2 * j] = f.x;
-      v[8 * i + 2 * j + 1] = f.y;
-    }
-  }
+  for (int i = 0; i < 4; ++i) widen_bf16x8(w[i], v + 8 * i);
 }
 
 // The 32 input values of unit u of staged row r (r < m), normalised for kRmsNorm.
