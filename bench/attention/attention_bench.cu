@@ -19,6 +19,9 @@
 // kernel with the same window, which is not timed for these rows; SDPA has no window argument
 // (peers_sdpa.py: no peer).
 //
+// Serving-shaped decode rows (with --decode, not --quick): b64/b256 at ctx 64/192, GQA 32/8
+// d64 and d128, bf16, each also timed with round_q8_out (impl "ours q8").
+//
 // Serving-shaped prefill rows (kind "serving", --serving; issue 20), causal, GQA 9/3 d64,
 // 32/8 d64, 32/8 d128, through the paged cache as the serving path calls attention_prefill:
 // - "b64 varlen64-1024 t<tokens>": one varlen call (cu_seqlens) over 64 prompts whose lengths
@@ -361,6 +364,50 @@ bool bench_decode(bool quick, int num_sms, DType dtype) {
   return all_ok;
 }
 
+// Decode at the batch sizes and short contexts a busy server runs (Llama-3.2-1B's 32/8 d64,
+// Llama-3.1-8B's 32/8 d128; 64 and 256 sequences, 64 and 192 cached keys), bf16, also timed
+// with round_q8_out (impl "ours q8": the output rounded to the q8 grid for a native O
+// projection, as the served native path runs it; its bits are pinned by the unit tests).
+bool bench_decode_serving(int num_sms) {
+  bool all_ok = true;
+  struct Shape { int heads, kv_heads, head_dim; };
+  for (const Shape& sh : {Shape{32, 8, 64}, Shape{32, 8, 128}}) {
+    for (int batch : {64, 256}) {
+      for (int ctx : {64, 192}) {
+        PagedProblem pr = make_problem(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, true,
+                                       77 + ctx, DType::kBf16);
+        const int splits = attention_decode_num_splits(batch, sh.kv_heads, ctx, num_sms);
+        const std::string config = "b" + std::to_string(batch) + " ctx" + std::to_string(ctx) +
+                                   " h" + std::to_string(sh.heads) + "/" +
+                                   std::to_string(sh.kv_heads) + " d" +
+                                   std::to_string(sh.head_dim) + " sp" + std::to_string(splits);
+        const AttentionCost cost =
+            uniform_cost(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, /*causal=*/true);
+        Buffer ws(attention_decode_workspace_bytes(pr.p, splits));
+        Buffer naive_ws(attention_naive_workspace_bytes(pr.p));
+        AttentionParams naive = pr.p;
+        naive.out = pr.ref->ptr;
+        BENCH_OK(attention_naive(naive, naive_ws.ptr, naive_ws.bytes, nullptr));
+        BENCH_CUDA(cudaMemset(pr.out->ptr, 0xff, pr.out->bytes));
+        BENCH_OK(attention_decode(pr.p, splits, ws.ptr, ws.bytes, nullptr));
+        if (!validate(pr, config.c_str())) {
+          all_ok = false;
+          continue;
+        }
+        AttentionParams q8 = pr.p;
+        q8.round_q8_out = true;
+        report("decode", config, "ours",
+               time_ms([&] { BENCH_OK(attention_decode(pr.p, splits, ws.ptr, ws.bytes, nullptr)); }),
+               cost.flops, cost.bytes);
+        report("decode", config, "ours q8",
+               time_ms([&] { BENCH_OK(attention_decode(q8, splits, ws.ptr, ws.bytes, nullptr)); }),
+               cost.flops, cost.bytes);
+      }
+    }
+  }
+  return all_ok;
+}
+
 // Serving-shaped prefill (issue 20; see the top of the file and NOTES.md): the varlen batch's
 // lengths, 64 draws from [64, 1024] by an LCG with a fixed seed; peers_sdpa.py draws the same.
 constexpr int kVarlenSeqs = 64, kVarlenMin = 64, kVarlenMax = 1024;
@@ -573,6 +620,7 @@ int main(int argc, char** argv) {
     if (serving) ok &= bench_serving(quick, hopper, dtype);
     if (decode) ok &= bench_decode(quick, prop.multiProcessorCount, dtype);
   }
+  if (decode && !quick) ok &= bench_decode_serving(prop.multiProcessorCount);
   // The window rows are bf16 only (no peer; the kernels' dtype paths are the grid's).
   if (window) ok &= bench_window(quick, hopper, prop.multiProcessorCount);
   if (g_csv != nullptr) std::fclose(g_csv);

@@ -1,7 +1,7 @@
 // flashserve-bench-decode-step --model PATH [--device cuda|cpu] [--weights native,bf16]
 //     [--batch-sizes 1,8,16,32,64,128,256] [--context 192] [--steps 50] [--warmup 5]
 //     [--trace-steps 8] [--kernels-at 64] [--graphs both|on|off] [--max-batch-tokens 2048]
-//     [--threads N]
+//     [--threads N] [--prompt-len L]
 //
 // One decode step of N sequences through the model runner, as the engine runs it: N
 // sequences' prompts (--context tokens of random ids each) are prefilled once, then every
@@ -21,6 +21,11 @@
 //     (name and weight format) with its launches and time per step;
 //   - with two --weights formats (native,bf16), the first minus the second: wall times, span
 //     and every part, per N.
+// With --prompt-len L > 0 every measured step is instead a prefill step: N sequences bring L
+// new prompt tokens each (positions 0 .. L - 1, rewriting the same KV slots every step, the
+// last token of each sampled), N * L <= --max-batch-tokens: the steps a server runs when
+// requests arrive (16 x 128 is a 2,048-token step of 128-token prompts). Prefill steps are
+// never captured in CUDA graphs, so --graphs on and off time the same thing there.
 // Runners are loaded one at a time (weights format x graphs mode), each prefilling anew.
 // --device cpu runs the CPU backend (wall times only): a dry run of the batch building.
 #include <algorithm>
@@ -56,6 +61,8 @@ ABSL_FLAG(int, kernels_at, 64, "Batch size whose kernels are listed one by one (
 ABSL_FLAG(std::string, graphs, "both", "CUDA graphs: both (on, then off) | on | off");
 ABSL_FLAG(int, max_batch_tokens, 2048, "Tokens per prefill step and the runner's workspace");
 ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = every core)");
+ABSL_FLAG(int, prompt_len, 0,
+          "0: decode steps; L > 0: prefill steps of N sequences x L new tokens each");
 
 namespace fb = flashserve::bench;
 namespace fm = flashserve::model;
@@ -69,6 +76,7 @@ struct Args {
   std::vector<int> batch_sizes;
   int context = 0, steps = 0, warmup = 0, trace_steps = 0, max_batch_tokens = 0, threads = 0;
   int kernels_at = 0;
+  int prompt_len = 0;  // 0: decode steps; > 0: prefill steps of N x prompt_len tokens
   std::vector<bool> graph_modes;  // one runner each: CUDA graphs on / off
 };
 
@@ -83,7 +91,7 @@ Args parse_args(int argc, char** argv) {
       "--model PATH [--device cuda|cpu] [--weights native,bf16] [--batch-sizes LIST] "
       "[--context N] [--steps N] [--warmup N] [--trace-steps N] [--kernels-at N] "
       "[--graphs both|on|off] "
-      "[--max-batch-tokens N] [--threads N]");
+      "[--max-batch-tokens N] [--threads N] [--prompt-len L]");
   Args a;
   a.model = absl::GetFlag(FLAGS_model);
   if (a.model.empty()) flashserve::exit_with_usage("--model is required");
@@ -112,6 +120,7 @@ Args parse_args(int argc, char** argv) {
   a.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   a.threads = absl::GetFlag(FLAGS_threads);
   a.kernels_at = absl::GetFlag(FLAGS_kernels_at);
+  a.prompt_len = absl::GetFlag(FLAGS_prompt_len);
   const std::string graphs = absl::GetFlag(FLAGS_graphs);
   if (graphs != "both" && graphs != "on" && graphs != "off") {
     flashserve::exit_with_usage(
@@ -122,8 +131,18 @@ Args parse_args(int argc, char** argv) {
   if (a.context < 1 || a.steps < 1 || a.max_batch_tokens < 1) {
     flashserve::exit_with_usage("--context, --steps and --max-batch-tokens must be >= 1");
   }
-  if (a.warmup < 0 || a.trace_steps < 0 || a.threads < 0) {
-    flashserve::exit_with_usage("--warmup, --trace-steps and --threads must be >= 0");
+  if (a.warmup < 0 || a.trace_steps < 0 || a.threads < 0 || a.prompt_len < 0) {
+    flashserve::exit_with_usage("--warmup, --trace-steps, --threads and --prompt-len must be >= 0");
+  }
+  if (a.prompt_len > 0) {
+    a.context = a.prompt_len;  // the sequences hold their prompt, rewritten by every step
+    for (const int n : a.batch_sizes) {
+      if (int64_t{n} * a.prompt_len > a.max_batch_tokens) {
+        flashserve::exit_with_usage(absl::StrCat("--prompt-len: ", n, " x ", a.prompt_len,
+                                                 " tokens exceed --max-batch-tokens ",
+                                                 a.max_batch_tokens));
+      }
+    }
   }
   return a;
 }
@@ -132,6 +151,7 @@ Args parse_args(int argc, char** argv) {
 // blocks_per_seq), holds `context` prompt tokens and decodes at position `context`.
 struct Sequences {
   int context = 0;
+  int prompt_len = 0;  // > 0: the measured steps are prefills of this many tokens a sequence
   int block_size = 0;
   int blocks_per_seq = 0;
   std::vector<int32_t> next_token;  // [num_seqs] the token each one feeds next
@@ -162,6 +182,32 @@ fm::ForwardBatch decode_batch(const Sequences& q, int n) {
     b.sample_specs.push_back(flashserve::kernels::SampleSpec{});
   }
   return b;
+}
+
+// The prefill step of sequences [0, n): q.prompt_len tokens each at positions 0 .. prompt_len
+// - 1 (their ids derived from the sequence's next token, so steps differ), the last sampled.
+fm::ForwardBatch prefill_batch(const Sequences& q, int n) {
+  fm::ForwardBatch b;
+  b.max_blocks_per_seq = q.blocks_per_seq;
+  b.cu_seqlens_q.push_back(0);
+  for (int s = 0; s < n; ++s) {
+    for (int p = 0; p < q.prompt_len; ++p) {
+      b.token_ids.push_back(p == 0 ? q.next_token[s] : (q.next_token[s] + 7 * p) % 256);
+      b.positions.push_back(p);
+      b.slot_mapping.push_back(slot_of(q, s, p));
+    }
+    b.cu_seqlens_q.push_back(b.num_tokens());
+    b.seqlens_k.push_back(q.prompt_len);
+    add_block_table(q, s, &b);
+    b.sample_seqs.push_back(s);
+    b.sample_specs.push_back(flashserve::kernels::SampleSpec{});
+  }
+  return b;
+}
+
+// The measured step of sequences [0, n): a decode step, or with q.prompt_len a prefill step.
+fm::ForwardBatch step_batch(const Sequences& q, int n) {
+  return q.prompt_len > 0 ? prefill_batch(q, n) : decode_batch(q, n);
 }
 
 // Runs `batch` and stores each sampled token as its sequence's next one (`seq_of[i]`: the
@@ -226,7 +272,7 @@ absl::Status timed_steps(fm::ModelRunner& runner, int n, int count, Sequences* q
   std::vector<int> seq_of(n);
   for (int s = 0; s < n; ++s) seq_of[s] = s;
   for (int i = 0; i < count; ++i) {
-    const fm::ForwardBatch batch = decode_batch(*q, n);
+    const fm::ForwardBatch batch = step_batch(*q, n);
     const auto t0 = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(run(runner, batch, seq_of, q));
     if (wall != nullptr) wall->push_back(seconds_since(t0));
@@ -247,7 +293,7 @@ absl::Status traced_steps(fm::ModelRunner& runner, int n, int count, Sequences* 
   *trace_failed = true;
   RETURN_IF_ERROR(trace.start());
   for (int i = 0; i < count; ++i) {
-    const fm::ForwardBatch batch = decode_batch(*q, n);
+    const fm::ForwardBatch batch = step_batch(*q, n);
     const uint64_t t0 = trace.now_ns();
     if (absl::Status s = run(runner, batch, seq_of, q); !s.ok()) {
       *trace_failed = false;
@@ -289,6 +335,7 @@ absl::Status measure_mode(const Args& a, fm::Weights weights, bool graphs,
   const int max_seqs = *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end());
   Sequences q;
   q.context = a.context;
+  q.prompt_len = a.prompt_len;
   q.block_size = flashserve::kernels::kKvBlockSize;  // both backends' (checked below)
   q.blocks_per_seq = (a.context + 1 + q.block_size - 1) / q.block_size;
   ASSIGN_OR_RETURN(fm::LoadedModel m,
@@ -348,7 +395,10 @@ int main(int argc, char** argv) {
   for (const auto& [name, weights] : a.weights) {
     fb::Results& r = results.emplace_back();
     r.label = "weights " + name;
-    r.title = absl::StrFormat("%s, context %d, %d timed steps", a.model, a.context, a.steps);
+    r.title = a.prompt_len > 0
+                  ? absl::StrFormat("%s, prefill steps of N x %d new tokens, %d timed steps",
+                                    a.model, a.prompt_len, a.steps)
+                  : absl::StrFormat("%s, context %d, %d timed steps", a.model, a.context, a.steps);
     r.device = a.device == fm::Device::kCuda ? "cuda" : "cpu";
     r.kernel_table_n = a.kernels_at;
     for (const bool graphs : a.graph_modes) {

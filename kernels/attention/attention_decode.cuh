@@ -34,9 +34,9 @@ constexpr int decode_smem_bytes(int head_dim) {
 }
 
 // An output element as stored: T(v), or with p.round_q8_out (bf16) the value that
-// round_activations_q8 would leave there. Both kernels below write their outputs with a
-// warp a unit of 32 (lane = column of a head_dim row, 32 | head_dim, and every lane of a
-// warp that reaches the store does), so the unit's rounding is a few shuffles in registers.
+// round_activations_q8 would leave there. The combine kernel writes its outputs with a warp
+// a unit of 32 (lane = column of a head_dim row, 32 | head_dim, and every lane of a warp that
+// reaches the store does), so the unit's rounding is a few shuffles in registers.
 template <typename T>
 __device__ __forceinline__ T output_value(const AttentionParams& p, float v) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
@@ -47,6 +47,23 @@ __device__ __forceinline__ T output_value(const AttentionParams& p, float v) {
     }
   }
   return DTypeTraits<T>::from_float(v);
+}
+
+// The decode kernel's kN consecutive outputs of a lane (kN | 32, a unit of 32 the 32 / kN
+// lanes that start at a multiple of 32 / kN), in place: with p.round_q8_out (bf16) rounded as
+// round_activations_q8 rounds them, to be stored as T. Called by every lane of the warp;
+// a lane that stores nothing passes real = false (its values count as zeros, and its whole
+// unit must be such lanes).
+template <typename T, int kN>
+__device__ __forceinline__ void output_values(const AttentionParams& p, bool real,
+                                              float (&v)[kN]) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (p.round_q8_out) {
+#pragma unroll
+      for (int i = 0; i < kN; ++i) v[i] = real ? __bfloat162float(__float2bfloat16_rn(v[i])) : 0.f;
+      round_q8_lanes<kN>(v);
+    }
+  }
 }
 
 template <typename T, int kHeadDim>
@@ -209,30 +226,54 @@ __global__ void __launch_bounds__(decode_threads(), 2)
     }
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < group * kHeadDim; e += kThreads) {
-    const int row = e / kHeadDim;
-    const int col = e % kHeadDim;
+  // A thread merges kVec consecutive columns of one row, so that a row's weights and 1 / l
+  // are computed once for kVec outputs, and a unit of 32 outputs (round_q8_out) is 8 lanes.
+  // Every lane of a warp runs the same iterations (the bound padded to whole warps: the
+  // rounding's shuffles are full-mask); a padded lane merges row 0 and stores nothing, and
+  // the number of real ones, group * kRowVecs, is a multiple of 8, so no unit mixes them.
+  constexpr int kVec = 4;
+  constexpr int kRowVecs = kHeadDim / kVec;
+  static_assert(kRowVecs % 8 == 0 && kThreads % 32 == 0);
+  const int vecs = group * kRowVecs;
+  const int vecs_padded = (vecs + 31) / 32 * 32;
+  for (int e = threadIdx.x; e < vecs_padded; e += kThreads) {
+    const bool real = e < vecs;
+    const int row = real ? e / kRowVecs : 0;
+    const int col = (e % kRowVecs) * kVec;
     float m = kNegInf;
 #pragma unroll
     for (int w = 0; w < 4; ++w) m = fmaxf(m, m_smem[w * 16 + row]);
-    float l = 0.f, o = 0.f;
+    float l = 0.f, o[kVec] = {};
     if (m != kNegInf) {
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
         const float weight = fast_exp2((m_smem[w * 16 + row] - m) * scale_log2);  // -inf -> 0
         l += weight * l_smem[w * 16 + row];
-        o += weight * acc_smem[(w * 16 + row) * kHeadDim + col];
+        const float4 a =
+            *reinterpret_cast<const float4*>(acc_smem + (w * 16 + row) * kHeadDim + col);
+        o[0] += weight * a.x;
+        o[1] += weight * a.y;
+        o[2] += weight * a.z;
+        o[3] += weight * a.w;
       }
     }
-    const float out_value = l > 0.f ? o / l : 0.f;
+    float out_values[kVec];
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) out_values[i] = l > 0.f ? o[i] / l : 0.f;
     const float lse = l > 0.f ? m * p.softmax_scale + logf(l) : kNegInf;
     const int64_t head_row = static_cast<int64_t>(seq) * p.num_heads + head0 + row;
     if (num_splits == 1) {
-      static_cast<T*>(p.out)[head_row * kHeadDim + col] = output_value<T>(p, out_value);
-      if (p.lse != nullptr && col == 0) p.lse[head_row] = lse;
-    } else {
+      output_values<T>(p, real, out_values);  // every lane: the rounding's shuffles
+      if (real) {
+        T* dst = static_cast<T*>(p.out) + head_row * kHeadDim + col;
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) dst[i] = Traits::from_float(out_values[i]);
+        if (p.lse != nullptr && col == 0) p.lse[head_row] = lse;
+      }
+    } else if (real) {
       const int64_t part = static_cast<int64_t>(split) * p.num_seqs * p.num_heads + head_row;
-      o_partial[part * kHeadDim + col] = out_value;
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) o_partial[part * kHeadDim + col + i] = out_values[i];
       if (col == 0) lse_partial[part] = lse;
     }
   }

@@ -52,6 +52,29 @@ TEST(DecodeStepBench, TwoWeightFormatsAndTheirDifference) {
   EXPECT_THAT(out, ::testing::ContainsRegex("\\| wall p50, graphs on \\| -?[0-9.]+ \\|"));
 }
 
+// --prompt-len: every measured step is a prefill of N prompts (the runner validates each
+// batch; the CPU backend's dry run is enough to catch a malformed one).
+TEST(DecodeStepBench, PrefillStepsOfNPromptsEach) {
+  std::string out;
+  ASSERT_EQ(run_bench(std::string("--model ") + kModel +
+                          " --device cpu --batch-sizes 1,3 --prompt-len 12 --steps 2 --warmup 1"
+                          " --threads 1 --max-batch-tokens 40",
+                      &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("prefill steps of N x 12 new tokens"));
+  for (const char* n : {"1", "3"}) {
+    EXPECT_THAT(out, ::testing::ContainsRegex(std::string("\\| ") + n +
+                                              " \\| [0-9.]+ \\| [0-9.]+-[0-9.]+ \\| [0-9]+ \\|"));
+  }
+  out.clear();
+  EXPECT_EQ(run_bench(std::string("--model ") + kModel +
+                          " --device cpu --batch-sizes 4 --prompt-len 12 --max-batch-tokens 40",
+                      &out),
+            2);
+  EXPECT_THAT(out, HasSubstr("--prompt-len: 4 x 12 tokens exceed --max-batch-tokens 40"));
+}
+
 TEST(DecodeStepBench, BadCommandLines) {
   std::string out;
   EXPECT_EQ(run_bench("--device cpu", &out), 2);
