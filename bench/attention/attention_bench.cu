@@ -321,6 +321,18 @@ bool bench_prefill(bool quick, bool hopper, DType dtype) {
   return all_ok;
 }
 
+// Runs the naive kernel (into pr.ref) and the decode kernel (into pr.out, poisoned first) on
+// pr and validates the one against the other; *naive is the naive call, for timing it.
+bool decode_matches_naive(PagedProblem& pr, int splits, const Buffer& ws, const Buffer& naive_ws,
+                          const std::string& config, AttentionParams* naive) {
+  *naive = pr.p;
+  naive->out = pr.ref->ptr;
+  BENCH_OK(attention_naive(*naive, naive_ws.ptr, naive_ws.bytes, nullptr));
+  BENCH_CUDA(cudaMemset(pr.out->ptr, 0xff, pr.out->bytes));
+  BENCH_OK(attention_decode(pr.p, splits, ws.ptr, ws.bytes, nullptr));
+  return validate(pr, config.c_str());
+}
+
 bool bench_decode(bool quick, int num_sms, DType dtype) {
   bool all_ok = true;
   struct Shape { int heads, kv_heads, head_dim; };
@@ -342,12 +354,8 @@ bool bench_decode(bool quick, int num_sms, DType dtype) {
         const double flops = cost.flops, bytes = cost.bytes;
         Buffer ws(attention_decode_workspace_bytes(pr.p, splits));
         Buffer naive_ws(attention_naive_workspace_bytes(pr.p));
-        AttentionParams naive = pr.p;
-        naive.out = pr.ref->ptr;
-        BENCH_OK(attention_naive(naive, naive_ws.ptr, naive_ws.bytes, nullptr));
-        BENCH_CUDA(cudaMemset(pr.out->ptr, 0xff, pr.out->bytes));
-        BENCH_OK(attention_decode(pr.p, splits, ws.ptr, ws.bytes, nullptr));
-        if (!validate(pr, config.c_str())) {
+        AttentionParams naive;
+        if (!decode_matches_naive(pr, splits, ws, naive_ws, config, &naive)) {
           all_ok = false;
           continue;
         }
@@ -385,12 +393,8 @@ bool bench_decode_serving(int num_sms) {
             uniform_cost(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, /*causal=*/true);
         Buffer ws(attention_decode_workspace_bytes(pr.p, splits));
         Buffer naive_ws(attention_naive_workspace_bytes(pr.p));
-        AttentionParams naive = pr.p;
-        naive.out = pr.ref->ptr;
-        BENCH_OK(attention_naive(naive, naive_ws.ptr, naive_ws.bytes, nullptr));
-        BENCH_CUDA(cudaMemset(pr.out->ptr, 0xff, pr.out->bytes));
-        BENCH_OK(attention_decode(pr.p, splits, ws.ptr, ws.bytes, nullptr));
-        if (!validate(pr, config.c_str())) {
+        AttentionParams naive;
+        if (!decode_matches_naive(pr, splits, ws, naive_ws, config, &naive)) {
           all_ok = false;
           continue;
         }
