@@ -321,6 +321,15 @@ bool bench_prefill(bool quick, bool hopper, DType dtype) {
   return all_ok;
 }
 
+// A decode row's config: "b<batch> ctx<ctx> h<heads>/<kv_heads> d<head_dim><suffix> sp<splits>"
+// (peers_sdpa.py parses it).
+std::string decode_config(int batch, int ctx, int heads, int kv_heads, int head_dim,
+                          const std::string& suffix, int splits) {
+  return "b" + std::to_string(batch) + " ctx" + std::to_string(ctx) + " h" +
+         std::to_string(heads) + "/" + std::to_string(kv_heads) + " d" +
+         std::to_string(head_dim) + suffix + " sp" + std::to_string(splits);
+}
+
 // Runs the naive kernel (into pr.ref) and the decode kernel (into pr.out, poisoned first) on
 // pr and validates the one against the other; *naive is the naive call, for timing it.
 bool decode_matches_naive(PagedProblem& pr, int splits, const Buffer& ws, const Buffer& naive_ws,
@@ -345,10 +354,8 @@ bool bench_decode(bool quick, int num_sms, DType dtype) {
         PagedProblem pr =
             make_problem(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, true, 99 + ctx, dtype);
         const int splits = attention_decode_num_splits(batch, sh.kv_heads, ctx, num_sms);
-        const std::string config = "b" + std::to_string(batch) + " ctx" + std::to_string(ctx) +
-                                   " h" + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
-                                   " d" + std::to_string(sh.head_dim) + dtype_suffix(dtype) +
-                                   " sp" + std::to_string(splits);
+        const std::string config = decode_config(batch, ctx, sh.heads, sh.kv_heads, sh.head_dim,
+                                                 dtype_suffix(dtype), splits);
         const AttentionCost cost =
             uniform_cost(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, /*causal=*/true);
         const double flops = cost.flops, bytes = cost.bytes;
@@ -385,10 +392,8 @@ bool bench_decode_serving(int num_sms) {
         PagedProblem pr = make_problem(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, true,
                                        77 + ctx, DType::kBf16);
         const int splits = attention_decode_num_splits(batch, sh.kv_heads, ctx, num_sms);
-        const std::string config = "b" + std::to_string(batch) + " ctx" + std::to_string(ctx) +
-                                   " h" + std::to_string(sh.heads) + "/" +
-                                   std::to_string(sh.kv_heads) + " d" +
-                                   std::to_string(sh.head_dim) + " sp" + std::to_string(splits);
+        const std::string config =
+            decode_config(batch, ctx, sh.heads, sh.kv_heads, sh.head_dim, "", splits);
         const AttentionCost cost =
             uniform_cost(batch, 1, ctx, sh.heads, sh.kv_heads, sh.head_dim, /*causal=*/true);
         Buffer ws(attention_decode_workspace_bytes(pr.p, splits));
