@@ -9,6 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "kernels/attention/attention.h"
 #include "kernels/device.h"
 #include "kernels/paged_kv.h"
@@ -18,6 +20,7 @@
 #include "kernels/cuda_check.h"
 #include "model/cuda/decode_graph.h"
 #include "model/cuda/llama_forward.h"
+#include "model/cuda/warm_up.h"
 #include "model/gguf/gguf.h"
 #include "model/memory_budget.h"
 #include "model/sampling.h"
@@ -195,6 +198,8 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
   // batch-size bucket up to max_num_seqs (short sequences, one split): a serving run then
   // meets no capture except for long contexts.
   absl::Status prepare_decode_graphs(const CudaRunnerOptions& o);
+  // Runs model/cuda/warm_up.h's prefill steps eagerly, untimed; returns their wall seconds.
+  absl::StatusOr<double> warm_up_prefill(const CudaRunnerOptions& o);
   void fill_stats(const cuda::StepTimes& t, ForwardStats* stats) const;
   // How the next step is timed when metrics are on: kFull every kProfileEvery-th step (run
   // eagerly, a decode step too), kAttention every kAttentionEvery-th other eager step, else
@@ -238,18 +243,34 @@ absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions
   RETURN_IF_ERROR(cache_.k.allocate(cache_bytes));
   RETURN_IF_ERROR(cache_.v.allocate(cache_bytes));
   RETURN_IF_ERROR(prepare_decode_graphs(o));
+  ASSIGN_OR_RETURN(const double warm_up_seconds, warm_up_prefill(o));
   if (info != nullptr) {
     info->summary = absl::StrFormat(
         "cuda: %s (sm_%d%d, %d SMs, %.1f GiB): weights %s; KV cache %d blocks x %d "
-        "tokens = %d tokens, %.1f MiB bf16 (%s); decode steps %s",
+        "tokens = %d tokens, %.1f MiB bf16 (%s); decode steps %s; prefill kernels warmed "
+        "up in %.0f ms",
         device_.name, device_.major, device_.minor, device_.num_sms, device_.total / kMiB / 1024,
         weights_.summary(), cache_.num_blocks, block_size, cache_.num_blocks * block_size,
         2.0 * cache_bytes / kMiB, kv.source,
         use_graphs_ ? absl::StrCat("through CUDA graphs (", graphs_.num_graphs(),
                                    " captured at start)")
-                    : std::string("launched eagerly (cuda_graphs off)"));
+                    : std::string("launched eagerly (cuda_graphs off)"),
+        1e3 * warm_up_seconds);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<double> CudaModelRunner::warm_up_prefill(const CudaRunnerOptions& o) {
+  const absl::Time start = absl::Now();
+  for (const ForwardBatch& b :
+       cuda::warm_up_batches(o.max_batch_tokens, config_.context_length, config_.vocab_size,
+                             cache_.num_blocks, cache_.block_size)) {
+    RETURN_IF_ERROR(validate_forward_batch(b, config_, cache_.num_blocks, cache_.block_size));
+    RETURN_IF_ERROR(enqueue_step(b, cuda::TimerMode::kOff, nullptr).status());
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    RETURN_IF_ERROR(timer_.collect().status());
+  }
+  return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
 absl::Status CudaModelRunner::prepare_decode_graphs(const CudaRunnerOptions& o) {
