@@ -3,7 +3,7 @@
 # device weights, for the GPU machine (bundled binaries, nothing built there).
 #
 #   scripts/gpu-model-check.sh OUT_DIR [stage...]
-#     stages: info tests sanitize quantbench serve   (default: all)
+#     stages: info tests sanitize memserve quantbench serve   (default: all)
 #
 # Needs BIN_DIR (default .gpu/bin, libraries in .gpu/lib: scripts/gpu-bundle.sh) with
 # flashserve, flashserve-cli, flashserve-make-gguf, cuda_runner_test, cuda_arch_test,
@@ -18,6 +18,11 @@
 #              the real file and is left out here)
 #   sanitize   compute-sanitizer memcheck over the quantized kernels and one architecture
 #              case, racecheck over the quantized GEMM
+#   memserve   compute-sanitizer memcheck over a serving run with --weights native of each
+#              MEMSERVE_TYPES file (default q4_0 q4_1 q8_0 q4_K q5_K q6_K; a two-layer
+#              Llama-3.2-1B shape, whose rows are whole 256-value blocks, so no type falls
+#              back): start-up (decode graphs, prefill warm-up), 48 requests at concurrency 24
+#              of 300-token prompts, 2 of 700, SIGTERM; 0 errors and 50/50 OK
 #   quantbench quant_gemv_bench (GB/s and % of 4.8 TB/s per format and shape) and
 #              quant_gemm_bench (the GEMM paths of native weights against bf16)
 #   serve      bench/serving/run.sh at SERVE_CONCURRENCY over random-weight files of
@@ -26,7 +31,7 @@
 set -uo pipefail
 out=${1:?usage: $0 OUT_DIR [stage...]}
 shift
-stages=${*:-info tests sanitize quantbench serve}
+stages=${*:-info tests sanitize memserve quantbench serve}
 bin=${BIN_DIR:-.gpu/bin}
 vocab=${VOCAB:-.gpu/vocab.gguf}
 models=${MODELS_DIR:-/tmp/fs-models}
@@ -79,6 +84,32 @@ if has sanitize; then
   timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/cuda_arch_test" \
     --gtest_filter='*qwen2*' >> "$out/sanitizer.log" 2>&1
   note "memcheck cuda_arch_test qwen2: rc=$? $(grep 'ERROR SUMMARY' "$out/sanitizer.log" | tail -1)"
+fi
+if has memserve; then
+  for type in ${MEMSERVE_TYPES:-q4_0 q4_1 q8_0 q4_K q5_K q6_K}; do
+    make_model "memserve-1b-$type" --preset llama-3.2-1b --layers 2 --type "$type" --context 4096
+    log=$out/memserve-$type.log
+    timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/flashserve" \
+      --model "$models/memserve-1b-$type.gguf" --device cuda --weights native \
+      --kv_cache_tokens 65536 --host 127.0.0.1 --port 50190 --metrics-port -1 --http-port 0 \
+      > "$log" 2>&1 &
+    sanitizer=$!
+    for _ in $(seq 240); do
+      "$bin/flashserve-cli" --target 127.0.0.1:50190 health > /dev/null 2>&1 && break
+      kill -0 "$sanitizer" 2> /dev/null || break
+      sleep 1
+    done
+    for load in "24 48 300" "2 2 700"; do
+      read -r conc reqs prompt <<< "$load"
+      "$bin/flashserve-cli" --target 127.0.0.1:50190 load --concurrency "$conc" \
+        --requests "$reqs" --prompt-tokens "$prompt" --max-tokens 8 --ignore-eos \
+        --temperature 0 >> "$out/memserve-$type.load.txt" 2>&1
+    done
+    pkill -TERM -x flashserve
+    wait "$sanitizer"
+    note "memserve $type: rc=$? $(grep 'ERROR SUMMARY' "$log" | tail -1)" \
+      "ok $(grep -o 'succeeded [0-9]*' "$out/memserve-$type.load.txt" | awk '{n += $2} END {print n + 0}')/50"
+  done
 fi
 if has quantbench; then
   timeout 300 "$bin/quant_gemv_bench" > "$out/quant_gemv_bench.md" 2> "$out/quant_gemv_bench.err"
