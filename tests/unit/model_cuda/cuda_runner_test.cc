@@ -206,7 +206,14 @@ TEST_F(CudaRunnerTest, GreedyContinuationMatchesCpuWhereTheMarginAllows) {
       step = {sampled[0].token};
     }
   }
-  EXPECT_EQ(gpu_->tokenizer->decode(std::span(gpu_tokens).first(1), true), " Paris");
+  // The real model's continuation. A random-weight file (flashserve-make-gguf names it
+  // "flashserve-random-...") continues with noise: for it only the margin rule below applies.
+  if (gpu_->config.name.rfind("flashserve-random-", 0) != 0) {
+    EXPECT_EQ(gpu_->tokenizer->decode(std::span(gpu_tokens).first(1), true), " Paris");
+  } else if (gpu == gpu_) {
+    std::printf("[cuda runner] %s: random weights, the \" Paris\" check not run\n",
+                gpu_->config.name.c_str());
+  }
   for (size_t i = 0; i < cpu_tokens.size(); ++i) {
     if (cpu_tokens[i] == gpu_tokens[i]) continue;
     std::vector<int32_t> context = p;
