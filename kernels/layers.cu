@@ -39,7 +39,94 @@ __global__ void embedding_kernel(EmbeddingParams p) {
   for (int i = threadIdx.x; i < p.dim; i += blockDim.x) p.out[t * p.dim + i] = load(row, i);
 }
 
-template <typename T>
+// v[i] (i < kVecs) = the sum over s = 0 .. splits - 1, in that order, of the four floats at
+// part + s * split_stride + i * vec_stride (16-byte aligned), from 0.f: reduce_splits_kernel's
+// rule (kernels/quant/quant_gemm_common.cuh), so the same bits; v[i] at or past `valid` is
+// left 0 and not read. A fold reads splits times the bytes of what it produces, mostly from
+// the L2, so what bounds it is the loads in flight: 8 splits' loads of all kVecs float4s
+// are issued before the first add.
+template <int kVecs>
+__device__ __forceinline__ void sum_partials(const float* part, int64_t split_stride, int splits,
+                                             int64_t vec_stride, int valid, float4 (&v)[kVecs]) {
+  constexpr int kInFlight = 8;
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s0 = 0; s0 < splits; s0 += kInFlight) {
+    float4 q[kInFlight][kVecs];
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) {
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) {
+        if (s0 + j < splits && i < valid) {
+          q[j][i] = __ldcs(reinterpret_cast<const float4*>(part + (s0 + j) * split_stride +
+                                                           i * vec_stride));
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) {
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) {
+        if (s0 + j < splits && i < valid) {
+          v[i].x += q[j][i].x;
+          v[i].y += q[j][i].y;
+          v[i].z += q[j][i].z;
+          v[i].w += q[j][i].w;
+        }
+      }
+    }
+  }
+}
+
+// The same sum for one float at `part` (rows not 16-byte aligned: odd dims).
+__device__ __forceinline__ float sum_partials_scalar(const float* part, int64_t split_stride,
+                                                     int splits) {
+  float v = 0.f;
+  for (int s = 0; s < splits; ++s) v += __ldcs(part + s * split_stride);
+  return v;
+}
+
+// Adds RmsNormParams::partials into row r of x (row pointer x) and stores it back:
+// x = x + the split sum, the reduction kernel's order of operands. Where rows are 16-byte
+// aligned, chunk c of 4 floats by thread c % kNormThreads, two chunks' splits in flight at
+// once (16-byte loads: a fold reads splits times the row's bytes); otherwise element by
+// element.
+__device__ void fold_row(const RmsNormParams& p, int64_t r, float* x) {
+  const float* part = p.partials + r * p.dim;
+  const int64_t split_stride = int64_t{p.num_rows} * p.dim;
+  const bool vec = p.dim % 4 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(p.partials) % 16 == 0;
+  if (!vec) {
+    for (int i = threadIdx.x; i < p.dim; i += kNormThreads) {
+      x[i] = x[i] + sum_partials_scalar(part + i, split_stride, p.splits);
+    }
+    return;
+  }
+  constexpr int kVecs = 2;
+  const int chunks = p.dim / 4;
+  for (int c0 = threadIdx.x; c0 < chunks; c0 += kVecs * kNormThreads) {
+    const int valid = min(kVecs, (chunks - c0 + kNormThreads - 1) / kNormThreads);
+    float4 add[kVecs];
+    sum_partials<kVecs>(part + 4 * c0, split_stride, p.splits, 4 * kNormThreads, valid, add);
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      if (i >= valid) break;
+      float4* xc = reinterpret_cast<float4*>(x) + c0 + i * kNormThreads;
+      float4 a = *xc;
+      a.x = a.x + add[i].x;
+      a.y = a.y + add[i].y;
+      a.z = a.z + add[i].z;
+      a.w = a.w + add[i].w;
+      *xc = a;
+    }
+  }
+}
+
+// kFold (RmsNormParams::partials): fold_row first, then, once every thread's stores of the
+// row are visible (__syncthreads), the plain kernel's passes over the updated row, so the
+// sum of squares is added in the plain order: the same bits as quant_gemm_reduce() followed
+// by the plain kernel. Two instantiations, so that the plain one keeps its registers.
+template <typename T, bool kFold>
 __global__ void rmsnorm_kernel(RmsNormParams p) {
   using BlockReduce = cub::BlockReduce<float, kNormThreads>;
   __shared__ typename BlockReduce::TempStorage tmp;
@@ -47,7 +134,11 @@ __global__ void rmsnorm_kernel(RmsNormParams p) {
   wait_for_prior_grid();  // kernels/dependent_launch.cuh: before any global access
   allow_next_grid();
   const int64_t r = blockIdx.x;
-  const float* x = p.x + (p.rows != nullptr ? p.rows[r] : r) * static_cast<int64_t>(p.dim);
+  float* x = p.x + (p.rows != nullptr ? p.rows[r] : r) * static_cast<int64_t>(p.dim);
+  if constexpr (kFold) {
+    fold_row(p, r, x);  // rows is null with partials: row r of x is row r of y
+    __syncthreads();
+  }
   float sum_sq = 0;
   for (int i = threadIdx.x; i < p.dim; i += kNormThreads) sum_sq += x[i] * x[i];
   sum_sq = BlockReduce(tmp).Sum(sum_sq);
@@ -156,6 +247,57 @@ __global__ void rope_append_kernel(RopeAppendParams p) {
   }
 }
 
+// swiglu_kernel with SwigluParams::partials in place of gate_up, a kernel of its own so that
+// the plain one keeps its registers: gate and up summed over the splits and rounded to T, as
+// quant_gemm_reduce() would have stored them, read back. round_q8 (bf16): 8 outputs a lane
+// as swiglu_kernel's vector path, their gate and up sums' loads (4 float4s a split) in
+// flight together; otherwise one output a thread.
+template <typename T>
+__global__ void swiglu_partials_kernel(SwigluParams p) {
+  wait_for_prior_grid();  // kernels/dependent_launch.cuh: before any global access
+  allow_next_grid();
+  const int64_t n = static_cast<int64_t>(p.num_rows) * p.ffn_size;
+  const int64_t split_stride = 2 * n;
+  T* out = static_cast<T*>(p.out);
+  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  auto rounded = [](float v) { return DTypeTraits<T>::to_float(DTypeTraits<T>::from_float(v)); };
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (p.round_q8) {
+      const int64_t chunks = n / 8;
+      for (int64_t c0 = first / 32 * 32; c0 < chunks; c0 += stride) {  // warp-uniform
+        const int64_t c = c0 + threadIdx.x % 32;
+        float v[8] = {};
+        if (c < chunks) {
+          // gate's 8 floats (2 float4s), then up's, ffn_size further on
+          const int64_t at = c * 8 / p.ffn_size * 2 * p.ffn_size + c * 8 % p.ffn_size;
+          float4 g[2], up[2];
+          sum_partials<2>(p.partials + at, split_stride, p.splits, 4, 2, g);
+          sum_partials<2>(p.partials + at + p.ffn_size, split_stride, p.splits, 4, 2, up);
+          const float gf[8] = {g[0].x, g[0].y, g[0].z, g[0].w, g[1].x, g[1].y, g[1].z, g[1].w};
+          const float uf[8] = {up[0].x, up[0].y, up[0].z, up[0].w,
+                               up[1].x, up[1].y, up[1].z, up[1].w};
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            const float ge = rounded(gf[e]);
+            v[e] = __bfloat162float(__float2bfloat16_rn(ge / (1.f + expf(-ge)) * rounded(uf[e])));
+          }
+        }
+        round_q8_lanes<8>(v);
+        if (c < chunks) reinterpret_cast<uint4*>(out)[c] = quant_gemv::narrow_bf16x8(v);
+      }
+      return;
+    }
+  }
+  for (int64_t e = first; e < n; e += stride) {
+    const int64_t at = e / p.ffn_size * 2 * p.ffn_size + e % p.ffn_size;
+    const float g = rounded(sum_partials_scalar(p.partials + at, split_stride, p.splits));
+    const float u = rounded(sum_partials_scalar(p.partials + at + p.ffn_size, split_stride,
+                                                p.splits));
+    store(out, e, g / (1.f + expf(-g)) * u);
+  }
+}
+
 template <typename T>
 __global__ void swiglu_kernel(SwigluParams p) {
   wait_for_prior_grid();  // kernels/dependent_launch.cuh: before any global access
@@ -240,11 +382,17 @@ absl::Status rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
         "multiple of 32, dim ",
         p.dim);
   }
+  if (p.partials != nullptr && (p.rows != nullptr || p.splits < 1)) {
+    return device::invalid(
+        "rmsnorm: partials need every row (rows null) and at least one split, splits ",
+        p.splits);
+  }
   if (p.num_rows == 0) return absl::OkStatus();
   return device::with_dtype("rmsnorm", p.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return device::launch_dependent(device::rmsnorm_kernel<T>, p.num_rows, device::kNormThreads,
-                                    0, stream, p);
+    auto* kernel = p.partials != nullptr ? device::rmsnorm_kernel<T, true>
+                                         : device::rmsnorm_kernel<T, false>;
+    return device::launch_dependent(kernel, p.num_rows, device::kNormThreads, 0, stream, p);
   });
 }
 
@@ -273,11 +421,18 @@ absl::Status rope_qkv_append(const RopeAppendParams& p, cudaStream_t stream) {
 absl::Status swiglu(const SwigluParams& p, cudaStream_t stream) {
   if (p.num_rows < 0 || p.ffn_size < 1) return device::invalid("swiglu: bad ffn_size ", p.ffn_size);
   if (p.round_q8 && (p.dtype != DType::kBf16 || p.ffn_size % kQuantUnit != 0 ||
-                     !device::aligned16(p.gate_up) || !device::aligned16(p.out))) {
+                     (p.partials == nullptr && !device::aligned16(p.gate_up)) ||
+                     !device::aligned16(p.out))) {
     return device::invalid(
         "swiglu: round_q8 needs bf16, 16-byte aligned gate_up and out and an ffn_size that is a "
         "multiple of 32, ffn_size ",
         p.ffn_size);
+  }
+  if (p.partials != nullptr &&
+      (p.splits < 1 || (p.round_q8 && !device::aligned16(p.partials)))) {
+    return device::invalid(
+        "swiglu: partials need at least one split (16-byte aligned with round_q8), splits ",
+        p.splits);
   }
   const int64_t n = static_cast<int64_t>(p.num_rows) * p.ffn_size;
   if (n == 0) return absl::OkStatus();
@@ -287,7 +442,9 @@ absl::Status swiglu(const SwigluParams& p, cudaStream_t stream) {
       device::kMaxGridStrideBlocks);
   return device::with_dtype("swiglu", p.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return device::launch_dependent(device::swiglu_kernel<T>, static_cast<unsigned>(blocks),
+    auto* kernel = p.partials != nullptr ? device::swiglu_partials_kernel<T>
+                                         : device::swiglu_kernel<T>;
+    return device::launch_dependent(kernel, static_cast<unsigned>(blocks),
                                     device::kElementwiseThreads, 0, stream, p);
   });
 }

@@ -34,7 +34,7 @@ absl::Status embedding_gather(const EmbeddingParams& p, cudaStream_t stream);
 // r when rows is null. The scale is rounded to float once, as in kernels/cpu/rmsnorm.h.
 struct RmsNormParams {
   DType dtype = DType::kBf16;
-  const float* x = nullptr;       // [*, dim] fp32 residual stream
+  float* x = nullptr;             // [*, dim] fp32 residual stream (written only with partials)
   const int32_t* rows = nullptr;  // [num_rows] or nullptr
   const float* weight = nullptr;  // [dim]
   void* out = nullptr;            // [num_rows, dim]
@@ -45,6 +45,13 @@ struct RmsNormParams {
   // quantized GEMV, as round_activations_q8 (kernels/quant/quant_gemv.h) would round it
   // afterwards, bit for bit: the input of a GEMM on native weights, one launch fewer.
   bool round_q8 = false;
+  // A split-k sum still to be added into x (kernels/quant/quant_gemm.h, defer_reduction: the
+  // O and down projections, whose GEMM accumulates into the residual): x[r, i] += the sum of
+  // partials[s][r][i] over s = 0 .. splits - 1, in that order, then x[r, :] is stored back and
+  // normalized. Bit for bit quant_gemm_reduce() followed by this norm without partials. Needs
+  // rows == nullptr (every row of x is brought up to date).
+  const float* partials = nullptr;  // [splits][num_rows][dim] fp32
+  int splits = 0;
 };
 absl::Status rmsnorm(const RmsNormParams& p, cudaStream_t stream);
 
@@ -88,6 +95,12 @@ struct SwigluParams {
   int ffn_size = 0;
   // As RmsNormParams::round_q8 (bf16 only, ffn_size a multiple of 32).
   bool round_q8 = false;
+  // gate_up not yet written: its split-k partial sums (kernels/quant/quant_gemm.h,
+  // defer_reduction) instead. Each gate and up value is the sum of partials[s][r][j] over s
+  // in order, rounded to dtype and read back, as quant_gemm_reduce() would have stored it:
+  // bit for bit that reduction followed by this kernel on gate_up. gate_up is not read.
+  const float* partials = nullptr;  // [splits][num_rows][2 * ffn_size] fp32
+  int splits = 0;
 };
 absl::Status swiglu(const SwigluParams& p, cudaStream_t stream);
 

@@ -231,7 +231,11 @@ int64_t quant_gemm_partials_floats(int num_sms) {
   return 4 * int64_t{std::max(num_sms, 1)} * device::quant_gemm::kBN * 64;
 }
 
-absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stream) {
+absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stream,
+                        int* splits_out) {
+  int splits = 1;
+  if (splits_out == nullptr) splits_out = &splits;
+  *splits_out = 1;
   if (!quant_gemm_supported(p.format, p.k) || p.m < 1 || p.n < 1 || p.ldy < p.n) {
     return absl::InvalidArgumentError(absl::StrCat(
         "quant_gemm: unsupported ", weight_format_name(p.format), " shape m ", p.m, ", n ", p.n,
@@ -266,14 +270,28 @@ absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stre
           "quant_gemm: the warp-specialized wgmma kernel needs a Hopper GPU (compute capability "
           "9.0)");
     }
-    return device::quant_gemm::quant_gemm_wgmma_ws(p, std::max(num_sms, 1), stream);
+    return device::quant_gemm::quant_gemm_wgmma_ws(p, std::max(num_sms, 1), stream, splits_out);
   }
   const device::quant_gemm::Plan pl = device::quant_gemm::plan(p, std::max(num_sms, 1));
+  *splits_out = pl.splits;
   return quant::dispatch_quant_format(p.format, [&](auto tag) -> absl::Status {
     constexpr WeightFormat F = decltype(tag)::value;
     if (pl.bm == 64) return device::quant_gemm::launch<F, 64>(p, pl, stream);
     return device::quant_gemm::launch<F, 32>(p, pl, stream);
   });
+}
+
+absl::Status quant_gemm_reduce(const QuantGemmParams& p, int splits, cudaStream_t stream) {
+  if (splits <= 1) return absl::OkStatus();
+  if (p.partials == nullptr || p.y == nullptr || p.m < 1 || p.n < 1 || p.ldy < p.n ||
+      int64_t{splits} * p.m * p.n > p.partials_floats) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quant_gemm_reduce: ", splits, " splits of ", p.m, " x ", p.n,
+        " do not fit the partials, or a pointer is null"));
+  }
+  QuantGemmParams r = p;
+  r.defer_reduction = false;
+  return device::quant_gemm::reduce_splits(r, splits, stream);
 }
 
 }  // namespace flashserve::kernels

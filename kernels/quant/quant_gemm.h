@@ -53,6 +53,14 @@ struct QuantGemmParams {
   float* partials = nullptr;
   int64_t partials_floats = 0;
   QuantGemmKernel kernel = QuantGemmKernel::kAuto;
+  // Where k is split, leave the sum of the splits to the caller: y is not touched, the
+  // partial sums stay in p.partials as [splits][m][n] fp32 (split s of output (t, f) at
+  // partials[(s * m + t) * n + f]) and quant_gemm's *splits_out says how many. The caller
+  // then runs quant_gemm_reduce(), or folds the sum into the kernel that reads y next
+  // (kernels/layers.h: RmsNormParams::partials, SwigluParams::partials), which adds the
+  // splits in the same order and so gives the same bits, one launch and one pass over y
+  // fewer. With one split y is written as usual.
+  bool defer_reduction = false;
 };
 
 // Whether QuantGemmKernel::kWgmmaWs runs on the current device (compute capability 9.0).
@@ -73,7 +81,15 @@ bool quant_gemm_supported(WeightFormat f, int k);
 
 // Asynchronous on `stream`, capturable (no allocation, no synchronisation); launched as a
 // dependent kernel (kernels/dependent_launch.cuh). InvalidArgument naming the value for an
-// unsupported format, shape, output or pointer.
-absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stream);
+// unsupported format, shape, output or pointer. *splits_out (when not null) gets the number
+// of k splits the call made, 1 when k was not split: a pure function of the shape, p.kernel,
+// p.partials_floats and num_sms, so a captured graph always makes the same number.
+absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stream,
+                        int* splits_out = nullptr);
+
+// y from the `splits` partial sums a quant_gemm(p with defer_reduction) left in p.partials,
+// added in split order, with p.output's rule: the kernel quant_gemm launches itself when it
+// does not defer (bit for bit). Nothing for splits <= 1.
+absl::Status quant_gemm_reduce(const QuantGemmParams& p, int splits, cudaStream_t stream);
 
 }  // namespace flashserve::kernels

@@ -389,9 +389,9 @@ inline int choose_splits(const QuantGemmParams& p, int64_t ctas, int64_t want) {
   return nonempty_splits(stages, splits);
 }
 
-// Launches reduce_splits_kernel where k was split.
+// Launches reduce_splits_kernel where k was split and the caller did not defer it.
 inline absl::Status reduce_splits(const QuantGemmParams& p, int splits, cudaStream_t stream) {
-  if (splits <= 1) return absl::OkStatus();
+  if (splits <= 1 || p.defer_reduction) return absl::OkStatus();
   const int64_t threads = (int64_t{p.m} * p.n + 3) / 4;
   CUDA_CHECK(launch_dependent(reduce_splits_kernel, static_cast<unsigned>((threads + 255) / 256),
                               256, 0, stream, p, splits));
@@ -400,8 +400,10 @@ inline absl::Status reduce_splits(const QuantGemmParams& p, int splits, cudaStre
 
 }  // namespace
 
-// The warp-specialized wgmma kernel (kernels/quant/quant_gemm_sm90.cu) for a validated call.
-absl::Status quant_gemm_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream);
+// The warp-specialized wgmma kernel (kernels/quant/quant_gemm_sm90.cu) for a validated call;
+// *splits_out gets its k splits.
+absl::Status quant_gemm_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream,
+                                int* splits_out);
 
 }  // namespace device::quant_gemm
 }  // namespace flashserve::kernels

@@ -396,7 +396,8 @@ absl::Status x_tensor_map(const QuantGemmParams& p, int bm, CUtensorMap* map) {
 
 // 64-, 128- or 256-token tiles (quant_gemm_wgmma_ws below), k split by wgmma_splits().
 template <WeightFormat F, int kBM>
-absl::Status launch_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream) {
+absl::Status launch_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream,
+                             int* splits_out) {
   auto* kernel = quant_gemm_wgmma_ws_kernel<F, kBM>;
   constexpr int smem = ws_smem_bytes<F, kBM>();
   static_assert(ws_ctas_per_sm<kBM>() * (smem + kReservedPerCta) <= kSmemPerSm);
@@ -407,17 +408,19 @@ absl::Status launch_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t
   CUtensorMap x_map;
   if (absl::Status s = x_tensor_map(p, kBM, &x_map); !s.ok()) return s;
   CUDA_CHECK(launch_dependent(kernel, grid, kWsThreads, smem, stream, p, splits, x_map));
+  *splits_out = splits;
   return reduce_splits(p, splits, stream);
 }
 
 }  // namespace
 
-absl::Status quant_gemm_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream) {
+absl::Status quant_gemm_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream,
+                                int* splits_out) {
   return quant::dispatch_quant_format(p.format, [&](auto tag) -> absl::Status {
     constexpr WeightFormat F = decltype(tag)::value;
-    if (p.m > 128) return launch_wgmma_ws<F, 256>(p, num_sms, stream);
-    if (p.m > 64) return launch_wgmma_ws<F, 128>(p, num_sms, stream);
-    return launch_wgmma_ws<F, 64>(p, num_sms, stream);
+    if (p.m > 128) return launch_wgmma_ws<F, 256>(p, num_sms, stream, splits_out);
+    if (p.m > 64) return launch_wgmma_ws<F, 128>(p, num_sms, stream, splits_out);
+    return launch_wgmma_ws<F, 64>(p, num_sms, stream, splits_out);
   });
 }
 

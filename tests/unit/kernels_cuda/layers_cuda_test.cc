@@ -23,6 +23,7 @@
 #include "kernels/device.h"
 #include "kernels/layers.h"
 #include "kernels/paged_kv.h"
+#include "kernels/quant/quant_gemm.h"
 #include "kernels/sampling.h"
 #include "tests/unit/kernels_cuda/attention_problem.h"
 
@@ -293,6 +294,96 @@ TEST(LayersCuda, SwigluMatchesReference) {
   expect_within_one_ulp(to_floats(out.to_host<uint16_t>()), ref, "swiglu");
 }
 
+// The fold of a deferred split-k sum (RmsNormParams::partials, SwigluParams::partials)
+// against quant_gemm_reduce() followed by the same kernel without partials, bit for bit: x
+// brought up to date and the norm's output; SwiGLU's output from gate/up sums rounded to
+// bf16. 2 to 17 splits (the fold issues 8 splits' loads at a time), rows of 2,048 and 576
+// floats (16-byte loads, two chunks a thread at a time: whole pairs, and a part pair) and of
+// 17 (element by element), ffn sizes that are and are not multiples of the vector width,
+// with and without round_q8.
+TEST(LayersCuda, NormAndSwigluAddADeferredSplitSumBitForBit) {
+  SKIP_WITHOUT_GPU();
+  auto rng = fresh_rng();
+  std::normal_distribution<float> dist(0.f, 1.f);
+  const int rows = 5;
+  auto random = [&](size_t n, float scale) {
+    std::vector<float> v(n);
+    for (float& e : v) e = scale * dist(rng);
+    return v;
+  };
+  auto reduce_into = [&](DeviceBuffer& y, GemvOutput out, const DeviceBuffer& part, int n,
+                         int splits) {
+    QuantGemmParams q;
+    q.output = out;
+    q.y = y.get();
+    q.ldy = n;
+    q.m = rows;
+    q.n = n;
+    q.partials = part.get<float>();
+    q.partials_floats = static_cast<int64_t>(part.bytes() / 4);
+    return quant_gemm_reduce(q, splits, nullptr);
+  };
+  for (const int splits : {2, 3, 8, 16, 17}) {
+    for (const int dim : {2048, 576, 17}) {
+      for (const bool round_q8 : {false, true}) {
+        if (round_q8 && dim % 32 != 0) continue;
+        SCOPED_TRACE(::testing::Message() << "rmsnorm splits " << splits << " dim " << dim
+                                          << " round_q8 " << round_q8);
+        const std::vector<float> x = random(size_t{rows} * dim, 3.f), w = random(dim, 0.1f);
+        const std::vector<float> part = random(static_cast<size_t>(splits) * rows * dim, 0.5f);
+        DeviceBuffer x_want = DeviceBuffer::from(x), x_got = DeviceBuffer::from(x);
+        DeviceBuffer d_w = DeviceBuffer::from(w), d_part = DeviceBuffer::from(part);
+        DeviceBuffer want(size_t{rows} * dim * 2), got(size_t{rows} * dim * 2);
+        want.poison();
+        got.poison();
+        ASSERT_TRUE(reduce_into(x_want, GemvOutput::kFp32Accumulate, d_part, dim, splits).ok());
+        RmsNormParams p;
+        p.x = x_want.get<float>();
+        p.weight = d_w.get<float>();
+        p.out = want.get();
+        p.num_rows = rows;
+        p.dim = dim;
+        p.eps = 1e-5f;
+        p.round_q8 = round_q8;
+        ASSERT_TRUE(rmsnorm(p, nullptr).ok());
+        p.x = x_got.get<float>();
+        p.out = got.get();
+        p.partials = d_part.get<float>();
+        p.splits = splits;
+        ASSERT_TRUE(rmsnorm(p, nullptr).ok());
+        EXPECT_EQ(x_got.to_host<uint32_t>(), x_want.to_host<uint32_t>()) << "x";
+        EXPECT_EQ(got.to_host<uint16_t>(), want.to_host<uint16_t>()) << "normed";
+      }
+    }
+    for (const int ffn : {1536, 1504, 100}) {
+      for (const bool round_q8 : {false, true}) {
+        if (round_q8 && ffn % 32 != 0) continue;
+        SCOPED_TRACE(::testing::Message() << "swiglu splits " << splits << " ffn " << ffn
+                                          << " round_q8 " << round_q8);
+        const std::vector<float> part = random(static_cast<size_t>(splits) * rows * 2 * ffn, 1.f);
+        DeviceBuffer d_part = DeviceBuffer::from(part), gate_up(size_t{rows} * 2 * ffn * 2);
+        DeviceBuffer want(size_t{rows} * ffn * 2), got(size_t{rows} * ffn * 2);
+        want.poison();
+        got.poison();
+        ASSERT_TRUE(reduce_into(gate_up, GemvOutput::kBf16, d_part, 2 * ffn, splits).ok());
+        SwigluParams a;
+        a.gate_up = gate_up.get();
+        a.out = want.get();
+        a.num_rows = rows;
+        a.ffn_size = ffn;
+        a.round_q8 = round_q8;
+        ASSERT_TRUE(swiglu(a, nullptr).ok());
+        a.gate_up = nullptr;  // not read with partials
+        a.out = got.get();
+        a.partials = d_part.get<float>();
+        a.splits = splits;
+        ASSERT_TRUE(swiglu(a, nullptr).ok());
+        EXPECT_EQ(got.to_host<uint16_t>(), want.to_host<uint16_t>()) << "swiglu";
+      }
+    }
+  }
+}
+
 TEST(LayersCuda, RejectsUnsupportedShapes) {
   RopeAppendParams p;
   p.head_dim = 63;
@@ -305,6 +396,21 @@ TEST(LayersCuda, RejectsUnsupportedShapes) {
   const absl::Status s = swiglu(bad_dtype, nullptr);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("swiglu: unsupported dtype 7"), absl::string_view::npos) << s;
+  SwigluParams no_splits;  // partials with no split count
+  no_splits.num_rows = 1;
+  no_splits.ffn_size = 8;
+  no_splits.partials = reinterpret_cast<const float*>(16);
+  EXPECT_EQ(swiglu(no_splits, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  RmsNormParams gathered_fold;  // a fold must bring every row of x up to date
+  const int32_t row = 0;
+  gathered_fold.rows = &row;
+  gathered_fold.num_rows = 1;
+  gathered_fold.dim = 64;
+  gathered_fold.partials = reinterpret_cast<const float*>(16);
+  gathered_fold.splits = 2;
+  const absl::Status g = rmsnorm(gathered_fold, nullptr);
+  EXPECT_EQ(g.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(g.message().find("partials"), absl::string_view::npos) << g;
   SamplingBatch b;
   b.vocab = 0;
   EXPECT_EQ(sample_tokens(b, nullptr).code(), absl::StatusCode::kInvalidArgument);

@@ -188,6 +188,75 @@ TEST(QuantGemmCuda, WarpSpecializedWgmmaKernelEveryFormatOutputTileAndSplitMatch
   run_wgmma_cases(QuantGemmKernel::kWgmmaWs);
 }
 
+// defer_reduction: y untouched where k was split (still the poison, or the fp32 start values
+// for kFp32Accumulate), the reported split count the same as without deferring, and
+// quant_gemm_reduce() over the partials left gives the non-deferred y bit for bit; with one
+// split y is written as usual. Every kernel the device runs, every output rule; m = 64 of a
+// 4,096-long k on 132 SMs splits with scratch for the partials and cannot without.
+TEST(QuantGemmCuda, DeferredReductionLeavesYUntilQuantGemmReduceAddsIt) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(std::random_device{}());
+  std::vector<QuantGemmKernel> kernels = {QuantGemmKernel::kMmaSync};
+  if (quant_gemm_wgmma_supported()) kernels.push_back(QuantGemmKernel::kWgmmaWs);
+  const int m = 64, n = 264, k = 4096, ldy = n + 8;
+  QuantWeight w = make_weight(WeightFormat::kQ4_K, n, k, rng);
+  const testing::Bf16Data x = random_bf16(static_cast<size_t>(m) * k, 1.f, rng);
+  DeviceBuffer d_x = DeviceBuffer::from(x.bits);
+  std::normal_distribution<float> dist(0.f, 2.f);
+  std::vector<float> y_start(static_cast<size_t>(m) * ldy);
+  for (float& v : y_start) v = dist(rng);
+  for (QuantGemmKernel kernel : kernels) {
+    for (GemvOutput out : {GemvOutput::kBf16, GemvOutput::kFp32, GemvOutput::kFp32Accumulate}) {
+      for (const bool scratch : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << "kernel " << static_cast<int>(kernel) << " output "
+                                          << static_cast<int>(out) << " scratch " << scratch);
+        const bool fp32 = out != GemvOutput::kBf16;
+        auto fresh_y = [&] {
+          DeviceBuffer y = fp32 ? DeviceBuffer::from(y_start)
+                                : DeviceBuffer(static_cast<size_t>(m) * ldy * 2);
+          if (out != GemvOutput::kFp32Accumulate) y.poison();
+          return y;
+        };
+        DeviceBuffer want = fresh_y(), got = fresh_y(), untouched = fresh_y();
+        const int64_t floats = scratch ? quant_gemm_partials_floats(132) : 0;
+        DeviceBuffer partials(static_cast<size_t>(std::max<int64_t>(floats, 1)) * 4);
+        QuantGemmParams p;
+        p.format = WeightFormat::kQ4_K;
+        p.w = w.device.get();
+        p.x = d_x.get();
+        p.output = out;
+        p.ldy = ldy;
+        p.m = m;
+        p.n = n;
+        p.k = k;
+        p.partials = scratch ? partials.get<float>() : nullptr;
+        p.partials_floats = floats;
+        p.kernel = kernel;
+        p.y = want.get();
+        int splits = 0, deferred_splits = 0;
+        ASSERT_TRUE(quant_gemm(p, 132, nullptr, &splits).ok());
+        p.y = got.get();
+        p.defer_reduction = true;
+        ASSERT_TRUE(quant_gemm(p, 132, nullptr, &deferred_splits).ok());
+        EXPECT_EQ(deferred_splits, splits);
+        EXPECT_EQ(splits > 1, scratch) << splits << " splits";
+        if (splits > 1) {
+          EXPECT_EQ(got.to_host<uint32_t>(), untouched.to_host<uint32_t>()) << "y written";
+          ASSERT_TRUE(quant_gemm_reduce(p, splits, nullptr).ok());
+        }
+        EXPECT_EQ(got.to_host<uint32_t>(), want.to_host<uint32_t>());
+      }
+    }
+  }
+  QuantGemmParams bad;  // partials too small for the splits: rejected, nothing launched
+  bad.m = bad.n = bad.ldy = 4;
+  bad.partials = reinterpret_cast<float*>(16);
+  bad.y = reinterpret_cast<void*>(16);
+  bad.partials_floats = 31;
+  EXPECT_EQ(quant_gemm_reduce(bad, 2, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(quant_gemm_reduce(bad, 1, nullptr).ok());
+}
+
 TEST(QuantGemmCuda, RejectsUnsupportedShapesNamingThem) {
   QuantGemmParams p;
   p.format = WeightFormat::kQ5_K;
