@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <utility>
 
 #include "kernels/attention/attention.h"
 #include "kernels/cpu/rope.h"
@@ -190,8 +191,37 @@ class MetadataPacker {
   std::vector<char> bytes_;
 };
 
+// Adds the deferred split-k sum (DeviceWorkspace::pending), if any, into its output: for a
+// reader of that output that does not fold it.
+absl::Status flush_pending(const ForwardContext& ctx) {
+  DeviceWorkspace& ws = *ctx.ws;
+  if (ws.pending_splits <= 1) return absl::OkStatus();
+  const int splits = std::exchange(ws.pending_splits, 1);
+  return kernels::quant_gemm_reduce(ws.pending, splits, ctx.stream);
+}
+
+// A split-k sum for the kernel that folds it in as it reads y [m, n] (dense rows).
+struct Fold {
+  const float* partials = nullptr;
+  int splits = 0;
+};
+
+// The pending sum of y, handed to its folding reader (none: Fold{}); a pending sum of any
+// other output is flushed first.
+absl::StatusOr<Fold> take_pending(const ForwardContext& ctx, const void* y, int m, int n) {
+  DeviceWorkspace& ws = *ctx.ws;
+  if (ws.pending_splits <= 1) return Fold{};
+  const kernels::QuantGemmParams& q = ws.pending;
+  if (q.y != y || q.m != m || q.n != n || q.ldy != n) {
+    RETURN_IF_ERROR(flush_pending(ctx));
+    return Fold{};
+  }
+  return Fold{q.partials, std::exchange(ws.pending_splits, 1)};
+}
+
 // out[r] = RMSNorm(x[rows ? rows[r] : r]) * weight in bf16 (with round_q8 further rounded
-// as round_activations_q8 rounds a native GEMM's input), then a timer mark.
+// as round_activations_q8 rounds a native GEMM's input), then a timer mark. Over every row
+// the norm folds a pending split-k sum of x in; a gather flushes it first.
 absl::Status rmsnorm(const ForwardContext& ctx, const DeviceBuffer& weight, const int32_t* rows,
                      int num_rows, void* out, bool round_q8) {
   kernels::RmsNormParams norm;
@@ -204,6 +234,14 @@ absl::Status rmsnorm(const ForwardContext& ctx, const DeviceBuffer& weight, cons
   norm.dim = ctx.config->hidden_size;
   norm.eps = ctx.config->rms_eps;
   norm.round_q8 = round_q8;
+  Fold fold;
+  if (rows == nullptr) {
+    ASSIGN_OR_RETURN(fold, take_pending(ctx, norm.x, num_rows, norm.dim));
+  } else {
+    RETURN_IF_ERROR(flush_pending(ctx));
+  }
+  norm.partials = fold.partials;
+  norm.splits = fold.splits;
   RETURN_IF_ERROR(kernels::rmsnorm(norm, ctx.stream));
   return ctx.timer->mark(StepPart::kOther);
 }
@@ -244,15 +282,16 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
 // behind it).
 absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix& w,
                          const DeviceMatrix* w2, void* y, int m, int n, int k, GemmOut out,
-                         bool x_rounded) {
+                         bool x_rounded, bool defer = false) {
+  RETURN_IF_ERROR(flush_pending(ctx));  // y may be x, which a pending sum still misses
   if (!w.native()) return ctx.gemm->linear(x, w.get(), y, m, n, k, out, ctx.stream);
   if (!x_rounded) RETURN_IF_ERROR(kernels::round_activations_q8(x, m, k, ctx.stream));
   const bool two = w2 != nullptr && !w2->empty();
   if (!native_gemm_by_deq_blas(m, n, k, kernels::quant_gemm_max_tokens())) {
     const int64_t elem_bytes = out == GemmOut::kBf16 ? 2 : 4;
-    // Columns [col, col + part.rows) of y on `stream`, its split-k partial sums in `partials`.
-    auto gemm_part = [&](const DeviceMatrix& part, int64_t col, float* partials,
-                         int64_t partials_floats, cudaStream_t stream) {
+    // Columns [col, col + part.rows) of y, its split-k partial sums in `partials`.
+    auto params = [&](const DeviceMatrix& part, int64_t col, float* partials,
+                      int64_t partials_floats) {
       kernels::QuantGemmParams q;
       q.format = part.format;
       q.w = part.get();
@@ -267,19 +306,33 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
       q.k = k;
       q.partials = partials;
       q.partials_floats = partials_floats;
-      return kernels::quant_gemm(q, ctx.num_sms, stream);
+      return q;
     };
     float* scratch = ctx.ws->gemm_scratch.get<float>();
     const auto scratch_floats = static_cast<int64_t>(ctx.ws->gemm_scratch.bytes() / sizeof(float));
-    if (!two) return gemm_part(w, 0, scratch, scratch_floats, ctx.stream);
+    if (!two) {
+      // `defer`: a split k's sum is left to the kernel that reads y next (DeviceWorkspace::
+      // pending), one launch and one pass over y fewer, at the step sizes where that wins
+      // (native_gemm_path.h).
+      kernels::QuantGemmParams q = params(w, 0, scratch, scratch_floats);
+      q.defer_reduction = defer && native_gemm_folds_split_sum(m);
+      int splits = 1;
+      RETURN_IF_ERROR(kernels::quant_gemm(q, ctx.num_sms, ctx.stream, &splits));
+      if (q.defer_reduction && splits > 1) {
+        ctx.ws->pending = q;
+        ctx.ws->pending_splits = splits;
+      }
+      return absl::OkStatus();
+    }
     // wv (a format of its own, e.g. Q6_K beside Q4_K) beside [wq; wk], on the side stream:
     // its few row tiles fill SMs that [wq; wk]'s grid leaves idle, where one after the other
     // they took a round of their own. Each has half the scratch for its partial sums.
     const int64_t half = scratch_floats / 2;
     CUDA_CHECK(cudaEventRecord(ctx.fork, ctx.stream));
     CUDA_CHECK(cudaStreamWaitEvent(ctx.side_stream, ctx.fork, 0));
-    RETURN_IF_ERROR(gemm_part(w, 0, scratch, half, ctx.stream));
-    RETURN_IF_ERROR(gemm_part(*w2, w.rows, scratch + half, half, ctx.side_stream));
+    RETURN_IF_ERROR(kernels::quant_gemm(params(w, 0, scratch, half), ctx.num_sms, ctx.stream));
+    RETURN_IF_ERROR(kernels::quant_gemm(params(*w2, w.rows, scratch + half, half), ctx.num_sms,
+                                        ctx.side_stream));
     CUDA_CHECK(cudaEventRecord(ctx.join, ctx.side_stream));
     CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, ctx.join, 0));
     return absl::OkStatus();
@@ -305,9 +358,11 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
 // norm into `normed` [m, hidden] bf16 and gemm_linear(). `w` may be [wq; wk] + `w2` (wv).
 absl::Status norm_linear(const ForwardContext& ctx, const DeviceBuffer& norm_weight,
                          const int32_t* rows, int m, const DeviceMatrix& w, int n, void* normed,
-                         void* y, GemmOut out, const DeviceMatrix* w2 = nullptr) {
+                         void* y, GemmOut out, const DeviceMatrix* w2 = nullptr,
+                         bool defer = false) {
   const int k = ctx.config->hidden_size;
   if (use_gemv(w, m) && (w2 == nullptr || w2->empty())) {
+    RETURN_IF_ERROR(flush_pending(ctx));
     kernels::GemvParams g = gemv_params(
         kernels::GemvInput::kRmsNorm, ctx.ws->x.get(), w,
         out == GemmOut::kFp32 ? kernels::GemvOutput::kFp32 : kernels::GemvOutput::kBf16, y, m,
@@ -318,7 +373,8 @@ absl::Status norm_linear(const ForwardContext& ctx, const DeviceBuffer& norm_wei
     RETURN_IF_ERROR(kernels::gemv(g, ctx.num_sms, ctx.stream));
   } else {
     RETURN_IF_ERROR(rmsnorm(ctx, norm_weight, rows, m, normed, /*round_q8=*/w.native()));
-    RETURN_IF_ERROR(gemm_linear(ctx, normed, w, w2, y, m, n, k, out, /*x_rounded=*/w.native()));
+    RETURN_IF_ERROR(
+        gemm_linear(ctx, normed, w, w2, y, m, n, k, out, /*x_rounded=*/w.native(), defer));
   }
   return ctx.timer->mark(StepPart::kGemm);
 }
@@ -329,6 +385,7 @@ absl::Status linear_residual(const ForwardContext& ctx, void* in, const DeviceMa
                              int t, int k, bool in_rounded) {
   const int n = ctx.config->hidden_size;
   if (use_gemv(w, t)) {
+    RETURN_IF_ERROR(flush_pending(ctx));
     RETURN_IF_ERROR(kernels::gemv(gemv_params(kernels::GemvInput::kBf16, in, w,
                                               kernels::GemvOutput::kFp32Accumulate,
                                               ctx.ws->x.get(), t, n, k),
@@ -336,7 +393,7 @@ absl::Status linear_residual(const ForwardContext& ctx, void* in, const DeviceMa
   } else {
     RETURN_IF_ERROR(
         gemm_linear(ctx, in, w, nullptr, ctx.ws->x.get(), t, n, k, GemmOut::kFp32Accumulate,
-                    in_rounded));
+                    in_rounded, /*defer=*/true));
   }
   return ctx.timer->mark(StepPart::kGemm);
 }
@@ -416,6 +473,7 @@ absl::Status qkv_gemv(const ForwardContext& ctx, const DeviceLayer& w, int t,
   const int qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   const int v_dim = c.num_kv_heads * c.head_dim, qk_dim = qkv_dim - v_dim;
   const bool fused_rope = rope.bias == nullptr && rope.q_norm == nullptr;
+  RETURN_IF_ERROR(flush_pending(ctx));  // the GEMVs read x
   // Columns [first_col, first_col + n) of `rows` tokens from token row0 on.
   auto part = [&](const DeviceMatrix& m, int first_col, int n, int rows, int row0) {
     kernels::GemvParams g = gemv_params(
@@ -481,6 +539,7 @@ absl::Status ffn_block(const ForwardContext& ctx, const DeviceLayer& w, int t) {
   const ModelConfig& c = *ctx.config;
   DeviceWorkspace& ws = *ctx.ws;
   if (use_gemv(w.w_gate_up, t)) {
+    RETURN_IF_ERROR(flush_pending(ctx));  // the GEMV reads x
     kernels::GemvParams g =
         gemv_params(kernels::GemvInput::kRmsNorm, ws.x.get(), w.w_gate_up,
                     kernels::GemvOutput::kSwiglu, ws.ffn.get(), t, c.ffn_size, c.hidden_size);
@@ -490,8 +549,12 @@ absl::Status ffn_block(const ForwardContext& ctx, const DeviceLayer& w, int t) {
     RETURN_IF_ERROR(ctx.timer->mark(StepPart::kGemm));
   } else {
     RETURN_IF_ERROR(norm_linear(ctx, w.ffn_norm, nullptr, t, w.w_gate_up, 2 * c.ffn_size,
-                                ws.xn.get(), ws.gate_up.get(), GemmOut::kBf16));
+                                ws.xn.get(), ws.gate_up.get(), GemmOut::kBf16, nullptr,
+                                /*defer=*/true));
+    ASSIGN_OR_RETURN(const Fold fold, take_pending(ctx, ws.gate_up.get(), t, 2 * c.ffn_size));
     kernels::SwigluParams act;
+    act.partials = fold.partials;  // gate_up's split-k sum, when its GEMM left it
+    act.splits = fold.splits;
     act.dtype = kAct;
     act.gate_up = ws.gate_up.get();
     act.out = ws.ffn.get();
@@ -633,11 +696,13 @@ absl::Status llama_forward_cuda(const ForwardContext& ctx, const DeviceBatch& b,
   const ModelConfig& c = *ctx.config;
   const DeviceWeights& weights = *ctx.weights;
   DeviceWorkspace& ws = *ctx.ws;
+  ws.pending_splits = 1;  // none left by a pass that stopped on an error
   RETURN_IF_ERROR(embed_tokens(ctx, b));
   for (int layer = 0; layer < num_layers; ++layer) {
     RETURN_IF_ERROR(attention_block(ctx, weights.layers[layer], b, layer, stats));
     RETURN_IF_ERROR(ffn_block(ctx, weights.layers[layer], b.num_tokens));
   }
+  RETURN_IF_ERROR(flush_pending(ctx));  // the last down's sum: x is whole after the pass
   if (b.num_out_rows == 0) return absl::OkStatus();
   // The last token of each sequence read, gathered by the norm.
   return norm_linear(ctx, weights.output_norm, b.out_rows, b.num_out_rows, weights.lm_head(),

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kernels/quant/quant_gemm.h"
 #include "kernels/sampling.h"
 #include "model/config.h"
 #include "model/cuda/device_buffer.h"
@@ -95,6 +96,14 @@ struct DeviceWorkspace {
   PinnedBuffer staging;          // host side of metadata uploads and result downloads
   DeviceBuffer rope_cos, rope_sin;  // [num_rope_positions, head_dim / 2] fp32
   int num_rope_positions = 0;
+  // The split-k sum that the quantized GEMM of an O, down or gate/up projection left in
+  // gemm_scratch for the kernel that reads its output next (kernels/quant/quant_gemm.h,
+  // defer_reduction): the next RMSNorm of x, or SwiGLU, adds it as it reads; any other reader
+  // of x first has it added by quant_gemm_reduce (llama_forward.cc, flush_pending). The next
+  // write of gemm_scratch is a later GEMM on the same stream, after that reader. Host state
+  // of one forward pass: pending_splits <= 1 means none.
+  kernels::QuantGemmParams pending;
+  int pending_splits = 1;
 };
 
 // Per-step inputs of the pass that do not change between steps.

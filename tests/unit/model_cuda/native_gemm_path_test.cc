@@ -43,5 +43,12 @@ TEST(NativeGemmPath, ALowerCrossoverWins) {
   EXPECT_FALSE(native_gemm_by_deq_blas(128, 28672, 4096, 128));
 }
 
+TEST(NativeGemmPath, SplitSumsAreFoldedUpTo64Tokens) {
+  EXPECT_TRUE(native_gemm_folds_split_sum(9));
+  EXPECT_TRUE(native_gemm_folds_split_sum(64));  // measured: the fold wins (1B and 8B)
+  EXPECT_FALSE(native_gemm_folds_split_sum(65));
+  EXPECT_FALSE(native_gemm_folds_split_sum(256));  // measured: the fold loses
+}
+
 }  // namespace
 }  // namespace flashserve::model::cuda
