@@ -3,12 +3,12 @@
 # device weights, for the GPU machine (bundled binaries, nothing built there).
 #
 #   scripts/gpu-model-check.sh OUT_DIR [stage...]
-#     stages: info tests sanitize memserve quantbench serve   (default: all)
+#     stages: info tests sanitize memserve quantbench decodestep serve   (default: all)
 #
 # Needs BIN_DIR (default .gpu/bin, libraries in .gpu/lib: scripts/gpu-bundle.sh) with
-# flashserve, flashserve-cli, flashserve-make-gguf, cuda_runner_test, cuda_arch_test,
-# quant_gemv_cuda_test, quant_gemm_cuda_test, gemv_cuda_test, layers_cuda_test,
-# attention_cuda_test, quant_gemv_bench, quant_gemm_bench, and VOCAB
+# flashserve, flashserve-cli, flashserve-make-gguf, flashserve-bench-decode-step,
+# cuda_runner_test, cuda_arch_test, quant_gemv_cuda_test, quant_gemm_cuda_test, gemv_cuda_test,
+# layers_cuda_test, attention_cuda_test, quant_gemv_bench, quant_gemm_bench, and VOCAB
 # (default .gpu/vocab.gguf: `flashserve-make-gguf --vocab-only` of the default model, whose
 # tokenizer keys the architecture tests' files copy). Models are made here by
 # flashserve-make-gguf in MODELS_DIR (default /tmp/fs-models):
@@ -25,13 +25,18 @@
 #              of 300-token prompts, 2 of 700, SIGTERM; 0 errors and every request OK
 #   quantbench quant_gemv_bench (GB/s and % of 4.8 TB/s per format and shape) and
 #              quant_gemm_bench (the GEMM paths of native weights against bf16)
+#   decodestep flashserve-bench-decode-step (in BIN_DIR too) on each DECODE_MODELS file
+#              (default "llama-3.2-1b:q4_k_m llama-3.1-8b:q4_k_m"), --weights native,bf16 in one
+#              process, at the contexts a served 128 -> 128 request decodes at (--context 192)
+#              and 64 and 256 sequences, graphs on, the kernels of the 64-sequence step listed:
+#              where a served native / bf16 ratio comes from (bench/serving/NOTES.md, step 18)
 #   serve      bench/serving/run.sh at SERVE_CONCURRENCY over random-weight files of
 #              SERVE_MODELS ("preset:ftype ..."), --weights native then bf16
 # Results: OUT_DIR/summary.txt plus one log per stage.
 set -uo pipefail
 out=${1:?usage: $0 OUT_DIR [stage...]}
 shift
-stages=${*:-info tests sanitize memserve quantbench serve}
+stages=${*:-info tests sanitize memserve quantbench decodestep serve}
 bin=${BIN_DIR:-.gpu/bin}
 vocab=${VOCAB:-.gpu/vocab.gguf}
 models=${MODELS_DIR:-/tmp/fs-models}
@@ -118,6 +123,18 @@ if has quantbench; then
   note "quant_gemv_bench: rc=$? ($(wc -l < "$out/quant_gemv_bench.md") lines)"
   timeout 400 "$bin/quant_gemm_bench" ${QUANT_GEMM_BENCH_ARGS:-} > "$out/quant_gemm_bench.md" 2> "$out/quant_gemm_bench.err"
   note "quant_gemm_bench: rc=$? ($(wc -l < "$out/quant_gemm_bench.md") lines)"
+fi
+if has decodestep; then
+  for spec in ${DECODE_MODELS:-llama-3.2-1b:q4_k_m llama-3.1-8b:q4_k_m}; do
+    preset=${spec%%:*} ftype=${spec##*:}
+    make_model "$preset-$ftype" --preset "$preset" --ftype "$ftype" --context 8192
+    timeout 300 "$bin/flashserve-bench-decode-step" --model "$models/$preset-$ftype.gguf" \
+      --context 192 --batch-sizes 64,256 --weights native,bf16 --graphs on \
+      --max-batch-tokens 2048 --steps 10 --trace-steps 2 --kernels-at 64 \
+      > "$out/decode-step-$preset-$ftype.md" 2> "$out/decode-step-$preset-$ftype.err"
+    note "decode step $preset $ftype: rc=$? p50 ms (native 64, 256, bf16 64, 256):" \
+      "$(grep -E '^\| (64|256) \| [0-9]' "$out/decode-step-$preset-$ftype.md" | cut -d'|' -f3 | tr -d ' ' | tr '\n' ' ')"
+  done
 fi
 if has serve; then
   bundle=$(dirname "$bin")
