@@ -18,16 +18,16 @@
 // 9.970 ms (bench/gemm/NOTES.md, fifteenth session); before it they lost (bench/serving/
 // NOTES.md step 14).
 //
-// The split-k sum of an O, down or gate/up projection on the quantized GEMM is folded into
-// the kernel that reads its output next (RMSNorm, SwiGLU: DeviceWorkspace::pending in
-// model/cuda/llama_forward.h) up to kFoldSplitSumMaxTokens tokens, and added by the
-// reduction kernel past them. Measured on the H200 (bench/gemm/NOTES.md, eighteenth
-// session; decode step at context 192): 64 sequences, 1B 1.541 -> 1.477 ms (head and fold in
-// one call), 8B 6.054 -> 5.883 (two calls; bf16 5.889 beside the fold): k split 8-16 ways,
-// and the reduction kernels' launches and GPU gaps go. 256 sequences, 1B GPU span 2.529 ->
-// 2.801, 8B 10.730 -> 10.835: k split 2-4 ways over 4x the rows, where the norm's fold (one
-// block a row) reads the partials slower than the reduction kernel spread over every SM.
-// 65-255 tokens were not measured and keep the reduction.
+// The split-k sum of an O, down or gate/up projection on the quantized GEMM is folded into the
+// kernel that reads its output next (RMSNorm, SwiGLU: DeviceWorkspace::pending in
+// model/cuda/llama_forward.h) up to kFoldSplitSumMaxTokens tokens, and added by the reduction
+// kernel past them. Measured on the H200 (bench/gemm/NOTES.md, eighteenth session; decode step
+// at context 192): 64 sequences, 1B 1.541 -> 1.477 ms (head and fold in one call), 8B 6.054 ->
+// 5.883 (two calls; bf16 5.889 beside the fold): O and down split k 8-16 ways, and the
+// reduction kernels' launches and GPU gaps go. 256 sequences, 1B GPU span 2.529 -> 2.801, 8B
+// 10.730 -> 10.835: k split 4-8 ways over 4x the rows, where the norm's fold (one block a row)
+// reads the partials slower than the reduction kernel spread over every SM. 65-255 tokens were
+// not measured and keep the reduction.
 #include <cstdint>
 
 namespace flashserve::model::cuda {
