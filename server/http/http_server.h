@@ -20,7 +20,8 @@
 //
 // Life cycle: start() binds the port and answers at once (503 "model is loading" until
 // set_backend()); stop() (after the engine drained, so every request has its final event)
-// stops accepting, gives open responses `grace` to finish, then closes what remains.
+// closes each new connection at once, gives open responses `grace` to finish, then closes
+// what remains.
 // Thread-safety: set_backend() and stop() from the owner's thread; everything else internal.
 #include <chrono>
 #include <functional>

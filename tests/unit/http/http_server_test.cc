@@ -461,5 +461,43 @@ TEST_F(HttpServerTest, StopsWithStreamsOpen) {
   EXPECT_THAT(body, HasSubstr("data: [DONE]"));
 }
 
+// While stop() gives an open response its grace, a new connection is closed unanswered (the
+// accept policy), and the open stream still ends normally.
+TEST_F(HttpServerTest, RefusesNewConnectionsWhileStopping) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  serve();
+  gate_.set_open(false);
+  Client stream(port_, "POST", "/v1/completions", completion(3, /*stream=*/true));
+  ASSERT_TRUE(eventually([&] { return engine_->snapshot().num_running == 1; }));
+  // True when a new connection is closed before any answer (the request may not even go out).
+  const auto closed_unanswered = [this] {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr = {};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool closed = false;
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      const std::string request = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+      send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+      pollfd p = {fd, POLLIN, 0};
+      char byte = 0;
+      closed = poll(&p, 1, 1000) == 1 && recv(fd, &byte, 1, 0) <= 0;
+    }
+    close(fd);
+    return closed;
+  };
+  EXPECT_FALSE(closed_unanswered());
+  std::thread stopping([&] { server_->stop(std::chrono::milliseconds(10000)); });
+  // The grace lasts until the stream ends, which waits for the gate.
+  bool refused = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!refused && std::chrono::steady_clock::now() < deadline) refused = closed_unanswered();
+  EXPECT_TRUE(refused) << "connections opened during stop() were answered or left waiting";
+  gate_.set_open(true);
+  stopping.join();
+  EXPECT_THAT(stream.body(), HasSubstr("data: [DONE]"));
+}
+
 }  // namespace
 }  // namespace flashserve::http
