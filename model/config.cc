@@ -14,16 +14,22 @@ namespace flashserve::model {
 namespace {
 
 // One row per architecture whose keys and tensor names follow llama's layout; the columns
-// are the forward-pass differences (model/config.h).
+// are the forward-pass differences (model/config.h). window_pattern: -1, the architecture
+// has no sliding window (the key is refused); else ModelConfig::sliding_window_pattern.
 struct ArchitectureRow {
   const char* name;
   bool qkv_bias, qk_norm, neox_rows;
+  bool gemma_block;  // embedding scale, post-norms, GeGLU (gemma3)
+  int window_pattern;
 };
 constexpr ArchitectureRow kArchitectures[] = {
-    {"llama", false, false, false},
-    {"mistral", false, false, false},
-    {"qwen2", true, false, true},
-    {"qwen3", false, true, true},
+    {"llama", false, false, false, false, -1},
+    {"mistral", false, false, false, false, -1},
+    {"qwen2", true, false, true, false, -1},
+    {"qwen3", false, true, true, false, -1},
+    // llama.cpp (src/llama-model.cpp, LLM_ARCH_GEMMA3) and HF (Gemma3TextConfig's
+    // sliding_window_pattern) alike: every sixth layer global. The file does not store it.
+    {"gemma3", false, true, true, true, 6},
 };
 
 const ArchitectureRow* find_architecture(const std::string& name) {
@@ -43,9 +49,11 @@ constexpr const char* kRefusedKeys[][2] = {
     {"attention.clamp_kqv", "Q/K/V clamping"},
 };
 
-absl::Status refuse_unimplemented_keys(const GgufFile& file, const std::string& p) {
+absl::Status refuse_unimplemented_keys(const GgufFile& file, const std::string& p,
+                                       const ArchitectureRow& arch) {
   for (const auto& [key, what] : kRefusedKeys) {
     if (file.find(p + key) == nullptr) continue;
+    if (std::string(key) == "attention.sliding_window" && arch.window_pattern >= 0) continue;
     if (std::string(key) == "expert_count") {
       ASSIGN_OR_RETURN(const int64_t experts, file.get_int(p + key));
       if (experts == 0) continue;
@@ -161,11 +169,32 @@ absl::Status read_rope_scaling(const GgufFile& file, ModelConfig* c) {
                                                    half, "] (head_dim / 2)"));
   }
   ASSIGN_OR_RETURN(c->rope_freq_factors, file.dequantize(*freqs));
+  c->rope_freqs_tensor = true;
   for (float f : c->rope_freq_factors) {
     if (!(f > 0) || !std::isfinite(f)) {
       return absl::InvalidArgumentError(
           absl::StrCat("config: rope_freqs.weight holds ", f, "; factors must be positive"));
     }
+  }
+  return absl::OkStatus();
+}
+
+// Gemma's block (model/config.h): the embedding scale, the post-norms, GeGLU, the local
+// layers' window and the attention scale. llama.cpp scales queries by 1 / sqrt(head_dim)
+// except for the 27B (62 layers), whose query_pre_attn_scalar is hidden / heads (168); the
+// GGUF file stores neither, so the rule is llama.cpp's.
+absl::Status read_gemma_block(const GgufFile& file, const ArchitectureRow& arch, ModelConfig* c) {
+  if (arch.window_pattern >= 0) {
+    const std::string key = c->architecture + ".attention.sliding_window";
+    ASSIGN_OR_RETURN(c->sliding_window, optional_positive_int(file, key, 0));
+    c->sliding_window_pattern = arch.window_pattern;
+  }
+  if (!arch.gemma_block) return absl::OkStatus();
+  c->embedding_scale = std::sqrt(static_cast<float>(c->hidden_size));
+  c->post_norms = true;
+  c->gelu_ffn = true;
+  if (c->num_layers == 62) {
+    c->attention_scale = 1.f / std::sqrt(static_cast<float>(c->hidden_size / c->num_heads));
   }
   return absl::OkStatus();
 }
@@ -206,11 +235,16 @@ absl::StatusOr<ModelConfig> config_from_gguf(const GgufFile& file) {
     ASSIGN_OR_RETURN(c.name, file.get_string("general.name"));
   }
   RETURN_IF_ERROR(read_hyper_parameters(file, &c));
-  RETURN_IF_ERROR(refuse_unimplemented_keys(file, c.architecture + "."));
+  RETURN_IF_ERROR(refuse_unimplemented_keys(file, c.architecture + ".", *arch));
+  RETURN_IF_ERROR(read_gemma_block(file, *arch, &c));
   RETURN_IF_ERROR(check_rope_dimensions(file, c));
   RETURN_IF_ERROR(read_rope_scaling(file, &c));
   RETURN_IF_ERROR(read_embeddings(file, &c));
   return c;
+}
+
+float ModelConfig::softmax_scale() const {
+  return attention_scale > 0 ? attention_scale : 1.f / std::sqrt(static_cast<float>(head_dim));
 }
 
 std::string supported_architectures() {

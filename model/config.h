@@ -9,8 +9,15 @@
 //   qwen2           Q/K/V biases; Q/K rows in HF order (NEOX RoPE): permuted at load
 //   qwen3           per-head RMSNorm of Q and K (`attn_q_norm`, `attn_k_norm`, [head_dim])
 //                   before RoPE; Q/K rows in HF order: permuted at load
-// Anything else a file asks for (sliding windows, soft-capping, experts, partial rotary,
-// RoPE scaling other than linear / Llama 3 factors) is refused by name at load.
+//   gemma3          Q/K norms as qwen3; the embedding scaled by sqrt(hidden_size); RMSNorm
+//                   of the attention and FFN outputs before each residual add
+//                   (`post_attention_norm`, `post_ffw_norm`); GeGLU with tanh GELU; five
+//                   of every six layers local (a sliding window, RoPE base 10,000, no
+//                   scaling), the sixth global (the file's base and linear scaling), as
+//                   llama.cpp and HF transformers run them. The file's norm weights already
+//                   hold Gemma's 1 + w (llama.cpp's converter adds the 1).
+// Anything else a file asks for (soft-capping, experts, partial rotary, RoPE scaling other
+// than linear / Llama 3 factors, a sliding window outside gemma3) is refused by name at load.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,10 +50,30 @@ struct ModelConfig {
                                  // loader permutes them to adjacent pairs (model/weights.h)
   // RoPE frequency divisors [head_dim / 2]: angle_i = pos * theta^(-2i/d) / factor_i. Empty
   // when none (no scaling). From `rope_freqs.weight` (Llama 3) or a linear scaling factor.
+  // Global layers only where some layers are local (below).
   std::vector<float> rope_freq_factors;
+  bool rope_freqs_tensor = false;  // the factors are the file's `rope_freqs.weight`
+  float embedding_scale = 1.f;   // token embeddings are multiplied by it (gemma3: sqrt(hidden))
+  bool post_norms = false;       // RMSNorm of attention and FFN outputs before the residual
+  bool gelu_ffn = false;         // GeGLU: gelu_tanh(gate) * up, instead of SwiGLU
+  float attention_scale = 0.f;   // softmax scale; 0: 1 / sqrt(head_dim)
+  // Local (sliding-window) layers: each query sees the last `sliding_window` keys, itself
+  // included (keys k > p - W; kernels/cpu/attention_ref.h). 0: none. With a pattern P > 0,
+  // layer i is global when (i + 1) % P == 0 and local otherwise; local layers use RoPE base
+  // rope_theta_local without scaling.
+  int sliding_window = 0;        // <arch>.attention.sliding_window
+  int sliding_window_pattern = 0;
+  float rope_theta_local = 10000.f;
+
+  bool layer_is_local(int layer) const {
+    return sliding_window > 0 &&
+           (sliding_window_pattern <= 0 || (layer + 1) % sliding_window_pattern != 0);
+  }
+  // The attention softmax scale.
+  float softmax_scale() const;
 };
 
-// The architectures config_from_gguf accepts, for messages: "llama, mistral, qwen2, qwen3".
+// The architectures config_from_gguf accepts, for messages: "llama, mistral, qwen2, qwen3, gemma3".
 std::string supported_architectures();
 
 // Reads and validates the config; errors name the missing/invalid key. Unimplemented naming

@@ -81,6 +81,10 @@ std::vector<LayerTensor> layer_tensors(const ModelConfig& c) {
     t.push_back({"attn_q_norm.weight", {c.head_dim}, &LayerWeights::q_norm, true});
     t.push_back({"attn_k_norm.weight", {c.head_dim}, &LayerWeights::k_norm, true});
   }
+  if (c.post_norms) {
+    t.push_back({"post_attention_norm.weight", {hidden}, &LayerWeights::attn_post_norm});
+    t.push_back({"post_ffw_norm.weight", {hidden}, &LayerWeights::ffn_post_norm});
+  }
   return t;
 }
 
@@ -90,7 +94,7 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> model_tensors(const Mo
   std::vector<std::pair<std::string, std::vector<int64_t>>> all = {
       {"token_embd.weight", {hidden, vocab}}, {"output_norm.weight", {hidden}}};
   if (!c.tied_embeddings) all.push_back({"output.weight", {hidden, vocab}});
-  if (!c.rope_freq_factors.empty()) {
+  if (c.rope_freqs_tensor) {
     all.push_back({"rope_freqs.weight", {static_cast<int64_t>(c.head_dim / 2)}});
   }
   const std::vector<LayerTensor> layer = layer_tensors(c);
@@ -123,7 +127,8 @@ int64_t LlamaWeights::num_parameters() const {
   int64_t n = static_cast<int64_t>(token_embd.size() + output_norm.size() + output.size());
   for (const LayerWeights& l : layers) {
     for (const auto* v : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.bq, &l.bk, &l.bv, &l.q_norm,
-                          &l.k_norm, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down}) {
+                          &l.k_norm, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down,
+                          &l.attn_post_norm, &l.ffn_post_norm}) {
       n += static_cast<int64_t>(v->size());
     }
   }

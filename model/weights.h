@@ -34,6 +34,7 @@ struct LayerWeights {
   std::vector<float> w_gate;     // [ffn_size, hidden_size]
   std::vector<float> w_up;       // [ffn_size, hidden_size]
   std::vector<float> w_down;     // [hidden_size, ffn_size]
+  std::vector<float> attn_post_norm, ffn_post_norm;  // [hidden_size] each; config.post_norms
 };
 
 struct LlamaWeights {
@@ -50,7 +51,8 @@ struct LlamaWeights {
 
 // Checks, before anything is read or sized, that the file holds exactly the tensors the
 // config needs (`token_embd.weight`, `blk.<i>.{attn_norm,attn_q,attn_k,attn_v,attn_output,
-// ffn_norm,ffn_gate,ffn_up,ffn_down}.weight`, the architecture's biases and Q/K norms,
+// ffn_norm,ffn_gate,ffn_up,ffn_down}.weight`, the architecture's biases, Q/K norms and
+// post-norms (`post_attention_norm`, `post_ffw_norm`),
 // `output_norm.weight`, `output.weight` unless tied, `rope_freqs.weight` if present) with
 // the dims the config implies and a type flashserve can decode. Errors: NotFound naming a
 // missing tensor; InvalidArgument naming a tensor whose dims differ (expected and actual);

@@ -119,6 +119,10 @@ class NativeLoader {
       ASSIGN_OR_RETURN(l->q_norm, vector(p + "attn_q_norm.weight", c_.head_dim, true));
       ASSIGN_OR_RETURN(l->k_norm, vector(p + "attn_k_norm.weight", c_.head_dim, true));
     }
+    if (c_.post_norms) {
+      ASSIGN_OR_RETURN(l->attn_post_norm, vector(p + "post_attention_norm.weight", hidden, false));
+      ASSIGN_OR_RETURN(l->ffn_post_norm, vector(p + "post_ffw_norm.weight", hidden, false));
+    }
     return absl::OkStatus();
   }
 
@@ -187,6 +191,7 @@ std::shared_ptr<const CpuWeights> CpuWeights::from_fp32(
     c.w_gate = fp32_matrix(l.w_gate, ffn, hidden);
     c.w_up = fp32_matrix(l.w_up, ffn, hidden);
     c.w_down = fp32_matrix(l.w_down, hidden, ffn);
+    c.attn_post_norm = l.attn_post_norm.data(), c.ffn_post_norm = l.ffn_post_norm.data();
     w->layers.push_back(c);
   }
   w->output_norm = f.output_norm.data();

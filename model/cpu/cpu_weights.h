@@ -48,6 +48,8 @@ struct CpuLayerWeights {
   const float* k_norm = nullptr;
   const float* ffn_norm = nullptr;  // [hidden_size]
   CpuMatrix w_gate, w_up, w_down;
+  const float* attn_post_norm = nullptr;  // [hidden_size]; config.post_norms
+  const float* ffn_post_norm = nullptr;
 };
 
 class CpuWeights {

@@ -113,7 +113,7 @@ T* sized(std::vector<T>& v, size_t n) {
 
 // Runs attention for sequences [s0, s1) (one phase) and accounts it in `phase`.
 void attention_run(const ModelConfig& c, const ForwardBatch& b, int s0, int s1,
-                   const float* k_cache, const float* v_cache, int block_size,
+                   const float* k_cache, const float* v_cache, int block_size, int window,
                    ForwardWorkspace* ws, AttentionPhaseStats* phase) {
   const int t0 = b.cu_seqlens_q[s0];
   const int64_t q_row = static_cast<int64_t>(c.num_heads) * c.head_dim;
@@ -134,8 +134,9 @@ void attention_run(const ModelConfig& c, const ForwardBatch& b, int s0, int s1,
   p.head_dim = c.head_dim;
   p.block_size = block_size;
   p.max_blocks_per_seq = b.max_blocks_per_seq;
-  p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  p.softmax_scale = c.softmax_scale();
   p.causal = true;
+  p.sliding_window = window;
 
   kernels::AttentionPool pool;  // the runner's persistent pool, not threads per call
   pool.ctx = ws->pool;
@@ -166,8 +167,8 @@ void attention_all(const ModelConfig& c, const ForwardBatch& b, PagedKvCache* ca
     while (s1 < num_seqs && is_prefill(s1) == is_prefill(s0)) ++s1;
     AttentionPhaseStats* phase = nullptr;
     if (stats != nullptr) phase = is_prefill(s0) ? &stats->prefill : &stats->decode;
-    attention_run(c, b, s0, s1, cache->k(layer), cache->v(layer), cache->block_size(), ws,
-                  phase);
+    attention_run(c, b, s0, s1, cache->k(layer), cache->v(layer), cache->block_size(),
+                  c.layer_is_local(layer) ? c.sliding_window : 0, ws, phase);
     s0 = s1;
   }
 }
@@ -177,6 +178,23 @@ void add_bias(const float* bias, int rows, int dim, float* x) {
   for (int r = 0; r < rows; ++r) {
     for (int j = 0; j < dim; ++j) x[static_cast<int64_t>(r) * dim + j] += bias[j];
   }
+}
+
+// x += in . w^T (the O or down projection into the residual stream); with post-norms
+// (config.post_norms) x += RMSNorm(in . w^T) * post_norm, the product going through xn,
+// which the sublayer no longer needs.
+void residual_add(const ModelConfig& c, LinearInput* in, const CpuMatrix& w,
+                  const float* post_norm, int t, ForwardWorkspace* ws) {
+  if (!c.post_norms) {
+    linear(in, w, ws->x.data(), 1.0f, ws);
+    return;
+  }
+  float* out = ws->xn.data();
+  linear(in, w, out, 0.0f, ws);
+  kernels::rmsnorm_cpu(out, post_norm, t, c.hidden_size, c.rms_eps, out);
+  const int64_t n = int64_t{t} * c.hidden_size;
+  float* x = ws->x.data();
+  for (int64_t i = 0; i < n; ++i) x[i] += out[i];
 }
 
 void attention_block(const ModelConfig& c, const CpuLayerWeights& w, const ForwardBatch& b,
@@ -203,16 +221,17 @@ void attention_block(const ModelConfig& c, const CpuLayerWeights& w, const Forwa
                          c.rms_eps, ws->k.data());
   }
   const auto style = kernels::RopeStyle::kAdjacentPairs;  // every file's rows (weights.h)
-  kernels::rope_apply_cpu(ws->q.data(), t, c.num_heads, c.head_dim, ws->rope_cos.data(),
-                          ws->rope_sin.data(), style);
-  kernels::rope_apply_cpu(ws->k.data(), t, c.num_kv_heads, c.head_dim, ws->rope_cos.data(),
-                          ws->rope_sin.data(), style);
+  const bool local = c.layer_is_local(layer);
+  const float* cos = local ? ws->rope_cos_local.data() : ws->rope_cos.data();
+  const float* sin = local ? ws->rope_sin_local.data() : ws->rope_sin.data();
+  kernels::rope_apply_cpu(ws->q.data(), t, c.num_heads, c.head_dim, cos, sin, style);
+  kernels::rope_apply_cpu(ws->k.data(), t, c.num_kv_heads, c.head_dim, cos, sin, style);
   kernels::kv_append_cpu(ws->k.data(), ws->v.data(), b.slot_mapping.data(), t,
                          c.num_kv_heads, c.head_dim, cache->block_size(), cache->k(layer),
                          cache->v(layer));
   attention_all(c, b, cache, layer, ws, stats);
   LinearInput attn{ws->attn.data(), t, q_dim};
-  linear(&attn, w.wo, ws->x.data(), 1.0f, ws);  // residual
+  residual_add(c, &attn, w.wo, w.attn_post_norm, t, ws);
 }
 
 void ffn_block(const ModelConfig& c, const CpuLayerWeights& w, int t, ForwardWorkspace* ws) {
@@ -223,13 +242,14 @@ void ffn_block(const ModelConfig& c, const CpuLayerWeights& w, int t, ForwardWor
   linear(&xn, w.w_gate, ws->gate.data(), 0.0f, ws);
   linear(&xn, w.w_up, ws->up.data(), 0.0f, ws);
   const int num_tasks = std::min(t, ws->pool->num_threads());
+  const auto activation = c.gelu_ffn ? kernels::geglu_tanh_cpu : kernels::swiglu_cpu;
   ws->pool->run(num_tasks, [&](int task) {  // rows are independent
     const int64_t r0 = int64_t{t} * task / num_tasks, r1 = int64_t{t} * (task + 1) / num_tasks;
-    kernels::swiglu_cpu(ws->gate.data() + r0 * ffn, ws->up.data() + r0 * ffn, r1 - r0, ffn,
-                        ws->gate.data() + r0 * ffn);
+    activation(ws->gate.data() + r0 * ffn, ws->up.data() + r0 * ffn, r1 - r0, ffn,
+               ws->gate.data() + r0 * ffn);
   });
   LinearInput gate{ws->gate.data(), t, ffn};
-  linear(&gate, w.w_down, ws->x.data(), 1.0f, ws);  // residual
+  residual_add(c, &gate, w.w_down, w.ffn_post_norm, t, ws);
 }
 
 // Sizes the buffers for the step and zeroes the GEMM padding rows of every GEMM input
@@ -256,6 +276,10 @@ void prepare_workspace(const ModelConfig& c, int num_tokens, int num_seqs,
   sized(ws->logits, seq_rows * c.vocab_size);
   sized(ws->rope_cos, t * c.head_dim / 2);
   sized(ws->rope_sin, t * c.head_dim / 2);
+  if (c.sliding_window > 0) {
+    sized(ws->rope_cos_local, t * c.head_dim / 2);
+    sized(ws->rope_sin_local, t * c.head_dim / 2);
+  }
 }
 
 }  // namespace
@@ -292,7 +316,17 @@ void llama_forward_cpu(const ModelConfig& c, const CpuWeights& weights,
   kernels::rope_cos_sin_cpu(b.positions.data(), t, c.head_dim, c.rope_theta,
                             ws->rope_cos.data(), ws->rope_sin.data(),
                             c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data());
-  for (int i = 0; i < t; ++i) weights.token_embd.row_to_float(b.token_ids[i], ws->x.data() + i * hidden);
+  if (c.sliding_window > 0) {  // local layers: their own base, no scaling
+    kernels::rope_cos_sin_cpu(b.positions.data(), t, c.head_dim, c.rope_theta_local,
+                              ws->rope_cos_local.data(), ws->rope_sin_local.data(), nullptr);
+  }
+  for (int i = 0; i < t; ++i) {
+    float* row = ws->x.data() + i * hidden;
+    weights.token_embd.row_to_float(b.token_ids[i], row);
+    if (c.embedding_scale != 1.f) {
+      for (size_t j = 0; j < hidden; ++j) row[j] *= c.embedding_scale;
+    }
+  }
   for (int layer = 0; layer < num_layers; ++layer) {
     attention_block(c, weights.layers[layer], b, cache, layer, ws, stats);
     ffn_block(c, weights.layers[layer], t, ws);

@@ -5,7 +5,10 @@
 // since GGUF stores Q/K rows permuted for it) -> append K/V to the paged cache -> attention
 // (kernels::attention_tiled_cpu: causal, GQA, scale 1/sqrt(head_dim)) -> O projection ->
 // residual -> RMSNorm -> gate/up -> SwiGLU -> down -> residual. Then the final RMSNorm and
-// the LM head for the last token of each sequence only.
+// the LM head for the last token of each sequence only. The architectures' differences
+// (model/config.h) are data: Q/K/V biases and Q/K norms; Gemma's embedding scale, post-norms
+// (the O and down outputs normalized before the residual add), GeGLU and local layers (a
+// sliding window and their own RoPE table).
 //
 // All tokens of the batch go through each projection together; attention runs per run of
 // same-phase sequences (prefill: > 1 query token, decode: exactly 1) so that its time can be
@@ -69,6 +72,8 @@ struct ForwardWorkspace {
   std::vector<float> up;      // [num_tokens, ffn_size]
   std::vector<float> rope_cos;  // [num_tokens, head_dim / 2]
   std::vector<float> rope_sin;  // [num_tokens, head_dim / 2]
+  std::vector<float> rope_cos_local;  // the local layers' (config.layer_is_local), or empty
+  std::vector<float> rope_sin_local;
   std::vector<float> last;    // [num_seqs, hidden_size] last token of each sequence
   std::vector<float> logits;  // [num_seqs, vocab_size]
   std::vector<int32_t> run_cu_seqlens;  // cu_seqlens_q of one attention run, rebased to 0

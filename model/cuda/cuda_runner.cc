@@ -70,6 +70,14 @@ absl::Status check_supported(const ModelConfig& c, const DeviceProps& d,
         "device cuda: %s has compute capability %d.%d; the kernels need 8.0 or newer", d.name,
         d.major, d.minor));
   }
+  if (c.post_norms || c.gelu_ffn || c.embedding_scale != 1.f || c.sliding_window > 0 ||
+      c.attention_scale > 0) {
+    // Unimplemented: --device auto then serves the model on the CPU (model_loader.h).
+    return absl::UnimplementedError(absl::StrCat(
+        "cuda runner: the '", c.architecture,
+        "' block (embedding scale, post-norms, GeGLU, sliding-window layers) has no CUDA "
+        "forward pass yet; the CPU runner serves it (--device cpu)"));
+  }
   if (c.head_dim != 64 && c.head_dim != 128) {
     return absl::UnimplementedError(absl::StrCat("cuda runner: unsupported head_dim ",
                                                  c.head_dim, " (supported: 64, 128)"));

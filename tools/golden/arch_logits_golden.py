@@ -17,6 +17,10 @@ of the scaling, and the file's tensor is checked against it. Its last prompt has
 tokens: attention then spans more than 8,192 positions, where the scaling changes the
 rotation of the low frequencies most.
 
+Gemma 3: transformers' loader reads neither the global layers' linear RoPE scaling nor the
+query scale; the script gives HF the file's scaling as HF's own rope parameters and uses
+head_dim 256, for which HF's default query_pre_attn_scalar (256) is llama.cpp's scale.
+
 Per prompt the golden stores the token ids, the positions, and at the last token: the top-10
 ids and logits, the logits at 64 fixed ids spread over the vocabulary, the L2 norm of the
 full logit row and the best-minus-second margin, plus the greedy argmax.
@@ -49,6 +53,20 @@ CASES = {
     "mistral": COMMON + ["--arch", "mistral", "--rope-theta", "1000000"],
     "qwen2": COMMON + ["--preset", "qwen2.5-0.5b"],
     "qwen3": COMMON + ["--preset", "qwen3-0.6b", "--head-dim", "128"],
+    # Six layers: five local (a window of 40 keys, RoPE base 1e4) and the global sixth (base
+    # 1e6, linear x8), head_dim 256 as the real models (the query scale HF takes from its
+    # query_pre_attn_scalar, 256 by default, is then llama.cpp's 1 / sqrt(head_dim)).
+    "gemma3": ["--preset", "gemma-3-4b", "--layers", "6", "--hidden", "256", "--heads", "4",
+               "--kv-heads", "2", "--ffn", "512", "--context", "16384", "--type", "q8_0",
+               "--seed", "7", "--sliding-window", "40"],
+}
+# What transformers' GGUF loader does not read from a gemma3 file: the global layers' linear
+# RoPE scaling (rope.scaling.*), given here as HF's own rope parameters; the local layers'
+# base (10,000) and the layer pattern (every sixth global) are HF's defaults, as llama.cpp's.
+HF_KWARGS = {
+    "gemma3": {"rope_parameters": {
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
 }
 LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
@@ -104,8 +122,11 @@ def prompts_for(case, vocab, rng):
 
 def run_case(case, path, file_hash, rng):
     model = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path),
-                                                 dtype=torch.float32)
+                                                 dtype=torch.float32, **HF_KWARGS.get(case, {}))
     model.eval()
+    if case == "gemma3":  # the file's window and head size reached HF's config
+        assert model.config.sliding_window == 40 and model.config.head_dim == 256
+        assert model.config.layer_types.count("full_attention") == 1
     record = {"case": case, "make_gguf_args": CASES[case], "file_fnv1a64": f"{file_hash:016x}"}
     if case == "llama3":
         from gguf import GGUFReader

@@ -28,7 +28,8 @@ const char* const kValueFlags[] = {"--tokenizer-from", "--out",  "--preset",    
                                    "--seed",           "--threads", "--layers",  "--hidden",
                                    "--heads",          "--kv-heads", "--ffn",    "--context",
                                    "--rope-theta",     "--rms-eps", "--tied-embeddings", "--name",
-                                   "--arch",           "--head-dim"};
+                                   "--arch",           "--head-dim", "--sliding-window",
+                                   "--rope-linear-factor"};
 
 absl::Status bad_value(const std::string& flag, const std::string& value, const std::string& expected) {
   return absl::InvalidArgumentError(absl::StrCat("bad value '", value, "' for ", flag, ": expected ", expected));
@@ -70,6 +71,8 @@ absl::Status apply_flag(const std::string& flag, const std::string& value, Rando
   else if (flag == "--rope-theta") return parse_float(flag, value, &s.rope_theta);
   else if (flag == "--rms-eps") return parse_float(flag, value, &s.rms_eps);
   else if (flag == "--head-dim") return parse_int(flag, value, &s.head_dim);
+  else if (flag == "--sliding-window") return parse_int(flag, value, &s.sliding_window);
+  else if (flag == "--rope-linear-factor") return parse_float(flag, value, &s.rope_linear_factor);
   else if (flag == "--arch") s.architecture = value;
   else if (flag == "--seed") {
     if (!absl::SimpleAtoi(value, &o->seed)) return bad_value(flag, value, "an unsigned 64-bit integer");
@@ -143,6 +146,10 @@ std::string make_gguf_usage() {
       "                                         tied, Q/K/V biases, rope_theta 1e6\n"
       "                           qwen3-0.6b    qwen3: 28 layers, hidden 1024, 16/8 heads of 128,\n"
       "                                         ffn 3072, tied, Q/K norms, rope_theta 1e6\n"
+      "                           gemma-3-1b    gemma3: 26 layers, hidden 1152, 4/1 heads of 256,\n"
+      "                                         ffn 6912, tied, window 512, rope_theta 1e6\n"
+      "                           gemma-3-4b    gemma3: 34 layers, hidden 2560, 8/4 heads of 256,\n"
+      "                                         ffn 10240, tied, window 1024, global RoPE linear x8\n"
       "  --type TYPE            every 2-D weight in TYPE: q4_1 (default), q4_0, q5_0, q5_1, q8_0, q2_K, q3_K,\n"
       "                         q4_K, q5_K, q6_K, iq4_nl, iq4_xs, f16, bf16, f32; norms stay f32. Rows that\n"
       "                         are not whole 256-value blocks fall back as llama.cpp does (q4_K -> q5_0,\n"
@@ -154,8 +161,11 @@ std::string make_gguf_usage() {
       "  --threads N            threads generating/quantizing (default 0: every hardware thread)\n"
       "  --layers --hidden --heads --kv-heads --ffn --context --rope-theta --rms-eps\n"
       "  --tied-embeddings      override the preset's shape (head_dim = hidden / heads)\n"
-      "  --arch NAME            llama, mistral, qwen2 (Q/K/V biases) or qwen3 (Q/K norms)\n"
+      "  --arch NAME            llama, mistral, qwen2 (Q/K/V biases), qwen3 (Q/K norms) or gemma3\n"
+      "                         (Q/K norms, post-norms; served with GeGLU and local layers)\n"
       "  --head-dim N           head_dim other than hidden / heads (attention.key_length)\n"
+      "  --sliding-window N     gemma3: the local layers' window (attention.sliding_window)\n"
+      "  --rope-linear-factor F rope.scaling linear with factor F (gemma3: its global layers)\n"
       "  --name TEXT            general.name (default: flashserve-random-<preset>-<type>)\n"
       "  --vocab-only           write only the general.* and tokenizer.* keys (a small file to carry)\n"
       "\n"

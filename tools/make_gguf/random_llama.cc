@@ -41,9 +41,12 @@ const Preset kPresets[] = {
     {"llama-3.1-8b", {32, 4096, 32, 8, 14336, 131072, 500000.f, 1e-5f, false, "llama", 0, 8.f}},
     {"qwen2.5-0.5b", {24, 896, 14, 2, 4864, 32768, 1000000.f, 1e-6f, true, "qwen2"}},
     {"qwen3-0.6b", {28, 1024, 16, 8, 3072, 40960, 1000000.f, 1e-6f, true, "qwen3", 128}},
+    {"gemma-3-1b", {26, 1152, 4, 1, 6912, 32768, 1000000.f, 1e-6f, true, "gemma3", 256, 0.f, 512}},
+    {"gemma-3-4b",
+     {34, 2560, 8, 4, 10240, 131072, 1000000.f, 1e-6f, true, "gemma3", 256, 0.f, 1024, 8.f}},
 };
 
-constexpr const char* kArchitectures[] = {"llama", "mistral", "qwen2", "qwen3"};
+constexpr const char* kArchitectures[] = {"llama", "mistral", "qwen2", "qwen3", "gemma3"};
 constexpr float kBiasStd = 0.5f;  // qwen2's Q/K/V biases: large, as in the real models
 
 // ---- random values -------------------------------------------------------------------------
@@ -120,15 +123,17 @@ absl::StatusOr<std::vector<TensorPlan>> plan_tensors(const RandomLlamaOptions& o
       bias(p + "attn_k.bias", kv_dim);
       bias(p + "attn_v.bias", kv_dim);
     }
-    if (s.architecture == "qwen3") {
+    if (s.architecture == "qwen3" || s.architecture == "gemma3") {
       norm(p + "attn_q_norm.weight", head_dim);
       norm(p + "attn_k_norm.weight", head_dim);
     }
     weight(p + "attn_output.weight", q_dim, hidden);
+    if (s.architecture == "gemma3") norm(p + "post_attention_norm.weight", hidden);
     norm(p + "ffn_norm.weight", hidden);
     weight(p + "ffn_gate.weight", hidden, ffn);
     weight(p + "ffn_up.weight", hidden, ffn);
     weight(p + "ffn_down.weight", ffn, hidden);
+    if (s.architecture == "gemma3") norm(p + "post_ffw_norm.weight", hidden);
   }
   norm("output_norm.weight", hidden);
   if (!s.tied_embeddings) weight("output.weight", hidden, vocab);
@@ -213,6 +218,11 @@ void add_model_metadata(const RandomLlamaOptions& o, int vocab_size, GgufWriter*
     w->add(a + "attention.key_length", model::gguf_u32(s.head_dim))
         .add(a + "attention.value_length", model::gguf_u32(s.head_dim));
   }
+  if (s.sliding_window > 0) w->add(a + "attention.sliding_window", model::gguf_u32(s.sliding_window));
+  if (s.rope_linear_factor > 0) {
+    w->add(a + "rope.scaling.type", model::gguf_string("linear"))
+        .add(a + "rope.scaling.factor", model::gguf_f32(s.rope_linear_factor));
+  }
 }
 
 }  // namespace
@@ -286,6 +296,10 @@ absl::Status validate_shape(const LlamaShape& s, GgmlType type) {
   if (std::find(std::begin(kArchitectures), std::end(kArchitectures), s.architecture) == std::end(kArchitectures)) {
     return absl::InvalidArgumentError(absl::StrCat("--arch '", s.architecture, "' is not one of ",
                                                    absl::StrJoin(random_architectures(), ", ")));
+  }
+  if (s.sliding_window > 0 && s.architecture != "gemma3") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sliding-window: only --arch gemma3 has local layers, not '", s.architecture, "'"));
   }
   for (const auto& [flag, value] : {std::pair<const char*, int>{"--hidden", s.hidden_size}, {"--ffn", s.ffn_size}}) {
     if (!fallback_for_row(type, value).ok()) {

@@ -2,6 +2,7 @@
 // the key, architectures.
 #include "model/config.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,45 @@ TEST(ConfigTest, Qwen2AndMistralKeysReadTheSameWay) {
     EXPECT_EQ(c->architecture, arch);
     EXPECT_EQ(c->num_kv_heads, 2);
   }
+}
+
+// Gemma 3's block is data: the embedding scale, post-norms, GeGLU, Q/K norms on HF-order
+// rows, and five local layers of every six with the file's window (model/config.h).
+TEST(ConfigTest, Gemma3ReadsItsBlockAndLocalLayers) {
+  Options o;
+  o.arch = "gemma3";
+  GgufWriter w = llama_writer(o);
+  w.add("gemma3.attention.sliding_window", gguf_u32(512));
+  auto c = config_of(w);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FLOAT_EQ(c->embedding_scale, std::sqrt(32.f));
+  EXPECT_TRUE(c->post_norms && c->gelu_ffn && c->qk_norm && c->neox_rows);
+  EXPECT_FALSE(c->qkv_bias);
+  EXPECT_EQ(c->sliding_window, 512);
+  for (int layer = 0; layer < 12; ++layer) {
+    EXPECT_EQ(c->layer_is_local(layer), layer != 5 && layer != 11) << layer;
+  }
+  EXPECT_FLOAT_EQ(c->softmax_scale(), 1.f / std::sqrt(8.f));  // head_dim 32 / 4
+  EXPECT_FLOAT_EQ(c->rope_theta_local, 10000.f);
+}
+
+TEST(ConfigTest, SlidingWindowOutsideGemma3IsUnimplemented) {
+  for (const char* arch : {"llama", "qwen2"}) {
+    Options o;
+    o.arch = arch;
+    GgufWriter w = llama_writer(o);
+    w.add(std::string(arch) + ".attention.sliding_window", gguf_u32(4096));
+    expect_error(config_of(w), absl::StatusCode::kUnimplemented, "sliding-window");
+  }
+}
+
+TEST(ConfigTest, LlamaHasNoLocalLayers) {
+  auto c = config_of(llama_writer({}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->sliding_window, 0);
+  EXPECT_FALSE(c->layer_is_local(0));
+  EXPECT_FALSE(c->post_norms || c->gelu_ffn);
+  EXPECT_EQ(c->embedding_scale, 1.f);
 }
 
 TEST(ConfigTest, OtherArchitectureIsUnimplemented) {

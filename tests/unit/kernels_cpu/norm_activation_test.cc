@@ -95,5 +95,41 @@ TEST(SwiGluCpu, InPlaceOverGate) {
   EXPECT_EQ(gate, out);
 }
 
+// Against gelu_tanh in double, as g / (1 + exp(-2z)): the same function as 0.5 g (1 + tanh(z)),
+// whose 1 + tanh(z) loses every digit in double too for z < -15. Tolerance: as SwiGLU's 6 u for the exp, the
+// division and the products, plus the rounding of z (a cube, two products and a sum: <= 4 u
+// relative), which exp(-2z) turns into 8 |z| u relative; the gelu of a large negative g is
+// that ill-conditioned whatever the formula.
+TEST(GeGluTanhCpu, MatchesDoubleReference) {
+  std::mt19937 rng(10);
+  const int num_rows = 5, ffn_size = 1536;
+  auto gate = random_vector(size_t{num_rows} * ffn_size, -12.f, 12.f, rng);
+  const auto up = random_vector(gate.size(), -3.f, 3.f, rng);
+  gate[0] = -100.f;  // exp(-2z) overflows float: the gelu must go to -0, not NaN
+  gate[1] = 100.f;
+  gate[2] = 0.f;
+  std::vector<float> out(gate.size(), std::numeric_limits<float>::quiet_NaN());
+  geglu_tanh_cpu(gate.data(), up.data(), num_rows, ffn_size, out.data());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double g = gate[i];
+    const double z = std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g);
+    const double expected = g / (1.0 + std::exp(-2.0 * z)) * up[i];
+    const double tol = (6 + 8 * std::abs(z)) * kUnitRoundoff * std::abs(expected) + 1e-37;
+    ASSERT_NEAR(out[i], expected, tol) << "gate " << gate[i] << " up " << up[i];
+  }
+  EXPECT_EQ(out[0], 0.f);
+  EXPECT_NEAR(out[1], 100.0 * up[1], 6 * kUnitRoundoff * 100.0 * std::abs(up[1]));
+}
+
+TEST(GeGluTanhCpu, InPlaceOverGate) {
+  std::mt19937 rng(11);
+  auto gate = random_vector(1000, -8.f, 8.f, rng);
+  const auto up = random_vector(1000, -1.f, 1.f, rng);
+  std::vector<float> out(gate.size());
+  geglu_tanh_cpu(gate.data(), up.data(), 10, 100, out.data());
+  geglu_tanh_cpu(gate.data(), up.data(), 10, 100, gate.data());
+  EXPECT_EQ(gate, out);
+}
+
 }  // namespace
 }  // namespace flashserve::kernels

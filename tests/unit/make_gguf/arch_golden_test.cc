@@ -91,7 +91,7 @@ TEST_P(ArchGoldenTest, CpuRunnerMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ArchGoldenTest,
-                         ::testing::Values("llama3", "mistral", "qwen2", "qwen3"));
+                         ::testing::Values("llama3", "mistral", "qwen2", "qwen3", "gemma3"));
 
 // Without the file's Llama 3 factors the far-position prompt misses the reference: the
 // check above would catch a loader that ignores rope_freqs.weight.
@@ -118,6 +118,49 @@ TEST(ArchGoldenScalingTest, IgnoringLlama3FactorsFailsTheCheck) {
   const double err = stored_error(last_logits(runner->get(), far), far, c["sample_ids"]);
   std::printf("[arch llama3] error without the RoPE factors: %.3g\n", err);
   EXPECT_GT(err, 10 * kTolerance);
+}
+
+// Each of Gemma 3's differences matters to the check: with any one of them dropped from the
+// config (the weights as loaded), some prompt of the gemma3 case misses the reference by far.
+TEST(ArchGoldenScalingTest, DroppingAnyGemma3DifferenceFailsTheCheck) {
+  if (!std::filesystem::exists(kModelPath)) GTEST_SKIP() << kModelPath << " is absent";
+  const json c = testing::arch_case("gemma3");
+  ASSERT_FALSE(c.is_null());
+  const std::string path = temp_path("arch_gemma3_ablation.gguf");
+  ASSERT_TRUE(testing::write_arch_case(c, path));
+  absl::StatusOr<std::unique_ptr<model::GgufFile>> file = model::GgufFile::open(path);
+  ASSERT_TRUE(file.ok());
+  absl::StatusOr<model::ModelConfig> config = model::config_from_gguf(**file);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->sliding_window, 40);
+  ASSERT_FALSE(config->rope_freq_factors.empty());  // the global layers' linear x8
+  auto weights = std::make_shared<const model::LlamaWeights>();
+  {
+    absl::StatusOr<model::LlamaWeights> w = model::load_llama_weights(**file, *config);
+    ASSERT_TRUE(w.ok()) << w.status();
+    weights = std::make_shared<const model::LlamaWeights>(std::move(*w));
+  }
+  const std::pair<const char*, void (*)(model::ModelConfig*)> drops[] = {
+      {"window", [](model::ModelConfig* m) { m->sliding_window = 0; }},
+      {"local RoPE base", [](model::ModelConfig* m) { m->rope_theta_local = m->rope_theta; }},
+      {"global RoPE scaling", [](model::ModelConfig* m) { m->rope_freq_factors.clear(); }},
+      {"embedding scale", [](model::ModelConfig* m) { m->embedding_scale = 1.f; }},
+      {"post-norms", [](model::ModelConfig* m) { m->post_norms = false; }},
+      {"GeGLU", [](model::ModelConfig* m) { m->gelu_ffn = false; }},
+  };
+  for (const auto& [what, drop] : drops) {
+    model::ModelConfig changed = *config;
+    drop(&changed);
+    auto runner = model::CpuModelRunner::create(changed, weights,
+                                                model::CpuRunnerOptions{.num_kv_blocks = 160});
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    double worst = 0;
+    for (const json& prompt : c["prompts"]) {
+      worst = std::max(worst, stored_error(last_logits(runner->get(), prompt), prompt, c["sample_ids"]));
+    }
+    std::printf("[arch gemma3] error without the %s: %.3g\n", what, worst);
+    EXPECT_GT(worst, 10 * kTolerance) << what;
+  }
 }
 
 }  // namespace
