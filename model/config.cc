@@ -21,6 +21,7 @@ struct ArchitectureRow {
   bool qkv_bias, qk_norm, neox_rows;
   bool gemma_block;  // embedding scale, post-norms, GeGLU (gemma3)
   int window_pattern;
+  bool fused_projections = false;
 };
 constexpr ArchitectureRow kArchitectures[] = {
     {"llama", false, false, false, false, -1},
@@ -30,6 +31,9 @@ constexpr ArchitectureRow kArchitectures[] = {
     // llama.cpp (src/llama-model.cpp, LLM_ARCH_GEMMA3) and HF (Gemma3TextConfig's
     // sliding_window_pattern) alike: every sixth layer global. The file does not store it.
     {"gemma3", false, true, true, true, 6},
+    // Phi-3's window (2,047 in Phi-3-mini's config) is on every layer in HF's Phi3; llama.cpp
+    // turns it off ("Phi SWA is currently disabled"). We follow the model's own definition.
+    {"phi3", false, false, true, false, 0, true},
 };
 
 const ArchitectureRow* find_architecture(const std::string& name) {
@@ -231,6 +235,7 @@ absl::StatusOr<ModelConfig> config_from_gguf(const GgufFile& file) {
   c.qkv_bias = arch->qkv_bias;
   c.qk_norm = arch->qk_norm;
   c.neox_rows = arch->neox_rows;
+  c.fused_projections = arch->fused_projections;
   if (file.find("general.name") != nullptr) {
     ASSIGN_OR_RETURN(c.name, file.get_string("general.name"));
   }

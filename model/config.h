@@ -16,8 +16,13 @@
 //                   scaling), the sixth global (the file's base and linear scaling), as
 //                   llama.cpp and HF transformers run them. The file's norm weights already
 //                   hold Gemma's 1 + w (llama.cpp's converter adds the 1).
+//   phi3            Q, K and V rows in one tensor (`attn_qkv`), the gate's and the up
+//                   projection's in one (`ffn_up`: gate rows first), split at load; Q/K rows
+//                   in HF order: permuted at load; the file's sliding window on every layer
+//                   (HF's Phi3 applies it; llama.cpp ignores it, see docs/models.md)
 // Anything else a file asks for (soft-capping, experts, partial rotary, RoPE scaling other
-// than linear / Llama 3 factors, a sliding window outside gemma3) is refused by name at load.
+// than linear / Llama 3 factors, Phi-3's LongRoPE factor tensors, a sliding window outside
+// gemma3 and phi3) is refused by name at load.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,6 +53,7 @@ struct ModelConfig {
   bool qk_norm = false;          // per-head RMSNorm of Q and K before RoPE (weight [head_dim])
   bool neox_rows = false;        // the file's Q/K rows rotate (i, i + head_dim/2) pairs; the
                                  // loader permutes them to adjacent pairs (model/weights.h)
+  bool fused_projections = false;  // attn_qkv = [Q; K; V] rows, ffn_up = [gate; up] (phi3)
   // RoPE frequency divisors [head_dim / 2]: angle_i = pos * theta^(-2i/d) / factor_i. Empty
   // when none (no scaling). From `rope_freqs.weight` (Llama 3) or a linear scaling factor.
   // Global layers only where some layers are local (below).
@@ -73,7 +79,8 @@ struct ModelConfig {
   float softmax_scale() const;
 };
 
-// The architectures config_from_gguf accepts, for messages: "llama, mistral, qwen2, qwen3, gemma3".
+// The architectures config_from_gguf accepts, for messages: "llama, mistral, qwen2, qwen3, gemma3,
+// phi3".
 std::string supported_architectures();
 
 // Reads and validates the config; errors name the missing/invalid key. Unimplemented naming

@@ -56,22 +56,24 @@ struct LayerTensor {
   bool rope_rows = false;     // Q/K rows (or a per-head vector) that RoPE pairs
 };
 
-// The tensors of one layer that the config needs, in load order.
+// The tensors of one layer that the config needs, in load order (the fused ones apart).
 std::vector<LayerTensor> layer_tensors(const ModelConfig& c) {
   const int64_t hidden = c.hidden_size;
   const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
-  std::vector<LayerTensor> t = {
-      {"attn_norm.weight", {hidden}, &LayerWeights::attn_norm},
-      {"attn_q.weight", {hidden, q_dim}, &LayerWeights::wq, true},
-      {"attn_k.weight", {hidden, kv_dim}, &LayerWeights::wk, true},
-      {"attn_v.weight", {hidden, kv_dim}, &LayerWeights::wv},
-      {"attn_output.weight", {q_dim, hidden}, &LayerWeights::wo},
-      {"ffn_norm.weight", {hidden}, &LayerWeights::ffn_norm},
-      {"ffn_gate.weight", {hidden, c.ffn_size}, &LayerWeights::w_gate},
-      {"ffn_up.weight", {hidden, c.ffn_size}, &LayerWeights::w_up},
-      {"ffn_down.weight", {c.ffn_size, hidden}, &LayerWeights::w_down},
-  };
+  std::vector<LayerTensor> t = {{"attn_norm.weight", {hidden}, &LayerWeights::attn_norm}};
+  if (!c.fused_projections) {
+    t.push_back({"attn_q.weight", {hidden, q_dim}, &LayerWeights::wq, true});
+    t.push_back({"attn_k.weight", {hidden, kv_dim}, &LayerWeights::wk, true});
+    t.push_back({"attn_v.weight", {hidden, kv_dim}, &LayerWeights::wv});
+  }
+  t.push_back({"attn_output.weight", {q_dim, hidden}, &LayerWeights::wo});
+  t.push_back({"ffn_norm.weight", {hidden}, &LayerWeights::ffn_norm});
+  if (!c.fused_projections) {
+    t.push_back({"ffn_gate.weight", {hidden, c.ffn_size}, &LayerWeights::w_gate});
+    t.push_back({"ffn_up.weight", {hidden, c.ffn_size}, &LayerWeights::w_up});
+  }
+  t.push_back({"ffn_down.weight", {c.ffn_size, hidden}, &LayerWeights::w_down});
   if (c.qkv_bias) {
     t.push_back({"attn_q.bias", {q_dim}, &LayerWeights::bq, true});
     t.push_back({"attn_k.bias", {kv_dim}, &LayerWeights::bk, true});
@@ -88,6 +90,33 @@ std::vector<LayerTensor> layer_tensors(const ModelConfig& c) {
   return t;
 }
 
+// A tensor that holds several matrices' rows one after the other (config.fused_projections:
+// phi3's attn_qkv = [Q; K; V] and ffn_up = [gate; up]).
+struct FusedPart {
+  std::vector<float> LayerWeights::*member;
+  int64_t rows;
+  bool rope_rows;
+};
+struct FusedTensor {
+  std::string name;
+  std::vector<int64_t> dims;  // ggml order: [in, sum of the parts' rows]
+  std::vector<FusedPart> parts;
+};
+
+std::vector<FusedTensor> fused_tensors(const ModelConfig& c) {
+  if (!c.fused_projections) return {};
+  const int64_t hidden = c.hidden_size, ffn = c.ffn_size;
+  const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
+  return {
+      {"attn_qkv.weight",
+       {hidden, q_dim + 2 * kv_dim},
+       {{&LayerWeights::wq, q_dim, true}, {&LayerWeights::wk, kv_dim, true},
+        {&LayerWeights::wv, kv_dim, false}}},
+      {"ffn_up.weight", {hidden, 2 * ffn}, {{&LayerWeights::w_gate, ffn, false}, {&LayerWeights::w_up, ffn, false}}},
+  };
+}
+
 // Every tensor name the config needs, with its dims.
 std::vector<std::pair<std::string, std::vector<int64_t>>> model_tensors(const ModelConfig& c) {
   const int64_t hidden = c.hidden_size, vocab = c.vocab_size;
@@ -98,8 +127,10 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> model_tensors(const Mo
     all.push_back({"rope_freqs.weight", {static_cast<int64_t>(c.head_dim / 2)}});
   }
   const std::vector<LayerTensor> layer = layer_tensors(c);
+  const std::vector<FusedTensor> fused = fused_tensors(c);
   for (int i = 0; i < c.num_layers; ++i) {
     for (const LayerTensor& t : layer) all.push_back({absl::StrCat("blk.", i, ".", t.name), t.dims});
+    for (const FusedTensor& t : fused) all.push_back({absl::StrCat("blk.", i, ".", t.name), t.dims});
   }
   return all;
 }
@@ -117,6 +148,17 @@ absl::Status load_layer(const GgufFile& file, const ModelConfig& c, int layer,
     std::vector<float>& dst = w->*t.member;
     ASSIGN_OR_RETURN(dst, load_weight_tensor(file, prefix + t.name, t.dims));
     if (t.rope_rows && c.neox_rows) permute_to_adjacent_pairs(c.head_dim, t.dims.size() == 2 ? t.dims[0] : 1, &dst);
+  }
+  for (const FusedTensor& t : fused_tensors(c)) {
+    ASSIGN_OR_RETURN(const std::vector<float> all, load_weight_tensor(file, prefix + t.name, t.dims));
+    const int64_t cols = t.dims[0];
+    int64_t row = 0;
+    for (const FusedPart& part : t.parts) {
+      std::vector<float>& dst = w->*part.member;
+      dst.assign(all.begin() + row * cols, all.begin() + (row + part.rows) * cols);
+      if (part.rope_rows && c.neox_rows) permute_to_adjacent_pairs(c.head_dim, cols, &dst);
+      row += part.rows;
+    }
   }
   return absl::OkStatus();
 }

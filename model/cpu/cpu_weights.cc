@@ -1,6 +1,7 @@
 #include "model/cpu/cpu_weights.h"
 
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <utility>
@@ -96,19 +97,84 @@ class NativeLoader {
     return m;
   }
 
+  // One part of a fused tensor (config.fused_projections): `rows` rows after the previous
+  // part's, into `m`.
+  struct Part {
+    CpuMatrix* m;
+    int64_t rows;
+    bool rope_rows;
+  };
+  // The parts of a fused [sum of rows, cols] matrix as views: its blocks in place (copied
+  // where RoPE rows are permuted), or fp32.
+  absl::Status fused(const std::string& name, int64_t cols, std::initializer_list<Part> parts) {
+    int64_t total = 0;
+    bool permute = false;
+    for (const Part& part : parts) total += part.rows, permute |= part.rope_rows && c_.neox_rows;
+    const GgufTensorInfo* info = file_.find_tensor(name);
+    const std::optional<WeightFormat> f =
+        info != nullptr ? block_format(info->type) : std::nullopt;
+    const bool blocks = f.has_value() && cols % kernels::weight_block_elements(*f) == 0 &&
+                        info->dims == std::vector<int64_t>{cols, total};
+    const int64_t row_bytes = blocks ? kernels::quant_row_bytes(*f, cols) : cols * 4;
+    uint8_t* base = nullptr;
+    if (!blocks) {
+      ASSIGN_OR_RETURN(std::vector<float> v, load_weight_tensor(file_, name, {cols, total}));
+      floats_->push_back(std::move(v));
+      base = reinterpret_cast<uint8_t*>(floats_->back().data());
+    } else {
+      if (static_cast<uint64_t>(total * row_bytes) != info->num_bytes) {
+        return absl::DataLossError(absl::StrCat("weights: tensor '", name, "' holds ",
+                                                info->num_bytes, " bytes, expected ",
+                                                total * row_bytes));
+      }
+      if (!permute) {
+        base = const_cast<uint8_t*>(info->data);  // read only, as matrix() does
+      } else {
+        copies_->emplace_back(info->data, info->data + info->num_bytes);
+        base = copies_->back().data();
+      }
+    }
+    int64_t row = 0;
+    for (const Part& part : parts) {
+      uint8_t* at = base + row * row_bytes;
+      if (part.rope_rows && c_.neox_rows) {
+        permute_rows_to_adjacent_pairs(c_.head_dim, row_bytes, at, part.rows * row_bytes);
+      }
+      CpuMatrix m;
+      m.rows = part.rows;
+      m.cols = cols;
+      if (blocks) {
+        m.format = *f;
+        m.row_bytes = row_bytes;
+        m.blocks = at;
+      } else {
+        m.f32 = reinterpret_cast<const float*>(at);
+      }
+      *part.m = m;
+      row += part.rows;
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status layer(int i, CpuLayerWeights* l) {
     const std::string p = absl::StrCat("blk.", i, ".");
     const int64_t hidden = c_.hidden_size, ffn = c_.ffn_size;
     const int64_t q_dim = int64_t{c_.num_heads} * c_.head_dim;
     const int64_t kv_dim = int64_t{c_.num_kv_heads} * c_.head_dim;
     ASSIGN_OR_RETURN(l->attn_norm, vector(p + "attn_norm.weight", hidden, false));
-    ASSIGN_OR_RETURN(l->wq, matrix(p + "attn_q.weight", q_dim, hidden, true));
-    ASSIGN_OR_RETURN(l->wk, matrix(p + "attn_k.weight", kv_dim, hidden, true));
-    ASSIGN_OR_RETURN(l->wv, matrix(p + "attn_v.weight", kv_dim, hidden, false));
+    if (c_.fused_projections) {
+      RETURN_IF_ERROR(fused(p + "attn_qkv.weight", hidden,
+                            {{&l->wq, q_dim, true}, {&l->wk, kv_dim, true}, {&l->wv, kv_dim, false}}));
+      RETURN_IF_ERROR(fused(p + "ffn_up.weight", hidden, {{&l->w_gate, ffn, false}, {&l->w_up, ffn, false}}));
+    } else {
+      ASSIGN_OR_RETURN(l->wq, matrix(p + "attn_q.weight", q_dim, hidden, true));
+      ASSIGN_OR_RETURN(l->wk, matrix(p + "attn_k.weight", kv_dim, hidden, true));
+      ASSIGN_OR_RETURN(l->wv, matrix(p + "attn_v.weight", kv_dim, hidden, false));
+      ASSIGN_OR_RETURN(l->w_gate, matrix(p + "ffn_gate.weight", ffn, hidden, false));
+      ASSIGN_OR_RETURN(l->w_up, matrix(p + "ffn_up.weight", ffn, hidden, false));
+    }
     ASSIGN_OR_RETURN(l->wo, matrix(p + "attn_output.weight", hidden, q_dim, false));
     ASSIGN_OR_RETURN(l->ffn_norm, vector(p + "ffn_norm.weight", hidden, false));
-    ASSIGN_OR_RETURN(l->w_gate, matrix(p + "ffn_gate.weight", ffn, hidden, false));
-    ASSIGN_OR_RETURN(l->w_up, matrix(p + "ffn_up.weight", ffn, hidden, false));
     ASSIGN_OR_RETURN(l->w_down, matrix(p + "ffn_down.weight", hidden, ffn, false));
     if (c_.qkv_bias) {
       ASSIGN_OR_RETURN(l->bq, vector(p + "attn_q.bias", q_dim, true));

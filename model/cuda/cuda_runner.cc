@@ -71,12 +71,12 @@ absl::Status check_supported(const ModelConfig& c, const DeviceProps& d,
         d.major, d.minor));
   }
   if (c.post_norms || c.gelu_ffn || c.embedding_scale != 1.f || c.sliding_window > 0 ||
-      c.attention_scale > 0) {
+      c.attention_scale > 0 || c.fused_projections) {
     // Unimplemented: --device auto then serves the model on the CPU (model_loader.h).
     return absl::UnimplementedError(absl::StrCat(
         "cuda runner: the '", c.architecture,
-        "' block (embedding scale, post-norms, GeGLU, sliding-window layers) has no CUDA "
-        "forward pass yet; the CPU runner serves it (--device cpu)"));
+        "' block (embedding scale, post-norms, GeGLU, sliding-window layers, fused QKV and "
+        "gate/up tensors) has no CUDA forward pass yet; the CPU runner serves it (--device cpu)"));
   }
   if (c.head_dim != 64 && c.head_dim != 128) {
     return absl::UnimplementedError(absl::StrCat("cuda runner: unsupported head_dim ",

@@ -59,6 +59,11 @@ CASES = {
     "gemma3": ["--preset", "gemma-3-4b", "--layers", "6", "--hidden", "256", "--heads", "4",
                "--kv-heads", "2", "--ffn", "512", "--context", "16384", "--type", "q8_0",
                "--seed", "7", "--sliding-window", "40"],
+    # Fused attn_qkv ([Q; K; V], GQA 4/2) and ffn_up ([gate; up]), head_dim 96 as Phi-3-mini.
+    # The preset's window (2,047) is past every prompt here: HF's GGUF loader ignores it.
+    "phi3": ["--preset", "phi-3-mini", "--layers", "2", "--hidden", "384", "--heads", "4",
+             "--kv-heads", "2", "--ffn", "512", "--context", "4096", "--type", "q8_0",
+             "--seed", "7"],
 }
 # What transformers' GGUF loader does not read from a gemma3 file: the global layers' linear
 # RoPE scaling (rope.scaling.*), given here as HF's own rope parameters; the local layers'
@@ -160,6 +165,7 @@ def main():
     ap.add_argument("--tokenizer-from", required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    torch.set_num_threads(1)  # one summation order: the command reproduces the file
     rng = np.random.default_rng(20261201)
     versions = {m: importlib.metadata.version(m) for m in ("torch", "transformers", "gguf", "numpy")}
     golden = {"producer": "tools/golden/arch_logits_golden.py", "versions": versions, "cases": []}

@@ -44,9 +44,10 @@ const Preset kPresets[] = {
     {"gemma-3-1b", {26, 1152, 4, 1, 6912, 32768, 1000000.f, 1e-6f, true, "gemma3", 256, 0.f, 512}},
     {"gemma-3-4b",
      {34, 2560, 8, 4, 10240, 131072, 1000000.f, 1e-6f, true, "gemma3", 256, 0.f, 1024, 8.f}},
+    {"phi-3-mini", {32, 3072, 32, 32, 8192, 4096, 10000.f, 1e-5f, false, "phi3", 0, 0.f, 2047}},
 };
 
-constexpr const char* kArchitectures[] = {"llama", "mistral", "qwen2", "qwen3", "gemma3"};
+constexpr const char* kArchitectures[] = {"llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3"};
 constexpr float kBiasStd = 0.5f;  // qwen2's Q/K/V biases: large, as in the real models
 
 // ---- random values -------------------------------------------------------------------------
@@ -114,10 +115,15 @@ absl::StatusOr<std::vector<TensorPlan>> plan_tensors(const RandomLlamaOptions& o
   }
   for (int i = 0; i < s.num_layers; ++i) {
     const std::string p = absl::StrCat("blk.", i, ".");
+    const bool fused = s.architecture == "phi3";  // [Q; K; V] and [gate; up] in one tensor each
     norm(p + "attn_norm.weight", hidden);
-    weight(p + "attn_q.weight", hidden, q_dim);
-    weight(p + "attn_k.weight", hidden, kv_dim);
-    weight(p + "attn_v.weight", hidden, kv_dim);
+    if (fused) {
+      weight(p + "attn_qkv.weight", hidden, q_dim + 2 * kv_dim);
+    } else {
+      weight(p + "attn_q.weight", hidden, q_dim);
+      weight(p + "attn_k.weight", hidden, kv_dim);
+      weight(p + "attn_v.weight", hidden, kv_dim);
+    }
     if (s.architecture == "qwen2") {
       bias(p + "attn_q.bias", q_dim);
       bias(p + "attn_k.bias", kv_dim);
@@ -130,8 +136,12 @@ absl::StatusOr<std::vector<TensorPlan>> plan_tensors(const RandomLlamaOptions& o
     weight(p + "attn_output.weight", q_dim, hidden);
     if (s.architecture == "gemma3") norm(p + "post_attention_norm.weight", hidden);
     norm(p + "ffn_norm.weight", hidden);
-    weight(p + "ffn_gate.weight", hidden, ffn);
-    weight(p + "ffn_up.weight", hidden, ffn);
+    if (fused) {
+      weight(p + "ffn_up.weight", hidden, 2 * ffn);
+    } else {
+      weight(p + "ffn_gate.weight", hidden, ffn);
+      weight(p + "ffn_up.weight", hidden, ffn);
+    }
     weight(p + "ffn_down.weight", ffn, hidden);
     if (s.architecture == "gemma3") norm(p + "post_ffw_norm.weight", hidden);
   }
@@ -297,9 +307,9 @@ absl::Status validate_shape(const LlamaShape& s, GgmlType type) {
     return absl::InvalidArgumentError(absl::StrCat("--arch '", s.architecture, "' is not one of ",
                                                    absl::StrJoin(random_architectures(), ", ")));
   }
-  if (s.sliding_window > 0 && s.architecture != "gemma3") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--sliding-window: only --arch gemma3 has local layers, not '", s.architecture, "'"));
+  if (s.sliding_window > 0 && s.architecture != "gemma3" && s.architecture != "phi3") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sliding-window: only --arch gemma3 and phi3 have local layers, not '", s.architecture, "'"));
   }
   for (const auto& [flag, value] : {std::pair<const char*, int>{"--hidden", s.hidden_size}, {"--ffn", s.ffn_size}}) {
     if (!fallback_for_row(type, value).ok()) {

@@ -37,14 +37,15 @@ struct LlamaShape {
   // general.architecture: llama, mistral (the llama layout), qwen2 (+ Q/K/V biases ~
   // N(0, 0.5^2), large like Qwen's), qwen3 (+ per-head Q/K RMSNorm weights 1 + N(0, 0.02^2)),
   // gemma3 (qwen3's Q/K norms + post_attention_norm and post_ffw_norm; norm weights are
-  // written as llama.cpp's converter writes Gemma's, 1 + w).
+  // written as llama.cpp's converter writes Gemma's, 1 + w), phi3 (attn_qkv = [Q; K; V] and
+  // ffn_up = [gate; up] fused, as llama.cpp's converter writes Phi-3).
   std::string architecture = "llama";
   int head_dim = 0;  // 0: hidden_size / num_heads; else written as attention.key_length
   // Llama 3 RoPE scaling (`rope_freqs.weight`, as llama.cpp's converter writes it from
   // rope_scaling {rope_type: llama3, factor, low_freq_factor 1, high_freq_factor 4,
   // original_max_position_embeddings 8192}); 0: none.
   float llama3_rope_factor = 0;
-  int sliding_window = 0;        // attention.sliding_window (gemma3's local layers); 0: none
+  int sliding_window = 0;        // attention.sliding_window (gemma3, phi3); 0: none
   float rope_linear_factor = 0;  // rope.scaling.type linear with this factor; 0: none
 
   int resolved_head_dim() const { return head_dim > 0 ? head_dim : hidden_size / num_heads; }

@@ -144,6 +144,23 @@ TEST(ConfigTest, Gemma3ReadsItsBlockAndLocalLayers) {
   EXPECT_FLOAT_EQ(c->rope_theta_local, 10000.f);
 }
 
+// Phi-3: fused tensors, HF-order rows, and the file's window on every layer.
+TEST(ConfigTest, Phi3FusesProjectionsAndWindowsEveryLayer) {
+  Options o;
+  o.arch = "phi3";
+  GgufWriter w = llama_writer(o);
+  w.add("phi3.attention.sliding_window", gguf_u32(2047));
+  auto c = config_of(w);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->fused_projections && c->neox_rows);
+  EXPECT_FALSE(c->post_norms || c->gelu_ffn || c->qk_norm || c->qkv_bias);
+  EXPECT_EQ(c->sliding_window, 2047);
+  for (int layer = 0; layer < 8; ++layer) EXPECT_TRUE(c->layer_is_local(layer)) << layer;
+  auto plain = config_of(llama_writer(o));  // no window key: no local layer
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->layer_is_local(0));
+}
+
 TEST(ConfigTest, SlidingWindowOutsideGemma3IsUnimplemented) {
   for (const char* arch : {"llama", "qwen2"}) {
     Options o;

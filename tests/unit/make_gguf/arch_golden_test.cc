@@ -11,6 +11,7 @@
 // best-minus-second margin exceeds 1e-3 of the logit norm (a smaller margin is a tie at this
 // precision). The Llama 3 case also shows the check can fail: without the file's RoPE
 // factors the far-position prompt's error exceeds the tolerance by orders of magnitude.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -20,6 +21,8 @@
 #include "gtest/gtest.h"
 #include "make_gguf_test_util.h"
 #include "model/cpu/cpu_runner.h"
+#include "model/cpu/cpu_weights.h"
+#include "model/gguf/gguf.h"
 #include "model/model_loader.h"
 #include "model/weights.h"
 #include "tests/support/arch_cases.h"
@@ -91,7 +94,7 @@ TEST_P(ArchGoldenTest, CpuRunnerMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ArchGoldenTest,
-                         ::testing::Values("llama3", "mistral", "qwen2", "qwen3", "gemma3"));
+                         ::testing::Values("llama3", "mistral", "qwen2", "qwen3", "gemma3", "phi3"));
 
 // Without the file's Llama 3 factors the far-position prompt misses the reference: the
 // check above would catch a loader that ignores rope_freqs.weight.
@@ -118,6 +121,45 @@ TEST(ArchGoldenScalingTest, IgnoringLlama3FactorsFailsTheCheck) {
   const double err = stored_error(last_logits(runner->get(), far), far, c["sample_ids"]);
   std::printf("[arch llama3] error without the RoPE factors: %.3g\n", err);
   EXPECT_GT(err, 10 * kTolerance);
+}
+
+// The CPU runner's in-place weights (CpuWeights::native: ggml blocks viewed where they lie,
+// fused tensors split into views, RoPE rows permuted in copies) hold, row for row, the values
+// of the reference load that the golden test above checks (load_llama_weights: fp32, split
+// and permuted as vectors), for the cases whose rows are permuted or fused.
+TEST(ArchGoldenNativeTest, InPlaceWeightsEqualTheCheckedLoadRowForRow) {
+  if (!std::filesystem::exists(kModelPath)) GTEST_SKIP() << kModelPath << " is absent";
+  for (const std::string name : {"qwen3", "gemma3", "phi3"}) {
+    SCOPED_TRACE(name);
+    const json c = testing::arch_case(name);
+    ASSERT_FALSE(c.is_null());
+    const std::string path = temp_path("arch_native_" + name + ".gguf");
+    ASSERT_TRUE(testing::write_arch_case(c, path));
+    absl::StatusOr<std::unique_ptr<model::GgufFile>> file = model::GgufFile::open(path);
+    ASSERT_TRUE(file.ok());
+    absl::StatusOr<model::ModelConfig> config = model::config_from_gguf(**file);
+    ASSERT_TRUE(config.ok()) << config.status();
+    absl::StatusOr<model::LlamaWeights> ref = model::load_llama_weights(**file, *config);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    auto native = model::CpuWeights::native(**file, *config);
+    ASSERT_TRUE(native.ok()) << native.status();
+    for (int layer = 0; layer < config->num_layers; ++layer) {
+      const model::CpuLayerWeights& n = (*native)->layers[layer];
+      const model::LayerWeights& r = ref->layers[layer];
+      const std::pair<const model::CpuMatrix*, const std::vector<float>*> pairs[] = {
+          {&n.wq, &r.wq}, {&n.wk, &r.wk}, {&n.wv, &r.wv}, {&n.w_gate, &r.w_gate}, {&n.w_up, &r.w_up}};
+      for (const auto& [m, v] : pairs) {
+        ASSERT_TRUE(m->quantized());  // Q8_0 blocks, viewed in place
+        ASSERT_EQ(static_cast<size_t>(m->rows * m->cols), v->size());
+        std::vector<float> row(m->cols);
+        for (int64_t i = 0; i < m->rows; ++i) {
+          m->row_to_float(i, row.data());
+          ASSERT_TRUE(std::equal(row.begin(), row.end(), v->begin() + i * m->cols))
+              << "layer " << layer << " row " << i;
+        }
+      }
+    }
+  }
 }
 
 // Each of Gemma 3's differences matters to the check: with any one of them dropped from the

@@ -221,7 +221,7 @@ TEST(QuantMixTest, Q4KMFilesOfEveryArchitectureLoadAndRun) {
     EXPECT_EQ(m->config.architecture, arch);
     return prefill_and_decode(m->runner.get(), {258, 104, 101, 108, 108, 111, 32, 119}, 2);
   };
-  for (const char* arch : {"llama", "mistral", "qwen2", "qwen3"}) {
+  for (const char* arch : {"llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3"}) {
     const std::vector<float> reference = logits_of(arch, {"--type", "f32"});
     const std::vector<float> q4km = logits_of(arch, {"--ftype", "q4_k_m"});
     ASSERT_FALSE(reference.empty()) << arch;

@@ -2,7 +2,7 @@
 // tests/unit/make_gguf/arch_golden_test.cc) for every architecture's random-weight case of
 // tests/data/model_arch_random.json: Q/K/V biases (qwen2), per-head Q/K norms (qwen3), Llama 3
 // RoPE factors over 8,250 positions (llama3), the llama layout under another name
-// (mistral); gemma3, which the CUDA runner refuses, only for that refusal. Each golden prompt runs as a prefill (1 token: the GEMV path; 17 and 300: the
+// (mistral); gemma3 and phi3, which the CUDA runner refuses, only for that refusal. Each golden prompt runs as a prefill (1 token: the GEMV path; 17 and 300: the
 // GEMM path), then 4 decode steps (the GEMV path: with a bias or Q/K norms, the GEMV writes
 // QKV and rope_qkv_append adds them), logits compared at every step.
 //
@@ -131,28 +131,31 @@ INSTANTIATE_TEST_SUITE_P(Architectures, CudaArchTest,
                                   (std::get<1>(info.param) == Weights::kNative ? "_native" : "_bf16");
                          });
 
-// gemma3 has no CUDA forward pass (docs/models.md): --device cuda refuses the file naming
-// the architecture (Unimplemented), and --device auto serves it on the CPU.
-TEST(CudaArchRefusalTest, Gemma3IsRefusedOnCudaAndServedOnTheCpuByAuto) {
+// gemma3 and phi3 have no CUDA forward pass (docs/models.md): --device cuda refuses their
+// files naming the architecture (Unimplemented), and --device auto serves them on the CPU.
+TEST(CudaArchRefusalTest, Gemma3AndPhi3AreRefusedOnCudaAndServedOnTheCpuByAuto) {
   if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   if (!std::filesystem::exists(testing::arch_tokenizer_source())) GTEST_SKIP() << "no tokenizer source";
-  const json c = testing::arch_case("gemma3");
-  ASSERT_FALSE(c.is_null());
-  const std::string path =
-      (std::filesystem::path(::testing::TempDir()) / "cuda_arch_gemma3.gguf").string();
-  ASSERT_TRUE(testing::write_arch_case(c, path));
-  LoadOptions o;
-  o.num_kv_blocks = 16;
-  o.device = Device::kCuda;
-  absl::StatusOr<LoadedModel> gpu = load_model(path, o);
-  ASSERT_FALSE(gpu.ok());
-  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented) << gpu.status();
-  EXPECT_NE(gpu.status().message().find("gemma3"), std::string::npos) << gpu.status();
-  o.device = Device::kAuto;
-  absl::StatusOr<LoadedModel> any = load_model(path, o);
-  ASSERT_TRUE(any.ok()) << any.status();
-  EXPECT_EQ(any->config.architecture, "gemma3");
-  EXPECT_EQ(any->device, "cpu");
+  for (const std::string name : {"gemma3", "phi3"}) {
+    SCOPED_TRACE(name);
+    const json c = testing::arch_case(name);
+    ASSERT_FALSE(c.is_null());
+    const std::string path =
+        (std::filesystem::path(::testing::TempDir()) / ("cuda_arch_" + name + ".gguf")).string();
+    ASSERT_TRUE(testing::write_arch_case(c, path));
+    LoadOptions o;
+    o.num_kv_blocks = 16;
+    o.device = Device::kCuda;
+    absl::StatusOr<LoadedModel> gpu = load_model(path, o);
+    ASSERT_FALSE(gpu.ok());
+    EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented) << gpu.status();
+    EXPECT_NE(gpu.status().message().find(name), std::string::npos) << gpu.status();
+    o.device = Device::kAuto;
+    absl::StatusOr<LoadedModel> any = load_model(path, o);
+    ASSERT_TRUE(any.ok()) << any.status();
+    EXPECT_EQ(any->config.architecture, name);
+    EXPECT_EQ(any->device, "cpu");
+  }
 }
 
 }  // namespace
