@@ -7,7 +7,7 @@
 //
 // Q and K rows are in adjacent-pair RoPE order: llama.cpp's converter permutes the rows of
 // each llama head so that RoPE rotates ADJACENT pairs (x[2i], x[2i+1]) ("normal" mode), and
-// files whose rows are in HF order (config.neox_rows: qwen2, qwen3, which rotate
+// files whose rows are in HF order (config.neox_rows: qwen2, qwen3, gemma3, phi3, which rotate
 // (x[i], x[i + head_dim/2]), llama.cpp's NEOX mode) are permuted here the same way, with
 // their Q/K biases and Q/K norm weights. Both forward passes therefore apply adjacent-pair
 // RoPE only, whatever the architecture.
@@ -52,7 +52,8 @@ struct LlamaWeights {
 // Checks, before anything is read or sized, that the file holds exactly the tensors the
 // config needs (`token_embd.weight`, `blk.<i>.{attn_norm,attn_q,attn_k,attn_v,attn_output,
 // ffn_norm,ffn_gate,ffn_up,ffn_down}.weight`, the architecture's biases, Q/K norms and
-// post-norms (`post_attention_norm`, `post_ffw_norm`),
+// post-norms (`post_attention_norm`, `post_ffw_norm`), phi3's fused `attn_qkv` and
+// [gate; up] `ffn_up` in place of attn_q/k/v and ffn_gate/up,
 // `output_norm.weight`, `output.weight` unless tied, `rope_freqs.weight` if present) with
 // the dims the config implies and a type flashserve can decode. Errors: NotFound naming a
 // missing tensor; InvalidArgument naming a tensor whose dims differ (expected and actual);
