@@ -58,6 +58,30 @@ double stored_error(const std::vector<float>& ours, const json& prompt, const js
   return std::sqrt(diff / ref);
 }
 
+// A golden case's file, written to `path` and opened, with its config and the reference
+// load of its weights (fp32). False, with the test failure, when a step fails.
+struct OpenedCase {
+  std::unique_ptr<model::GgufFile> file;
+  model::ModelConfig config;
+  std::shared_ptr<const model::LlamaWeights> weights;
+};
+bool open_case(const json& c, const std::string& path, OpenedCase* out) {
+  if (!testing::write_arch_case(c, path)) return false;
+  absl::StatusOr<std::unique_ptr<model::GgufFile>> file = model::GgufFile::open(path);
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return false;
+  out->file = std::move(*file);
+  absl::StatusOr<model::ModelConfig> config = model::config_from_gguf(*out->file);
+  EXPECT_TRUE(config.ok()) << config.status();
+  if (!config.ok()) return false;
+  out->config = std::move(*config);
+  absl::StatusOr<model::LlamaWeights> weights = model::load_llama_weights(*out->file, out->config);
+  EXPECT_TRUE(weights.ok()) << weights.status();
+  if (!weights.ok()) return false;
+  out->weights = std::make_shared<const model::LlamaWeights>(std::move(*weights));
+  return true;
+}
+
 class ArchGoldenTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -102,19 +126,12 @@ TEST(ArchGoldenScalingTest, IgnoringLlama3FactorsFailsTheCheck) {
   if (!std::filesystem::exists(kModelPath)) GTEST_SKIP() << kModelPath << " is absent";
   const json c = testing::arch_case("llama3");
   ASSERT_FALSE(c.is_null());
-  const std::string path = temp_path("arch_llama3_noscale.gguf");
-  ASSERT_TRUE(testing::write_arch_case(c, path));
-  absl::StatusOr<std::unique_ptr<model::GgufFile>> file = model::GgufFile::open(path);
-  ASSERT_TRUE(file.ok());
-  absl::StatusOr<model::ModelConfig> config = model::config_from_gguf(**file);
-  ASSERT_TRUE(config.ok()) << config.status();
-  ASSERT_EQ(config->rope_freq_factors.size(), 32u);
-  absl::StatusOr<model::LlamaWeights> weights = model::load_llama_weights(**file, *config);
-  ASSERT_TRUE(weights.ok()) << weights.status();
-  config->rope_freq_factors.clear();
-  auto runner = model::CpuModelRunner::create(
-      *config, std::make_shared<const model::LlamaWeights>(std::move(*weights)),
-      model::CpuRunnerOptions{.num_kv_blocks = 160});
+  OpenedCase o;
+  ASSERT_TRUE(open_case(c, temp_path("arch_llama3_noscale.gguf"), &o));
+  ASSERT_EQ(o.config.rope_freq_factors.size(), 32u);
+  o.config.rope_freq_factors.clear();
+  auto runner = model::CpuModelRunner::create(o.config, o.weights,
+                                              model::CpuRunnerOptions{.num_kv_blocks = 160});
   ASSERT_TRUE(runner.ok()) << runner.status();
   const json& far = c["prompts"].back();
   ASSERT_GT(far["positions"].back().get<int>(), 8192);
@@ -133,17 +150,12 @@ TEST(ArchGoldenNativeTest, InPlaceWeightsEqualTheCheckedLoadRowForRow) {
     SCOPED_TRACE(name);
     const json c = testing::arch_case(name);
     ASSERT_FALSE(c.is_null());
-    const std::string path = temp_path("arch_native_" + name + ".gguf");
-    ASSERT_TRUE(testing::write_arch_case(c, path));
-    absl::StatusOr<std::unique_ptr<model::GgufFile>> file = model::GgufFile::open(path);
-    ASSERT_TRUE(file.ok());
-    absl::StatusOr<model::ModelConfig> config = model::config_from_gguf(**file);
-    ASSERT_TRUE(config.ok()) << config.status();
-    absl::StatusOr<model::LlamaWeights> ref = model::load_llama_weights(**file, *config);
-    ASSERT_TRUE(ref.ok()) << ref.status();
-    auto native = model::CpuWeights::native(**file, *config);
+    OpenedCase o;
+    ASSERT_TRUE(open_case(c, temp_path("arch_native_" + name + ".gguf"), &o));
+    const model::LlamaWeights* ref = o.weights.get();
+    auto native = model::CpuWeights::native(*o.file, o.config);
     ASSERT_TRUE(native.ok()) << native.status();
-    for (int layer = 0; layer < config->num_layers; ++layer) {
+    for (int layer = 0; layer < o.config.num_layers; ++layer) {
       const model::CpuLayerWeights& n = (*native)->layers[layer];
       const model::LayerWeights& r = ref->layers[layer];
       const std::pair<const model::CpuMatrix*, const std::vector<float>*> pairs[] = {
@@ -168,20 +180,10 @@ TEST(ArchGoldenScalingTest, DroppingAnyGemma3DifferenceFailsTheCheck) {
   if (!std::filesystem::exists(kModelPath)) GTEST_SKIP() << kModelPath << " is absent";
   const json c = testing::arch_case("gemma3");
   ASSERT_FALSE(c.is_null());
-  const std::string path = temp_path("arch_gemma3_ablation.gguf");
-  ASSERT_TRUE(testing::write_arch_case(c, path));
-  absl::StatusOr<std::unique_ptr<model::GgufFile>> file = model::GgufFile::open(path);
-  ASSERT_TRUE(file.ok());
-  absl::StatusOr<model::ModelConfig> config = model::config_from_gguf(**file);
-  ASSERT_TRUE(config.ok()) << config.status();
-  ASSERT_EQ(config->sliding_window, 40);
-  ASSERT_FALSE(config->rope_freq_factors.empty());  // the global layers' linear x8
-  auto weights = std::make_shared<const model::LlamaWeights>();
-  {
-    absl::StatusOr<model::LlamaWeights> w = model::load_llama_weights(**file, *config);
-    ASSERT_TRUE(w.ok()) << w.status();
-    weights = std::make_shared<const model::LlamaWeights>(std::move(*w));
-  }
+  OpenedCase o;
+  ASSERT_TRUE(open_case(c, temp_path("arch_gemma3_ablation.gguf"), &o));
+  ASSERT_EQ(o.config.sliding_window, 40);
+  ASSERT_FALSE(o.config.rope_freq_factors.empty());  // the global layers' linear x8
   const std::pair<const char*, void (*)(model::ModelConfig*)> drops[] = {
       {"window", [](model::ModelConfig* m) { m->sliding_window = 0; }},
       {"local RoPE base", [](model::ModelConfig* m) { m->rope_theta_local = m->rope_theta; }},
@@ -191,9 +193,9 @@ TEST(ArchGoldenScalingTest, DroppingAnyGemma3DifferenceFailsTheCheck) {
       {"GeGLU", [](model::ModelConfig* m) { m->gelu_ffn = false; }},
   };
   for (const auto& [what, drop] : drops) {
-    model::ModelConfig changed = *config;
+    model::ModelConfig changed = o.config;
     drop(&changed);
-    auto runner = model::CpuModelRunner::create(changed, weights,
+    auto runner = model::CpuModelRunner::create(changed, o.weights,
                                                 model::CpuRunnerOptions{.num_kv_blocks = 160});
     ASSERT_TRUE(runner.ok()) << runner.status();
     double worst = 0;
