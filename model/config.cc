@@ -183,6 +183,35 @@ absl::Status read_rope_scaling(const GgufFile& file, ModelConfig* c) {
   return absl::OkStatus();
 }
 
+// A file may state which layers are local (`attention.sliding_window_pattern`: a period, or
+// llama.cpp's per-layer bools, true = local). A period replaces the architecture's; a list
+// must be the one the architecture implies, else the file is refused (never served with
+// windows on other layers than it asks for).
+absl::Status check_window_pattern(const GgufFile& file, ModelConfig* c) {
+  const std::string key = c->architecture + ".attention.sliding_window_pattern";
+  const GgufValue* v = file.find(key);
+  if (v == nullptr || c->sliding_window == 0) return absl::OkStatus();
+  if (v->is_integer()) {
+    ASSIGN_OR_RETURN(const int period, positive_int(file, key));
+    c->sliding_window_pattern = period;
+    return absl::OkStatus();
+  }
+  if (v->type != GgufValueType::kArray || v->element_type != GgufValueType::kBool ||
+      v->elements.size() != static_cast<size_t>(c->num_layers)) {
+    return absl::InvalidArgumentError(absl::StrCat("config: ", key, " must be a positive integer or ",
+                                                   c->num_layers, " bools (block_count)"));
+  }
+  for (int layer = 0; layer < c->num_layers; ++layer) {
+    if (v->elements[layer].bool_value != c->layer_is_local(layer)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "config: ", key, " makes layer ", layer, (c->layer_is_local(layer) ? " global" : " local"),
+          "; flashserve runs ", c->architecture, "'s local layers as every layer but each ",
+          c->sliding_window_pattern, "th"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Gemma's block (model/config.h): the embedding scale, the post-norms, GeGLU, the local
 // layers' window and the attention scale. llama.cpp scales queries by 1 / sqrt(head_dim)
 // except for the 27B (62 layers), whose query_pre_attn_scalar is hidden / heads (168); the
@@ -192,6 +221,7 @@ absl::Status read_gemma_block(const GgufFile& file, const ArchitectureRow& arch,
     const std::string key = c->architecture + ".attention.sliding_window";
     ASSIGN_OR_RETURN(c->sliding_window, optional_positive_int(file, key, 0));
     c->sliding_window_pattern = arch.window_pattern;
+    RETURN_IF_ERROR(check_window_pattern(file, c));
   }
   if (!arch.gemma_block) return absl::OkStatus();
   c->embedding_scale = std::sqrt(static_cast<float>(c->hidden_size));

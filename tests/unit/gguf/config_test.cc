@@ -161,6 +161,29 @@ TEST(ConfigTest, Phi3FusesProjectionsAndWindowsEveryLayer) {
   EXPECT_FALSE(plain->layer_is_local(0));
 }
 
+// attention.sliding_window_pattern: a period replaces the architecture's; llama.cpp's
+// per-layer bools must match it.
+TEST(ConfigTest, AStatedWindowPatternIsReadOrRefused) {
+  Options o;
+  o.arch = "gemma3";
+  auto with_pattern = [&](const GgufValue& pattern) {
+    GgufWriter w = llama_writer(o);  // 2 layers
+    w.add("gemma3.attention.sliding_window", gguf_u32(512));
+    w.add("gemma3.attention.sliding_window_pattern", pattern);
+    return config_of(w);
+  };
+  auto period = with_pattern(gguf_u32(2));
+  ASSERT_TRUE(period.ok()) << period.status();
+  EXPECT_TRUE(period->layer_is_local(0));
+  EXPECT_FALSE(period->layer_is_local(1));
+  auto same = with_pattern(gguf_array(GgufValueType::kBool, {gguf_bool(true), gguf_bool(true)}));
+  ASSERT_TRUE(same.ok()) << same.status();  // 2 layers of a period of 6: both local
+  expect_error(with_pattern(gguf_array(GgufValueType::kBool, {gguf_bool(true), gguf_bool(false)})),
+               absl::StatusCode::kUnimplemented, "layer 1 global");
+  expect_error(with_pattern(gguf_array(GgufValueType::kBool, {gguf_bool(true)})),
+               absl::StatusCode::kInvalidArgument, "2 bools");
+}
+
 TEST(ConfigTest, SlidingWindowOutsideGemma3IsUnimplemented) {
   for (const char* arch : {"llama", "qwen2"}) {
     Options o;
