@@ -212,25 +212,27 @@ absl::Status check_window_pattern(const GgufFile& file, ModelConfig* c) {
   return absl::OkStatus();
 }
 
-// Gemma's block (model/config.h): the embedding scale, the post-norms, GeGLU, the local
-// layers' window and the attention scale. llama.cpp scales queries by 1 / sqrt(head_dim)
-// except for the 27B (62 layers), whose query_pre_attn_scalar is hidden / heads (168); the
-// GGUF file stores neither, so the rule is llama.cpp's.
-absl::Status read_gemma_block(const GgufFile& file, const ArchitectureRow& arch, ModelConfig* c) {
-  if (arch.window_pattern >= 0) {
-    const std::string key = c->architecture + ".attention.sliding_window";
-    ASSIGN_OR_RETURN(c->sliding_window, optional_positive_int(file, key, 0));
-    c->sliding_window_pattern = arch.window_pattern;
-    RETURN_IF_ERROR(check_window_pattern(file, c));
-  }
-  if (!arch.gemma_block) return absl::OkStatus();
+// The local layers (gemma3, phi3): the file's window and which layers it applies to.
+absl::Status read_local_layers(const GgufFile& file, const ArchitectureRow& arch, ModelConfig* c) {
+  if (arch.window_pattern < 0) return absl::OkStatus();
+  const std::string key = c->architecture + ".attention.sliding_window";
+  ASSIGN_OR_RETURN(c->sliding_window, optional_positive_int(file, key, 0));
+  c->sliding_window_pattern = arch.window_pattern;
+  return check_window_pattern(file, c);
+}
+
+// Gemma's block (model/config.h): the embedding scale, the post-norms, GeGLU and the
+// attention scale. llama.cpp scales queries by 1 / sqrt(head_dim) except for the 27B (62
+// layers), whose query_pre_attn_scalar is hidden / heads (168); the GGUF file stores
+// neither, so the rule is llama.cpp's.
+void set_gemma_block(const ArchitectureRow& arch, ModelConfig* c) {
+  if (!arch.gemma_block) return;
   c->embedding_scale = std::sqrt(static_cast<float>(c->hidden_size));
   c->post_norms = true;
   c->gelu_ffn = true;
   if (c->num_layers == 62) {
     c->attention_scale = 1.f / std::sqrt(static_cast<float>(c->hidden_size / c->num_heads));
   }
-  return absl::OkStatus();
 }
 
 absl::Status read_embeddings(const GgufFile& file, ModelConfig* c) {
@@ -271,7 +273,8 @@ absl::StatusOr<ModelConfig> config_from_gguf(const GgufFile& file) {
   }
   RETURN_IF_ERROR(read_hyper_parameters(file, &c));
   RETURN_IF_ERROR(refuse_unimplemented_keys(file, c.architecture + ".", *arch));
-  RETURN_IF_ERROR(read_gemma_block(file, *arch, &c));
+  RETURN_IF_ERROR(read_local_layers(file, *arch, &c));
+  set_gemma_block(*arch, &c);
   RETURN_IF_ERROR(check_rope_dimensions(file, c));
   RETURN_IF_ERROR(read_rope_scaling(file, &c));
   RETURN_IF_ERROR(read_embeddings(file, &c));

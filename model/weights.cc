@@ -48,73 +48,72 @@ void permute_rows_to_adjacent_pairs(int head_dim, int64_t row_bytes, uint8_t* da
 
 namespace {
 
-// One tensor of a layer: its name after `blk.<i>.`, ggml dims and where it goes.
-struct LayerTensor {
-  std::string name;
-  std::vector<int64_t> dims;  // ggml order: [in, out]
-  std::vector<float> LayerWeights::*member;
-  bool rope_rows = false;     // Q/K rows (or a per-head vector) that RoPE pairs
-};
-
-// The tensors of one layer that the config needs, in load order (the fused ones apart).
-std::vector<LayerTensor> layer_tensors(const ModelConfig& c) {
-  const int64_t hidden = c.hidden_size;
-  const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
-  const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
-  std::vector<LayerTensor> t = {{"attn_norm.weight", {hidden}, &LayerWeights::attn_norm}};
-  if (!c.fused_projections) {
-    t.push_back({"attn_q.weight", {hidden, q_dim}, &LayerWeights::wq, true});
-    t.push_back({"attn_k.weight", {hidden, kv_dim}, &LayerWeights::wk, true});
-    t.push_back({"attn_v.weight", {hidden, kv_dim}, &LayerWeights::wv});
-  }
-  t.push_back({"attn_output.weight", {q_dim, hidden}, &LayerWeights::wo});
-  t.push_back({"ffn_norm.weight", {hidden}, &LayerWeights::ffn_norm});
-  if (!c.fused_projections) {
-    t.push_back({"ffn_gate.weight", {hidden, c.ffn_size}, &LayerWeights::w_gate});
-    t.push_back({"ffn_up.weight", {hidden, c.ffn_size}, &LayerWeights::w_up});
-  }
-  t.push_back({"ffn_down.weight", {c.ffn_size, hidden}, &LayerWeights::w_down});
-  if (c.qkv_bias) {
-    t.push_back({"attn_q.bias", {q_dim}, &LayerWeights::bq, true});
-    t.push_back({"attn_k.bias", {kv_dim}, &LayerWeights::bk, true});
-    t.push_back({"attn_v.bias", {kv_dim}, &LayerWeights::bv});
-  }
-  if (c.qk_norm) {
-    t.push_back({"attn_q_norm.weight", {c.head_dim}, &LayerWeights::q_norm, true});
-    t.push_back({"attn_k_norm.weight", {c.head_dim}, &LayerWeights::k_norm, true});
-  }
-  if (c.post_norms) {
-    t.push_back({"post_attention_norm.weight", {hidden}, &LayerWeights::attn_post_norm});
-    t.push_back({"post_ffw_norm.weight", {hidden}, &LayerWeights::ffn_post_norm});
-  }
-  return t;
-}
-
-// A tensor that holds several matrices' rows one after the other (config.fused_projections:
-// phi3's attn_qkv = [Q; K; V] and ffn_up = [gate; up]).
-struct FusedPart {
+// Where a layer tensor's rows go: `rows` rows (after the previous part's) into `member`.
+// One part for most tensors; several for a fused one (config.fused_projections: phi3's
+// attn_qkv = [Q; K; V] and ffn_up = [gate; up]).
+struct TensorPart {
   std::vector<float> LayerWeights::*member;
   int64_t rows;
-  bool rope_rows;
-};
-struct FusedTensor {
-  std::string name;
-  std::vector<int64_t> dims;  // ggml order: [in, sum of the parts' rows]
-  std::vector<FusedPart> parts;
+  bool rope_rows = false;  // Q/K rows (or a per-head vector) that RoPE pairs
 };
 
-std::vector<FusedTensor> fused_tensors(const ModelConfig& c) {
-  if (!c.fused_projections) return {};
+// One tensor of a layer: its name after `blk.<i>.`, ggml dims and where its rows go.
+struct LayerTensor {
+  std::string name;
+  std::vector<int64_t> dims;  // ggml order: [in, out], or [size] for a vector
+  std::vector<TensorPart> parts;
+};
+
+// The tensors of one layer that the config needs, in load order.
+std::vector<LayerTensor> layer_tensors(const ModelConfig& c) {
   const int64_t hidden = c.hidden_size, ffn = c.ffn_size;
   const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
-  return {
-      {"attn_qkv.weight",
-       {hidden, q_dim + 2 * kv_dim},
-       {{&LayerWeights::wq, q_dim, true}, {&LayerWeights::wk, kv_dim, true},
-        {&LayerWeights::wv, kv_dim, false}}},
-      {"ffn_up.weight", {hidden, 2 * ffn}, {{&LayerWeights::w_gate, ffn, false}, {&LayerWeights::w_up, ffn, false}}},
+  std::vector<LayerTensor> t;
+  // A vector [size] (one "row" an element), or a matrix [in, out].
+  auto vector = [&](std::string name, int64_t size, std::vector<float> LayerWeights::*member,
+                    bool rope_rows = false) {
+    t.push_back({std::move(name), {size}, {{member, size, rope_rows}}});
   };
+  auto matrix = [&](std::string name, int64_t in, int64_t out,
+                    std::vector<float> LayerWeights::*member, bool rope_rows = false) {
+    t.push_back({std::move(name), {in, out}, {{member, out, rope_rows}}});
+  };
+  vector("attn_norm.weight", hidden, &LayerWeights::attn_norm);
+  if (c.fused_projections) {
+    t.push_back({"attn_qkv.weight",
+                 {hidden, q_dim + 2 * kv_dim},
+                 {{&LayerWeights::wq, q_dim, true}, {&LayerWeights::wk, kv_dim, true},
+                  {&LayerWeights::wv, kv_dim}}});
+  } else {
+    matrix("attn_q.weight", hidden, q_dim, &LayerWeights::wq, true);
+    matrix("attn_k.weight", hidden, kv_dim, &LayerWeights::wk, true);
+    matrix("attn_v.weight", hidden, kv_dim, &LayerWeights::wv);
+  }
+  matrix("attn_output.weight", q_dim, hidden, &LayerWeights::wo);
+  vector("ffn_norm.weight", hidden, &LayerWeights::ffn_norm);
+  if (c.fused_projections) {
+    t.push_back({"ffn_up.weight", {hidden, 2 * ffn},
+                 {{&LayerWeights::w_gate, ffn}, {&LayerWeights::w_up, ffn}}});
+  } else {
+    matrix("ffn_gate.weight", hidden, ffn, &LayerWeights::w_gate);
+    matrix("ffn_up.weight", hidden, ffn, &LayerWeights::w_up);
+  }
+  matrix("ffn_down.weight", ffn, hidden, &LayerWeights::w_down);
+  if (c.qkv_bias) {
+    vector("attn_q.bias", q_dim, &LayerWeights::bq, true);
+    vector("attn_k.bias", kv_dim, &LayerWeights::bk, true);
+    vector("attn_v.bias", kv_dim, &LayerWeights::bv);
+  }
+  if (c.qk_norm) {
+    vector("attn_q_norm.weight", c.head_dim, &LayerWeights::q_norm, true);
+    vector("attn_k_norm.weight", c.head_dim, &LayerWeights::k_norm, true);
+  }
+  if (c.post_norms) {
+    vector("post_attention_norm.weight", hidden, &LayerWeights::attn_post_norm);
+    vector("post_ffw_norm.weight", hidden, &LayerWeights::ffn_post_norm);
+  }
+  return t;
 }
 
 // Every tensor name the config needs, with its dims.
@@ -127,10 +126,8 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> model_tensors(const Mo
     all.push_back({"rope_freqs.weight", {static_cast<int64_t>(c.head_dim / 2)}});
   }
   const std::vector<LayerTensor> layer = layer_tensors(c);
-  const std::vector<FusedTensor> fused = fused_tensors(c);
   for (int i = 0; i < c.num_layers; ++i) {
     for (const LayerTensor& t : layer) all.push_back({absl::StrCat("blk.", i, ".", t.name), t.dims});
-    for (const FusedTensor& t : fused) all.push_back({absl::StrCat("blk.", i, ".", t.name), t.dims});
   }
   return all;
 }
@@ -145,18 +142,17 @@ absl::Status load_layer(const GgufFile& file, const ModelConfig& c, int layer,
                         LayerWeights* w) {
   const std::string prefix = absl::StrCat("blk.", layer, ".");
   for (const LayerTensor& t : layer_tensors(c)) {
-    std::vector<float>& dst = w->*t.member;
-    ASSIGN_OR_RETURN(dst, load_weight_tensor(file, prefix + t.name, t.dims));
-    if (t.rope_rows && c.neox_rows) permute_to_adjacent_pairs(c.head_dim, t.dims.size() == 2 ? t.dims[0] : 1, &dst);
-  }
-  for (const FusedTensor& t : fused_tensors(c)) {
-    ASSIGN_OR_RETURN(const std::vector<float> all, load_weight_tensor(file, prefix + t.name, t.dims));
-    const int64_t cols = t.dims[0];
+    ASSIGN_OR_RETURN(std::vector<float> all, load_weight_tensor(file, prefix + t.name, t.dims));
+    const int64_t row_length = t.dims.size() == 2 ? t.dims[0] : 1;
     int64_t row = 0;
-    for (const FusedPart& part : t.parts) {
+    for (const TensorPart& part : t.parts) {
       std::vector<float>& dst = w->*part.member;
-      dst.assign(all.begin() + row * cols, all.begin() + (row + part.rows) * cols);
-      if (part.rope_rows && c.neox_rows) permute_to_adjacent_pairs(c.head_dim, cols, &dst);
+      if (t.parts.size() == 1) {
+        dst = std::move(all);
+      } else {
+        dst.assign(all.begin() + row * row_length, all.begin() + (row + part.rows) * row_length);
+      }
+      if (part.rope_rows && c.neox_rows) permute_to_adjacent_pairs(c.head_dim, row_length, &dst);
       row += part.rows;
     }
   }

@@ -64,49 +64,21 @@ class NativeLoader {
   // A [rows, cols] matrix (ggml dims [cols, rows]): its blocks in place, or fp32.
   absl::StatusOr<CpuMatrix> matrix(const std::string& name, int64_t rows, int64_t cols,
                                    bool rope_rows) {
-    const GgufTensorInfo* info = file_.find_tensor(name);
-    const std::optional<WeightFormat> f =
-        info != nullptr ? block_format(info->type) : std::nullopt;
-    if (!f.has_value() || cols % kernels::weight_block_elements(*f) != 0 ||
-        info->dims != std::vector<int64_t>{cols, rows}) {
-      ASSIGN_OR_RETURN(std::vector<float> v, load_weight_tensor(file_, name, {cols, rows}));
-      if (rope_rows && c_.neox_rows) {
-        permute_rows_to_adjacent_pairs(c_.head_dim, cols * 4,
-                                       reinterpret_cast<uint8_t*>(v.data()), rows * cols * 4);
-      }
-      floats_->push_back(std::move(v));
-      return fp32_matrix(floats_->back(), rows, cols);
-    }
     CpuMatrix m;
-    m.format = *f;
-    m.rows = rows;
-    m.cols = cols;
-    m.row_bytes = kernels::quant_row_bytes(*f, cols);
-    if (static_cast<uint64_t>(rows * m.row_bytes) != info->num_bytes) {
-      return absl::DataLossError(absl::StrCat("weights: tensor '", name, "' holds ",
-                                              info->num_bytes, " bytes, expected ",
-                                              rows * m.row_bytes));
-    }
-    m.blocks = info->data;
-    if (rope_rows && c_.neox_rows) {
-      copies_->emplace_back(info->data, info->data + info->num_bytes);
-      permute_rows_to_adjacent_pairs(c_.head_dim, m.row_bytes, copies_->back().data(),
-                                     static_cast<int64_t>(info->num_bytes));
-      m.blocks = copies_->back().data();
-    }
+    RETURN_IF_ERROR(matrices(name, cols, {{&m, rows, rope_rows}}));
     return m;
   }
 
-  // One part of a fused tensor (config.fused_projections): `rows` rows after the previous
-  // part's, into `m`.
+  // One part of a tensor's rows (a fused tensor, config.fused_projections, has several):
+  // `rows` rows after the previous part's, into `m`.
   struct Part {
     CpuMatrix* m;
     int64_t rows;
     bool rope_rows;
   };
-  // The parts of a fused [sum of rows, cols] matrix as views: its blocks in place (copied
-  // where RoPE rows are permuted), or fp32.
-  absl::Status fused(const std::string& name, int64_t cols, std::initializer_list<Part> parts) {
+  // The parts of a [sum of rows, cols] matrix (ggml dims [cols, sum of rows]) as views: its
+  // blocks in place (copied where RoPE rows are permuted), or fp32.
+  absl::Status matrices(const std::string& name, int64_t cols, std::initializer_list<Part> parts) {
     int64_t total = 0;
     bool permute = false;
     for (const Part& part : parts) total += part.rows, permute |= part.rope_rows && c_.neox_rows;
@@ -128,7 +100,7 @@ class NativeLoader {
                                                 total * row_bytes));
       }
       if (!permute) {
-        base = const_cast<uint8_t*>(info->data);  // read only, as matrix() does
+        base = const_cast<uint8_t*>(info->data);  // never written: nothing is permuted
       } else {
         copies_->emplace_back(info->data, info->data + info->num_bytes);
         base = copies_->back().data();
@@ -163,9 +135,9 @@ class NativeLoader {
     const int64_t kv_dim = int64_t{c_.num_kv_heads} * c_.head_dim;
     ASSIGN_OR_RETURN(l->attn_norm, vector(p + "attn_norm.weight", hidden, false));
     if (c_.fused_projections) {
-      RETURN_IF_ERROR(fused(p + "attn_qkv.weight", hidden,
+      RETURN_IF_ERROR(matrices(p + "attn_qkv.weight", hidden,
                             {{&l->wq, q_dim, true}, {&l->wk, kv_dim, true}, {&l->wv, kv_dim, false}}));
-      RETURN_IF_ERROR(fused(p + "ffn_up.weight", hidden, {{&l->w_gate, ffn, false}, {&l->w_up, ffn, false}}));
+      RETURN_IF_ERROR(matrices(p + "ffn_up.weight", hidden, {{&l->w_gate, ffn, false}, {&l->w_up, ffn, false}}));
     } else {
       ASSIGN_OR_RETURN(l->wq, matrix(p + "attn_q.weight", q_dim, hidden, true));
       ASSIGN_OR_RETURN(l->wk, matrix(p + "attn_k.weight", kv_dim, hidden, true));
