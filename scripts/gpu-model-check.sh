@@ -15,8 +15,7 @@
 #   tests      kernel tests (quantized GEMV and GEMM, GEMV, layers, attention) and the runner tests: every
 #              architecture CUDA vs CPU with bf16 and native weights (cuda_arch_test), and
 #              cuda_runner_test on a random SmolLM2-shaped Q4_1 file (its HF-golden test needs
-#              the real file and is left out here), and on a 4-layer one whose ffn of 8,704
-#              gives the quantized GEMM stream-K grids
+#              the real file and is left out here)
 #   sanitize   compute-sanitizer memcheck over the quantized kernels and one architecture
 #              case, racecheck over the quantized GEMM
 #   memserve   compute-sanitizer memcheck over a serving run with --weights native of each
@@ -76,13 +75,6 @@ if has tests; then
   make_model smollm2-q4_1 --preset smollm2-135m --type q4_1
   FLASHSERVE_TEST_MODEL=$models/smollm2-q4_1.gguf run_test cuda_runner_test 400 --gtest_filter=-*Golden*
   grep -E '^\[cuda runner\] (native|cuda)' "$out/cuda_runner_test.log" | head -12 >> "$summary"
-  # A file whose gate/up (2 x 8,704 rows: 136 row tiles of 128) outnumbers an H200's 132 SMs,
-  # so its 100- and 200-token steps run stream-K grids (kernels/quant/quant_gemm_sm90.cu).
-  make_model sk-q4_k --preset smollm2-135m --layers 4 --ffn 8704 --type q4_K
-  FLASHSERVE_TEST_MODEL=$models/sk-q4_k.gguf timeout 400 "$bin/cuda_runner_test" \
-    --gtest_filter=-*Golden* > "$out/cuda_runner_test_sk.log" 2>&1
-  note "cuda_runner_test (stream-K file): rc=$? $(gtest_counts "$out/cuda_runner_test_sk.log")"
-  grep -E '^\[cuda runner\] native len' "$out/cuda_runner_test_sk.log" | head -12 >> "$summary"
 fi
 if has sanitize; then
   timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/quant_gemv_cuda_test" \

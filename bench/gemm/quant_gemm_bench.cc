@@ -74,7 +74,6 @@ std::vector<void*> weight_copies(WeightFormat f, const Shape& s, size_t l2_bytes
 
 float* g_partials = nullptr;  // quant_gemm_partials_floats(SMs) of scratch
 int64_t g_partials_floats = 0;
-int* g_counters = nullptr;  // quant_gemm_stream_k_counters(SMs), zeroed: as the model runs it
 
 QuantGemmParams qgemm_params(WeightFormat f, const Shape& s, const void* w, const void* x,
                              void* y, int m, QuantGemmKernel kernel) {
@@ -91,7 +90,6 @@ QuantGemmParams qgemm_params(WeightFormat f, const Shape& s, const void* w, cons
   p.k = s.k;
   p.partials = g_partials;
   p.partials_floats = g_partials_floats;
-  p.stream_k_counters = g_counters;
   return p;
 }
 
@@ -290,9 +288,6 @@ int run(int argc, char** argv) {
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
   BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
-  const int64_t counters = quant_gemm_stream_k_counters(prop.multiProcessorCount);
-  BENCH_CUDA(cudaMalloc(&g_counters, counters * sizeof(int)));
-  BENCH_CUDA(cudaMemset(g_counters, 0, counters * sizeof(int)));
   auto gemm = Gemm::create();
   BENCH_OK(gemm.status());
   for (const Shape& s : kShapes) {

@@ -231,17 +231,6 @@ int64_t quant_gemm_partials_floats(int num_sms) {
   return 4 * int64_t{std::max(num_sms, 1)} * device::quant_gemm::kBN * 64;
 }
 
-int64_t quant_gemm_stream_k_counters(int num_sms) {
-  return 2 * int64_t{std::max(num_sms, 1)};  // a stream-K grid has one CTA a slot, <= 2 an SM
-}
-
-int quant_gemm_stream_k_ctas(const QuantGemmParams& p, int num_sms) {
-  const bool wgmma = p.kernel == QuantGemmKernel::kWgmmaWs ||
-                     (p.kernel == QuantGemmKernel::kAuto && quant_gemm_wgmma_supported());
-  if (!wgmma || !quant_gemm_wgmma_supported() || p.m < 1 || p.n < 1 || p.k < 1) return 0;
-  return device::quant_gemm::quant_gemm_wgmma_ws_stream_k(p, std::max(num_sms, 1));
-}
-
 absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stream,
                         int* splits_out) {
   int splits = 1;

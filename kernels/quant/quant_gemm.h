@@ -53,14 +53,6 @@ struct QuantGemmParams {
   float* partials = nullptr;
   int64_t partials_floats = 0;
   QuantGemmKernel kernel = QuantGemmKernel::kAuto;
-  // quant_gemm_stream_k_counters(num_sms) ints, zero before the first call; every call leaves
-  // them zero. With them the Hopper kernel may run a grid of more row tiles than CTA slots
-  // "stream-K" (kernels/quant/quant_gemm_sm90.cu: one CTA a slot, each an equal run of the
-  // tiles' k stages, a tile shared by two CTAs meeting at a counter, one fp32 tile of each
-  // shared pair parked in p.partials), so that no round of CTAs is left part-empty; without
-  // them it never does. y is written (no partials are left for defer_reduction). Calls that
-  // may run at the same time (two streams) need counters and partials of their own.
-  int* stream_k_counters = nullptr;
   // Where k is split, leave the sum of the splits to the caller: y is not touched, the
   // partial sums stay in p.partials as [splits][m][n] fp32 (split s of output (t, f) at
   // partials[(s * m + t) * n + f]) and quant_gemm's *splits_out says how many. The caller
@@ -83,14 +75,6 @@ int quant_gemm_max_tokens();
 // The scratch quant_gemm() may use on a device of num_sms SMs, whatever the shape (~17 MB
 // on 132 SMs).
 int64_t quant_gemm_partials_floats(int num_sms);
-
-// The counters QuantGemmParams::stream_k_counters holds on a device of num_sms SMs.
-int64_t quant_gemm_stream_k_counters(int num_sms);
-
-// The number of CTAs quant_gemm() runs p with as a stream-K grid on the current device (the
-// choice is a pure function of the shape, p.kernel, p.partials_floats, whether counters are
-// given, and num_sms); 0 where it runs a split-k grid (tests and benchmarks report it).
-int quant_gemm_stream_k_ctas(const QuantGemmParams& p, int num_sms);
 
 // Whether quant_gemm() takes weights of format f with rows of k elements (any m, n >= 1).
 bool quant_gemm_supported(WeightFormat f, int k);

@@ -404,8 +404,6 @@ inline absl::Status reduce_splits(const QuantGemmParams& p, int splits, cudaStre
 // *splits_out gets its k splits.
 absl::Status quant_gemm_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream,
                                 int* splits_out);
-// The stream-K grid size quant_gemm_wgmma_ws would launch for p (0: the split-k grid).
-int quant_gemm_wgmma_ws_stream_k(const QuantGemmParams& p, int num_sms);
 
 }  // namespace device::quant_gemm
 }  // namespace flashserve::kernels

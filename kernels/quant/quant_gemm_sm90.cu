@@ -59,9 +59,8 @@ __host__ __device__ constexpr int wg_stage_bytes() {
 // stages + ~2 for the ramp and the epilogue), plus the reduction's fp32 traffic (~1.8 MB a
 // stage time). Unlike the mma.sync kernel's "fill every SM" this sees that 48 tiles in 3
 // splits on 132 SMs take two rounds. Each split keeps >= 4 stages; the partial sums fit
-// p.partials; none is empty (nonempty_splits). *cost_out: the model's time of that count.
-int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms,
-                 double* cost_out) {
+// p.partials; none is empty (nonempty_splits).
+int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms) {
   const int64_t tiles = int64_t{(p.n + rows - 1) / rows} * ((p.m + bm - 1) / bm);
   const int64_t slots = int64_t{c} * num_sms;
   const int stages = (p.k / kQuantUnit + kUnitsPerStage - 1) / kUnitsPerStage;
@@ -74,38 +73,9 @@ int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms,
     if (s > 1) cost += (4.0 * s + 2.0) * p.m * p.n / 1.8e6;
     if (s == 1 || cost < best_cost) best = s, best_cost = cost;
   }
-  *cost_out = best_cost;
   return nonempty_splits(stages, best);
 }
 
-// Stream-K (the kernel's schedule below): where the grid has at least as many tiles as CTA
-// slots, one CTA a slot, each taking an equal run of the tiles' stages in tile order, so no
-// round is left part-empty (the 8B's gate_up at 256 tokens: 224 tiles on 132 SMs, two rounds
-// of which the second is 70 % full). Each CTA then takes >= a tile's stages, so a tile is
-// shared by at most two CTAs, which meet at a counter (p.stream_k_counters) and leave one
-// fp32 tile in p.partials. In the same stage times as wgmma_splits: the longest run, + 2 for
-// the ramp and the epilogue, + kStreamKFixupStages for parking or adding a 128 x bm fp32 tile
-// (~128 KB at 256 tokens; an SM moves ~64 B a clock: ~1 us, about a stage and a half, twice).
-// Returns the CTAs, or 0 where the split-k grid is cheaper or stream-K cannot run.
-// Only tiles of >= kStreamKMinTokens tokens (one CTA an SM) run it (see the kernel).
-constexpr double kStreamKFixupStages = 4;
-constexpr int kStreamKMinTokens = 128;
-int stream_k_ctas(const QuantGemmParams& p, int rows, int bm, int c, int num_sms,
-                  double split_k_cost) {
-  const int64_t tiles = int64_t{(p.n + rows - 1) / rows} * ((p.m + bm - 1) / bm);
-  const int64_t slots = int64_t{c} * num_sms;
-  if (bm < kStreamKMinTokens || p.stream_k_counters == nullptr ||
-      reinterpret_cast<uintptr_t>(p.partials) % 16 != 0 ||
-      tiles < slots || tiles % slots == 0 ||
-      slots > quant_gemm_stream_k_counters(num_sms) ||
-      slots * rows * bm > p.partials_floats) {
-    return 0;
-  }
-  const int64_t stages = (p.k / kQuantUnit + kUnitsPerStage - 1) / kUnitsPerStage;
-  const int64_t run = (tiles * stages + slots - 1) / slots;
-  const double cost = (static_cast<double>(run) + 2 + kStreamKFixupStages) * rows / 256.0 * c;
-  return cost < split_k_cost ? static_cast<int>(slots) : 0;
-}
 
 // ---------------------------------------------------------------------------------------
 // The kernel (QuantGemmKernel::kWgmmaWs), warp-specialized. A CTA of 384 threads:
@@ -197,14 +167,11 @@ struct RingPos {
   }
 };
 
-// The producer warpgroup: stages [s_begin, s_begin + num_stages) of the tile at (row0, tok0)
-// into the ring from `at`, `produced` stages having gone through it before (earlier segments
-// of a stream-K CTA); both are advanced.
+// The producer warpgroup: stages [0, num_stages) of the split starting at s_begin.
 template <WeightFormat F, int kBM>
 __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRing<F, kBM>& r,
                                            const CUtensorMap& x_map, int row0, int tok0,
-                                           int s_begin, int num_stages,
-                                           RingPos<WsRing<F, kBM>::kStages>& at, int& produced) {
+                                           int s_begin, int num_stages) {
   constexpr int kStages = WsRing<F, kBM>::kStages;
   static_assert(kStages >= 2);
   const int num_units = p.k / kQuantUnit;
@@ -217,6 +184,7 @@ __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRin
   for (int j = 0; j < kScaleAhead; ++j) {
     if (j < num_stages) load_scales<F>(rp, (s_begin + j) * kUnitsPerStage, num_units, sc[j]);
   }
+  RingPos<kStages> at;
   // kScaleAhead stages an iteration, so that the indices of sc[] are constants.
   for (int i0 = 0; i0 < num_stages; i0 += kScaleAhead) {
 #pragma unroll
@@ -224,7 +192,7 @@ __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRin
       const int i = i0 + j;
       if (i >= num_stages) break;
       // Round k of a slot waits for the consumers' release of round k - 1 (parity ^ 1).
-      if (produced + i >= kStages) mbar_wait(r.empty(at.slot), at.parity ^ 1);
+      if (i >= kStages) mbar_wait(r.empty(at.slot), at.parity ^ 1);
       uint8_t* buf = r.slot(at.slot);
       const uint32_t full = r.full(at.slot);
       if (threadIdx.x == 0) {
@@ -242,22 +210,17 @@ __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRin
       at.next();
     }
   }
-  produced += num_stages;
   // No drain: the copies commit no group; each signals its stage's full barrier, which the
   // consumers wait on before the CTA can end.
 }
 
-// A consumer warpgroup: the m64 tile of rows 64 c .. + 63 over a segment's num_stages
-// stages, taken from the ring at `at` (advanced), into acc. Every slot it reads is released
-// (the last one after the segment's wgmmas have all retired), so the producer can go on into
-// the CTA's next segment.
+// A consumer warpgroup: the m64 tile of rows 64 c .. + 63 over the split's stages, into acc.
 template <WeightFormat F, int kBM>
 __device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, int num_stages,
-                                           RingPos<WsRing<F, kBM>::kStages>& at,
                                            float (&acc)[kBM / 2]) {
   const int t = threadIdx.x % 4;
   const uint32_t k43 = bf16_magic();
-  RingPos<WsRing<F, kBM>::kStages> prev = at;  // of stage i - 1 (once i >= 1)
+  RingPos<WsRing<F, kBM>::kStages> at, prev;  // of stages i and i - 1 (once i >= 1)
 #pragma unroll 1
   for (int i = 0; i < num_stages; ++i) {
     mbar_wait(r.full(at.slot), at.parity);
@@ -288,7 +251,6 @@ __device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, 
   }
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
   fence_operands(acc);
-  mbar_arrive(r.empty(prev.slot));  // the segment's last stage (prev, after the loop)
 }
 #endif  // FLASHSERVE_SM90A
 
@@ -331,109 +293,9 @@ __device__ __forceinline__ void ws_store_tile(T* y, int64_t ld, int f0, int tok,
   }
 }
 
-// A CTA's share of the grid: the stages [s_begin, s_begin + num_stages) of the tile at
-// (row0, tok0), and what its sums are (kind).
-struct Segment {
-  enum Kind { kWhole, kSplit, kShared } kind;  // the tile's every stage; split-k's split;
-                                               // a stream-K tile shared with another CTA
-  int row0, tok0, s_begin, num_stages;
-  int index;  // kSplit: the split; kShared: the tile's meeting place (counter and partials)
-  bool last;  // the CTA's last segment
-};
-
-// Calls fn(segment) for each segment of this CTA, in order. The split-k grid (!kStreamK):
-// one, of blockIdx (x: tokens, y: rows, z: split). Stream-K: CTA b
-// takes stage-units [U b / G, U (b + 1) / G) of the U = tiles x stages, tile T = row tile x
-// token tiles + token tile holding units [T stages, (T + 1) stages); the host guarantees
-// tiles >= G, so a run is >= a tile's stages and a tile is shared by two CTAs at most: the
-// one holding its first stage (b, the run's last segment) and the next (b + 1, its first).
-// A shared tile's index is the first of the two.
-template <int kBM, bool kStreamK, typename Fn>
-__device__ __forceinline__ void for_each_segment(const QuantGemmParams& p, int splits,
-                                                 int stream_k_ctas, Fn&& fn) {
-  const int stages = (p.k / kQuantUnit + kUnitsPerStage - 1) / kUnitsPerStage;
-  if constexpr (!kStreamK) {
-    const int per_split = (stages + splits - 1) / splits;
-    const int split = blockIdx.z;
-    const int s_begin = split * per_split, s_end = min(stages, s_begin + per_split);
-    fn(Segment{splits > 1 ? Segment::kSplit : Segment::kWhole, static_cast<int>(blockIdx.y) * kRows,
-               static_cast<int>(blockIdx.x) * kBM, s_begin, max(s_end - s_begin, 0), split, true});
-  } else {
-  const int token_tiles = (p.m + kBM - 1) / kBM;
-  const int64_t units = int64_t{token_tiles} * ((p.n + kRows - 1) / kRows) * stages;
-  const int b = blockIdx.x;
-  const int64_t end = units * (b + 1) / stream_k_ctas;
-  for (int64_t u = units * b / stream_k_ctas; u < end;) {
-    const int64_t tile = u / stages;
-    const int s0 = static_cast<int>(u - tile * stages);
-    const int len = static_cast<int>(end - u < stages - s0 ? end - u : stages - s0);
-    u += len;
-    const bool whole = s0 == 0 && len == stages;
-    fn(Segment{whole ? Segment::kWhole : Segment::kShared,
-               static_cast<int>(tile / token_tiles) * kRows,
-               static_cast<int>(tile % token_tiles) * kBM, s0, len, s0 == 0 ? b : b - 1,
-               u == end});
-  }
-  }
-}
-
-#if defined(FLASHSERVE_SM90A)
-// The consumer warpgroups' own barrier (the producer's warpgroup has left by then).
-__device__ __forceinline__ void consumers_sync() {
-  asm volatile("bar.sync 1, %0;\n" ::"n"(2 * kRows) : "memory");
-}
-
-// A stream-K tile's two CTAs meet here, each with its sums of its stages in acc. The first
-// to arrive parks them in partials slot `index` (kRows x kBM fp32 in fragment order: float4
-// q of consumer thread ct at q x 256 + ct, so a warp's stores are 512 contiguous bytes) and
-// returns false; the second waits until they are there, adds them to its own and returns
-// true (it writes y), leaving the counter zero for the next call. Counter: +1 an arrival,
-// +2 when the parked tile is visible (threadfence, then the barrier), so the second waits for
-// 4. Two addends: acc + parked is the same float whichever CTA parked.
-template <int kAcc>
-__device__ __forceinline__ bool stream_k_meet(const QuantGemmParams& p, int index,
-                                              int* arrival, float (&acc)[kAcc]) {
-  int* counter = p.stream_k_counters + index;
-  float4* parked = reinterpret_cast<float4*>(p.partials) + int64_t{index} * kRows * kAcc / 2;
-  const int ct = threadIdx.x - kRows;
-  if (ct == 0) *arrival = atomicAdd(counter, 1);
-  consumers_sync();
-  if (*arrival == 0) {
-#pragma unroll
-    for (int q = 0; q < kAcc / 4; ++q) {
-      __stcg(parked + q * 2 * kRows + ct,
-             make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
-    }
-    __threadfence();
-    consumers_sync();  // every thread's tile is out (and *arrival read by all)
-    if (ct == 0) atomicAdd(counter, 2);
-    return false;
-  }
-  if (ct == 0) {
-    while (*static_cast<volatile int*>(counter) != 4) __nanosleep(64);
-    __threadfence();
-  }
-  consumers_sync();  // the parked tile is visible to every consumer thread
-#pragma unroll
-  for (int q = 0; q < kAcc / 4; ++q) {
-    const float4 v = __ldcg(parked + q * 2 * kRows + ct);
-    acc[4 * q] += v.x;
-    acc[4 * q + 1] += v.y;
-    acc[4 * q + 2] += v.z;
-    acc[4 * q + 3] += v.w;
-  }
-  if (ct == 0) atomicExch(counter, 0);  // its two CTAs are done with it
-  return true;
-}
-#endif  // FLASHSERVE_SM90A
-
-// kStreamK: a stream-K grid of stream_k_ctas CTAs, else the split-k grid of `splits`
-// (for_each_segment). Two kernels, so that the split-k one keeps its registers (the 64-token
-// tile's two CTAs an SM allow 80 a thread; the stream-K loop over segments spills there).
-template <WeightFormat F, int kBM, bool kStreamK>
+template <WeightFormat F, int kBM>
 __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
     quant_gemm_wgmma_ws_kernel(const QuantGemmParams p, const int splits,
-                               const int stream_k_ctas,
                                const __grid_constant__ CUtensorMap x_map) {
 #if defined(FLASHSERVE_SM90A)
   using Ring = WsRing<F, kBM>;
@@ -442,9 +304,6 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   r.base = reinterpret_cast<uint8_t*>(smem_raw) +
            ((kAlign - (smem_addr(smem_raw) & (kAlign - 1))) & (kAlign - 1));
   r.bars = smem_addr(r.base + Ring::kStages * Ring::kStageBytes);
-  // After the barriers: stream_k_meet's word (ws_smem_bytes' alignment slack holds it).
-  int* arrival = reinterpret_cast<int*>(r.base + Ring::kStages * Ring::kStageBytes +
-                                        16 * Ring::kStages);
   if (threadIdx.x == 0) {
     for (int s = 0; s < Ring::kStages; ++s) {
       mbar_init(r.full(s), 2 * kRows);  // an arrival and a cp.async arrival a thread
@@ -453,16 +312,17 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   }
   __syncthreads();  // the barriers' init; the only CTA-wide barrier
 
-  RingPos<Ring::kStages> at;
+  const int tok0 = blockIdx.x * kBM, row0 = blockIdx.y * kRows, split = blockIdx.z;
+  const int total_stages = (p.k / kQuantUnit + kUnitsPerStage - 1) / kUnitsPerStage;
+  const int per_split = (total_stages + splits - 1) / splits;
+  const int s_begin = split * per_split, s_end = min(total_stages, s_begin + per_split);
+  const int num_stages = max(s_end - s_begin, 0);
   wait_for_prior_grid();  // every thread: x is the previous kernel's, y may be read (+=)
   if (threadIdx.x < kRows) {
     if constexpr (ws_moves_registers<kBM>()) {
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegs));
     }
-    int produced = 0;
-    for_each_segment<kBM, kStreamK>(p, splits, stream_k_ctas, [&](const Segment& g) {
-      ws_produce<F, kBM>(p, r, x_map, g.row0, g.tok0, g.s_begin, g.num_stages, at, produced);
-    });
+    ws_produce<F, kBM>(p, r, x_map, row0, tok0, s_begin, num_stages);
     allow_next_grid();
     return;
   }
@@ -473,32 +333,27 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   const int g = lane / 4, t = lane % 4;
   const int my_row = 64 * c + 16 * warp + g;  // and + 8
   constexpr int kAcc = kBM / 2;
-  for_each_segment<kBM, kStreamK>(p, splits, stream_k_ctas, [&](const Segment& seg) {
-    float acc[kAcc];  // set by the first wgmma (every segment has >= 1 stage: nonempty_splits)
-    ws_consume<F, kBM>(r, my_row, seg.num_stages, at, acc);
-    if (seg.last) allow_next_grid();
-    if constexpr (kStreamK) {
-      if (seg.kind == Segment::kShared && !stream_k_meet(p, seg.index, arrival, acc)) return;
-    }
-    const int f0 = seg.row0 + my_row, tok = seg.tok0 + 2 * t;
-    const bool full = seg.row0 + kRows <= p.n && seg.tok0 + kBM <= p.m;
-    if (seg.kind == Segment::kSplit) {
-      ws_store_tile<float, false>(p.partials + int64_t{seg.index} * p.m * p.n, p.n, f0, tok,
-                                  p.m, p.n, full, acc);
-    } else if (p.output == GemvOutput::kBf16) {
-      ws_store_tile<__nv_bfloat16, false>(static_cast<__nv_bfloat16*>(p.y), p.ldy, f0, tok,
-                                          p.m, p.n, full, acc);
-    } else if (p.output == GemvOutput::kFp32) {
-      ws_store_tile<float, false>(static_cast<float*>(p.y), p.ldy, f0, tok, p.m, p.n, full,
-                                  acc);
-    } else {
-      ws_store_tile<float, true>(static_cast<float*>(p.y), p.ldy, f0, tok, p.m, p.n, full, acc);
-    }
-  });
+  float acc[kAcc];  // set by the first wgmma (every split has >= 1 stage: nonempty_splits)
+  ws_consume<F, kBM>(r, my_row, num_stages, acc);
+  allow_next_grid();
+
+  const int f0 = row0 + my_row, tok = tok0 + 2 * t;
+  const bool full = row0 + kRows <= p.n && tok0 + kBM <= p.m;
+  if (splits > 1) {
+    ws_store_tile<float, false>(p.partials + int64_t{split} * p.m * p.n, p.n, f0, tok, p.m,
+                                p.n, full, acc);
+  } else if (p.output == GemvOutput::kBf16) {
+    ws_store_tile<__nv_bfloat16, false>(static_cast<__nv_bfloat16*>(p.y), p.ldy, f0, tok, p.m,
+                                        p.n, full, acc);
+  } else if (p.output == GemvOutput::kFp32) {
+    ws_store_tile<float, false>(static_cast<float*>(p.y), p.ldy, f0, tok, p.m, p.n, full, acc);
+  } else {
+    ws_store_tile<float, true>(static_cast<float*>(p.y), p.ldy, f0, tok, p.m, p.n, full, acc);
+  }
 #endif
 }
 
-template <WeightFormat F, int kBM, bool kStreamK>
+template <WeightFormat F, int kBM>
 struct WsSmemTag {};
 
 // cuTensorMapEncodeTiled, from the driver through the runtime (no link against libcuda).
@@ -539,46 +394,22 @@ absl::Status x_tensor_map(const QuantGemmParams& p, int bm, CUtensorMap* map) {
   return absl::OkStatus();
 }
 
-// 64-, 128- or 256-token tiles (quant_gemm_wgmma_ws below), k split by wgmma_splits(), or
-// stream-K where stream_k_ctas() says it is cheaper.
+// 64-, 128- or 256-token tiles (quant_gemm_wgmma_ws below), k split by wgmma_splits().
 template <WeightFormat F, int kBM>
 absl::Status launch_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream,
                              int* splits_out) {
+  auto* kernel = quant_gemm_wgmma_ws_kernel<F, kBM>;
   constexpr int smem = ws_smem_bytes<F, kBM>();
   static_assert(ws_ctas_per_sm<kBM>() * (smem + kReservedPerCta) <= kSmemPerSm);
-  double split_k_cost = 0;
-  const int splits = wgmma_splits(p, kRows, kBM, ws_ctas_per_sm<kBM>(), num_sms, &split_k_cost);
-  const int sk = stream_k_ctas(p, kRows, kBM, ws_ctas_per_sm<kBM>(), num_sms, split_k_cost);
-  CUtensorMap x_map;
-  if (absl::Status s = x_tensor_map(p, kBM, &x_map); !s.ok()) return s;
-  if constexpr (kBM >= kStreamKMinTokens) {
-    if (sk > 0) {
-      auto* kernel = quant_gemm_wgmma_ws_kernel<F, kBM, true>;
-      if (absl::Status s = set_smem_limit_once<WsSmemTag<F, kBM, true>>(kernel, smem); !s.ok()) {
-        return s;
-      }
-      CUDA_CHECK(launch_dependent(kernel, dim3(static_cast<unsigned>(sk)), kWsThreads, smem,
-                                  stream, p, 1, sk, x_map));
-      *splits_out = 1;
-      return absl::OkStatus();
-    }
-  }
-  auto* kernel = quant_gemm_wgmma_ws_kernel<F, kBM, false>;
-  if (absl::Status s = set_smem_limit_once<WsSmemTag<F, kBM, false>>(kernel, smem); !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = set_smem_limit_once<WsSmemTag<F, kBM>>(kernel, smem); !s.ok()) return s;
+  const int splits = wgmma_splits(p, kRows, kBM, ws_ctas_per_sm<kBM>(), num_sms);
   const dim3 grid(static_cast<unsigned>((p.m + kBM - 1) / kBM),
                   static_cast<unsigned>((p.n + kRows - 1) / kRows), splits);
-  CUDA_CHECK(launch_dependent(kernel, grid, kWsThreads, smem, stream, p, splits, 0, x_map));
+  CUtensorMap x_map;
+  if (absl::Status s = x_tensor_map(p, kBM, &x_map); !s.ok()) return s;
+  CUDA_CHECK(launch_dependent(kernel, grid, kWsThreads, smem, stream, p, splits, x_map));
   *splits_out = splits;
   return reduce_splits(p, splits, stream);
-}
-
-template <int kBM>
-int wgmma_stream_k_ctas(const QuantGemmParams& p, int num_sms) {
-  double split_k_cost = 0;
-  wgmma_splits(p, kRows, kBM, ws_ctas_per_sm<kBM>(), num_sms, &split_k_cost);
-  return stream_k_ctas(p, kRows, kBM, ws_ctas_per_sm<kBM>(), num_sms, split_k_cost);
 }
 
 }  // namespace
@@ -591,12 +422,6 @@ absl::Status quant_gemm_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStre
     if (p.m > 64) return launch_wgmma_ws<F, 128>(p, num_sms, stream, splits_out);
     return launch_wgmma_ws<F, 64>(p, num_sms, stream, splits_out);
   });
-}
-
-int quant_gemm_wgmma_ws_stream_k(const QuantGemmParams& p, int num_sms) {
-  if (p.m > 128) return wgmma_stream_k_ctas<256>(p, num_sms);
-  if (p.m > 64) return wgmma_stream_k_ctas<128>(p, num_sms);
-  return wgmma_stream_k_ctas<64>(p, num_sms);
 }
 
 }  // namespace device::quant_gemm

@@ -121,11 +121,6 @@ absl::Status reserve_token_buffers(const ForwardContext& ctx, size_t t, size_t r
 }
 
 // Split-KV partials of a decode over `num_seqs` sequences in `num_splits` splits.
-// DeviceWorkspace::gemm_counters: the quantized GEMM's stream-K counters of two streams.
-size_t gemm_counter_bytes(int num_sms) {
-  return 2 * static_cast<size_t>(kernels::quant_gemm_stream_k_counters(num_sms)) * sizeof(int);
-}
-
 size_t decode_scratch_bytes(const ModelConfig& c, int num_seqs, int num_splits) {
   kernels::AttentionParams p;
   p.num_seqs = num_seqs;
@@ -314,15 +309,12 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
       return q;
     };
     float* scratch = ctx.ws->gemm_scratch.get<float>();
-    int* counters = ctx.ws->gemm_counters.get<int>();
-    const int64_t stream_counters = kernels::quant_gemm_stream_k_counters(ctx.num_sms);
     const auto scratch_floats = static_cast<int64_t>(ctx.ws->gemm_scratch.bytes() / sizeof(float));
     if (!two) {
       // `defer`: a split k's sum is left to the kernel that reads y next (DeviceWorkspace::
       // pending), one launch and one pass over y fewer, at the step sizes where that wins
       // (native_gemm_path.h).
       kernels::QuantGemmParams q = params(w, 0, scratch, scratch_floats);
-      q.stream_k_counters = counters;
       q.defer_reduction = defer && native_gemm_folds_split_sum(m);
       int splits = 1;
       RETURN_IF_ERROR(kernels::quant_gemm(q, ctx.num_sms, ctx.stream, &splits));
@@ -338,12 +330,9 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
     const int64_t half = scratch_floats / 2;
     CUDA_CHECK(cudaEventRecord(ctx.fork, ctx.stream));
     CUDA_CHECK(cudaStreamWaitEvent(ctx.side_stream, ctx.fork, 0));
-    kernels::QuantGemmParams q = params(w, 0, scratch, half);
-    kernels::QuantGemmParams q2 = params(*w2, w.rows, scratch + half, half);
-    q.stream_k_counters = counters;
-    q2.stream_k_counters = counters + stream_counters;
-    RETURN_IF_ERROR(kernels::quant_gemm(q, ctx.num_sms, ctx.stream));
-    RETURN_IF_ERROR(kernels::quant_gemm(q2, ctx.num_sms, ctx.side_stream));
+    RETURN_IF_ERROR(kernels::quant_gemm(params(w, 0, scratch, half), ctx.num_sms, ctx.stream));
+    RETURN_IF_ERROR(kernels::quant_gemm(params(*w2, w.rows, scratch + half, half), ctx.num_sms,
+                                        ctx.side_stream));
     CUDA_CHECK(cudaEventRecord(ctx.join, ctx.side_stream));
     CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, ctx.join, 0));
     return absl::OkStatus();
@@ -598,11 +587,6 @@ absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int ma
   RETURN_IF_ERROR(ctx.ws->metadata.reserve(metadata_bytes));
   if (ctx.weights->max_dequant_bytes > 0) {
     RETURN_IF_ERROR(ctx.ws->gemm_scratch.reserve(static_cast<size_t>(ctx.weights->max_dequant_bytes)));
-    if (ctx.ws->gemm_counters.bytes() == 0) {
-      RETURN_IF_ERROR(ctx.ws->gemm_counters.allocate(gemm_counter_bytes(ctx.num_sms)));
-      CUDA_CHECK(cudaMemsetAsync(ctx.ws->gemm_counters.get(), 0, ctx.ws->gemm_counters.bytes(),
-                                 ctx.stream));
-    }
   }
   return reserve_rope_tables(ctx, 0);
 }
@@ -616,13 +600,12 @@ size_t metadata_bytes(int max_tokens, int max_seqs, int table_width) {
 }
 
 int64_t workspace_bytes(const ModelConfig& c, int max_tokens, int max_seqs,
-                        size_t metadata_bytes, int64_t dequant_bytes, int num_sms) {
+                        size_t metadata_bytes, int64_t dequant_bytes) {
   const size_t tokens = std::max(max_tokens, max_seqs);
   return static_cast<int64_t>(token_buffer_sizes(c, tokens, max_seqs).total() + sizeof(float) +
                               decode_scratch_bytes(c, max_seqs, kernels::kMaxDecodeSplits) +
                               metadata_bytes + rope_table_bytes(c, c.context_length) +
-                              Gemm::kWorkspaceBytes + dequant_bytes +
-                              (dequant_bytes > 0 ? gemm_counter_bytes(num_sms) : 0));
+                              Gemm::kWorkspaceBytes + dequant_bytes);
 }
 
 int64_t DeviceKvCache::bytes_per_block(const ModelConfig& c, int block_size) {

@@ -89,9 +89,6 @@ struct DeviceWorkspace {
   // GEMM reads past kernels::quant_gemm_max_tokens(), or quant_gemm's split-k partial sums below it
   // (half each for [wq; wk] and a wv beside it).
   DeviceBuffer gemm_scratch;
-  // kernels::QuantGemmParams::stream_k_counters of the two streams (main, then side), zero
-  // from allocation on: every quantized GEMM leaves them zero.
-  DeviceBuffer gemm_counters;
   DeviceBuffer decode_scratch;   // kernels::attention_decode's split-KV partials
   DeviceBuffer metadata;         // DeviceBatch's arrays
   DeviceBuffer results;          // [num_out_rows] kernels::SampleResult
@@ -147,7 +144,7 @@ absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int ma
 // weights' dequant_bytes (DeviceWeights::max_dequant_bytes) included):
 // the KV cache's budget leaves this much free. Computed from the sizes the reserve uses.
 int64_t workspace_bytes(const ModelConfig& c, int max_tokens, int max_seqs,
-                        size_t metadata_bytes, int64_t dequant_bytes, int num_sms);
+                        size_t metadata_bytes, int64_t dequant_bytes);
 // Bytes of batch metadata reserved at start for steps of up to max_tokens tokens and
 // max_seqs sequences with block tables table_width wide (penalty lists beyond
 // kMetadataSlack grow the buffer, which re-captures the decode graphs once).

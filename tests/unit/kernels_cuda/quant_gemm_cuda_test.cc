@@ -44,7 +44,6 @@ struct Case {
   int num_sms;     // the launcher's tile and split choice
   bool partials;   // scratch for split-k partial sums given
   QuantGemmKernel kernel = QuantGemmKernel::kMmaSync;
-  bool stream_k = false;  // counters given, and the launcher must choose a stream-K grid
 };
 
 void run_case(const Case& c, std::mt19937& rng) {
@@ -52,8 +51,7 @@ void run_case(const Case& c, std::mt19937& rng) {
                                     << static_cast<int>(c.output) << " m " << c.m << " n "
                                     << c.n << " k " << c.k << " sms " << c.num_sms
                                     << (c.partials ? " with partials" : "")
-                                    << (c.kernel == QuantGemmKernel::kWgmmaWs ? " wgmma ws" : "")
-                                    << (c.stream_k ? " stream-K" : ""));
+                                    << (c.kernel == QuantGemmKernel::kWgmmaWs ? " wgmma ws" : ""));
   QuantWeight w = make_weight(c.format, c.n, c.k, rng);
   const testing::Bf16Data x = random_bf16(static_cast<size_t>(c.m) * c.k, 1.f, rng);
   const bool fp32_out = c.output != GemvOutput::kBf16;
@@ -82,28 +80,7 @@ void run_case(const Case& c, std::mt19937& rng) {
   p.partials = c.partials ? d_partials.get<float>() : nullptr;
   p.partials_floats = partials_floats;
   p.kernel = c.kernel;
-  const std::vector<int> zeros(quant_gemm_stream_k_counters(c.num_sms), 0);
-  DeviceBuffer d_counters = DeviceBuffer::from(zeros);
-  if (c.stream_k) {
-    p.stream_k_counters = d_counters.get<int>();
-    ASSERT_GT(quant_gemm_stream_k_ctas(p, c.num_sms), 0) << "the launcher runs split-k";
-  }
-  int splits = 0;
-  ASSERT_TRUE(quant_gemm(p, c.num_sms, nullptr, &splits).ok());
-  if (c.stream_k) {
-    EXPECT_EQ(splits, 1);
-    EXPECT_EQ(d_counters.to_host<int>(), zeros) << "counters not left zero";
-    // Again on the same start: the same bits, whichever CTA of a shared tile came second.
-    DeviceBuffer again = fp32_out ? DeviceBuffer::from(y_start)
-                                  : DeviceBuffer(static_cast<size_t>(c.m) * ldy * 2);
-    if (c.output != GemvOutput::kFp32Accumulate) again.poison();
-    const DeviceBuffer first_y = std::move(d_y);
-    p.y = again.get();
-    ASSERT_TRUE(quant_gemm(p, c.num_sms, nullptr).ok());
-    EXPECT_EQ(again.to_host<uint32_t>(), first_y.to_host<uint32_t>());
-    EXPECT_EQ(d_counters.to_host<int>(), zeros) << "counters not left zero";
-    d_y = std::move(again);
-  }
+  ASSERT_TRUE(quant_gemm(p, c.num_sms, nullptr).ok());
   std::vector<float> got;
   if (fp32_out) {
     got = d_y.to_host<float>();
@@ -203,76 +180,12 @@ void run_wgmma_cases(QuantGemmKernel kW) {
   }
 }
 
-// Stream-K grids (kernels/quant/quant_gemm_sm90.cu), forced by few SMs: 4 CTA slots for 9
-// row tiles of 128 (n = 1,144: the last of 120 rows) or 6 (n = 760), so every CTA takes
-// 2.25 (1.5) tiles' stages and most tiles are shared by two CTAs; 128-token tiles (m = 100),
-// 256 (m = 200) and two token tiles (m = 300, 18 tiles); k of 10, 20 and 64 stages. Each case
-// also checks the counters are left zero and a second call gives the same bits.
-void run_stream_k_cases() {
-  std::mt19937 rng(std::random_device{}());
-  const QuantGemmKernel kW = QuantGemmKernel::kWgmmaWs;
-  for (WeightFormat f : quant::kQuantFormats) {
-    const bool k_quant = weight_block_elements(f) == kQuantSuperBlock;
-    const int k = k_quant ? 1280 : 608;
-    for (GemvOutput out : {GemvOutput::kBf16, GemvOutput::kFp32, GemvOutput::kFp32Accumulate}) {
-      run_case({f, out, 200, 1144, k, 4, true, kW, true}, rng);
-      run_case({f, out, 100, 1144, k, 4, true, kW, true}, rng);
-    }
-    run_case({f, GemvOutput::kFp32Accumulate, 300, 1144, k, 4, true, kW, true}, rng);
-    run_case({f, GemvOutput::kBf16, 200, 760, 4096, 4, true, kW, true}, rng);
-  }
-}
-
 // The warp-specialized wgmma kernel (a producer warpgroup, two consumer warpgroups,
 // mbarriers, TMA).
 TEST(QuantGemmCuda, WarpSpecializedWgmmaKernelEveryFormatOutputTileAndSplitMatchesTheReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   if (!quant_gemm_wgmma_supported()) GTEST_SKIP() << "not a Hopper GPU";
   run_wgmma_cases(QuantGemmKernel::kWgmmaWs);
-}
-
-TEST(QuantGemmCuda, StreamKGridsMatchTheReferenceAndLeaveTheirCountersZero) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  if (!quant_gemm_wgmma_supported()) GTEST_SKIP() << "not a Hopper GPU";
-  run_stream_k_cases();
-}
-
-// Which grids run stream-K (a pure function of the shape, the scratch, the counters and the
-// SMs): the 8B's gate_up at 256 and 100 tokens on 132 SMs (224 tiles: two rounds, the second
-// 70 % full); not without counters or scratch for a parked tile, not its 64-token tiles, not
-// a grid of fewer tiles than SMs (the 1B's gate_up: 128) or a whole number of rounds.
-TEST(QuantGemmCuda, StreamKRunsWhereTilesLeaveARoundPartEmpty) {
-  if (cuda_device_count() == 0 || !quant_gemm_wgmma_supported()) {
-    GTEST_SKIP() << "not a Hopper GPU";
-  }
-  int counters[1];  // never dereferenced: the choice only
-  QuantGemmParams p;
-  p.format = WeightFormat::kQ4_K;
-  p.m = 256;
-  p.n = 28672;
-  p.k = 4096;
-  p.ldy = p.n;
-  p.partials = reinterpret_cast<float*>(256);
-  p.partials_floats = quant_gemm_partials_floats(132);
-  p.stream_k_counters = counters;
-  EXPECT_EQ(quant_gemm_stream_k_ctas(p, 132), 132);
-  p.m = 100;
-  EXPECT_EQ(quant_gemm_stream_k_ctas(p, 132), 132);
-  p.m = 64;
-  EXPECT_EQ(quant_gemm_stream_k_ctas(p, 132), 0);
-  p.m = 256;
-  QuantGemmParams q = p;
-  q.stream_k_counters = nullptr;
-  EXPECT_EQ(quant_gemm_stream_k_ctas(q, 132), 0);
-  q = p;
-  q.partials_floats = int64_t{131} * 128 * 256;  // one parked tile short
-  EXPECT_EQ(quant_gemm_stream_k_ctas(q, 132), 0);
-  q = p;
-  q.n = 16384;
-  q.k = 2048;
-  EXPECT_EQ(quant_gemm_stream_k_ctas(q, 132), 0);
-  q.n = 128 * 264;
-  EXPECT_EQ(quant_gemm_stream_k_ctas(q, 132), 0);
 }
 
 // defer_reduction: y untouched where k was split (still the poison, or the fp32 start values

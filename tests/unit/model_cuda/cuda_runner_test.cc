@@ -235,9 +235,8 @@ TEST_F(CudaRunnerTest, GreedyContinuationMatchesCpuWhereTheMarginAllows) {
 // the GEMVs: kernels/quant/quant_gemv.h) against the CPU, beside the bf16 path's error: both
 // relative to the bf16-weights yardstick; the native bound is kNativeFactor.
 TEST_F(CudaRunnerTest, NativeWeightsLogitsWithinTheYardstick) {
-  // 48, 100, 200: the quantized GEMM's 64-, 128- and 256-token tiles (on a file whose
-  // gate/up has more row tiles than the GPU has SMs, stream-K grids at 100 and 200:
-  // scripts/gpu-model-check.sh's "sk" file); 278: past its crossover, deq+blas.
+  // 48, 100, 200: the quantized GEMM's 64-, 128- and 256-token tiles (where the file's
+  // matrices are large enough for it: native_gemm_path.h); 278: past its crossover, deq+blas.
   for (int len : {1, 2, 8, 17, 48, 100, 200, 278}) {
     const std::vector<int32_t> tokens = prompt(len);
     const int n = gpu_->config.num_layers;
