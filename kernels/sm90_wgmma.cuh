@@ -71,39 +71,6 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c
       "l"(map), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
 }
-// Thread-block clusters (a kernel launched with a cluster dimension; PTX ISA "Cluster"):
-// the CTA's rank in its cluster; the TMA box as tma_load_2d, written at dst and completing
-// its bytes on mbarrier `bar` in every CTA of `cta_mask` (the same shared-memory offsets in
-// each); an arrival on the mbarrier at offset `bar` of cluster CTA `rank` (release at cluster
-// scope); and a barrier over every thread of the cluster that has not exited (release /
-// acquire: writes before it, shared memory of other CTAs included, are seen after it).
-__device__ __forceinline__ uint32_t cluster_cta_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const void* map, int c0,
-                                                      int c1, uint32_t bar, uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
-      "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(cta_mask)
-      : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(rank)
-      : "memory");
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-// Makes mbarrier inits visible to the cluster's other CTAs (before the cluster_sync after them).
-__device__ __forceinline__ void fence_mbarrier_init_cluster() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
   do {

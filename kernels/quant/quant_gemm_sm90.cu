@@ -19,8 +19,6 @@
 //     has completed by then, so its A registers are free again (each of a stage's four
 //     unrolled steps has registers of its own).
 // Split-k and its reduction as in the mma.sync kernel.
-// Pairs (128- and 256-token tiles, ws_multicasts_x): CTAs of row tiles 2 j and 2 j + 1 run
-// as one cluster and each loads half of every x tile into both, by TMA multicast.
 #include <cuda.h>  // CUtensorMap (the driver is reached through the runtime, not linked)
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -122,15 +120,6 @@ template <int kBM>
 __host__ __device__ constexpr int ws_ctas_per_sm() { return kBM == 64 ? 2 : 1; }
 template <int kBM>
 __host__ __device__ constexpr bool ws_moves_registers() { return kBM == 256; }
-// Whether CTAs run in pairs sharing the x tile (128- and 256-token tiles): a cluster of two
-// CTAs of adjacent row tiles, each producer loading half of the stage's x tile by TMA
-// multicast into both CTAs' ring, so the x traffic from the L2 halves. Why: at 256 tokens a
-// CTA's stage reads 32 KB of x for 4.6 KB of Q4_K weights, and the 8B's gate_up moved ~5.4 TB/s
-// from the L2 (bench/gemm/NOTES.md, twentieth session: removing its part-empty second round
-// did not make it faster). A slot is refilled once both CTAs' consumers have released it: each
-// consumer warp arrives on its own CTA's empty barrier and on its peer's.
-template <int kBM>
-__host__ __device__ constexpr bool ws_multicasts_x() { return kBM >= 128; }
 constexpr int kWsProducerRegs = 88, kWsConsumerRegs = 208;
 static_assert(kRows * (kWsProducerRegs + 2 * kWsConsumerRegs) <= 65536);
 
@@ -182,7 +171,7 @@ struct RingPos {
 template <WeightFormat F, int kBM>
 __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRing<F, kBM>& r,
                                            const CUtensorMap& x_map, int row0, int tok0,
-                                           int s_begin, int num_stages, uint32_t rank) {
+                                           int s_begin, int num_stages) {
   constexpr int kStages = WsRing<F, kBM>::kStages;
   static_assert(kStages >= 2);
   const int num_units = p.k / kQuantUnit;
@@ -207,15 +196,8 @@ __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRin
       uint8_t* buf = r.slot(at.slot);
       const uint32_t full = r.full(at.slot);
       if (threadIdx.x == 0) {
-        // The whole tile lands here: this CTA's half and the peer's (ws_multicasts_x).
         mbar_expect_tx(full, x_tile_bytes<kBM>());
-        if constexpr (ws_multicasts_x<kBM>()) {
-          tma_load_2d_multicast(smem_addr(buf) + rank * x_tile_bytes<kBM>() / 2, &x_map,
-                                (s_begin + i) * kBK, tok0 + static_cast<int>(rank) * kBM / 2,
-                                full, 0b11);
-        } else {
-          tma_load_2d(smem_addr(buf), &x_map, (s_begin + i) * kBK, tok0, full);
-        }
+        tma_load_2d(smem_addr(buf), &x_map, (s_begin + i) * kBK, tok0, full);
       }
       copier.issue_weights(p, s_begin + i, num_units, buf);
       cp_async_mbar_arrive(full);
@@ -235,7 +217,7 @@ __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRin
 // A consumer warpgroup: the m64 tile of rows 64 c .. + 63 over the split's stages, into acc.
 template <WeightFormat F, int kBM>
 __device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, int num_stages,
-                                           uint32_t peer, float (&acc)[kBM / 2]) {
+                                           float (&acc)[kBM / 2]) {
   const int t = threadIdx.x % 4;
   const uint32_t k43 = bf16_magic();
   RingPos<WsRing<F, kBM>::kStages> at, prev;  // of stages i and i - 1 (once i >= 1)
@@ -261,18 +243,7 @@ __device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, 
         asm volatile("wgmma.wait_group.sync.aligned 2;\n" ::: "memory");
         // Two steps of stage i may still run; every wgmma of stage i - 1 has retired: its
         // slot may be refilled.
-        if (j == 0 && h == 1 && i > 0) {
-          if constexpr (ws_multicasts_x<kBM>()) {
-            // One arrival a warp, here and at the peer (whose TMA also fills this slot).
-            __syncwarp();
-            if (threadIdx.x % 32 == 0) {
-              mbar_arrive(r.empty(prev.slot));
-              mbar_arrive_cluster(r.empty(prev.slot), peer);
-            }
-          } else {
-            mbar_arrive(r.empty(prev.slot));
-          }
-        }
+        if (j == 0 && h == 1 && i > 0) mbar_arrive(r.empty(prev.slot));
       }
     }
     if (i > 0) prev.next();
@@ -333,21 +304,13 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   r.base = reinterpret_cast<uint8_t*>(smem_raw) +
            ((kAlign - (smem_addr(smem_raw) & (kAlign - 1))) & (kAlign - 1));
   r.bars = smem_addr(r.base + Ring::kStages * Ring::kStageBytes);
-  constexpr bool kPair = ws_multicasts_x<kBM>();
   if (threadIdx.x == 0) {
     for (int s = 0; s < Ring::kStages; ++s) {
       mbar_init(r.full(s), 2 * kRows);  // an arrival and a cp.async arrival a thread
-      // Consumer threads, or (pairs) consumer warps of both CTAs.
-      mbar_init(r.empty(s), kPair ? 2 * (2 * kRows / 32) : 2 * kRows);
+      mbar_init(r.empty(s), 2 * kRows);
     }
   }
-  const uint32_t rank = kPair ? cluster_cta_rank() : 0;
-  if constexpr (kPair) {
-    fence_mbarrier_init_cluster();
-    cluster_sync();  // both CTAs' barriers initialised before either's TMA or arrival
-  } else {
-    __syncthreads();  // the barriers' init; the only CTA-wide barrier
-  }
+  __syncthreads();  // the barriers' init; the only CTA-wide barrier
 
   const int tok0 = blockIdx.x * kBM, row0 = blockIdx.y * kRows, split = blockIdx.z;
   const int total_stages = (p.k / kQuantUnit + kUnitsPerStage - 1) / kUnitsPerStage;
@@ -359,10 +322,8 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
     if constexpr (ws_moves_registers<kBM>()) {
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegs));
     }
-    ws_produce<F, kBM>(p, r, x_map, row0, tok0, s_begin, num_stages, rank);
+    ws_produce<F, kBM>(p, r, x_map, row0, tok0, s_begin, num_stages);
     allow_next_grid();
-    // Pairs: the consumers' closing cluster barrier counts this thread's arrival.
-    if constexpr (kPair) asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
     return;
   }
   if constexpr (ws_moves_registers<kBM>()) {
@@ -373,10 +334,8 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   const int my_row = 64 * c + 16 * warp + g;  // and + 8
   constexpr int kAcc = kBM / 2;
   float acc[kAcc];  // set by the first wgmma (every split has >= 1 stage: nonempty_splits)
-  ws_consume<F, kBM>(r, my_row, num_stages, rank ^ 1, acc);
+  ws_consume<F, kBM>(r, my_row, num_stages, acc);
   allow_next_grid();
-  // Pairs: no CTA exits while its peer may still arrive on its barriers.
-  if constexpr (kPair) cluster_sync();
 
   const int f0 = row0 + my_row, tok = tok0 + 2 * t;
   const bool full = row0 + kRows <= p.n && tok0 + kBM <= p.m;
@@ -414,14 +373,14 @@ absl::StatusOr<PFN_cuTensorMapEncodeTiled_v12000> tensor_map_encoder() {
   return fn;
 }
 
-// The TMA map of x [m, k] bf16 for the producer: boxes of kBK columns x box_tokens in the
+// The TMA map of x [m, k] bf16 for the producer: boxes of kBK columns x bm tokens in the
 // 128-byte swizzle the consumers' wgmma descriptors read (sw128_desc), zeros past m and k.
-absl::Status x_tensor_map(const QuantGemmParams& p, int box_tokens, CUtensorMap* map) {
+absl::Status x_tensor_map(const QuantGemmParams& p, int bm, CUtensorMap* map) {
   auto encode = tensor_map_encoder();
   if (!encode.ok()) return encode.status();
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(p.k), static_cast<cuuint64_t>(p.m)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.k) * 2};
-  const cuuint32_t box[2] = {kBK, static_cast<cuuint32_t>(box_tokens)};
+  const cuuint32_t box[2] = {kBK, static_cast<cuuint32_t>(bm)};
   const cuuint32_t element_strides[2] = {1, 1};
   const CUresult r = (*encode)(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(p.x),
                                dims, strides, box, element_strides,
@@ -444,33 +403,11 @@ absl::Status launch_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t
   static_assert(ws_ctas_per_sm<kBM>() * (smem + kReservedPerCta) <= kSmemPerSm);
   if (absl::Status s = set_smem_limit_once<WsSmemTag<F, kBM>>(kernel, smem); !s.ok()) return s;
   const int splits = wgmma_splits(p, kRows, kBM, ws_ctas_per_sm<kBM>(), num_sms);
-  constexpr bool kPair = ws_multicasts_x<kBM>();
-  int row_tiles = (p.n + kRows - 1) / kRows;
-  if (kPair) row_tiles += row_tiles % 2;  // a last CTA past n loads its peer's half, stores nothing
-  const dim3 grid(static_cast<unsigned>((p.m + kBM - 1) / kBM), static_cast<unsigned>(row_tiles),
-                  splits);
+  const dim3 grid(static_cast<unsigned>((p.m + kBM - 1) / kBM),
+                  static_cast<unsigned>((p.n + kRows - 1) / kRows), splits);
   CUtensorMap x_map;
-  if (absl::Status s = x_tensor_map(p, kPair ? kBM / 2 : kBM, &x_map); !s.ok()) return s;
-  cudaLaunchAttribute attributes[2];
-  int num_attributes = 0;
-  if (dependent_launch_supported()) {
-    attributes[num_attributes].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[num_attributes++].val.programmaticStreamSerializationAllowed = 1;
-  }
-  if (kPair) {
-    attributes[num_attributes].id = cudaLaunchAttributeClusterDimension;
-    attributes[num_attributes].val.clusterDim.x = 1;
-    attributes[num_attributes].val.clusterDim.y = 2;
-    attributes[num_attributes++].val.clusterDim.z = 1;
-  }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = dim3(kWsThreads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = attributes;
-  config.numAttrs = num_attributes;
-  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p, splits, x_map));
+  if (absl::Status s = x_tensor_map(p, kBM, &x_map); !s.ok()) return s;
+  CUDA_CHECK(launch_dependent(kernel, grid, kWsThreads, smem, stream, p, splits, x_map));
   *splits_out = splits;
   return reduce_splits(p, splits, stream);
 }

@@ -159,9 +159,7 @@ TEST(QuantGemmCuda, EveryFormatOutputTileAndSplitMatchesTheReference) {
 // third, whose m64 tiles are then partly empty) and 136, k ending mid-stage (608: 9.5
 // stages) or on whole K-quant blocks; k split (1,000 SMs; 132 SMs at k = 4,096: splits of 4
 // stages, fewer than the warp-specialized ring's lag) or not (1 SM, or no scratch; k = 4,096
-// on 1 SM: 64 stages, several rounds of any ring). From 128-token tiles CTAs run in pairs
-// sharing x (ws_multicasts_x): n = 264 and 72 leave a last pair's second CTA past n, and
-// m = 257 and 300 a second token tile whose second half lies wholly past m.
+// on 1 SM: 64 stages, several rounds of any ring).
 void run_wgmma_cases(QuantGemmKernel kW) {
   std::mt19937 rng(std::random_device{}());
   for (WeightFormat f : quant::kQuantFormats) {
