@@ -3,7 +3,8 @@
 # device weights, for the GPU machine (bundled binaries, nothing built there).
 #
 #   scripts/gpu-model-check.sh OUT_DIR [stage...]
-#     stages: info tests sanitize memserve quantbench decodestep serve   (default: all)
+#     stages: info tests sanitize memserve quantbench gemmprofile decodestep serve
+#     (default: all but gemmprofile)
 #
 # Needs BIN_DIR (default .gpu/bin, libraries in .gpu/lib: scripts/gpu-bundle.sh) with
 # flashserve, flashserve-cli, flashserve-make-gguf, flashserve-bench-decode-step,
@@ -25,6 +26,9 @@
 #              of 300-token prompts, 2 of 700, SIGTERM; 0 errors and every request OK
 #   quantbench quant_gemv_bench (GB/s and % of 4.8 TB/s per format and shape) and
 #              quant_gemm_bench (the GEMM paths of native weights against bf16)
+#   gemmprofile ncu over one warm launch of the quantized GEMM (quant_gemm_bench) of
+#              GEMM_PROFILE_SHAPE (default "8B gate_up") at each of GEMM_PROFILE_MS (256 128):
+#              speed of light, memory workload, warp stalls
 #   decodestep flashserve-bench-decode-step (in BIN_DIR too) on each DECODE_MODELS file
 #              (default "llama-3.2-1b:q4_k_m llama-3.1-8b:q4_k_m"), --weights native,bf16 in one
 #              process, at the contexts a served 128 -> 128 request decodes at (--context 192)
@@ -123,6 +127,21 @@ if has quantbench; then
   note "quant_gemv_bench: rc=$? ($(wc -l < "$out/quant_gemv_bench.md") lines)"
   timeout 400 "$bin/quant_gemm_bench" ${QUANT_GEMM_BENCH_ARGS:-} > "$out/quant_gemm_bench.md" 2> "$out/quant_gemm_bench.err"
   note "quant_gemm_bench: rc=$? ($(wc -l < "$out/quant_gemm_bench.md") lines)"
+fi
+if has gemmprofile; then
+  # Where the quantized GEMM's time goes at 128 and 256 tokens (bench/gemm/NOTES.md, twentieth
+  # session: stream-K and x-sharing pairs both failed to move the 8B's gate_up, so measure what
+  # bounds it before the next schedule): L2 and DRAM throughput, the tensor pipe's share, the
+  # warps' stall reasons, of one warm launch of the wgmma kernel per m.
+  for m in ${GEMM_PROFILE_MS:-256 128}; do
+    timeout 150 ncu --kernel-name regex:quant_gemm_wgmma_ws_kernel --launch-skip 4 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --section LaunchStats --section Occupancy \
+      --metrics lts__t_bytes.sum.per_second,l1tex__m_xbar2l1tex_read_bytes.sum.per_second,dram__bytes_read.sum.per_second,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
+      "$bin/quant_gemm_bench" --formats=Q4_K --ms="$m" "--shapes=${GEMM_PROFILE_SHAPE:-8B gate_up}" \
+      > "$out/ncu_gemm_m$m.txt" 2>&1
+    note "gemmprofile m $m: rc=$? $(grep -E 'Duration|L2 Cache Throughput|Compute \(SM\) Throughput' "$out/ncu_gemm_m$m.txt" | tr -s ' ' | tr '\n' ';')"
+  done
 fi
 if has decodestep; then
   for spec in ${DECODE_MODELS:-llama-3.2-1b:q4_k_m llama-3.1-8b:q4_k_m}; do
