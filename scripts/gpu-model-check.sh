@@ -28,7 +28,8 @@
 #              quant_gemm_bench (the GEMM paths of native weights against bf16)
 #   gemmprofile ncu over one warm launch of the quantized GEMM (quant_gemm_bench) of
 #              GEMM_PROFILE_SHAPE (default "8B gate_up") at each of GEMM_PROFILE_MS (256 128):
-#              speed of light, memory workload, warp stalls
+#              speed of light, memory workload, warp stalls (clocks not locked), and the SM
+#              clock, power and clock-event reasons sampled by nvidia-smi during a plain run
 #   decodestep flashserve-bench-decode-step (in BIN_DIR too) on each DECODE_MODELS file
 #              (default "llama-3.2-1b:q4_k_m llama-3.1-8b:q4_k_m"), --weights native,bf16 in one
 #              process, at the contexts a served 128 -> 128 request decodes at (--context 192)
@@ -134,7 +135,15 @@ if has gemmprofile; then
   # bounds it before the next schedule): L2 and DRAM throughput, the tensor pipe's share, the
   # warps' stall reasons, of one warm launch of the wgmma kernel per m.
   for m in ${GEMM_PROFILE_MS:-256 128}; do
-    timeout 150 ncu --kernel-name regex:quant_gemm_wgmma_ws_kernel --launch-skip 4 --launch-count 1 \
+    # The clocks as the server sees them (ncu would lock them at base otherwise), sampled
+    # during a plain run of the same bench: is the power cap (700 W) what sets the pace?
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.active \
+      --format=csv -lms 20 > "$out/smi_gemm_m$m.csv" 2>&1 &
+    smi=$!
+    timeout 60 "$bin/quant_gemm_bench" --formats=Q4_K --ms="$m" "--shapes=${GEMM_PROFILE_SHAPE:-8B gate_up}" \
+      > "$out/qgb_gemm_m$m.md" 2>&1
+    kill $smi
+    timeout 150 ncu --clock-control none --kernel-name regex:quant_gemm_wgmma_ws_kernel --launch-skip 4 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
       --section LaunchStats --section Occupancy \
       --metrics lts__t_bytes.sum.per_second,l1tex__m_xbar2l1tex_read_bytes.sum.per_second,dram__bytes_read.sum.per_second,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
