@@ -36,7 +36,8 @@
 #              and 64 and 256 sequences, graphs on, the kernels of the 64-sequence step listed:
 #              where a served native / bf16 ratio comes from (bench/serving/NOTES.md, step 18)
 #   serve      bench/serving/run.sh at SERVE_CONCURRENCY over random-weight files of
-#              SERVE_MODELS ("preset:ftype ..."), --weights native then bf16
+#              SERVE_MODELS ("preset:ftype ...": a mixture, q4_k_m q5_k_m q6_k q8_0, or one
+#              type, e.g. smollm2-135m:q4_1), --weights native then bf16
 # Results: OUT_DIR/summary.txt plus one log per stage.
 set -uo pipefail
 out=${1:?usage: $0 OUT_DIR [stage...]}
@@ -58,6 +59,8 @@ make_model() {
   [[ -f $models/$name.gguf ]] || "$bin/flashserve-make-gguf" --tokenizer-from "$vocab" \
     --out "$models/$name.gguf" "$@" >> "$out/make.log" 2>&1
 }
+# The make-gguf flag of a spec's second half: a llama.cpp mixture (--ftype) or one type.
+type_flag() { case $1 in q4_k_m|q5_k_m|q6_k|q8_0) echo --ftype ;; *) echo --type ;; esac; }
 run_test() {  # run_test NAME TIMEOUT [args...]
   local name=$1 limit=$2; shift 2
   timeout "$limit" "$bin/$name" "$@" > "$out/$name.log" 2>&1
@@ -155,7 +158,7 @@ fi
 if has decodestep; then
   for spec in ${DECODE_MODELS:-llama-3.2-1b:q4_k_m llama-3.1-8b:q4_k_m}; do
     preset=${spec%%:*} ftype=${spec##*:}
-    make_model "$preset-$ftype" --preset "$preset" --ftype "$ftype" --context 8192
+    make_model "$preset-$ftype" --preset "$preset" "$(type_flag "$ftype")" "$ftype" --context 8192
     timeout 300 "$bin/flashserve-bench-decode-step" --model "$models/$preset-$ftype.gguf" \
       --context 192 --batch-sizes 64,256 --weights native,bf16 --graphs on \
       --max-batch-tokens 2048 --steps 10 --trace-steps 2 --kernels-at 64 \
@@ -168,7 +171,7 @@ if has serve; then
   bundle=$(dirname "$bin")
   for spec in ${SERVE_MODELS:-llama-3.2-1b:q4_k_m}; do
     preset=${spec%%:*} ftype=${spec##*:}
-    make_model "$preset-$ftype" --preset "$preset" --ftype "$ftype" --context 8192
+    make_model "$preset-$ftype" --preset "$preset" "$(type_flag "$ftype")" "$ftype" --context 8192
     for w in native bf16; do
       CONCURRENCY=${SERVE_CONCURRENCY:-"1 64"} REQUESTS_PER_STREAM=${REQUESTS_PER_STREAM:-4} \
         TTFT_REQUESTS=8 PEAK_HBM_GBPS=4800 LABEL="$preset $ftype --weights $w" \
