@@ -140,18 +140,17 @@ if has gemmprofile; then
   for m in ${GEMM_PROFILE_MS:-256 128}; do
     # The clocks as the server sees them (ncu would lock them at base otherwise), sampled
     # during a plain run of the same bench: is the power cap (700 W) what sets the pace?
+    args=(--formats=Q4_K --ms="$m" "--shapes=${GEMM_PROFILE_SHAPE:-8B gate_up}")
     nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.active \
       --format=csv -lms 20 > "$out/smi_gemm_m$m.csv" 2>&1 &
     smi=$!
-    timeout 60 "$bin/quant_gemm_bench" --formats=Q4_K --ms="$m" "--shapes=${GEMM_PROFILE_SHAPE:-8B gate_up}" \
-      > "$out/qgb_gemm_m$m.md" 2>&1
+    timeout 60 "$bin/quant_gemm_bench" "${args[@]}" > "$out/qgb_gemm_m$m.md" 2>&1
     kill $smi
     timeout 150 ncu --clock-control none --kernel-name regex:quant_gemm_wgmma_ws_kernel --launch-skip 4 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
       --section LaunchStats --section Occupancy \
       --metrics lts__t_bytes.sum.per_second,l1tex__m_xbar2l1tex_read_bytes.sum.per_second,dram__bytes_read.sum.per_second,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
-      "$bin/quant_gemm_bench" --formats=Q4_K --ms="$m" "--shapes=${GEMM_PROFILE_SHAPE:-8B gate_up}" \
-      > "$out/ncu_gemm_m$m.txt" 2>&1
+      "$bin/quant_gemm_bench" "${args[@]}" > "$out/ncu_gemm_m$m.txt" 2>&1
     note "gemmprofile m $m: rc=$? $(grep -E 'Duration|L2 Cache Throughput|Compute \(SM\) Throughput' "$out/ncu_gemm_m$m.txt" | tr -s ' ' | tr '\n' ';')"
   done
 fi
