@@ -151,7 +151,17 @@ if has gemmprofile; then
       --section LaunchStats --section Occupancy \
       --metrics lts__t_bytes.sum.per_second,l1tex__m_xbar2l1tex_read_bytes.sum.per_second,dram__bytes_read.sum.per_second,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
       "$bin/quant_gemm_bench" "${args[@]}" > "$out/ncu_gemm_m$m.txt" 2>&1
-    note "gemmprofile m $m: rc=$? $(grep -E 'Duration|L2 Cache Throughput|Compute \(SM\) Throughput' "$out/ncu_gemm_m$m.txt" | tr -s ' ' | tr '\n' ';')"
+    note "gemmprofile m $m: rc=$? $(grep -E 'SM Frequency|Elapsed Cycles|SM Active Cycles|Duration|L2 Cache Throughput|Compute \(SM\) Throughput' "$out/ncu_gemm_m$m.txt" | tr -s ' ' | tr '\n' ';')"
+    # The warps' stall reasons of the same launch, and cuBLASLt's kernel for the bf16 weight
+    # (the bench's first timed GEMM) under the same unlocked clocks: its SM frequency and
+    # cycles beside ours say whether the two differ in clock (power) or in cycles.
+    timeout 150 ncu --clock-control none --kernel-name regex:quant_gemm_wgmma_ws_kernel --launch-skip 4 --launch-count 1 \
+      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+      "$bin/quant_gemm_bench" "${args[@]}" > "$out/ncu_stalls_m$m.txt" 2>&1
+    timeout 150 ncu --clock-control none --kernel-name regex:nvjet --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section LaunchStats \
+      "$bin/quant_gemm_bench" "${args[@]}" > "$out/ncu_cublas_m$m.txt" 2>&1
+    note "gemmprofile cuBLASLt m $m: rc=$? $(grep -E 'nvjet|SM Frequency|Elapsed Cycles|SM Active Cycles|Duration|Grid Size' "$out/ncu_cublas_m$m.txt" | tr -s ' ' | cut -c1-120 | tr '\n' ';')"
   done
 fi
 if has decodestep; then

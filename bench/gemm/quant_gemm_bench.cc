@@ -1,5 +1,5 @@
 // GEMM benchmark for steps past the GEMV (m > 8 tokens): at the linear-layer shapes of
-// Llama 3 8B and 3.2 1B and m from 16 to 4,096 tokens, per call:
+// Llama 3 8B, 3.2 1B and SmolLM2-135M and m from 16 to 4,096 tokens, per call:
 //   bf16      cuBLASLt on a bf16 weight (model/cuda/gemm.h): the bf16 weight path;
 //   deq+blas  dequantize_bf16 into a workspace, then the same cuBLASLt GEMM: the native
 //             path's choice past kernels::quant_gemm_max_tokens() (model/cuda/llama_forward.cc);
@@ -10,7 +10,9 @@
 //             consumer warpgroups on an mbarrier ring, kernels/quant/quant_gemm_sm90.cu; kAuto's
 //             choice on Hopper); "-" on other GPUs;
 //   auto      kernels::quant_gemm with QuantGemmKernel::kAuto: what the model runs below
-//             quant_gemm_max_tokens().
+//             quant_gemm_max_tokens();
+//   t64, t128, t256  v9 with its token tile forced (QuantGemmParams::token_tile): what each
+//             tile would cost where the launcher takes another ("-" off Hopper).
 // The ratios are against the faster of v4 and v9 ("best").
 // First a table of the dequantize alone, per shape and format: kernels::dequantize_bf16,
 // with GB/s counting the weight bytes read plus the bf16 bytes written, and their share of a
@@ -76,9 +78,10 @@ float* g_partials = nullptr;  // quant_gemm_partials_floats(SMs) of scratch
 int64_t g_partials_floats = 0;
 
 QuantGemmParams qgemm_params(WeightFormat f, const Shape& s, const void* w, const void* x,
-                             void* y, int m, QuantGemmKernel kernel) {
+                             void* y, int m, QuantGemmKernel kernel, int token_tile = 0) {
   QuantGemmParams p;
   p.kernel = kernel;
+  p.token_tile = token_tile;
   p.format = f;
   p.w = w;
   p.x = x;
@@ -124,9 +127,10 @@ void dequant_row(const Shape& s, WeightFormat f, size_t l2_bytes, double copy_by
 
 // Relative L2 distance of qgemm from deq+blas on copy 0.
 double validate(Gemm& gemm, WeightFormat f, const Shape& s, void* w, void* x, void* y,
-                void* y_ref, void* deq, int m, int num_sms, QuantGemmKernel v) {
+                void* y_ref, void* deq, int m, int num_sms, QuantGemmKernel v,
+                int token_tile = 0) {
   BENCH_CUDA(cudaMemset(y, 0xff, size_t(m) * s.n * 2));  // NaN: a skipped output fails
-  BENCH_OK(quant_gemm(qgemm_params(f, s, w, x, y, m, v), num_sms, nullptr));
+  BENCH_OK(quant_gemm(qgemm_params(f, s, w, x, y, m, v, token_tile), num_sms, nullptr));
   BENCH_OK(dequantize_bf16(dequant_params(f, s, w, deq), nullptr));
   BENCH_OK(gemm.linear(x, deq, y_ref, m, s.n, s.k, GemmOut::kBf16, nullptr));
   const size_t count = size_t(m) * s.n;
@@ -157,14 +161,19 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
   fill_bf16(x, size_t(max_m) * s.k, 7, 1.f);
   const std::vector<void*> bf16 = weight_copies(WeightFormat::kBf16, s, l2_bytes);
   for (WeightFormat f : formats) {
+    if (!quant_gemm_supported(f, s.k)) continue;  // K-quants at SmolLM2's k = 576
     const std::vector<void*> q = weight_copies(f, s, l2_bytes);
     for (int m : ms) {
       const bool hopper = quant_gemm_wgmma_supported();
       const double err4 =
           validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms, QuantGemmKernel::kMmaSync);
-      const double err9 = hopper ? validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms,
-                                            QuantGemmKernel::kWgmmaWs)
-                                 : 0.0;
+      double err9 = 0.0;
+      if (hopper) {
+        for (int tile : {0, 64, 128, 256}) {
+          err9 = std::max(err9, validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms,
+                                         QuantGemmKernel::kWgmmaWs, tile));
+        }
+      }
       const double t_bf16 = time_calls([&](cudaStream_t st, int i) {
         BENCH_OK(gemm.linear(x, bf16[i % bf16.size()], y, m, s.n, s.k, GemmOut::kBf16, st));
       });
@@ -172,23 +181,30 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
         BENCH_OK(dequantize_bf16(dequant_params(f, s, q[i % q.size()], deq), st));
         BENCH_OK(gemm.linear(x, deq, y, m, s.n, s.k, GemmOut::kBf16, st));
       });
-      auto time_kernel = [&](QuantGemmKernel v) {
+      auto time_kernel = [&](QuantGemmKernel v, int token_tile = 0) {
         return time_calls([&](cudaStream_t st, int i) {
-          BENCH_OK(quant_gemm(qgemm_params(f, s, q[i % q.size()], x, y, m, v), num_sms, st));
+          BENCH_OK(quant_gemm(qgemm_params(f, s, q[i % q.size()], x, y, m, v, token_tile),
+                              num_sms, st));
         });
       };
       const double t_v4 = time_kernel(QuantGemmKernel::kMmaSync);
       const double t_v9 = hopper ? time_kernel(QuantGemmKernel::kWgmmaWs) : INFINITY;
       const double t_auto = time_kernel(QuantGemmKernel::kAuto);
       const double t_q = std::min(t_v4, t_v9);
-      char v9_us[32] = "-";
-      if (hopper) std::snprintf(v9_us, sizeof(v9_us), "%.1f", t_v9 * 1e6);
+      char v9_us[32] = "-", tiles_us[64] = "- | - | -";
+      if (hopper) {
+        std::snprintf(v9_us, sizeof(v9_us), "%.1f", t_v9 * 1e6);
+        std::snprintf(tiles_us, sizeof(tiles_us), "%.1f | %.1f | %.1f",
+                      time_kernel(QuantGemmKernel::kWgmmaWs, 64) * 1e6,
+                      time_kernel(QuantGemmKernel::kWgmmaWs, 128) * 1e6,
+                      time_kernel(QuantGemmKernel::kWgmmaWs, 256) * 1e6);
+      }
       const double flops = 2.0 * m * s.n * s.k;
       const bool ok = err4 <= 1e-2 && err9 <= 1e-2;
-      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %s | %.1f | %.0f | "
+      std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %s | %.1f | %s | %.0f | "
                   "%.2f | %.2f | %.2f | %.1e / %.1e %s|\n",
                   s.name, weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_v4 * 1e6,
-                  v9_us, t_auto * 1e6, flops / t_q / 1e12,
+                  v9_us, t_auto * 1e6, tiles_us, flops / t_q / 1e12,
                   t_bf16 / t_q, t_deq / t_q, t_v4 / t_q, err4, err9, ok ? "" : "FAILED ");
       std::fflush(stdout);
       if (!ok) std::exit(1);
@@ -204,6 +220,8 @@ constexpr Shape kShapes[] = {
     {"8B gate_up 28672x4096", 28672, 4096}, {"8B down 4096x14336", 4096, 14336},
     {"1B qkv 3072x2048", 3072, 2048},      {"1B o 2048x2048", 2048, 2048},
     {"1B gate_up 16384x2048", 16384, 2048}, {"1B down 2048x8192", 2048, 8192},
+    {"SmolLM2 qkv 960x576", 960, 576},       {"SmolLM2 o 576x576", 576, 576},
+    {"SmolLM2 gate_up 3072x576", 3072, 576}, {"SmolLM2 down 576x1536", 576, 1536},
 };
 
 bool shape_selected(const Shape& s, const char* prefix) {
@@ -220,7 +238,9 @@ void dequant_table(const std::vector<WeightFormat>& formats, const char* shapes_
   std::printf("|---|---|---|---|---|---|\n");
   for (const Shape& s : kShapes) {
     if (!shape_selected(s, shapes_arg)) continue;
-    for (WeightFormat f : formats) dequant_row(s, f, l2_bytes, copy);
+    for (WeightFormat f : formats) {
+      if (quant_gemm_supported(f, s.k)) dequant_row(s, f, l2_bytes, copy);
+    }
   }
   std::printf("\n");
 }
@@ -283,9 +303,9 @@ int run(int argc, char** argv) {
   dequant_table(formats, shapes_arg, l2_bytes);
   if (dequant_only) return 0;
   std::printf("| shape | weights | m | bf16 us | deq+blas us | v4 us | v9 us | auto us | "
-              "best TFLOP/s | bf16/best | deq+blas/best | v4/best | "
-              "rel. L2 vs deq+blas v4 / v9 |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "t64 us | t128 us | t256 us | best TFLOP/s | bf16/best | deq+blas/best | "
+              "v4/best | rel. L2 vs deq+blas v4 / v9 (every tile) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
   BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
   auto gemm = Gemm::create();

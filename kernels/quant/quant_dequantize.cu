@@ -39,6 +39,12 @@ template <WeightFormat F>
 constexpr int dequant_batches() {
   return F == WeightFormat::kQ8_0 ? 2 : 4;
 }
+// Below this many units a matrix is dequantized one batch a warp: with all the batches a
+// SmolLM2-135M matrix (10-55 k units) is 10-54 blocks, a tenth to a half of the H200's SMs,
+// and each warp's batches run one after another; one batch a warp gives 4x the blocks and
+// every warp one load-decode-store. From here (~2 blocks an SM on 132 SMs with all the
+// batches) the large batches keep each lane's ~64 bytes in flight.
+constexpr int64_t kOneBatchBelowUnits = int64_t{1} << 18;
 
 // 16-byte chunks of one unit's output: 32 bf16 or 32 fp32.
 template <bool kFp32>
@@ -84,9 +90,8 @@ __device__ __forceinline__ void stage_unit(const Unit& w, int i, uint4* tile) {
   }
 }
 
-template <WeightFormat F, bool kFp32>
+template <WeightFormat F, bool kFp32, int kBatches>
 __global__ void __launch_bounds__(kDequantThreads) dequantize_kernel(const DequantizeParams p) {
-  constexpr int kBatches = dequant_batches<F>();
   constexpr int kChunks = unit_chunks<kFp32>();
   __shared__ uint4 stage[kDequantWarps][32 * kChunks];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -135,13 +140,20 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_kernel(const Dequa
   }
 }
 
+template <WeightFormat F, bool kFp32, int kBatches>
+absl::Status launch_dequantize_batches(const DequantizeParams& p, int64_t items,
+                                       cudaStream_t stream) {
+  const int64_t per_block = int64_t{kDequantThreads} * kBatches;
+  const int64_t blocks = (items + per_block - 1) / per_block;
+  CUDA_CHECK(launch_dependent(dequantize_kernel<F, kFp32, kBatches>,
+                              static_cast<unsigned>(blocks), kDequantThreads, 0, stream, p));
+  return absl::OkStatus();
+}
+
 template <WeightFormat F, bool kFp32>
 absl::Status launch_dequantize(const DequantizeParams& p, int64_t items, cudaStream_t stream) {
-  const int64_t per_block = int64_t{kDequantThreads} * dequant_batches<F>();
-  const int64_t blocks = (items + per_block - 1) / per_block;
-  CUDA_CHECK(launch_dependent(dequantize_kernel<F, kFp32>, static_cast<unsigned>(blocks),
-                              kDequantThreads, 0, stream, p));
-  return absl::OkStatus();
+  if (items < kOneBatchBelowUnits) return launch_dequantize_batches<F, kFp32, 1>(p, items, stream);
+  return launch_dequantize_batches<F, kFp32, dequant_batches<F>()>(p, items, stream);
 }
 
 }  // namespace

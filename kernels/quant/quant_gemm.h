@@ -53,6 +53,10 @@ struct QuantGemmParams {
   float* partials = nullptr;
   int64_t partials_floats = 0;
   QuantGemmKernel kernel = QuantGemmKernel::kAuto;
+  // kWgmmaWs's token tile: 64, 128 or 256 tokens a CTA; 0 (the default): the launcher's
+  // choice for the shape (kernels/quant/quant_gemm_sm90.cu). Anything else, or a nonzero tile
+  // with the mma.sync kernel, is InvalidArgument. Tests and benchmarks force it.
+  int token_tile = 0;
   // Where k is split, leave the sum of the splits to the caller: y is not touched, the
   // partial sums stay in p.partials as [splits][m][n] fp32 (split s of output (t, f) at
   // partials[(s * m + t) * n + f]) and quant_gemm's *splits_out says how many. The caller

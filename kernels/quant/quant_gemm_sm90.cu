@@ -418,8 +418,9 @@ absl::Status quant_gemm_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStre
                                 int* splits_out) {
   return quant::dispatch_quant_format(p.format, [&](auto tag) -> absl::Status {
     constexpr WeightFormat F = decltype(tag)::value;
-    if (p.m > 128) return launch_wgmma_ws<F, 256>(p, num_sms, stream, splits_out);
-    if (p.m > 64) return launch_wgmma_ws<F, 128>(p, num_sms, stream, splits_out);
+    const int tile = p.token_tile != 0 ? p.token_tile : p.m > 128 ? 256 : p.m > 64 ? 128 : 64;
+    if (tile == 256) return launch_wgmma_ws<F, 256>(p, num_sms, stream, splits_out);
+    if (tile == 128) return launch_wgmma_ws<F, 128>(p, num_sms, stream, splits_out);
     return launch_wgmma_ws<F, 64>(p, num_sms, stream, splits_out);
   });
 }

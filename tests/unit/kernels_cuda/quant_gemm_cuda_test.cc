@@ -44,6 +44,7 @@ struct Case {
   int num_sms;     // the launcher's tile and split choice
   bool partials;   // scratch for split-k partial sums given
   QuantGemmKernel kernel = QuantGemmKernel::kMmaSync;
+  int token_tile = 0;  // kWgmmaWs: forced 64, 128 or 256; 0 = the launcher's choice
 };
 
 void run_case(const Case& c, std::mt19937& rng) {
@@ -51,7 +52,8 @@ void run_case(const Case& c, std::mt19937& rng) {
                                     << static_cast<int>(c.output) << " m " << c.m << " n "
                                     << c.n << " k " << c.k << " sms " << c.num_sms
                                     << (c.partials ? " with partials" : "")
-                                    << (c.kernel == QuantGemmKernel::kWgmmaWs ? " wgmma ws" : ""));
+                                    << (c.kernel == QuantGemmKernel::kWgmmaWs ? " wgmma ws" : "")
+                                    << " token tile " << c.token_tile);
   QuantWeight w = make_weight(c.format, c.n, c.k, rng);
   const testing::Bf16Data x = random_bf16(static_cast<size_t>(c.m) * c.k, 1.f, rng);
   const bool fp32_out = c.output != GemvOutput::kBf16;
@@ -80,6 +82,7 @@ void run_case(const Case& c, std::mt19937& rng) {
   p.partials = c.partials ? d_partials.get<float>() : nullptr;
   p.partials_floats = partials_floats;
   p.kernel = c.kernel;
+  p.token_tile = c.token_tile;
   ASSERT_TRUE(quant_gemm(p, c.num_sms, nullptr).ok());
   std::vector<float> got;
   if (fp32_out) {
@@ -177,6 +180,12 @@ void run_wgmma_cases(QuantGemmKernel kW) {
     run_case({f, GemvOutput::kBf16, 130, 264, 4096, 132, true, kW}, rng);
     run_case({f, GemvOutput::kFp32, 64, 136, 4096, 1, true, kW}, rng);
     run_case({f, GemvOutput::kFp32Accumulate, 257, 136, 4096, 1, true, kW}, rng);
+    // Each token tile forced where the launcher would take another: 64-token tiles over 300
+    // tokens (five, the last part-empty) split and not, 128 over 200, 256 over 65.
+    run_case({f, GemvOutput::kBf16, 300, 136, k, 132, true, kW, 64}, rng);
+    run_case({f, GemvOutput::kFp32, 300, 264, k, 1, false, kW, 64}, rng);
+    run_case({f, GemvOutput::kFp32Accumulate, 200, 136, k, 1000, true, kW, 128}, rng);
+    run_case({f, GemvOutput::kBf16, 65, 264, k, 132, true, kW, 256}, rng);
   }
 }
 
@@ -276,6 +285,19 @@ TEST(QuantGemmCuda, RejectsUnsupportedShapesNamingThem) {
   const absl::Status o = quant_gemm(p, 132, nullptr);
   EXPECT_EQ(o.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(o.message().find("output"), std::string::npos) << o;
+  p.output = GemvOutput::kBf16;
+  for (const int tile : {32, 96, 512}) {  // not a tile of the wgmma kernel
+    p.kernel = QuantGemmKernel::kWgmmaWs;
+    p.token_tile = tile;
+    const absl::Status t = quant_gemm(p, 132, nullptr);
+    EXPECT_EQ(t.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(t.message().find("token tile"), std::string::npos) << t;
+  }
+  p.kernel = QuantGemmKernel::kMmaSync;  // which picks its own tiles
+  p.token_tile = 64;
+  EXPECT_EQ(quant_gemm(p, 132, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  p.kernel = QuantGemmKernel::kAuto;
+  p.token_tile = 0;
   if (cuda_device_count() > 0 && !quant_gemm_wgmma_supported()) {
     p.output = GemvOutput::kBf16;
     p.kernel = QuantGemmKernel::kWgmmaWs;

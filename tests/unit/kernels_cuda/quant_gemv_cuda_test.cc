@@ -497,7 +497,8 @@ TEST(QuantGemvCuda, NormAndSwigluRoundQ8MatchTheRoundingKernel) {
 
 // dequantize_bf16 against ggml's fp32 values, bit for bit (rounded to bf16, or exact with
 // out_fp32); the rest of the (poisoned) output buffer untouched. The cases cover a row range
-// whose units end mid-batch (the kernel's batches of 32 units x 4 per warp), rows shorter
+// whose units end mid-batch (the kernel's batches of 32 units, one a warp below 2^18 units,
+// 4 (Q8_0: 2) a warp from there: one case past that line), rows shorter
 // than a batch (k = 256: eight units a row, so a batch straddles four rows; k = 32 for the
 // 32-element formats: one unit a row), several blocks, and gathers (repeated and
 // out-of-order ids) in bf16 and fp32.
@@ -567,6 +568,7 @@ TEST(QuantGemvCuda, DequantizeMatchesGgmlBitForBit) {
         {40, 512, 0, 23, true, false},       // a gather
         {40, 512, 0, 23, true, true},        // the embedding lookup: gather, fp32
         {19, 1280, 2, 17, false, true},      // fp32, a range
+        {2053, 4096, 1, 2053, false, false}, // 262,656 units: several batches a warp
     };
     for (const DequantCase& c : cases) run_dequant_case(f, c, rng);
   }
