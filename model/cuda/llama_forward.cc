@@ -306,6 +306,7 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
       q.k = k;
       q.partials = partials;
       q.partials_floats = partials_floats;
+      q.token_tile = native_gemm_token_tile(m, n, k);
       return q;
     };
     float* scratch = ctx.ws->gemm_scratch.get<float>();

@@ -6,9 +6,9 @@
 // time; gemm_linear (llama_forward.cc) applies it, tests/unit/model_cuda pins it down.
 //
 // Up to max_tokens (kernels::quant_gemm_max_tokens(): the device's measured crossover) the
-// quantized GEMM, past it deq+blas. From kDeqBlasFromTokens, a matrix of at most
-// kSmallMatrixElements weights (the 1B's qkv and o: 24 and 16 row tiles of 128 on 132 SMs;
-// every SmolLM2 matrix) takes deq+blas below the crossover too: there the quantized GEMM's
+// quantized GEMM, past it deq+blas. From kDeqBlasFromTokens, a matrix of more than
+// kTinyMatrixElements and at most kSmallMatrixElements weights (the 1B's qkv and o: 24 and 16
+// row tiles of 128 on 132 SMs) takes deq+blas below the crossover too: there the quantized GEMM's
 // grid is too small for the SMs and split-k's partial sums cost more than dequantizing the
 // matrix. Kernel bench at 256 tokens (bench/gemm/results/lean_epilogue): 1B qkv 14.0 us
 // deq+blas against 17.8, o 11.4 against 13.6; 8B o (16.8 M weights) and 1B down stay
@@ -35,12 +35,34 @@ namespace flashserve::model::cuda {
 inline constexpr int kDeqBlasFromTokens = 129;
 inline constexpr int kFoldSplitSumMaxTokens = 64;
 inline constexpr int64_t kSmallMatrixElements = int64_t{8} << 20;
+// Tiny matrices (every SmolLM2-135M matrix: 0.33-1.77 M weights; the 1B's smallest has 4.2 M)
+// stay on the quantized GEMM up to max_tokens, with the token tile of
+// native_gemm_token_tile(). Kernel bench at 129-512 tokens (bench/gemm/results/session21/
+// qgb_smollm2.md): the GPU time of a SmolLM2 layer's four GEMMs is within 0-10 % of deq+blas
+// at 192 and 256 tokens (25.6 against 25.0 us at 256) and ~25 % above it at 384-512, but it
+// is one launch a matrix where deq+blas is two: the steps past 128 tokens that are not
+// graph-captured (prefill, decode mixed with prefill) are host-bound at this size (a
+// SmolLM2 prefill step of 512 tokens: 423 launches native, 273 bf16, wall = enqueue), and
+// the captured ones lose ~2 us of GPU idle a kernel boundary.
+inline constexpr int64_t kTinyMatrixElements = int64_t{2} << 20;
 
 // Whether the n x k native matrix (all its parts) multiplies the m rows of a step by
 // deq+blas, on a device whose quantized GEMM wins up to max_tokens tokens.
 constexpr bool native_gemm_by_deq_blas(int m, int64_t n, int64_t k, int max_tokens) {
   if (m > max_tokens) return true;
-  return m >= kDeqBlasFromTokens && n * k <= kSmallMatrixElements;
+  return m >= kDeqBlasFromTokens && n * k > kTinyMatrixElements && n * k <= kSmallMatrixElements;
+}
+
+// The quantized GEMM's token tile for the n x k matrix at m tokens
+// (kernels::QuantGemmParams::token_tile; 0: the launcher's, 64 up to 64 tokens, 128 up to 128
+// and 256 past). A tiny matrix's few row tiles (5-24 of 128 rows) give the launcher's tiles
+// too few CTAs for 132 SMs: 64-token tiles up to 256 tokens, 128 past (kernel bench, same
+// file: SmolLM2 qkv at 256 tokens 6.2 us with 64-token tiles against 7.3 with 128 and 9.4
+// with 256; at 384-512 the 128-token tiles win, 8.0 against 8.6-9.5). Past 64 tokens only:
+// a device without the Hopper kernel (max_tokens 64) never gets a forced tile.
+constexpr int native_gemm_token_tile(int m, int64_t n, int64_t k) {
+  if (m <= 64 || n * k > kTinyMatrixElements) return 0;
+  return m <= 256 ? 64 : 128;
 }
 
 // Whether the quantized GEMM of a step of m tokens leaves its split-k sum to the kernel that

@@ -24,6 +24,26 @@ TEST(NativeGemmPath, UpTo128TokensEveryMatrixStaysQuantized) {
   }
 }
 
+TEST(NativeGemmPath, TinyMatricesStayQuantizedUpToTheCrossover) {
+  for (int m : {129, 256, 512}) {
+    EXPECT_FALSE(native_gemm_by_deq_blas(m, 960, 576, kCrossover)) << m;   // SmolLM2 qkv
+    EXPECT_FALSE(native_gemm_by_deq_blas(m, 3072, 576, kCrossover)) << m;  // SmolLM2 gate_up
+    EXPECT_FALSE(native_gemm_by_deq_blas(m, 4096, 512, kCrossover)) << m;  // 2 Mi exactly
+    EXPECT_TRUE(native_gemm_by_deq_blas(m, 4097, 512, kCrossover)) << m;   // one row more
+  }
+  EXPECT_TRUE(native_gemm_by_deq_blas(513, 960, 576, kCrossover));
+}
+
+TEST(NativeGemmPath, TinyMatricesTake64TokenTilesUpTo256Tokens) {
+  for (int m : {9, 64}) EXPECT_EQ(native_gemm_token_tile(m, 960, 576), 0) << m;
+  for (int m : {65, 128, 200, 256}) EXPECT_EQ(native_gemm_token_tile(m, 960, 576), 64) << m;
+  for (int m : {257, 512}) EXPECT_EQ(native_gemm_token_tile(m, 576, 1536), 128) << m;
+  for (int m : {65, 256, 512}) {  // the launcher's choice on anything larger
+    EXPECT_EQ(native_gemm_token_tile(m, 4097, 512), 0) << m;
+    EXPECT_EQ(native_gemm_token_tile(m, 2048, 2048), 0) << m;  // 1B o
+  }
+}
+
 TEST(NativeGemmPath, From129TokensSmallMatricesTakeDeqBlas) {
   for (int m : {129, 192, 256, 512}) {
     EXPECT_TRUE(native_gemm_by_deq_blas(m, 3072, 2048, kCrossover)) << m;   // 1B qkv
