@@ -310,10 +310,7 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
       return q;
     };
     float* scratch = ctx.ws->gemm_scratch.get<float>();
-    const auto scratch_floats =
-        native_gemm_splits_k(m, n, k)
-            ? static_cast<int64_t>(ctx.ws->gemm_scratch.bytes() / sizeof(float))
-            : int64_t{0};
+    const auto scratch_floats = static_cast<int64_t>(ctx.ws->gemm_scratch.bytes() / sizeof(float));
     if (!two) {
       // `defer`: a split k's sum is left to the kernel that reads y next (DeviceWorkspace::
       // pending), one launch and one pass over y fewer, at the step sizes where that wins

@@ -65,15 +65,6 @@ constexpr int native_gemm_token_tile(int m, int64_t n, int64_t k) {
   return m <= 256 ? 64 : 128;
 }
 
-// Whether the quantized GEMM may split k (it is given the scratch for the partial sums). Not
-// for a tiny matrix past 64 tokens: its 9-24 stages a CTA are cheaper run in one CTA than
-// split, where every split adds a reduction launch (decode step of the SmolLM2 shape at 256
-// sequences with the splits: 90 reduction launches, 0.18 ms, beside 0.86 ms of quantized
-// GEMMs; bench/gemm/NOTES.md, twenty-first session).
-constexpr bool native_gemm_splits_k(int m, int64_t n, int64_t k) {
-  return native_gemm_token_tile(m, n, k) == 0;
-}
-
 // Whether the quantized GEMM of a step of m tokens leaves its split-k sum to the kernel that
 // reads its output next (where the caller can fold it: O, down, gate/up).
 constexpr bool native_gemm_folds_split_sum(int m) { return m <= kFoldSplitSumMaxTokens; }

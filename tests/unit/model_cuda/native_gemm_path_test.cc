@@ -44,13 +44,6 @@ TEST(NativeGemmPath, TinyMatricesTake64TokenTilesUpTo256Tokens) {
   }
 }
 
-TEST(NativeGemmPath, TinyMatricesPast64TokensDoNotSplitK) {
-  EXPECT_TRUE(native_gemm_splits_k(64, 960, 576));
-  EXPECT_FALSE(native_gemm_splits_k(65, 960, 576));
-  EXPECT_FALSE(native_gemm_splits_k(512, 576, 1536));
-  EXPECT_TRUE(native_gemm_splits_k(256, 2048, 8192));  // 1B down
-}
-
 TEST(NativeGemmPath, From129TokensSmallMatricesTakeDeqBlas) {
   for (int m : {129, 192, 256, 512}) {
     EXPECT_TRUE(native_gemm_by_deq_blas(m, 3072, 2048, kCrossover)) << m;   // 1B qkv
