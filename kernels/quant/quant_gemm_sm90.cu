@@ -215,59 +215,39 @@ __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRin
 }
 
 // A consumer warpgroup: the m64 tile of rows 64 c .. + 63 over the split's stages, into acc.
-// The weight bytes of a stage (both units, the lane's rows g and g + 8) are read from the slot
-// into registers one stage ahead: right after stage i's last wgmma is issued the thread waits
-// for stage i + 1's slot and loads its units, so that the shared-memory latency runs under
-// stage i's wgmmas instead of opening stage i + 1 (ncu, bench/gemm/NOTES.md twenty-first
-// session: the PRMTs consuming those loads held a fifth of the consumers' stall samples).
 template <WeightFormat F, int kBM>
 __device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, int num_stages,
                                            float (&acc)[kBM / 2]) {
-  using Units = RowUnit<F>[kUnitsPerStage][2];  // [unit][rows g, g + 8]
   const int t = threadIdx.x % 4;
   const uint32_t k43 = bf16_magic();
-  const int rows_at = WsRing<F, kBM>::kWAt + my_row * row_stride<F>();
-  auto load_stage = [&](const RingPos<WsRing<F, kBM>::kStages>& pos, Units& u) {
-    mbar_wait(r.full(pos.slot), pos.parity);
-    const uint8_t* rows0 = r.slot(pos.slot) + rows_at;
-#pragma unroll
-    for (int j = 0; j < kUnitsPerStage; ++j) {
-      u[j][0] = load_row_unit<F>(rows0, j, t);
-      u[j][1] = load_row_unit<F>(rows0 + 8 * row_stride<F>(), j, t);
-    }
-  };
   RingPos<WsRing<F, kBM>::kStages> at, prev;  // of stages i and i - 1 (once i >= 1)
-  Units cur;
-  load_stage(at, cur);
 #pragma unroll 1
   for (int i = 0; i < num_stages; ++i) {
+    mbar_wait(r.full(at.slot), at.parity);
     const uint8_t* buf = r.slot(at.slot);
-    RingPos<WsRing<F, kBM>::kStages> next_at = at;
-    next_at.next();
-    Units next;
+    const uint8_t* rows0 = buf + WsRing<F, kBM>::kWAt + my_row * row_stride<F>();
 #pragma unroll
     for (int j = 0; j < kUnitsPerStage; ++j) {
+      const RowUnit<F> lo = load_row_unit<F>(rows0, j, t);
+      const RowUnit<F> hi = load_row_unit<F>(rows0 + 8 * row_stride<F>(), j, t);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         uint32_t a[4];
-        decode_fragment<F>(cur[j][0], cur[j][1], h, t, k43, a);
+        decode_fragment<F>(lo, hi, h, t, k43, a);
         // k16 step 2 j + h: 32 bytes into the x tile's 128-byte rows.
         const uint64_t desc = sw128_desc(buf + 32 * (2 * j + h), 16, 1024);
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
         // The split's first step writes the accumulators (D = A B), every later one adds.
         wgmma_rs<__nv_bfloat16, kBM>(acc, a, desc, i | j | h);
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        if (j == kUnitsPerStage - 1 && h == 1 && i + 1 < num_stages) load_stage(next_at, next);
         asm volatile("wgmma.wait_group.sync.aligned 2;\n" ::: "memory");
         // Two steps of stage i may still run; every wgmma of stage i - 1 has retired: its
         // slot may be refilled.
         if (j == 0 && h == 1 && i > 0) mbar_arrive(r.empty(prev.slot));
       }
     }
-#pragma unroll
-    for (int j = 0; j < kUnitsPerStage; ++j) cur[j][0] = next[j][0], cur[j][1] = next[j][1];
     if (i > 0) prev.next();
-    at = next_at;
+    at.next();
   }
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
   fence_operands(acc);
