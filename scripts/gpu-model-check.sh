@@ -28,8 +28,10 @@
 #              quant_gemm_bench (the GEMM paths of native weights against bf16)
 #   gemmprofile ncu over one warm launch of the quantized GEMM (quant_gemm_bench) of
 #              GEMM_PROFILE_SHAPE (default "8B gate_up") at each of GEMM_PROFILE_MS (256 128):
-#              speed of light, memory workload, warp stalls (clocks not locked), and the SM
-#              clock, power and clock-event reasons sampled by nvidia-smi during a plain run
+#              speed of light, memory workload, warp state, the stall reasons per issued
+#              instruction, and cuBLASLt's kernel for the bf16 weight (SM clock, cycles), all
+#              with the clocks not locked; plus the SM clock, power and clock-event reasons
+#              sampled by nvidia-smi during a plain run
 #   decodestep flashserve-bench-decode-step (in BIN_DIR too) on each DECODE_MODELS file
 #              (default "llama-3.2-1b:q4_k_m llama-3.1-8b:q4_k_m"), --weights native,bf16 in one
 #              process, at the contexts a served 128 -> 128 request decodes at (--context 192)
@@ -37,7 +39,9 @@
 #              where a served native / bf16 ratio comes from (bench/serving/NOTES.md, step 18)
 #   serve      bench/serving/run.sh at SERVE_CONCURRENCY over random-weight files of
 #              SERVE_MODELS ("preset:ftype ...": a mixture, q4_k_m q5_k_m q6_k q8_0, or one
-#              type, e.g. smollm2-135m:q4_1), --weights native then bf16
+#              type, e.g. smollm2-135m:q4_1), --weights native then bf16, REQUESTS_PER_STREAM
+#              (default 8: with 2-4 a stream the 64- and 256-stream runs of the small models
+#              last under a second and their ratios moved by up to 10 points between calls)
 # Results: OUT_DIR/summary.txt plus one log per stage.
 set -uo pipefail
 out=${1:?usage: $0 OUT_DIR [stage...]}
@@ -182,7 +186,7 @@ if has serve; then
     preset=${spec%%:*} ftype=${spec##*:}
     make_model "$preset-$ftype" --preset "$preset" "$(type_flag "$ftype")" "$ftype" --context 8192
     for w in native bf16; do
-      CONCURRENCY=${SERVE_CONCURRENCY:-"1 64"} REQUESTS_PER_STREAM=${REQUESTS_PER_STREAM:-4} \
+      CONCURRENCY=${SERVE_CONCURRENCY:-"1 64"} REQUESTS_PER_STREAM=${REQUESTS_PER_STREAM:-8} \
         TTFT_REQUESTS=8 PEAK_HBM_GBPS=4800 LABEL="$preset $ftype --weights $w" \
         SERVER_ARGS="--max-num-seqs 256 --max-waiting 1024 --noprefix_caching --weights $w" \
         timeout 600 bench/serving/run.sh "$bundle" "$models/$preset-$ftype.gguf" "$out/serve-$preset-$ftype-$w" \
