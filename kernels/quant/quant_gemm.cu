@@ -231,14 +231,6 @@ int64_t quant_gemm_partials_floats(int num_sms) {
   return 4 * int64_t{std::max(num_sms, 1)} * device::quant_gemm::kBN * 64;
 }
 
-namespace {
-absl::Status bad_token_tile(const QuantGemmParams& p) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "quant_gemm: token tile ", p.token_tile,
-      " (the wgmma kernel takes 64, 128 or 256; the mma.sync kernel chooses its own)"));
-}
-}  // namespace
-
 absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stream,
                         int* splits_out) {
   int splits = 1;
@@ -255,9 +247,18 @@ absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stre
         "quant_gemm: unsupported output ", static_cast<int>(p.output),
         " (supported: bf16, fp32, fp32 accumulate)"));
   }
-  if ((p.token_tile != 0 && p.token_tile != 64 && p.token_tile != 128 && p.token_tile != 256) ||
-      (p.token_tile != 0 && p.kernel == QuantGemmKernel::kMmaSync)) {
-    return bad_token_tile(p);
+  QuantGemmKernel kernel = p.kernel;
+  if (kernel == QuantGemmKernel::kAuto) {
+    // Measured on the H200 (bench/gemm/results_v9/, the 8B and 1B layers, Q4_K and the other
+    // formats): the warp-specialized kernel is faster than mma.sync at every m from 16 to 512
+    // and every shape. Elsewhere mma.sync.
+    kernel = quant_gemm_wgmma_supported() ? QuantGemmKernel::kWgmmaWs : QuantGemmKernel::kMmaSync;
+  }
+  if (p.token_tile != 0 && (kernel != QuantGemmKernel::kWgmmaWs ||
+                            (p.token_tile != 64 && p.token_tile != 128 && p.token_tile != 256))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quant_gemm: token tile ", p.token_tile,
+        " (the wgmma kernel takes 64, 128 or 256; the mma.sync kernel chooses its own)"));
   }
   if (quant_layout(p.format, p.n, p.k).total_bytes >= (int64_t{1} << 32)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -269,14 +270,6 @@ absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stre
       (p.partials_floats > 0 && p.partials == nullptr)) {
     return absl::InvalidArgumentError("quant_gemm: a pointer is null or not 16-byte aligned");
   }
-  QuantGemmKernel kernel = p.kernel;
-  if (kernel == QuantGemmKernel::kAuto) {
-    // Measured on the H200 (bench/gemm/results_v9/, the 8B and 1B layers, Q4_K and the other
-    // formats): the warp-specialized kernel is faster than mma.sync at every m from 16 to 512
-    // and every shape. Elsewhere mma.sync.
-    kernel = quant_gemm_wgmma_supported() ? QuantGemmKernel::kWgmmaWs : QuantGemmKernel::kMmaSync;
-  }
-  if (p.token_tile != 0 && kernel != QuantGemmKernel::kWgmmaWs) return bad_token_tile(p);
   if (kernel == QuantGemmKernel::kWgmmaWs) {
     if (!quant_gemm_wgmma_supported()) {
       return absl::InvalidArgumentError(
