@@ -90,15 +90,16 @@ __device__ __forceinline__ void stage_unit(const Unit& w, int i, uint4* tile) {
   }
 }
 
+// Block `block` of the launch over p's units (each warp its kBatches batches), staging
+// through `tile` (the warp's 32 x kChunks chunks of shared memory).
 template <WeightFormat F, bool kFp32, int kBatches>
-__global__ void __launch_bounds__(kDequantThreads) dequantize_kernel(const DequantizeParams p) {
+__device__ __forceinline__ void dequantize_blocks(const DequantizeParams& p, int block,
+                                                  uint4* tile) {
   constexpr int kChunks = unit_chunks<kFp32>();
-  __shared__ uint4 stage[kDequantWarps][32 * kChunks];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  uint4* tile = stage[warp];
   const int units = static_cast<int>(p.k / kQuantUnit);
   const int items = static_cast<int>(p.row_end - p.row_begin) * units;  // <= 2^30: launcher
-  const int first = (blockIdx.x * kDequantWarps + warp) * 32 * kBatches;
+  const int first = (block * kDequantWarps + warp) * 32 * kBatches;
   const QuantLayout l = quant_layout(F, p.num_rows, p.k);
   const uint8_t* base = static_cast<const uint8_t*>(p.w);
 
@@ -141,6 +142,37 @@ __global__ void __launch_bounds__(kDequantThreads) dequantize_kernel(const Dequa
 }
 
 template <WeightFormat F, bool kFp32, int kBatches>
+__global__ void __launch_bounds__(kDequantThreads) dequantize_kernel(const DequantizeParams p) {
+  __shared__ uint4 stage[kDequantWarps][32 * unit_chunks<kFp32>()];
+  dequantize_blocks<F, kFp32, kBatches>(p, blockIdx.x, stage[threadIdx.x / 32]);
+}
+
+// dequantize_bf16_batch's launch: blocks [first_block[j], first_block[j + 1]) are job j's,
+// one batch a warp, in the job's format (a switch on a block-uniform value).
+struct DequantBatch {
+  DequantizeParams job[kMaxDequantJobs];
+  int first_block[kMaxDequantJobs + 1];
+  int count;
+};
+
+__global__ void __launch_bounds__(kDequantThreads) dequantize_batch_kernel(const DequantBatch b) {
+  __shared__ uint4 stage[kDequantWarps][32 * unit_chunks<false>()];
+  int j = 0;
+  while (j + 1 < b.count && static_cast<int>(blockIdx.x) >= b.first_block[j + 1]) ++j;
+  const DequantizeParams& p = b.job[j];
+  const int block = blockIdx.x - b.first_block[j];
+  uint4* tile = stage[threadIdx.x / 32];
+  switch (p.format) {
+    case WeightFormat::kQ8_0: return dequantize_blocks<WeightFormat::kQ8_0, false, 1>(p, block, tile);
+    case WeightFormat::kQ4_0: return dequantize_blocks<WeightFormat::kQ4_0, false, 1>(p, block, tile);
+    case WeightFormat::kQ4_1: return dequantize_blocks<WeightFormat::kQ4_1, false, 1>(p, block, tile);
+    case WeightFormat::kQ4_K: return dequantize_blocks<WeightFormat::kQ4_K, false, 1>(p, block, tile);
+    case WeightFormat::kQ5_K: return dequantize_blocks<WeightFormat::kQ5_K, false, 1>(p, block, tile);
+    default: return dequantize_blocks<WeightFormat::kQ6_K, false, 1>(p, block, tile);
+  }
+}
+
+template <WeightFormat F, bool kFp32, int kBatches>
 absl::Status launch_dequantize_batches(const DequantizeParams& p, int64_t items,
                                        cudaStream_t stream) {
   const int64_t per_block = int64_t{kDequantThreads} * kBatches;
@@ -159,9 +191,12 @@ absl::Status launch_dequantize(const DequantizeParams& p, int64_t items, cudaStr
 }  // namespace
 }  // namespace device::quant_gemv
 
-absl::Status dequantize_bf16(const DequantizeParams& p, cudaStream_t stream) {
-  // Units of the output, numbered in int by the kernel (with a block's worth of headroom).
-  constexpr int64_t kMaxUnits = int64_t{1} << 30;
+namespace {
+
+// Units of the output, numbered in int by the kernel (with a block's worth of headroom).
+constexpr int64_t kMaxUnits = int64_t{1} << 30;
+
+absl::Status check_dequantize(const DequantizeParams& p) {
   if (p.format == WeightFormat::kBf16 || !quant_layout_ok(p.format, p.k) || p.num_rows < 1 ||
       p.row_begin < 0 || p.row_end <= p.row_begin ||
       (p.row_ids == nullptr && p.row_end > p.num_rows) || (p.row_ids != nullptr && p.row_begin != 0) ||
@@ -174,12 +209,50 @@ absl::Status dequantize_bf16(const DequantizeParams& p, cudaStream_t stream) {
       reinterpret_cast<uintptr_t>(p.out) % 16 != 0) {
     return absl::InvalidArgumentError("dequantize_bf16: a pointer is null or not 16-byte aligned");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status dequantize_bf16(const DequantizeParams& p, cudaStream_t stream) {
+  if (absl::Status s = check_dequantize(p); !s.ok()) return s;
   const int64_t items = (p.row_end - p.row_begin) * (p.k / kQuantUnit);
   return quant::dispatch_quant_format(p.format, [&](auto tag) -> absl::Status {
     constexpr WeightFormat kF = decltype(tag)::value;
     return p.out_fp32 ? device::quant_gemv::launch_dequantize<kF, true>(p, items, stream)
                       : device::quant_gemv::launch_dequantize<kF, false>(p, items, stream);
   });
+}
+
+absl::Status dequantize_bf16_batch(const DequantizeParams* jobs, int count,
+                                   cudaStream_t stream) {
+  if (count < 1 || count > kMaxDequantJobs) {
+    return absl::InvalidArgumentError(absl::StrCat("dequantize_bf16_batch: ", count,
+                                                   " jobs (1 to ", kMaxDequantJobs, ")"));
+  }
+  device::quant_gemv::DequantBatch b{};
+  b.count = count;
+  int64_t blocks = 0;
+  for (int j = 0; j < count; ++j) {
+    const DequantizeParams& p = jobs[j];
+    if (absl::Status s = check_dequantize(p); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("dequantize_bf16_batch: job ", j, ": ", s.message()));
+    }
+    if (p.row_ids != nullptr || p.out_fp32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dequantize_bf16_batch: job ", j, " is a gather or fp32 (bf16 ranges only)"));
+    }
+    b.job[j] = p;
+    b.first_block[j] = static_cast<int>(blocks);
+    const int64_t items = (p.row_end - p.row_begin) * (p.k / kQuantUnit);
+    blocks += (items + device::quant_gemv::kDequantThreads - 1) / device::quant_gemv::kDequantThreads;
+    if (blocks > INT32_MAX) return absl::InvalidArgumentError("dequantize_bf16_batch: too many units");
+  }
+  b.first_block[count] = static_cast<int>(blocks);
+  CUDA_CHECK(device::launch_dependent(device::quant_gemv::dequantize_batch_kernel,
+                              static_cast<unsigned>(blocks), device::quant_gemv::kDequantThreads,
+                              0, stream, b));
+  return absl::OkStatus();
 }
 
 }  // namespace flashserve::kernels

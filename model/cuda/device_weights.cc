@@ -13,6 +13,7 @@
 #include "base/bf16.h"
 #include "base/status_macros.h"
 #include "kernels/cuda_check.h"
+#include "model/cuda/native_gemm_path.h"
 #include "model/gguf/ggml_type.h"
 #include "model/gguf/gguf.h"
 #include "model/weights.h"
@@ -222,6 +223,15 @@ absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file, const M
   RETURN_IF_ERROR(upload_fp32({&norm}, &d.output_norm, &d.bytes));
   if (!config.tied_embeddings) {
     RETURN_IF_ERROR(upload_vocab_matrix(file, config, "output.weight", native, &d, &d.output));
+  }
+  // A layer's small matrices dequantized together for deq+blas (llama_forward.h:
+  // DequantGroup) share the scratch at once: at most all of them.
+  for (const DeviceLayer& l : d.layers) {
+    int64_t group = 0;
+    for (const DeviceMatrix* m : {&l.wqkv, &l.wv, &l.wo, &l.w_gate_up, &l.w_down}) {
+      if (m->native() && native_gemm_dequant_grouped(m->rows, m->k)) group += m->rows * m->k * 2;
+    }
+    d.max_dequant_bytes = std::max(d.max_dequant_bytes, group);
   }
   return d;
 }

@@ -59,7 +59,8 @@ struct DeviceWeights {
   DeviceMatrix output;       // [vocab, hidden]; empty when tied
   int64_t bytes = 0;         // device memory held
   int64_t native_bytes = 0;  // of which matrices in a block format
-  // Largest bf16 copy a GEMM of a native matrix needs (the step workspace's `dequant`).
+  // Largest bf16 copy the GEMMs of native matrices need at once (the step workspace's
+  // `dequant`): one matrix, or a layer's group of small ones (llama_forward.h: DequantGroup).
   int64_t max_dequant_bytes = 0;
 
   const DeviceMatrix& lm_head() const { return output.empty() ? token_embd : output; }

@@ -46,11 +46,26 @@ inline constexpr int64_t kSmallMatrixElements = int64_t{8} << 20;
 // the captured ones lose ~2 us of GPU idle a kernel boundary.
 inline constexpr int64_t kTinyMatrixElements = int64_t{2} << 20;
 
+// In a step of decodes only (replayed from a CUDA graph: GPU time counts, not launches), a
+// tiny matrix takes deq+blas from this many tokens, dequantized with the layer's others
+// (native_gemm_dequant_grouped).
+inline constexpr int kTinyDeqBlasFromDecodeTokens = 65;
+
 // Whether the n x k native matrix (all its parts) multiplies the m rows of a step by
-// deq+blas, on a device whose quantized GEMM wins up to max_tokens tokens.
-constexpr bool native_gemm_by_deq_blas(int m, int64_t n, int64_t k, int max_tokens) {
+// deq+blas, on a device whose quantized GEMM wins up to max_tokens tokens; `decodes_only`:
+// the step's tokens are all decodes.
+constexpr bool native_gemm_by_deq_blas(int m, int64_t n, int64_t k, int max_tokens,
+                                       bool decodes_only) {
   if (m > max_tokens) return true;
-  return m >= kDeqBlasFromTokens && n * k > kTinyMatrixElements && n * k <= kSmallMatrixElements;
+  if (n * k <= kTinyMatrixElements) return decodes_only && m >= kTinyDeqBlasFromDecodeTokens;
+  return m >= kDeqBlasFromTokens && n * k <= kSmallMatrixElements;
+}
+
+// Whether a matrix that takes deq+blas is dequantized together with the layer's other such
+// matrices, by one launch (kernels::dequantize_bf16_batch) into consecutive bf16 copies: the
+// small ones, whose dequantizes alone are a few microseconds of latency each.
+constexpr bool native_gemm_dequant_grouped(int64_t n, int64_t k) {
+  return n * k <= kSmallMatrixElements;
 }
 
 // The quantized GEMM's token tile for the n x k matrix at m tokens
@@ -65,8 +80,14 @@ constexpr int native_gemm_token_tile(int m, int64_t n, int64_t k) {
   return m <= 256 ? 64 : 128;
 }
 
-// Whether the quantized GEMM of a step of m tokens leaves its split-k sum to the kernel that
-// reads its output next (where the caller can fold it: O, down, gate/up).
-constexpr bool native_gemm_folds_split_sum(int m) { return m <= kFoldSplitSumMaxTokens; }
+// Whether the quantized GEMM of the n x k matrix at a step of m tokens leaves its split-k sum
+// to the kernel that reads its output next (where the caller can fold it: O, down, gate/up).
+// Up to kFoldSplitSumMaxTokens for every matrix; a tiny matrix at every step size, since its
+// reader's rows are short (576 columns for SmolLM2's O and down, 1,536 for SwiGLU's gate/up
+// halves): the 1B's and 8B's fold lost past 64 tokens because one block a row read 4-8 splits
+// of 2,048-4,096 columns, slower than the reduction kernel spread over every SM.
+constexpr bool native_gemm_folds_split_sum(int m, int64_t n, int64_t k) {
+  return m <= kFoldSplitSumMaxTokens || n * k <= kTinyMatrixElements;
+}
 
 }  // namespace flashserve::model::cuda

@@ -574,6 +574,84 @@ TEST(QuantGemvCuda, DequantizeMatchesGgmlBitForBit) {
   }
 }
 
+// dequantize_bf16_batch: jobs of every format in one launch (sizes that end mid-batch, a
+// row range, one unit a row), each output bit for bit ggml's value rounded to bf16, written
+// back to back into one buffer as a layer's matrices are, the guard past them untouched.
+TEST(QuantGemvCuda, DequantizeBatchMatchesGgmlBitForBit) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  struct Job {
+    WeightFormat f;
+    int rows, k, begin, end;
+  };
+  const Job spec[] = {{WeightFormat::kQ4_K, 37, 1280, 0, 37},
+                      {WeightFormat::kQ6_K, 20, 512, 3, 19},
+                      {WeightFormat::kQ8_0, 301, 2048, 0, 301},
+                      {WeightFormat::kQ4_1, 75, 32, 1, 74},
+                      {WeightFormat::kQ4_0, 9, 96, 0, 9},
+                      {WeightFormat::kQ5_K, 64, 768, 0, 64}};
+  std::vector<QuantWeight> weights;
+  std::vector<DequantizeParams> jobs;
+  size_t total = 0;
+  for (const Job& j : spec) total += static_cast<size_t>(j.end - j.begin) * j.k;
+  const size_t guard = 4096;
+  DeviceBuffer out((total + guard) * 2);
+  out.poison();
+  size_t at = 0;
+  for (const Job& j : spec) {
+    weights.push_back(make_weight(j.f, j.rows, j.k, rng));
+    DequantizeParams p;
+    p.format = j.f;
+    p.w = weights.back().device.get();
+    p.num_rows = j.rows;
+    p.k = j.k;
+    p.row_begin = j.begin;
+    p.row_end = j.end;
+    p.out = out.get<uint16_t>() + at;
+    jobs.push_back(p);
+    at += static_cast<size_t>(j.end - j.begin) * j.k;
+  }
+  ASSERT_TRUE(dequantize_bf16_batch(jobs.data(), static_cast<int>(jobs.size()), nullptr).ok());
+  const std::vector<uint16_t> bits = out.to_host<uint16_t>();
+  int bad = 0;
+  at = 0;
+  for (size_t n = 0; n < std::size(spec); ++n) {
+    const Job& j = spec[n];
+    const size_t count = static_cast<size_t>(j.end - j.begin) * j.k;
+    for (size_t i = 0; i < count; ++i) {
+      const float ggml = weights[n].values[static_cast<size_t>(j.begin) * j.k + i];
+      if (bits[at + i] != fp32_to_bf16_bits(ggml) && ++bad <= 5) {
+        ADD_FAILURE() << weight_format_name(j.f) << " job " << n << " element " << i << ": "
+                      << bf16_bits_to_fp32(bits[at + i]) << ", ggml " << ggml;
+      }
+    }
+    at += count;
+  }
+  for (size_t i = total; i < total + guard; ++i) {
+    if (!std::isnan(bf16_bits_to_fp32(bits[i])) && ++bad <= 5) ADD_FAILURE() << "guard " << i;
+  }
+  EXPECT_EQ(bad, 0);
+
+  // Refused, naming the job: a gather, fp32 output, a bad range; too many or no jobs.
+  DequantizeParams bad_jobs[2] = {jobs[0], jobs[1]};
+  bad_jobs[1].out_fp32 = true;
+  absl::Status s = dequantize_bf16_batch(bad_jobs, 2, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("job 1"), std::string::npos) << s;
+  bad_jobs[1] = jobs[1];
+  bad_jobs[1].row_end = 21;  // past num_rows
+  s = dequantize_bf16_batch(bad_jobs, 2, nullptr);
+  EXPECT_NE(s.message().find("job 1"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("[3, 21)"), std::string::npos) << s;
+  std::vector<DequantizeParams> many(kMaxDequantJobs + 1, jobs[0]);
+  EXPECT_EQ(dequantize_bf16_batch(many.data(), kMaxDequantJobs + 1, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(dequantize_bf16_batch(jobs.data(), 0, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(QuantGemvCuda, RejectsUnsupportedShapesNamingThem) {
   GemvParams p;
   p.w_format = WeightFormat::kQ4_K;

@@ -140,7 +140,7 @@ class CudaRunnerTest : public ::testing::Test {
     return logits;
   }
 
-  static void sixty_four_batched(Weights weights, const char* name, float margin_bound);
+  static void batched_match_alone(Weights weights, const char* name, float margin_bound);
 
   static LoadedModel* gpu_;
   static LoadedModel* gpu_native_;  // the same file with native (quantized) device weights
@@ -341,23 +341,25 @@ TEST_F(CudaRunnerTest, MixedPrefillAndDecodeBatchMatchesCpu) {
   }
 }
 
-// 64 requests batched by the engine (mixed prefill chunks and decodes) give each request the
-// tokens it gets alone, except where the alone-run's top-2 margin is a near-tie.
-void CudaRunnerTest::sixty_four_batched(Weights weights, const char* name, float margin_bound) {
+// 80 requests batched by the engine (mixed prefill chunks and decodes, then steps of up to
+// 80 decodes: past native_gemm_path.h's 64-token line for decode-only steps) give each
+// request the tokens it gets alone, except where the alone-run's top-2 margin is a near-tie.
+void CudaRunnerTest::batched_match_alone(Weights weights, const char* name, float margin_bound) {
+  constexpr int kRequests = 80;
   LoadOptions o;
   o.device = Device::kCuda;
   o.weights = weights;
-  o.kv_cache_tokens = 64 * 512;
-  o.max_num_seqs = 64;
+  o.kv_cache_tokens = kRequests * 512;
+  o.max_num_seqs = kRequests;
   auto engine_model = load_model(model_path(), o);
   ASSERT_TRUE(engine_model.ok()) << engine_model.status();
   engine::EngineOptions eo;
-  eo.max_num_seqs = 64;
+  eo.max_num_seqs = kRequests;
   eo.max_batch_tokens = 512;  // forces chunked prefill beside decodes
   engine::Engine engine(std::move(engine_model->runner), *engine_model->tokenizer, eo, nullptr);
   engine.start();
   std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < 64; ++i) prompts.push_back(prompt(5 + (i * 37) % 300));
+  for (int i = 0; i < kRequests; ++i) prompts.push_back(prompt(5 + (i * 37) % 300));
   auto collect = [&](const std::vector<std::vector<int32_t>>& ps) {
     std::vector<std::vector<int32_t>> out(ps.size());
     absl::Mutex mu;
@@ -408,18 +410,19 @@ void CudaRunnerTest::sixty_four_batched(Weights weights, const char* name, float
 }
 
 // Run with bf16 and with native (quantized) weights.
-TEST_F(CudaRunnerTest, SixtyFourBatchedRequestsMatchRunningAlone) {
+TEST_F(CudaRunnerTest, BatchedRequestsMatchRunningAlone) {
   for (Weights weights : {Weights::kBf16, Weights::kNative}) {
     const char* name = weights == Weights::kNative ? "native" : "bf16";
     SCOPED_TRACE(name);
-    sixty_four_batched(weights, name,
+    batched_match_alone(weights, name,
                        weights == Weights::kNative ? kNativeMarginBound : kMarginBound);
   }
 }
 
 // Decode steps replayed from CUDA graphs give bit-identical tokens and logprobs to the same
 // steps launched one by one (--nocuda_graphs): greedy and seeded sampling with penalties,
-// 48 requests of different lengths. Everything is submitted before the engines start, so
+// 80 requests of different lengths (decode steps of up to 80 sequences: past
+// native_gemm_path.h's 64-token line for decode-only steps). Everything is submitted before the engines start, so
 // both see the same sequence of batches.
 TEST_F(CudaRunnerTest, GraphsOnAndOffGiveIdenticalTokensAndLogprobs) {
   struct Output {
@@ -430,16 +433,16 @@ TEST_F(CudaRunnerTest, GraphsOnAndOffGiveIdenticalTokensAndLogprobs) {
     LoadOptions o;
     o.device = Device::kCuda;
     o.weights = weights;
-    o.kv_cache_tokens = 64 * 512;
-    o.max_num_seqs = 64;
+    o.kv_cache_tokens = 80 * 512;
+    o.max_num_seqs = 80;
     o.cuda_graphs = graphs;
     auto m = load_model(model_path(), o);
     EXPECT_TRUE(m.ok()) << m.status();
     engine::EngineOptions eo;
-    eo.max_num_seqs = 64;
+    eo.max_num_seqs = 80;
     eo.max_batch_tokens = 1024;
     engine::Engine engine(std::move(m->runner), *m->tokenizer, eo, nullptr);
-    std::vector<Output> out(48);
+    std::vector<Output> out(80);
     absl::Mutex mu;
     int remaining = static_cast<int>(out.size());
     for (size_t i = 0; i < out.size(); ++i) {
