@@ -281,8 +281,8 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
 // on m and the matrix alone (model/cuda/native_gemm_path.h: the rule, and the measurements
 // behind it).
 // Whether the step of m tokens multiplies by the native n x k matrix through deq+blas.
-bool by_deq_blas(const ForwardContext& ctx, int m, int64_t n, int64_t k) {
-  return native_gemm_by_deq_blas(m, n, k, kernels::quant_gemm_max_tokens(), ctx.ws->decodes_only);
+bool by_deq_blas(int m, int64_t n, int64_t k) {
+  return native_gemm_by_deq_blas(m, n, k, kernels::quant_gemm_max_tokens());
 }
 
 // The layer's DequantGroup for a step of m tokens: each native matrix that the step
@@ -292,7 +292,7 @@ void plan_dequant_group(const ForwardContext& ctx, const DeviceLayer& w, int m) 
   g = {};
   auto add = [&](const DeviceMatrix& a, const DeviceMatrix* b) {
     const int64_t n = a.rows + (b != nullptr ? b->rows : 0);
-    if (!a.native() || use_gemv(a, m) || !by_deq_blas(ctx, m, n, a.k) ||
+    if (!a.native() || use_gemv(a, m) || !by_deq_blas(m, n, a.k) ||
         !native_gemm_dequant_grouped(n, a.k)) {
       return;
     }
@@ -341,7 +341,7 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
   if (!w.native()) return ctx.gemm->linear(x, w.get(), y, m, n, k, out, ctx.stream);
   if (!x_rounded) RETURN_IF_ERROR(kernels::round_activations_q8(x, m, k, ctx.stream));
   const bool two = w2 != nullptr && !w2->empty();
-  if (!by_deq_blas(ctx, m, n, k)) {
+  if (!by_deq_blas(m, n, k)) {
     const int64_t elem_bytes = out == GemmOut::kBf16 ? 2 : 4;
     // Columns [col, col + part.rows) of y, its split-k partial sums in `partials`.
     auto params = [&](const DeviceMatrix& part, int64_t col, float* partials,
@@ -360,7 +360,6 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
       q.k = k;
       q.partials = partials;
       q.partials_floats = partials_floats;
-      q.token_tile = native_gemm_token_tile(m, n, k);
       return q;
     };
     // Past the layer's grouped bf16 copies (which later GEMMs of the layer still read).
@@ -373,7 +372,7 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
       // pending), one launch and one pass over y fewer, at the step sizes where that wins
       // (native_gemm_path.h).
       kernels::QuantGemmParams q = params(w, 0, scratch, scratch_floats);
-      q.defer_reduction = defer && native_gemm_folds_split_sum(m, n, k);
+      q.defer_reduction = defer && native_gemm_folds_split_sum(m);
       int splits = 1;
       RETURN_IF_ERROR(kernels::quant_gemm(q, ctx.num_sms, ctx.stream, &splits));
       if (q.defer_reduction && splits > 1) {
@@ -758,8 +757,6 @@ absl::Status llama_forward_cuda(const ForwardContext& ctx, const DeviceBatch& b,
   DeviceWorkspace& ws = *ctx.ws;
   ws.pending_splits = 1;  // none left by a pass that stopped on an error
   ws.group = {};
-  ws.decodes_only = std::none_of(b.runs.begin(), b.runs.end(),
-                                 [](const AttentionRun& r) { return r.prefill; });
   RETURN_IF_ERROR(embed_tokens(ctx, b));
   for (int layer = 0; layer < num_layers; ++layer) {
     plan_dequant_group(ctx, weights.layers[layer], b.num_tokens);

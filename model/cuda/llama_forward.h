@@ -104,8 +104,6 @@ struct DeviceWorkspace {
   // of one forward pass: pending_splits <= 1 means none.
   kernels::QuantGemmParams pending;
   int pending_splits = 1;
-  // The pass's step is all decodes (model/cuda/native_gemm_path.h's rule takes it).
-  bool decodes_only = false;
   // The current layer's matrices that take deq+blas and are dequantized together
   // (native_gemm_dequant_grouped): their bf16 copies at gemm_scratch + offset[i] elements,
   // back to back in the layer's order (wv right after [wq; wk]), written by one launch at

@@ -235,8 +235,10 @@ TEST_F(CudaRunnerTest, GreedyContinuationMatchesCpuWhereTheMarginAllows) {
 // the GEMVs: kernels/quant/quant_gemv.h) against the CPU, beside the bf16 path's error: both
 // relative to the bf16-weights yardstick; the native bound is kNativeFactor.
 TEST_F(CudaRunnerTest, NativeWeightsLogitsWithinTheYardstick) {
-  // 48, 100, 200: the quantized GEMM's 64-, 128- and 256-token tiles (where the file's
-  // matrices are large enough for it: native_gemm_path.h); 278: past its crossover, deq+blas.
+  // 17, 48: the quantized GEMM (64-token tiles); 100, 200, 278: deq+blas, on the SmolLM2
+  // shape's tiny matrices from 65 tokens, a layer's dequantized by one launch
+  // (native_gemm_path.h); larger files' matrices take the quantized GEMM's 128- and 256-token
+  // tiles at 100 and 200.
   for (int len : {1, 2, 8, 17, 48, 100, 200, 278}) {
     const std::vector<int32_t> tokens = prompt(len);
     const int n = gpu_->config.num_layers;
