@@ -77,10 +77,10 @@ struct AttentionParams {
   // per layer. Prefill and naive: W > 0 requires causal (InvalidArgument otherwise); decode
   // is causal by construction.
   int sliding_window = 0;
-  // Decode only: the output rounded as kernels::round_activations_q8 rounds a native GEMM's
-  // input, bit for bit, as it is stored (the O projection's input, without a pass of its own).
-  // REQUIRES dtype bf16 and out 16-byte aligned; attention_prefill and attention_naive
-  // reject it (InvalidArgument).
+  // The output rounded as kernels::round_activations_q8 rounds a native GEMM's input, bit for
+  // bit, as it is stored (the O projection's input, without a pass of its own): decode and
+  // prefill. REQUIRES dtype bf16 and out 16-byte aligned (InvalidArgument otherwise);
+  // attention_naive rejects it.
   bool round_q8_out = false;
   PrefillImpl prefill_impl = PrefillImpl::kAuto;  // prefill only
 };

@@ -14,6 +14,7 @@
 
 #include "kernels/cuda_plumbing.cuh"
 #include "kernels/mma_sync.cuh"
+#include "kernels/quant/quant_round.cuh"
 
 namespace flashserve::kernels::device {
 
@@ -88,6 +89,37 @@ __device__ __forceinline__ float quad_max(float x) {
 __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// A prefill epilogue's output row of one head as the MMA accumulator holds it: v[j] is the
+// lane's two columns 8 j + 2 (lane % 4), + 1 of 8-column tile j, the quad's four lanes
+// holding the row. With p.round_q8_out each unit of 32 columns (tiles 4 u .. 4 u + 3: eight
+// values a lane over the quad, round_q8_lanes<8>) becomes what round_activations_q8 leaves
+// in the stored bf16 row, bit for bit (the values rounded to bf16 first, as stored); without
+// it, or for fp16, v is left as it is. Every lane of the warp calls it (full-mask shuffles),
+// the lanes of rows past the sequence too: a unit never leaves its quad, and their values
+// are never stored.
+template <typename T, int kTiles>
+__device__ __forceinline__ void prefill_round_q8_out(bool round_q8_out, float (&v)[kTiles][2]) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    static_assert(kTiles % 4 == 0, "a unit of 32 columns is four 8-column tiles");
+    if (!round_q8_out) return;
+#pragma unroll
+    for (int u = 0; u < kTiles / 4; ++u) {
+      float w[8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        w[2 * i] = round_to_bf16(v[4 * u + i][0]);
+        w[2 * i + 1] = round_to_bf16(v[4 * u + i][1]);
+      }
+      round_q8_lanes<8>(w);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        v[4 * u + i][0] = w[2 * i];
+        v[4 * u + i][1] = w[2 * i + 1];
+      }
+    }
+  }
 }
 
 }  // namespace flashserve::kernels::device

@@ -69,8 +69,10 @@ absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
 
 absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
   if (absl::Status s = validate_attention_params(p); !s.ok()) return s;
-  if (p.round_q8_out) {
-    return absl::InvalidArgumentError("attention_prefill: round_q8_out is for attention_decode only");
+  if (p.round_q8_out &&
+      (p.dtype != DType::kBf16 || reinterpret_cast<uintptr_t>(p.out) % 16 != 0)) {
+    return absl::InvalidArgumentError(
+        "attention_prefill: round_q8_out needs a bf16 output, 16-byte aligned");
   }
   if (absl::Status s = device::check_window_is_causal(p, "attention_prefill"); !s.ok()) return s;
   if (p.cu_seqlens_q == nullptr) {

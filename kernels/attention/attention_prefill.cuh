@@ -260,13 +260,19 @@ __global__ void __launch_bounds__(prefill_threads(), prefill_ctas_per_sm())
       const float l = quad_sum(row_sum[mt][h]);
       const float inv_l = l > 0.f ? 1.f / l : 0.f;
       const int row = m_base + warp_row + mt * 16 + (lane >> 2) + h * 8;
+      float v[kDTiles][2];
+#pragma unroll
+      for (int dt = 0; dt < kDTiles; ++dt) {
+        v[dt][0] = acc[mt][dt][2 * h] * inv_l;
+        v[dt][1] = acc[mt][dt][2 * h + 1] * inv_l;
+      }
+      prefill_round_q8_out<T>(p.round_q8_out, v);  // every lane, before the row test
       if (row >= q_len) continue;
       const int64_t token = q_start + row;
       T* o = out + (token * p.num_heads + head) * kHeadDim + 2 * (lane & 3);
 #pragma unroll
       for (int dt = 0; dt < kDTiles; ++dt) {
-        *reinterpret_cast<uint32_t*>(o + dt * 8) =
-            Traits::pack(acc[mt][dt][2 * h] * inv_l, acc[mt][dt][2 * h + 1] * inv_l);
+        *reinterpret_cast<uint32_t*>(o + dt * 8) = Traits::pack(v[dt][0], v[dt][1]);
       }
       if (p.lse != nullptr && (lane & 3) == 0) {
         p.lse[token * p.num_heads + head] =

@@ -391,13 +391,19 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     const float l = quad_sum(row_sum[h]);
     const float inv_l = l > 0.f ? 1.f / l : 0.f;
     const int row = m_base + thread_row + h * 8;
+    float v[kHeadDim / 8][2];
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      v[j][0] = o[4 * j + 2 * h] * inv_l;
+      v[j][1] = o[4 * j + 2 * h + 1] * inv_l;
+    }
+    prefill_round_q8_out<T>(p.round_q8_out, v);  // every lane, before the row test
     if (row >= q_len) continue;
     const int64_t token = q_start + row;
     T* dst = out + (token * p.num_heads + head) * kHeadDim + 2 * (lane & 3);
 #pragma unroll
     for (int j = 0; j < kHeadDim / 8; ++j) {
-      *reinterpret_cast<uint32_t*>(dst + j * 8) =
-          Traits::pack(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l);
+      *reinterpret_cast<uint32_t*>(dst + j * 8) = Traits::pack(v[j][0], v[j][1]);
     }
     if (p.lse != nullptr && (lane & 3) == 0) {
       p.lse[token * p.num_heads + head] = l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;

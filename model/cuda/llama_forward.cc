@@ -84,7 +84,7 @@ kernels::AttentionParams attention_params(const ForwardContext& ctx, const Devic
   p.max_blocks_per_seq = b.max_blocks_per_seq;
   p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   p.causal = true;
-  p.round_q8_out = round_q8_out && !r.prefill;
+  p.round_q8_out = round_q8_out;
   return p;
 }
 
@@ -581,13 +581,10 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
                                 ws.qkv.get(), GemmOut::kBf16, &w.wv));
     RETURN_IF_ERROR(kernels::rope_qkv_append(rope, ctx.stream));
   }
-  // The O projection's native GEMM input: rounded by the decode attention kernels when the
-  // step is all decodes (one pass fewer); a prefill run's rows, and so a mixed step's,
-  // take gemm_linear's round_activations_q8 (rounding twice could move a value by an ulp),
-  // and a GEMV rounds its own input.
-  const bool round_o = w.wo.native() && !use_gemv(w.wo, t) &&
-                       std::none_of(b.runs.begin(), b.runs.end(),
-                                    [](const AttentionRun& r) { return r.prefill; });
+  // The O projection's native GEMM input: rounded by the attention kernels as they store it
+  // (decode and prefill: one pass fewer, and in a step with prefills one launch a layer
+  // fewer); a GEMV rounds its own input.
+  const bool round_o = w.wo.native() && !use_gemv(w.wo, t);
   RETURN_IF_ERROR(attention_all(ctx, b, layer, stats, round_o));
   return linear_residual(ctx, ws.attn.get(), w.wo, t, q_dim, /*in_rounded=*/round_o);
 }

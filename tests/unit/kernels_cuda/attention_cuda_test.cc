@@ -366,6 +366,53 @@ TEST(DecodeRoundQ8Test, RoundedOutputIsThePlainOutputRoundedAfterwards) {
   }
 }
 
+// round_q8_out in the prefill kernels (a prefill or mixed step's O projection input): the same
+// bits as the plain prefill followed by round_activations_q8, for each kernel kAuto can pick,
+// at both head_dims, causal with cached prefixes (chunked prefill: the rows a mixed step
+// holds) and a sequence past 1k, with rows past a sequence's end in the last tile (their
+// quads round values never stored). The rounding must be visible, as in the decode test.
+TEST(PrefillRoundQ8Test, RoundedOutputIsThePlainOutputRoundedAfterwards) {
+  SKIP_WITHOUT_GPU();
+  for (PrefillImpl impl : {PrefillImpl::kPortable, PrefillImpl::kHopper}) {
+    if (impl == PrefillImpl::kHopper && !device_is_hopper()) continue;
+    for (int head_dim : {64, 128}) {
+      const uint32_t seed = fresh_seed();
+      SCOPED_TRACE(std::string(impl == PrefillImpl::kHopper ? "wgmma" : "mma.sync") + " d" +
+                   std::to_string(head_dim) + " seed " + std::to_string(seed));
+      ProblemShape shape;
+      shape.dtype = DType::kBf16;
+      shape.head_dim = head_dim;
+      shape.num_heads = 9;
+      shape.num_kv_heads = 3;
+      shape.q_lens = {1, 17, 33, 128, 1100};
+      shape.kv_lens = {17, 97, 1025, 300, 1100};
+      const Problem pr(shape, seed);
+      AttentionParams p = pr.params(nullptr, nullptr);
+      p.prefill_impl = impl;
+      const size_t row = size_t(p.num_heads) * head_dim;
+      DeviceBuffer plain(pr.num_tokens * row * 2), fused(pr.num_tokens * row * 2);
+      p.out = plain.get();
+      ASSERT_TRUE(attention_prefill(p, nullptr).ok());
+      FS_CUDA_OR_DIE(cudaDeviceSynchronize());
+      const std::vector<uint16_t> unrounded = plain.to_host<uint16_t>();
+      ASSERT_TRUE(round_activations_q8(plain.get(), pr.num_tokens, int64_t(row), nullptr).ok());
+      p.out = fused.get();
+      p.round_q8_out = true;
+      ASSERT_TRUE(attention_prefill(p, nullptr).ok());
+      FS_CUDA_OR_DIE(cudaDeviceSynchronize());
+      const std::vector<uint16_t> want = plain.to_host<uint16_t>();
+      const std::vector<uint16_t> got = fused.to_host<uint16_t>();
+      size_t mismatches = 0, changed = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        mismatches += got[i] != want[i];
+        changed += want[i] != unrounded[i];
+      }
+      EXPECT_EQ(mismatches, 0u) << "of " << want.size() << " outputs";
+      EXPECT_GT(changed, want.size() / 4) << "the rounding left almost every output as it was";
+    }
+  }
+}
+
 // ---- configuration errors (no GPU needed: rejected before any launch) ----------------------
 
 AttentionParams valid_looking_params() {
@@ -413,12 +460,12 @@ TEST(AttentionConfigTest, RejectsBadGqaBlockSizeAndSplits) {
 TEST(AttentionConfigTest, RejectsRoundQ8OutWhereItDoesNotApplyByName) {
   AttentionParams p = valid_looking_params();
   p.round_q8_out = true;
-  const absl::Status prefill = attention_prefill(p, nullptr);
-  EXPECT_EQ(prefill.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(prefill.message().find("round_q8_out is for attention_decode only"), std::string::npos)
-      << prefill;
   EXPECT_EQ(attention_naive(p, nullptr, 0, nullptr).code(), absl::StatusCode::kInvalidArgument);
   p.dtype = DType::kFp16;
+  const absl::Status prefill = attention_prefill(p, nullptr);
+  EXPECT_EQ(prefill.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(prefill.message().find("round_q8_out needs a bf16 output"), std::string::npos)
+      << prefill;
   const absl::Status decode = attention_decode(p, 1, nullptr, 0, nullptr);
   EXPECT_EQ(decode.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(decode.message().find("round_q8_out needs a bf16 output"), std::string::npos) << decode;
