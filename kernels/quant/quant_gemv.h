@@ -71,11 +71,11 @@ struct DequantizeParams {
 absl::Status dequantize_bf16(const DequantizeParams& p, cudaStream_t stream);
 
 // dequantize_bf16() of up to kMaxDequantJobs bf16 row ranges (no gathers, no fp32) in one
-// launch, each job's output exactly dequantize_bf16()'s: for a few layers' small matrices,
+// launch, each job's output exactly dequantize_bf16()'s: for a layer's small matrices,
 // whose one-by-one dequantizes are each a launch of a few microseconds set by latency, not
 // bytes (model/cuda/native_gemm_path.h). InvalidArgument naming the job for anything
 // dequantize_bf16() refuses, a gather or fp32 output.
-inline constexpr int kMaxDequantJobs = 32;
+inline constexpr int kMaxDequantJobs = 8;
 absl::Status dequantize_bf16_batch(const DequantizeParams* jobs, int count, cudaStream_t stream);
 
 // x[num_rows, k] bf16, in place: every unit of 32 replaced by bf16(dx * q), its int8

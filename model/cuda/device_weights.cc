@@ -224,18 +224,15 @@ absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file, const M
   if (!config.tied_embeddings) {
     RETURN_IF_ERROR(upload_vocab_matrix(file, config, "output.weight", native, &d, &d.output));
   }
-  // Small matrices dequantized together for deq+blas (llama_forward.h: DequantGroup) share
-  // the scratch at once: one layer's, or several layers' up to kDequantGroupBytes.
-  int64_t all_layers = 0;
+  // A layer's small matrices dequantized together for deq+blas (llama_forward.h:
+  // DequantGroup) share the scratch at once: at most all of them.
   for (const DeviceLayer& l : d.layers) {
     int64_t group = 0;
     for (const DeviceMatrix* m : {&l.wqkv, &l.wv, &l.wo, &l.w_gate_up, &l.w_down}) {
       if (m->native() && native_gemm_dequant_grouped(m->rows, m->k)) group += m->rows * m->k * 2;
     }
     d.max_dequant_bytes = std::max(d.max_dequant_bytes, group);
-    all_layers += group;
   }
-  d.max_dequant_bytes = std::max(d.max_dequant_bytes, std::min(all_layers, kDequantGroupBytes));
   return d;
 }
 

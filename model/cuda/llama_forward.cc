@@ -285,52 +285,32 @@ bool by_deq_blas(int m, int64_t n, int64_t k) {
   return native_gemm_by_deq_blas(m, n, k, kernels::quant_gemm_max_tokens());
 }
 
-// The DequantGroup for a step of m tokens from layer `first` on: in each layer the native
-// matrices that the step multiplies by deq+blas and native_gemm_dequant_grouped takes
-// ([wq; wk] and wv together), over the consecutive layers whose copies fit in
-// kDequantGroupBytes together (at least one layer).
-void plan_dequant_group(const ForwardContext& ctx, int first, int num_layers, int m) {
-  static_assert(DeviceWorkspace::DequantGroup::kMaxMatrices <= kernels::kMaxDequantJobs);
+// The layer's DequantGroup for a step of m tokens: each native matrix that the step
+// multiplies by deq+blas and native_gemm_dequant_grouped takes, [wq; wk] and wv together.
+void plan_dequant_group(const ForwardContext& ctx, const DeviceLayer& w, int m) {
   DeviceWorkspace::DequantGroup& g = ctx.ws->group;
   g = {};
-  g.first_layer = first;
-  g.end_layer = first;
-  for (int layer = first; layer < num_layers; ++layer) {
-    const DeviceLayer& w = ctx.weights->layers[layer];
-    const DeviceMatrix* parts[5];
-    int count = 0;
-    int64_t elements = 0;
-    auto add = [&](const DeviceMatrix& a, const DeviceMatrix* b) {
-      const int64_t n = a.rows + (b != nullptr ? b->rows : 0);
-      if (!a.native() || use_gemv(a, m) || !by_deq_blas(m, n, a.k) ||
-          !native_gemm_dequant_grouped(n, a.k)) {
-        return;
-      }
-      for (const DeviceMatrix* part : {&a, b}) {
-        if (part == nullptr) continue;
-        parts[count++] = part;
-        elements += part->rows * part->k;
-      }
-    };
-    add(w.wqkv, w.wv.empty() ? nullptr : &w.wv);
-    add(w.wo, nullptr);
-    add(w.w_gate_up, nullptr);
-    add(w.w_down, nullptr);
-    if (layer > first && ((g.elements + elements) * 2 > kDequantGroupBytes ||
-                          g.count + count > DeviceWorkspace::DequantGroup::kMaxMatrices)) {
-      break;
+  auto add = [&](const DeviceMatrix& a, const DeviceMatrix* b) {
+    const int64_t n = a.rows + (b != nullptr ? b->rows : 0);
+    if (!a.native() || use_gemv(a, m) || !by_deq_blas(m, n, a.k) ||
+        !native_gemm_dequant_grouped(n, a.k)) {
+      return;
     }
-    for (int i = 0; i < count; ++i) {
-      g.matrix[g.count] = parts[i];
+    for (const DeviceMatrix* part : {&a, b}) {
+      if (part == nullptr) continue;
+      g.matrix[g.count] = part;
       g.offset[g.count++] = g.elements;
-      g.elements += parts[i]->rows * parts[i]->k;
+      g.elements += part->rows * part->k;
     }
-    g.end_layer = layer + 1;
-  }
+  };
+  add(w.wqkv, w.wv.empty() ? nullptr : &w.wv);
+  add(w.wo, nullptr);
+  add(w.w_gate_up, nullptr);
+  add(w.w_down, nullptr);
 }
 
-// The bf16 copy of w in the DequantGroup (the group dequantized by one launch first, if not
-// yet), or null when w is not in it.
+// The bf16 copy of w in the layer's DequantGroup (the group dequantized by one launch
+// first, if not yet), or null when w is not in it.
 absl::StatusOr<const void*> grouped_copy(const ForwardContext& ctx, const DeviceMatrix& w) {
   DeviceWorkspace::DequantGroup& g = ctx.ws->group;
   int at = 0;
@@ -382,7 +362,7 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
       q.partials_floats = partials_floats;
       return q;
     };
-    // Past the group's bf16 copies (which later GEMMs of its layers still read).
+    // Past the layer's grouped bf16 copies (which later GEMMs of the layer still read).
     const int64_t group_floats = (ctx.ws->group.elements + 127) / 128 * 64;
     float* scratch = ctx.ws->gemm_scratch.get<float>() + group_floats;
     const int64_t scratch_floats =
@@ -776,7 +756,7 @@ absl::Status llama_forward_cuda(const ForwardContext& ctx, const DeviceBatch& b,
   ws.group = {};
   RETURN_IF_ERROR(embed_tokens(ctx, b));
   for (int layer = 0; layer < num_layers; ++layer) {
-    if (layer >= ws.group.end_layer) plan_dequant_group(ctx, layer, num_layers, b.num_tokens);
+    plan_dequant_group(ctx, weights.layers[layer], b.num_tokens);
     RETURN_IF_ERROR(attention_block(ctx, weights.layers[layer], b, layer, stats));
     RETURN_IF_ERROR(ffn_block(ctx, weights.layers[layer], b.num_tokens));
   }

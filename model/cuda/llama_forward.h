@@ -104,19 +104,17 @@ struct DeviceWorkspace {
   // of one forward pass: pending_splits <= 1 means none.
   kernels::QuantGemmParams pending;
   int pending_splits = 1;
-  // The matrices of layers [first_layer, end_layer) that take deq+blas and are dequantized
-  // together (native_gemm_dequant_grouped; as many consecutive layers as fit in
-  // kDequantGroupBytes, at least one): their bf16 copies at gemm_scratch + offset[i]
-  // elements, back to back in layer order (wv right after [wq; wk]), written by one launch
-  // at the first GEMM that reads one (`ready` from then on). A quantized GEMM of those layers
-  // keeps its split-k partial sums past them. Host state of one forward pass.
+  // The current layer's matrices that take deq+blas and are dequantized together
+  // (native_gemm_dequant_grouped): their bf16 copies at gemm_scratch + offset[i] elements,
+  // back to back in the layer's order (wv right after [wq; wk]), written by one launch at
+  // the first GEMM of the layer that reads one (`ready` from then on). A quantized GEMM of the
+  // same layer keeps its split-k partial sums past them. Host state of one forward pass.
   struct DequantGroup {
-    static constexpr int kMaxMatrices = 32;
+    static constexpr int kMaxMatrices = 5;  // wqkv, wv, wo, w_gate_up, w_down
     const DeviceMatrix* matrix[kMaxMatrices] = {};
     int64_t offset[kMaxMatrices] = {};
     int count = 0;
     int64_t elements = 0;
-    int first_layer = 0, end_layer = 0;
     bool ready = false;
   } group;
 };

@@ -53,15 +53,11 @@ constexpr bool native_gemm_by_deq_blas(int m, int64_t n, int64_t k, int max_toke
   return m >= kDeqBlasFromTokens && n * k <= kSmallMatrixElements;
 }
 
-// Whether a matrix that takes deq+blas is dequantized together with the other such matrices
-// of its layer and the next layers, by one launch (kernels::dequantize_bf16_batch) into
-// consecutive bf16 copies of at most kDequantGroupBytes (or one layer's, if more): a third of
-// the H200's 60 MB L2, so that the layers' GEMMs read the copies back from the L2. SmolLM2
-// (7 MB a layer) dequantizes four layers a launch, the 1B (21 MB) one.
+// Whether a matrix that takes deq+blas is dequantized together with the layer's other such
+// matrices, by one launch (kernels::dequantize_bf16_batch) into consecutive bf16 copies.
 constexpr bool native_gemm_dequant_grouped(int64_t n, int64_t k) {
   return n * k <= kSmallMatrixElements;
 }
-inline constexpr int64_t kDequantGroupBytes = int64_t{32} << 20;
 
 // Whether the quantized GEMM of a step of m tokens leaves its split-k sum to the kernel that
 // reads its output next (where the caller can fold it: O, down, gate/up).

@@ -574,8 +574,8 @@ TEST(QuantGemvCuda, DequantizeMatchesGgmlBitForBit) {
   }
 }
 
-// dequantize_bf16_batch: twelve jobs, two of every format, in one launch (sizes that end
-// mid-batch, a row range, one unit a row), each output bit for bit ggml's value rounded to bf16, written
+// dequantize_bf16_batch: jobs of every format in one launch (sizes that end mid-batch, a
+// row range, one unit a row), each output bit for bit ggml's value rounded to bf16, written
 // back to back into one buffer as a layer's matrices are, the guard past them untouched.
 TEST(QuantGemvCuda, DequantizeBatchMatchesGgmlBitForBit) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
@@ -586,16 +586,13 @@ TEST(QuantGemvCuda, DequantizeBatchMatchesGgmlBitForBit) {
     WeightFormat f;
     int rows, k, begin, end;
   };
-  const Job once[] = {{WeightFormat::kQ4_K, 37, 1280, 0, 37},
+  const Job spec[] = {{WeightFormat::kQ4_K, 37, 1280, 0, 37},
                       {WeightFormat::kQ6_K, 20, 512, 3, 19},
                       {WeightFormat::kQ8_0, 301, 2048, 0, 301},
                       {WeightFormat::kQ4_1, 75, 32, 1, 74},
                       {WeightFormat::kQ4_0, 9, 96, 0, 9},
                       {WeightFormat::kQ5_K, 64, 768, 0, 64}};
-  std::vector<Job> spec;  // twice over: 12 jobs, as several layers' matrices are
-  for (int r = 0; r < 2; ++r) spec.insert(spec.end(), std::begin(once), std::end(once));
   std::vector<QuantWeight> weights;
-  weights.reserve(spec.size());  // the jobs hold their device pointers
   std::vector<DequantizeParams> jobs;
   size_t total = 0;
   for (const Job& j : spec) total += static_cast<size_t>(j.end - j.begin) * j.k;
@@ -620,7 +617,7 @@ TEST(QuantGemvCuda, DequantizeBatchMatchesGgmlBitForBit) {
   const std::vector<uint16_t> bits = out.to_host<uint16_t>();
   int bad = 0;
   at = 0;
-  for (size_t n = 0; n < spec.size(); ++n) {
+  for (size_t n = 0; n < std::size(spec); ++n) {
     const Job& j = spec[n];
     const size_t count = static_cast<size_t>(j.end - j.begin) * j.k;
     for (size_t i = 0; i < count; ++i) {
