@@ -225,13 +225,14 @@ absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file, const M
     RETURN_IF_ERROR(upload_vocab_matrix(file, config, "output.weight", native, &d, &d.output));
   }
   // A layer's small matrices dequantized together for deq+blas (llama_forward.h:
-  // DequantGroup) share the scratch at once: at most all of them.
+  // DeviceWorkspace::group) take two buffers of the scratch at once (this layer's and the
+  // next's), each at most all of a layer's, 256-byte aligned.
   for (const DeviceLayer& l : d.layers) {
     int64_t group = 0;
     for (const DeviceMatrix* m : {&l.wqkv, &l.wv, &l.wo, &l.w_gate_up, &l.w_down}) {
-      if (m->native() && native_gemm_dequant_grouped(m->rows, m->k)) group += m->rows * m->k * 2;
+      if (m->native() && native_gemm_dequant_grouped(m->rows, m->k)) group += m->rows * m->k;
     }
-    d.max_dequant_bytes = std::max(d.max_dequant_bytes, group);
+    d.max_dequant_bytes = std::max(d.max_dequant_bytes, 2 * ((group + 127) / 128 * 128) * 2);
   }
   return d;
 }

@@ -17,6 +17,7 @@
 #include "kernels/layers.h"
 #include "base/status_macros.h"
 #include "kernels/cuda_check.h"
+#include "model/cuda/dequant_group.h"
 #include "model/cuda/native_gemm_path.h"
 
 namespace flashserve::model::cuda {
@@ -280,60 +281,6 @@ kernels::GemvParams gemv_params(kernels::GemvInput input, const void* x, const D
 // once for many tokens, with cuBLASLt's wgmma kernels for the multiply). The choice depends
 // on m and the matrix alone (model/cuda/native_gemm_path.h: the rule, and the measurements
 // behind it).
-// Whether the step of m tokens multiplies by the native n x k matrix through deq+blas.
-bool by_deq_blas(int m, int64_t n, int64_t k) {
-  return native_gemm_by_deq_blas(m, n, k, kernels::quant_gemm_max_tokens());
-}
-
-// The layer's DequantGroup for a step of m tokens: each native matrix that the step
-// multiplies by deq+blas and native_gemm_dequant_grouped takes, [wq; wk] and wv together.
-void plan_dequant_group(const ForwardContext& ctx, const DeviceLayer& w, int m) {
-  DeviceWorkspace::DequantGroup& g = ctx.ws->group;
-  g = {};
-  auto add = [&](const DeviceMatrix& a, const DeviceMatrix* b) {
-    const int64_t n = a.rows + (b != nullptr ? b->rows : 0);
-    if (!a.native() || use_gemv(a, m) || !by_deq_blas(m, n, a.k) ||
-        !native_gemm_dequant_grouped(n, a.k)) {
-      return;
-    }
-    for (const DeviceMatrix* part : {&a, b}) {
-      if (part == nullptr) continue;
-      g.matrix[g.count] = part;
-      g.offset[g.count++] = g.elements;
-      g.elements += part->rows * part->k;
-    }
-  };
-  add(w.wqkv, w.wv.empty() ? nullptr : &w.wv);
-  add(w.wo, nullptr);
-  add(w.w_gate_up, nullptr);
-  add(w.w_down, nullptr);
-}
-
-// The bf16 copy of w in the layer's DequantGroup (the group dequantized by one launch
-// first, if not yet), or null when w is not in it.
-absl::StatusOr<const void*> grouped_copy(const ForwardContext& ctx, const DeviceMatrix& w) {
-  DeviceWorkspace::DequantGroup& g = ctx.ws->group;
-  int at = 0;
-  while (at < g.count && g.matrix[at] != &w) ++at;
-  if (at == g.count) return nullptr;
-  uint16_t* base = ctx.ws->gemm_scratch.get<uint16_t>();
-  if (!g.ready) {
-    kernels::DequantizeParams jobs[DeviceWorkspace::DequantGroup::kMaxMatrices];
-    for (int i = 0; i < g.count; ++i) {
-      kernels::DequantizeParams& d = jobs[i];
-      d.format = g.matrix[i]->format;
-      d.w = g.matrix[i]->get();
-      d.num_rows = g.matrix[i]->rows;
-      d.k = g.matrix[i]->k;
-      d.row_end = g.matrix[i]->rows;
-      d.out = base + g.offset[i];
-    }
-    RETURN_IF_ERROR(kernels::dequantize_bf16_batch(jobs, g.count, ctx.stream));
-    g.ready = true;
-  }
-  return static_cast<const void*>(base + g.offset[at]);
-}
-
 absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix& w,
                          const DeviceMatrix* w2, void* y, int m, int n, int k, GemmOut out,
                          bool x_rounded, bool defer = false) {
@@ -341,7 +288,7 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
   if (!w.native()) return ctx.gemm->linear(x, w.get(), y, m, n, k, out, ctx.stream);
   if (!x_rounded) RETURN_IF_ERROR(kernels::round_activations_q8(x, m, k, ctx.stream));
   const bool two = w2 != nullptr && !w2->empty();
-  if (!by_deq_blas(m, n, k)) {
+  if (!by_deq_blas(ctx, m, n, k)) {
     const int64_t elem_bytes = out == GemmOut::kBf16 ? 2 : 4;
     // Columns [col, col + part.rows) of y, its split-k partial sums in `partials`.
     auto params = [&](const DeviceMatrix& part, int64_t col, float* partials,
@@ -362,8 +309,8 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
       q.partials_floats = partials_floats;
       return q;
     };
-    // Past the layer's grouped bf16 copies (which later GEMMs of the layer still read).
-    const int64_t group_floats = (ctx.ws->group.elements + 127) / 128 * 64;
+    // Past the two buffers of grouped bf16 copies (which later GEMMs still read).
+    const int64_t group_floats = ctx.ws->group_stride;  // 2 x stride bf16 elements
     float* scratch = ctx.ws->gemm_scratch.get<float>() + group_floats;
     const int64_t scratch_floats =
         static_cast<int64_t>(ctx.ws->gemm_scratch.bytes() / sizeof(float)) - group_floats;
@@ -394,7 +341,7 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
     CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, ctx.join, 0));
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(const void* grouped, grouped_copy(ctx, w));
+  const void* grouped = grouped_copy(ctx, w);
   if (grouped != nullptr) return ctx.gemm->linear(x, grouped, y, m, n, k, out, ctx.stream);
   int64_t row = 0;
   for (const DeviceMatrix* part : {&w, two ? w2 : nullptr}) {
@@ -753,14 +700,16 @@ absl::Status llama_forward_cuda(const ForwardContext& ctx, const DeviceBatch& b,
   const DeviceWeights& weights = *ctx.weights;
   DeviceWorkspace& ws = *ctx.ws;
   ws.pending_splits = 1;  // none left by a pass that stopped on an error
-  ws.group = {};
+  begin_dequant_groups(ctx, num_layers, b.num_tokens,
+                       std::none_of(b.runs.begin(), b.runs.end(),
+                                    [](const AttentionRun& r) { return r.prefill; }));
   RETURN_IF_ERROR(embed_tokens(ctx, b));
   for (int layer = 0; layer < num_layers; ++layer) {
-    plan_dequant_group(ctx, weights.layers[layer], b.num_tokens);
+    RETURN_IF_ERROR(prepare_layer_group(ctx, layer, num_layers, b.num_tokens));
     RETURN_IF_ERROR(attention_block(ctx, weights.layers[layer], b, layer, stats));
     RETURN_IF_ERROR(ffn_block(ctx, weights.layers[layer], b.num_tokens));
   }
-  ws.group = {};
+  end_dequant_groups(ctx);
   RETURN_IF_ERROR(flush_pending(ctx));  // the last down's sum: x is whole after the pass
   if (b.num_out_rows == 0) return absl::OkStatus();
   // The last token of each sequence read, gathered by the norm.

@@ -104,19 +104,27 @@ struct DeviceWorkspace {
   // of one forward pass: pending_splits <= 1 means none.
   kernels::QuantGemmParams pending;
   int pending_splits = 1;
-  // The current layer's matrices that take deq+blas and are dequantized together
-  // (native_gemm_dequant_grouped): their bf16 copies at gemm_scratch + offset[i] elements,
-  // back to back in the layer's order (wv right after [wq; wk]), written by one launch at
-  // the first GEMM of the layer that reads one (`ready` from then on). A quantized GEMM of the
-  // same layer keeps its split-k partial sums past them. Host state of one forward pass.
+  // A layer's matrices that take deq+blas and are dequantized together
+  // (native_gemm_dequant_grouped): their bf16 copies at offset[i] elements into the layer's
+  // buffer, back to back in the layer's order (wv right after [wq; wk]).
   struct DequantGroup {
     static constexpr int kMaxMatrices = 5;  // wqkv, wv, wo, w_gate_up, w_down
     const DeviceMatrix* matrix[kMaxMatrices] = {};
     int64_t offset[kMaxMatrices] = {};
     int count = 0;
     int64_t elements = 0;
-    bool ready = false;
-  } group;
+  };
+  // Layer l's group in group[l % 2], its copies in buffer l % 2 of gemm_scratch
+  // (group_stride elements each, none when 0); `current` is the layer being computed. In a
+  // step of decodes only (replayed from a graph) layer l + 1's copies are written on
+  // ForwardContext::side_stream while layer l computes; in other steps each layer's are
+  // written on the stream at its start (llama_forward.cc, llama_forward_cuda). A quantized
+  // GEMM keeps its split-k partial sums past both buffers. Host state of one forward pass.
+  DequantGroup group[2];
+  int64_t group_stride = 0;
+  int current_group = 0;
+  // The pass's step is all decodes (native_gemm_path.h's rule takes it).
+  bool decodes_only = false;
 };
 
 // Per-step inputs of the pass that do not change between steps.
@@ -134,6 +142,9 @@ struct ForwardContext {
   // so a captured graph holds the two as parallel branches.
   cudaStream_t side_stream = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
+  // Two more events for the next layer's grouped dequantize on side_stream (DeviceWorkspace::
+  // group): forked at a layer's start, joined at the next layer's.
+  cudaEvent_t prefetch_fork = nullptr, prefetch_join = nullptr;
 };
 
 // Sizes the workspace for `batch`, builds the metadata (runs, rebased cu_seqlens, output

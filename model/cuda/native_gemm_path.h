@@ -2,8 +2,8 @@
 // Which path a native (quantized) matrix's GEMM takes for a step of m tokens past the
 // GEMV's rows: the quantized tensor-core GEMM (kernels/quant/quant_gemm.h), or the matrix
 // dequantized to bf16 into a workspace and cuBLASLt ("deq+blas"). A pure function of the
-// step's size, the matrix and the device's crossover, so a batch runs the same kernels every
-// time; gemm_linear (llama_forward.cc) applies it, tests/unit/model_cuda pins it down.
+// step's size and kind (all decodes or not), the matrix and the device's crossover, so a
+// batch runs the same kernels every time; gemm_linear (llama_forward.cc) applies it, tests/unit/model_cuda pins it down.
 //
 // Up to max_tokens (kernels::quant_gemm_max_tokens(): the device's measured crossover) the
 // quantized GEMM, past it deq+blas. Below the crossover two kinds of matrix take deq+blas too,
@@ -41,15 +41,22 @@ namespace flashserve::model::cuda {
 
 inline constexpr int kDeqBlasFromTokens = 129;
 inline constexpr int kTinyDeqBlasFromTokens = 65;
+inline constexpr int kTinyDeqBlasFromDecodeTokens = 17;
 inline constexpr int kFoldSplitSumMaxTokens = 64;
 inline constexpr int64_t kSmallMatrixElements = int64_t{8} << 20;
 inline constexpr int64_t kTinyMatrixElements = int64_t{2} << 20;
 
 // Whether the n x k native matrix (all its parts) multiplies the m rows of a step by
-// deq+blas, on a device whose quantized GEMM wins up to max_tokens tokens.
-constexpr bool native_gemm_by_deq_blas(int m, int64_t n, int64_t k, int max_tokens) {
+// deq+blas, on a device whose quantized GEMM wins up to max_tokens tokens; `decodes_only`:
+// the step's tokens are all decodes (a step replayed from a CUDA graph, where a layer's
+// grouped dequantize runs on a second stream during the previous layer: llama_forward.h,
+// DeviceWorkspace::group), which a tiny matrix takes from kTinyDeqBlasFromDecodeTokens.
+constexpr bool native_gemm_by_deq_blas(int m, int64_t n, int64_t k, int max_tokens,
+                                       bool decodes_only) {
   if (m > max_tokens) return true;
-  if (n * k <= kTinyMatrixElements) return m >= kTinyDeqBlasFromTokens;
+  if (n * k <= kTinyMatrixElements) {
+    return m >= (decodes_only ? kTinyDeqBlasFromDecodeTokens : kTinyDeqBlasFromTokens);
+  }
   return m >= kDeqBlasFromTokens && n * k <= kSmallMatrixElements;
 }
 

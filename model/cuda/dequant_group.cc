@@ -1,0 +1,129 @@
+#include "model/cuda/dequant_group.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "base/status_macros.h"
+#include "kernels/cuda_check.h"
+#include "kernels/gemv.h"
+#include "kernels/quant/quant_gemm.h"
+#include "kernels/quant/quant_gemv.h"
+#include "model/cuda/native_gemm_path.h"
+
+namespace flashserve::model::cuda {
+namespace {
+
+using Group = DeviceWorkspace::DequantGroup;
+
+// The layer's group for a step of m tokens: each native matrix that the step multiplies by
+// deq+blas (past the GEMV's rows) and native_gemm_dequant_grouped takes, [wq; wk] and wv
+// together.
+Group plan_dequant_group(const ForwardContext& ctx, const DeviceLayer& w, int m) {
+  Group g;
+  auto add = [&](const DeviceMatrix& a, const DeviceMatrix* b) {
+    const int64_t n = a.rows + (b != nullptr ? b->rows : 0);
+    if (!a.native() || kernels::gemv_supported(a.format, m, a.k) || !by_deq_blas(ctx, m, n, a.k) ||
+        !native_gemm_dequant_grouped(n, a.k)) {
+      return;
+    }
+    for (const DeviceMatrix* part : {&a, b}) {
+      if (part == nullptr) continue;
+      g.matrix[g.count] = part;
+      g.offset[g.count++] = g.elements;
+      g.elements += part->rows * part->k;
+    }
+  };
+  add(w.wqkv, w.wv.empty() ? nullptr : &w.wv);
+  add(w.wo, nullptr);
+  add(w.w_gate_up, nullptr);
+  add(w.w_down, nullptr);
+  return g;
+}
+
+// Layer `layer`'s group planned into group[slot] and its copies written into buffer `slot`,
+// one launch on `stream` (nothing for an empty group).
+absl::Status dequantize_layer(const ForwardContext& ctx, int layer, int slot, int m,
+                              cudaStream_t stream) {
+  DeviceWorkspace& ws = *ctx.ws;
+  const Group& g = ws.group[slot] = plan_dequant_group(ctx, ctx.weights->layers[layer], m);
+  if (g.count == 0) return absl::OkStatus();
+  uint16_t* base = ws.gemm_scratch.get<uint16_t>() + slot * ws.group_stride;
+  kernels::DequantizeParams jobs[Group::kMaxMatrices];
+  for (int i = 0; i < g.count; ++i) {
+    kernels::DequantizeParams& d = jobs[i];
+    d.format = g.matrix[i]->format;
+    d.w = g.matrix[i]->get();
+    d.num_rows = g.matrix[i]->rows;
+    d.k = g.matrix[i]->k;
+    d.row_end = g.matrix[i]->rows;
+    d.out = base + g.offset[i];
+  }
+  return kernels::dequantize_bf16_batch(jobs, g.count, stream);
+}
+
+}  // namespace
+
+bool by_deq_blas(const ForwardContext& ctx, int m, int64_t n, int64_t k) {
+  return native_gemm_by_deq_blas(m, n, k, kernels::quant_gemm_max_tokens(), ctx.ws->decodes_only);
+}
+
+void begin_dequant_groups(const ForwardContext& ctx, int num_layers, int m, bool decodes_only) {
+  DeviceWorkspace& ws = *ctx.ws;
+  ws.decodes_only = decodes_only;
+  // Every layer has the same shapes (the formats may differ): the largest plan, rounded up
+  // to 128 elements (256-byte aligned buffers).
+  int64_t stride = 0;
+  for (int layer = 0; layer < num_layers; ++layer) {
+    stride = std::max(stride, plan_dequant_group(ctx, ctx.weights->layers[layer], m).elements);
+  }
+  ws.group_stride = (stride + 127) / 128 * 128;
+  ws.group[0] = ws.group[1] = Group{};
+  ws.current_group = 0;
+}
+
+absl::Status prepare_layer_group(const ForwardContext& ctx, int layer, int num_layers, int m) {
+  DeviceWorkspace& ws = *ctx.ws;
+  const int slot = layer % 2;
+  ws.current_group = slot;
+  if (ws.group_stride == 0) return absl::OkStatus();
+  // A step with prefills runs eagerly and host-bound: one launch a layer, on the stream,
+  // where the layer's first GEMM reads the copies next.
+  if (!ws.decodes_only) return dequantize_layer(ctx, layer, slot, m, ctx.stream);
+  // A decode-only step (a captured graph, where GPU time counts): layer 0's copies on the
+  // stream; then each layer waits for its copies (written on the side stream during the
+  // previous layer) and forks the next layer's into the buffer that layer - 1 read, which the
+  // stream has finished with by here. Every fork is joined by the next layer's wait, the last
+  // by the last layer's, so a captured graph ends joined.
+  if (layer == 0) {
+    RETURN_IF_ERROR(dequantize_layer(ctx, 0, 0, m, ctx.stream));
+  } else {
+    CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, ctx.prefetch_join, 0));
+  }
+  if (layer + 1 < num_layers) {
+    CUDA_CHECK(cudaEventRecord(ctx.prefetch_fork, ctx.stream));
+    CUDA_CHECK(cudaStreamWaitEvent(ctx.side_stream, ctx.prefetch_fork, 0));
+    RETURN_IF_ERROR(dequantize_layer(ctx, layer + 1, 1 - slot, m, ctx.side_stream));
+    CUDA_CHECK(cudaEventRecord(ctx.prefetch_join, ctx.side_stream));
+  }
+  return absl::OkStatus();
+}
+
+void end_dequant_groups(const ForwardContext& ctx) {
+  DeviceWorkspace& ws = *ctx.ws;
+  ws.group[0] = ws.group[1] = Group{};
+  ws.group_stride = 0;
+}
+
+const void* grouped_copy(const ForwardContext& ctx, const DeviceMatrix& w) {
+  const DeviceWorkspace& ws = *ctx.ws;
+  const Group& g = ws.group[ws.current_group];
+  for (int i = 0; i < g.count; ++i) {
+    if (g.matrix[i] == &w) {
+      return ws.gemm_scratch.get<uint16_t>() + ws.current_group * ws.group_stride + g.offset[i];
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace flashserve::model::cuda

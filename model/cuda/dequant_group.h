@@ -1,0 +1,33 @@
+#pragma once
+// A layer's small native matrices dequantized together for deq+blas (model/cuda/
+// native_gemm_path.h: which ones; DeviceWorkspace::group in model/cuda/llama_forward.h: where
+// the copies live): the plan of a layer's group, its one dequantize launch, and where a GEMM
+// finds its matrix's copy. llama_forward_cuda calls begin, then prepare before each layer, then
+// end; gemm_linear asks by_deq_blas and grouped_copy.
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "model/cuda/llama_forward.h"
+
+namespace flashserve::model::cuda {
+
+// Whether the pass's step of m tokens multiplies by the native n x k matrix through deq+blas
+// (native_gemm_by_deq_blas with the device's crossover and the step's kind).
+bool by_deq_blas(const ForwardContext& ctx, int m, int64_t n, int64_t k);
+
+// A pass over num_layers layers of a step of m tokens (`decodes_only`: all decodes): the
+// workspace's groups sized (two buffers of the largest layer's group) and emptied.
+void begin_dequant_groups(const ForwardContext& ctx, int num_layers, int m, bool decodes_only);
+
+// Before layer `layer`'s first GEMM: its group's copies written on the stream, or, in a
+// decode-only step, waited for (layer > 0: written on the side stream during the previous
+// layer) with the next layer's forked onto the side stream.
+absl::Status prepare_layer_group(const ForwardContext& ctx, int layer, int num_layers, int m);
+
+// After the last layer: the groups emptied (the LM head's GEMM uses the whole scratch).
+void end_dequant_groups(const ForwardContext& ctx);
+
+// The bf16 copy of w in the current layer's group, or null when w is not in it.
+const void* grouped_copy(const ForwardContext& ctx, const DeviceMatrix& w);
+
+}  // namespace flashserve::model::cuda
