@@ -13,12 +13,16 @@
 // row tiles of 128 on 132 SMs; kernel bench at 256 tokens, bench/gemm/results/lean_epilogue:
 // 1B qkv 14.0 us deq+blas against 17.8, o 11.4 against 13.6; 8B o (16.8 M weights) and 1B
 // down stay quantized), and from kTinyDeqBlasFromTokens a tiny one (every SmolLM2-135M
-// matrix: 5-24 row tiles). A layer's small and tiny matrices are dequantized together, by one
+// matrix: 5-24 row tiles), from kTinyDeqBlasFromDecodeTokens in a decode-only step, where
+// the dequantize runs on a second stream during the previous layer (model/cuda/
+// dequant_group.h). A layer's small and tiny matrices are dequantized together, by one
 // launch (native_gemm_dequant_grouped): one by one a SmolLM2 matrix's dequantize was ~3 us
 // of latency, 120 launches a step. Measured (bench/gemm/NOTES.md, twenty-second session):
 // SmolLM2 decode step at 256 sequences 2.10 -> 1.78 ms (bf16 1.75), 128 sequences 1.66 ->
 // 1.38 (bf16 1.42); the quantized GEMM with 64-token tiles and split k had lost to cuBLASLt
-// on these shapes at every size past 64 tokens. A matrix in two parts of different formats
+// on these shapes at every size past 64 tokens; with the dequantize on the second stream and
+// tiny matrices by deq+blas from 17 tokens, decode steps of 16-64 sequences 0.99-1.01x bf16
+// (1.103 / 1.092 ms at 16, 1.217 / 1.206 at 64), 256 1.753 / 1.675. A matrix in two parts of different formats
 // ([wq; wk] + wv, Q4_K_M's Q6_K attn_v) follows the same rule: with the lean epilogue its two
 // quantized launches (wv's on the side stream) beat dequantizing both parts, 8B Q4_K_M decode
 // step at 256 sequences 10.108 -> 9.970 ms (bench/gemm/NOTES.md, fifteenth session); before
