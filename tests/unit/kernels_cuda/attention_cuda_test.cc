@@ -325,11 +325,34 @@ INSTANTIATE_TEST_SUITE_P(Fp16, WindowDecodeTest,
                                             ::testing::Values(3), ::testing::Values(100)),
                          window_decode_name);
 
+// round_q8_out's check: run(out, round) writes the attention output into `out`, rounded for
+// the O projection's native GEMM when `round`; the rounded output must have the bits of the
+// plain one followed by round_activations_q8, and the rounding must be visible (it differs
+// from the plain output somewhere, so a flag that did nothing would fail).
+template <typename Run>
+void expect_rounded_output_is_plain_rounded(const Problem& pr, size_t row, Run run) {
+  DeviceBuffer plain(pr.num_tokens * row * 2), fused(pr.num_tokens * row * 2);
+  ASSERT_TRUE(run(plain.get(), false).ok());
+  FS_CUDA_OR_DIE(cudaDeviceSynchronize());
+  const std::vector<uint16_t> unrounded = plain.to_host<uint16_t>();
+  ASSERT_TRUE(round_activations_q8(plain.get(), pr.num_tokens, int64_t(row), nullptr).ok());
+  ASSERT_TRUE(run(fused.get(), true).ok());
+  FS_CUDA_OR_DIE(cudaDeviceSynchronize());
+  const std::vector<uint16_t> want = plain.to_host<uint16_t>();
+  const std::vector<uint16_t> got = fused.to_host<uint16_t>();
+  size_t mismatches = 0, changed = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    mismatches += got[i] != want[i];
+    changed += want[i] != unrounded[i];
+  }
+  EXPECT_EQ(mismatches, 0u) << "of " << want.size() << " outputs";
+  EXPECT_GT(changed, want.size() / 4) << "the rounding left almost every output as it was";
+}
+
 // round_q8_out (the O projection's native GEMM input rounded by the decode kernels): the
 // same bits as the plain decode followed by round_activations_q8, with one split (the decode
 // kernel rounds) and with four (the combine kernel does), at both head_dims and the GQA
-// groups of SmolLM2 (3) and Llama (4). The rounding must also be visible: the rounded output
-// differs from the plain one somewhere, so a flag that did nothing would fail.
+// groups of SmolLM2 (3) and Llama (4).
 TEST(DecodeRoundQ8Test, RoundedOutputIsThePlainOutputRoundedAfterwards) {
   SKIP_WITHOUT_GPU();
   for (int head_dim : {64, 128}) {
@@ -339,28 +362,15 @@ TEST(DecodeRoundQ8Test, RoundedOutputIsThePlainOutputRoundedAfterwards) {
         SCOPED_TRACE("d" + std::to_string(head_dim) + " gqa" + std::to_string(ratio) +
                      " splits " + std::to_string(splits) + " seed " + std::to_string(seed));
         const Problem pr(decode_shape(DType::kBf16, head_dim, ratio), seed);
-        AttentionParams p = pr.params(nullptr, nullptr);
-        const size_t row = size_t(p.num_heads) * head_dim;
+        const AttentionParams p = pr.params(nullptr, nullptr);
         DeviceBuffer ws(attention_decode_workspace_bytes(p, splits));
-        DeviceBuffer plain(pr.num_tokens * row * 2), fused(pr.num_tokens * row * 2);
-        p.out = plain.get();
-        ASSERT_TRUE(attention_decode(p, splits, ws.get(), ws.bytes(), nullptr).ok());
-        FS_CUDA_OR_DIE(cudaDeviceSynchronize());
-        const std::vector<uint16_t> unrounded = plain.to_host<uint16_t>();
-        ASSERT_TRUE(round_activations_q8(plain.get(), pr.num_tokens, int64_t(row), nullptr).ok());
-        p.out = fused.get();
-        p.round_q8_out = true;
-        ASSERT_TRUE(attention_decode(p, splits, ws.get(), ws.bytes(), nullptr).ok());
-        FS_CUDA_OR_DIE(cudaDeviceSynchronize());
-        const std::vector<uint16_t> want = plain.to_host<uint16_t>();
-        const std::vector<uint16_t> got = fused.to_host<uint16_t>();
-        size_t mismatches = 0, changed = 0;
-        for (size_t i = 0; i < want.size(); ++i) {
-          mismatches += got[i] != want[i];
-          changed += want[i] != unrounded[i];
-        }
-        EXPECT_EQ(mismatches, 0u) << "of " << want.size() << " outputs";
-        EXPECT_GT(changed, want.size() / 4) << "the rounding left almost every output as it was";
+        expect_rounded_output_is_plain_rounded(
+            pr, size_t(p.num_heads) * head_dim, [&](void* out, bool round) {
+              AttentionParams q = p;
+              q.out = out;
+              q.round_q8_out = round;
+              return attention_decode(q, splits, ws.get(), ws.bytes(), nullptr);
+            });
       }
     }
   }
@@ -370,7 +380,7 @@ TEST(DecodeRoundQ8Test, RoundedOutputIsThePlainOutputRoundedAfterwards) {
 // bits as the plain prefill followed by round_activations_q8, for each kernel kAuto can pick,
 // at both head_dims, causal with cached prefixes (chunked prefill: the rows a mixed step
 // holds) and a sequence past 1k, with rows past a sequence's end in the last tile (their
-// quads round values never stored). The rounding must be visible, as in the decode test.
+// quads round values never stored).
 TEST(PrefillRoundQ8Test, RoundedOutputIsThePlainOutputRoundedAfterwards) {
   SKIP_WITHOUT_GPU();
   for (PrefillImpl impl : {PrefillImpl::kPortable, PrefillImpl::kHopper}) {
@@ -389,26 +399,13 @@ TEST(PrefillRoundQ8Test, RoundedOutputIsThePlainOutputRoundedAfterwards) {
       const Problem pr(shape, seed);
       AttentionParams p = pr.params(nullptr, nullptr);
       p.prefill_impl = impl;
-      const size_t row = size_t(p.num_heads) * head_dim;
-      DeviceBuffer plain(pr.num_tokens * row * 2), fused(pr.num_tokens * row * 2);
-      p.out = plain.get();
-      ASSERT_TRUE(attention_prefill(p, nullptr).ok());
-      FS_CUDA_OR_DIE(cudaDeviceSynchronize());
-      const std::vector<uint16_t> unrounded = plain.to_host<uint16_t>();
-      ASSERT_TRUE(round_activations_q8(plain.get(), pr.num_tokens, int64_t(row), nullptr).ok());
-      p.out = fused.get();
-      p.round_q8_out = true;
-      ASSERT_TRUE(attention_prefill(p, nullptr).ok());
-      FS_CUDA_OR_DIE(cudaDeviceSynchronize());
-      const std::vector<uint16_t> want = plain.to_host<uint16_t>();
-      const std::vector<uint16_t> got = fused.to_host<uint16_t>();
-      size_t mismatches = 0, changed = 0;
-      for (size_t i = 0; i < want.size(); ++i) {
-        mismatches += got[i] != want[i];
-        changed += want[i] != unrounded[i];
-      }
-      EXPECT_EQ(mismatches, 0u) << "of " << want.size() << " outputs";
-      EXPECT_GT(changed, want.size() / 4) << "the rounding left almost every output as it was";
+      expect_rounded_output_is_plain_rounded(
+          pr, size_t(p.num_heads) * head_dim, [&](void* out, bool round) {
+            AttentionParams q = p;
+            q.out = out;
+            q.round_q8_out = round;
+            return attention_prefill(q, nullptr);
+          });
     }
   }
 }
