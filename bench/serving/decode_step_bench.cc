@@ -1,7 +1,7 @@
 // flashserve-bench-decode-step --model PATH [--device cuda|cpu] [--weights native,bf16]
 //     [--batch-sizes 1,8,16,32,64,128,256] [--context 192] [--steps 50] [--warmup 5]
 //     [--trace-steps 8] [--kernels-at 64] [--graphs both|on|off] [--max-batch-tokens 2048]
-//     [--threads N] [--prompt-len L]
+//     [--threads N] [--prompt-len L] [--mixed-prompt-len L]
 //
 // One decode step of N sequences through the model runner, as the engine runs it: N
 // sequences' prompts (--context tokens of random ids each) are prefilled once, then every
@@ -26,6 +26,10 @@
 // last token of each sampled), N * L <= --max-batch-tokens: the steps a server runs when
 // requests arrive (16 x 128 is a 2,048-token step of 128-token prompts). Prefill steps are
 // never captured in CUDA graphs, so --graphs on and off time the same thing there.
+// With --mixed-prompt-len L > 0 every measured step is the N decodes plus one more sequence's
+// L-token prompt (positions 0 .. L - 1 of a sequence of its own, rewritten every step, its
+// last token sampled): the step a server runs when a request arrives while N decode, which
+// at 64 streams of 128-token prompts is about every other step. Never captured either.
 // Runners are loaded one at a time (weights format x graphs mode), each prefilling anew.
 // --device cpu runs the CPU backend (wall times only): a dry run of the batch building.
 #include <algorithm>
@@ -63,6 +67,8 @@ ABSL_FLAG(int, max_batch_tokens, 2048, "Tokens per prefill step and the runner's
 ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = every core)");
 ABSL_FLAG(int, prompt_len, 0,
           "0: decode steps; L > 0: prefill steps of N sequences x L new tokens each");
+ABSL_FLAG(int, mixed_prompt_len, 0,
+          "0: decode steps; L > 0: N decodes plus one L-token prompt a step");
 
 namespace fb = flashserve::bench;
 namespace fm = flashserve::model;
@@ -77,6 +83,7 @@ struct Args {
   int context = 0, steps = 0, warmup = 0, trace_steps = 0, max_batch_tokens = 0, threads = 0;
   int kernels_at = 0;
   int prompt_len = 0;  // 0: decode steps; > 0: prefill steps of N x prompt_len tokens
+  int mixed_prompt_len = 0;  // > 0: N decodes plus one prompt of this many tokens a step
   std::vector<bool> graph_modes;  // one runner each: CUDA graphs on / off
 };
 
@@ -91,7 +98,7 @@ Args parse_args(int argc, char** argv) {
       "--model PATH [--device cuda|cpu] [--weights native,bf16] [--batch-sizes LIST] "
       "[--context N] [--steps N] [--warmup N] [--trace-steps N] [--kernels-at N] "
       "[--graphs both|on|off] "
-      "[--max-batch-tokens N] [--threads N] [--prompt-len L]");
+      "[--max-batch-tokens N] [--threads N] [--prompt-len L] [--mixed-prompt-len L]");
   Args a;
   a.model = absl::GetFlag(FLAGS_model);
   if (a.model.empty()) flashserve::exit_with_usage("--model is required");
@@ -121,6 +128,7 @@ Args parse_args(int argc, char** argv) {
   a.threads = absl::GetFlag(FLAGS_threads);
   a.kernels_at = absl::GetFlag(FLAGS_kernels_at);
   a.prompt_len = absl::GetFlag(FLAGS_prompt_len);
+  a.mixed_prompt_len = absl::GetFlag(FLAGS_mixed_prompt_len);
   const std::string graphs = absl::GetFlag(FLAGS_graphs);
   if (graphs != "both" && graphs != "on" && graphs != "off") {
     flashserve::exit_with_usage(
@@ -131,8 +139,20 @@ Args parse_args(int argc, char** argv) {
   if (a.context < 1 || a.steps < 1 || a.max_batch_tokens < 1) {
     flashserve::exit_with_usage("--context, --steps and --max-batch-tokens must be >= 1");
   }
-  if (a.warmup < 0 || a.trace_steps < 0 || a.threads < 0 || a.prompt_len < 0) {
-    flashserve::exit_with_usage("--warmup, --trace-steps, --threads and --prompt-len must be >= 0");
+  if (a.warmup < 0 || a.trace_steps < 0 || a.threads < 0 || a.prompt_len < 0 ||
+      a.mixed_prompt_len < 0) {
+    flashserve::exit_with_usage(
+        "--warmup, --trace-steps, --threads, --prompt-len and --mixed-prompt-len must be >= 0");
+  }
+  if (a.prompt_len > 0 && a.mixed_prompt_len > 0) {
+    flashserve::exit_with_usage("--prompt-len and --mixed-prompt-len: one or the other");
+  }
+  for (const int n : a.batch_sizes) {
+    if (a.mixed_prompt_len > 0 && int64_t{n} + a.mixed_prompt_len > a.max_batch_tokens) {
+      flashserve::exit_with_usage(absl::StrCat("--mixed-prompt-len: ", n, " + ",
+                                               a.mixed_prompt_len, " tokens exceed ",
+                                               "--max-batch-tokens ", a.max_batch_tokens));
+    }
   }
   if (a.prompt_len > 0) {
     a.context = a.prompt_len;  // the sequences hold their prompt, rewritten by every step
@@ -152,6 +172,8 @@ Args parse_args(int argc, char** argv) {
 struct Sequences {
   int context = 0;
   int prompt_len = 0;  // > 0: the measured steps are prefills of this many tokens a sequence
+  int mixed_prompt_len = 0;  // > 0: and one prompt of this many tokens, of sequence `extra`
+  int extra = 0;             // the mixed steps' prompt sequence (after the decoding ones)
   int block_size = 0;
   int blocks_per_seq = 0;
   std::vector<int32_t> next_token;  // [num_seqs] the token each one feeds next
@@ -205,9 +227,37 @@ fm::ForwardBatch prefill_batch(const Sequences& q, int n) {
   return b;
 }
 
-// The measured step of sequences [0, n): a decode step, or with q.prompt_len a prefill step.
+// The decode step of sequences [0, n) plus sequence q.extra's q.mixed_prompt_len-token
+// prompt (ids derived from its next token, so steps differ), its last token sampled.
+fm::ForwardBatch mixed_batch(const Sequences& q, int n) {
+  fm::ForwardBatch b = decode_batch(q, n);
+  const int32_t first = q.next_token[q.extra];
+  for (int p = 0; p < q.mixed_prompt_len; ++p) {
+    b.token_ids.push_back(p == 0 ? first : (first + 7 * p) % 256);
+    b.positions.push_back(p);
+    b.slot_mapping.push_back(slot_of(q, q.extra, p));
+  }
+  b.cu_seqlens_q.push_back(b.num_tokens());
+  b.seqlens_k.push_back(q.mixed_prompt_len);
+  add_block_table(q, q.extra, &b);
+  b.sample_seqs.push_back(n);
+  b.sample_specs.push_back(flashserve::kernels::SampleSpec{});
+  return b;
+}
+
+// The measured step of sequences [0, n): a decode step, with q.prompt_len a prefill step, with
+// q.mixed_prompt_len a decode step with one prompt beside it.
 fm::ForwardBatch step_batch(const Sequences& q, int n) {
+  if (q.mixed_prompt_len > 0) return mixed_batch(q, n);
   return q.prompt_len > 0 ? prefill_batch(q, n) : decode_batch(q, n);
+}
+
+// The sequence of each of step_batch(q, n)'s batch sequences.
+std::vector<int> step_sequences(const Sequences& q, int n) {
+  std::vector<int> seq_of(n);
+  for (int s = 0; s < n; ++s) seq_of[s] = s;
+  if (q.mixed_prompt_len > 0) seq_of.push_back(q.extra);
+  return seq_of;
 }
 
 // Runs `batch` and stores each sampled token as its sequence's next one (`seq_of[i]`: the
@@ -269,8 +319,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // `count` decode steps of sequences [0, n), their wall times appended to *wall.
 absl::Status timed_steps(fm::ModelRunner& runner, int n, int count, Sequences* q,
                          std::vector<double>* wall) {
-  std::vector<int> seq_of(n);
-  for (int s = 0; s < n; ++s) seq_of[s] = s;
+  const std::vector<int> seq_of = step_sequences(*q, n);
   for (int i = 0; i < count; ++i) {
     const fm::ForwardBatch batch = step_batch(*q, n);
     const auto t0 = std::chrono::steady_clock::now();
@@ -285,8 +334,7 @@ absl::Status timed_steps(fm::ModelRunner& runner, int n, int count, Sequences* q
 // *trace_failed says whether an error came from the trace rather than from the runner.
 absl::Status traced_steps(fm::ModelRunner& runner, int n, int count, Sequences* q,
                           fb::KernelTrace& trace, fb::TracedSteps* out, bool* trace_failed) {
-  std::vector<int> seq_of(n);
-  for (int s = 0; s < n; ++s) seq_of[s] = s;
+  const std::vector<int> seq_of = step_sequences(*q, n);
   std::vector<std::pair<uint64_t, uint64_t>> windows;
   std::vector<fb::GpuActivity> activities;
   std::vector<uint64_t> syncs;
@@ -322,7 +370,8 @@ fm::LoadOptions load_options(const Args& a, fm::Weights weights, bool graphs, in
   o.weights = weights;
   o.cuda_graphs = graphs;
   o.num_kv_blocks = num_blocks;
-  o.max_num_seqs = *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end());
+  o.max_num_seqs = *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end()) +
+                   (a.mixed_prompt_len > 0 ? 1 : 0);
   o.max_batch_tokens = a.max_batch_tokens;
   o.num_threads = a.threads;
   return o;
@@ -336,18 +385,22 @@ absl::Status measure_mode(const Args& a, fm::Weights weights, bool graphs,
   Sequences q;
   q.context = a.context;
   q.prompt_len = a.prompt_len;
+  q.mixed_prompt_len = a.mixed_prompt_len;
+  q.extra = max_seqs;
+  const int num_seqs = max_seqs + (a.mixed_prompt_len > 0 ? 1 : 0);
   q.block_size = flashserve::kernels::kKvBlockSize;  // both backends' (checked below)
-  q.blocks_per_seq = (a.context + 1 + q.block_size - 1) / q.block_size;
+  q.blocks_per_seq =
+      (std::max(a.context + 1, a.mixed_prompt_len) + q.block_size - 1) / q.block_size;
   ASSIGN_OR_RETURN(fm::LoadedModel m,
                    fm::load_model(a.model, load_options(a, weights, graphs,
-                                                        max_seqs * q.blocks_per_seq)));
+                                                        num_seqs * q.blocks_per_seq)));
   if (m.runner->kv_block_size() != q.block_size) {
     return absl::InternalError(absl::StrCat("runner's KV block is ", m.runner->kv_block_size(),
                                             " tokens, the benchmark assumed ", q.block_size));
   }
   const char* mode = a.device == fm::Device::kCpu ? "" : graphs ? "graphs on: " : "graphs off: ";
   r->summary.push_back(absl::StrCat(mode, m.backend_summary));
-  q.next_token.assign(max_seqs, 0);
+  q.next_token.assign(num_seqs, 0);
   const auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(prefill(*m.runner, max_seqs, a.max_batch_tokens, &q));
   std::fprintf(stderr, "prefilled %d x %d tokens in %.1f s (%s)\n", max_seqs, a.context,
@@ -398,6 +451,10 @@ int main(int argc, char** argv) {
     r.title = a.prompt_len > 0
                   ? absl::StrFormat("%s, prefill steps of N x %d new tokens, %d timed steps",
                                     a.model, a.prompt_len, a.steps)
+              : a.mixed_prompt_len > 0
+                  ? absl::StrFormat("%s, context %d, steps of N decodes + one %d-token prompt, "
+                                    "%d timed steps",
+                                    a.model, a.context, a.mixed_prompt_len, a.steps)
                   : absl::StrFormat("%s, context %d, %d timed steps", a.model, a.context, a.steps);
     r.device = a.device == fm::Device::kCuda ? "cuda" : "cpu";
     r.kernel_table_n = a.kernels_at;

@@ -75,6 +75,36 @@ TEST(DecodeStepBench, PrefillStepsOfNPromptsEach) {
   EXPECT_THAT(out, HasSubstr("--prompt-len: 4 x 12 tokens exceed --max-batch-tokens 40"));
 }
 
+// --mixed-prompt-len: every measured step is the N decodes plus one prompt of a sequence of
+// its own (longer than the decoders' context here, so its KV blocks are sized by it); the
+// runner validates each batch, and the two step kinds exclude each other.
+TEST(DecodeStepBench, MixedStepsOfNDecodesAndOnePrompt) {
+  std::string out;
+  ASSERT_EQ(run_bench(std::string("--model ") + kModel +
+                          " --device cpu --batch-sizes 1,3 --context 8 --mixed-prompt-len 70"
+                          " --steps 2 --warmup 1 --threads 1 --max-batch-tokens 80",
+                      &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("steps of N decodes + one 70-token prompt"));
+  for (const char* n : {"1", "3"}) {
+    EXPECT_THAT(out, ::testing::ContainsRegex(std::string("\\| ") + n +
+                                              " \\| [0-9.]+ \\| [0-9.]+-[0-9.]+ \\| [0-9]+ \\|"));
+  }
+  out.clear();
+  EXPECT_EQ(run_bench(std::string("--model ") + kModel +
+                          " --device cpu --batch-sizes 11 --mixed-prompt-len 70 --max-batch-tokens 80",
+                      &out),
+            2);
+  EXPECT_THAT(out, HasSubstr("--mixed-prompt-len: 11 + 70 tokens exceed --max-batch-tokens 80"));
+  out.clear();
+  EXPECT_EQ(run_bench(std::string("--model ") + kModel +
+                          " --device cpu --prompt-len 4 --mixed-prompt-len 4",
+                      &out),
+            2);
+  EXPECT_THAT(out, HasSubstr("one or the other"));
+}
+
 TEST(DecodeStepBench, BadCommandLines) {
   std::string out;
   EXPECT_EQ(run_bench("--device cpu", &out), 2);
