@@ -150,6 +150,10 @@ double validate(Gemm& gemm, WeightFormat f, const Shape& s, void* w, void* x, vo
   return std::sqrt(d2 / std::max(r2, 1e-30));
 }
 
+// Rows whose kernels disagreed with deq+blas (FAILED in the table): run() exits 1 after the
+// whole table when any did, so a probe variant (bench/gemm/NOTES.md) still measures every row.
+int g_failed_rows = 0;
+
 void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& formats,
                const std::vector<int>& ms, int num_sms, size_t l2_bytes) {
   const int max_m = *std::max_element(ms.begin(), ms.end());
@@ -207,7 +211,7 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
                   v9_us, t_auto * 1e6, tiles_us, flops / t_q / 1e12,
                   t_bf16 / t_q, t_deq / t_q, t_v4 / t_q, err4, err9, ok ? "" : "FAILED ");
       std::fflush(stdout);
-      if (!ok) std::exit(1);
+      if (!ok) ++g_failed_rows;  // every row still measured; the exit status says it
     }
     for (void* w : q) BENCH_CUDA(cudaFree(w));
   }
@@ -313,6 +317,10 @@ int run(int argc, char** argv) {
   for (const Shape& s : kShapes) {
     if (!shape_selected(s, shapes_arg)) continue;
     run_shape(**gemm, s, formats, ms, prop.multiProcessorCount, l2_bytes);
+  }
+  if (g_failed_rows > 0) {
+    std::fprintf(stderr, "%d row(s) FAILED validation\n", g_failed_rows);
+    return 1;
   }
   return 0;
 }
