@@ -50,15 +50,7 @@ absl::Status dequantize_layer(const ForwardContext& ctx, int layer, int slot, in
   if (g.count == 0) return absl::OkStatus();
   uint16_t* base = ws.gemm_scratch.get<uint16_t>() + slot * ws.group_stride;
   kernels::DequantizeParams jobs[Group::kMaxMatrices];
-  for (int i = 0; i < g.count; ++i) {
-    kernels::DequantizeParams& d = jobs[i];
-    d.format = g.matrix[i]->format;
-    d.w = g.matrix[i]->get();
-    d.num_rows = g.matrix[i]->rows;
-    d.k = g.matrix[i]->k;
-    d.row_end = g.matrix[i]->rows;
-    d.out = base + g.offset[i];
-  }
+  for (int i = 0; i < g.count; ++i) jobs[i] = whole_matrix_dequantize(*g.matrix[i], base + g.offset[i]);
   return kernels::dequantize_bf16_batch(jobs, g.count, stream);
 }
 
@@ -113,6 +105,18 @@ void end_dequant_groups(const ForwardContext& ctx) {
   DeviceWorkspace& ws = *ctx.ws;
   ws.group[0] = ws.group[1] = Group{};
   ws.group_stride = 0;
+}
+
+kernels::DequantizeParams whole_matrix_dequantize(const DeviceMatrix& m, uint16_t* out) {
+  kernels::DequantizeParams d;
+  d.format = m.format;
+  d.w = m.get();
+  d.num_rows = m.rows;
+  d.k = m.k;
+  d.row_begin = 0;
+  d.row_end = m.rows;
+  d.out = out;
+  return d;
 }
 
 const void* grouped_copy(const ForwardContext& ctx, const DeviceMatrix& w) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "kernels/quant/quant_gemv.h"
 #include "model/cuda/llama_forward.h"
 
 namespace flashserve::model::cuda {
@@ -29,5 +30,9 @@ void end_dequant_groups(const ForwardContext& ctx);
 
 // The bf16 copy of w in the current layer's group, or null when w is not in it.
 const void* grouped_copy(const ForwardContext& ctx, const DeviceMatrix& w);
+
+// The dequantize of the whole native matrix m into `out` (bf16, [m.rows, m.k]): one job of a
+// group, or a matrix dequantized alone.
+kernels::DequantizeParams whole_matrix_dequantize(const DeviceMatrix& m, uint16_t* out);
 
 }  // namespace flashserve::model::cuda

@@ -346,15 +346,9 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
   int64_t row = 0;
   for (const DeviceMatrix* part : {&w, two ? w2 : nullptr}) {
     if (part == nullptr) continue;
-    kernels::DequantizeParams d;
-    d.format = part->format;
-    d.w = part->get();
-    d.num_rows = part->rows;
-    d.k = part->k;
-    d.row_begin = 0;
-    d.row_end = part->rows;
-    d.out = ctx.ws->gemm_scratch.get<uint16_t>() + row * part->k;
-    RETURN_IF_ERROR(kernels::dequantize_bf16(d, ctx.stream));
+    RETURN_IF_ERROR(kernels::dequantize_bf16(
+        whole_matrix_dequantize(*part, ctx.ws->gemm_scratch.get<uint16_t>() + row * part->k),
+        ctx.stream));
     row += part->rows;
   }
   return ctx.gemm->linear(x, ctx.ws->gemm_scratch.get(), y, m, n, k, out, ctx.stream);
