@@ -13,6 +13,7 @@
 //             quant_gemm_max_tokens();
 //   t64, t128, t256  v9 with its token tile forced (QuantGemmParams::token_tile): what each
 //             tile would cost where the launcher takes another ("-" off Hopper).
+//   auto splits  the k splits auto makes (1: k not split).
 // The ratios are against the faster of v4 and v9 ("best").
 // First a table of the dequantize alone, per shape and format: kernels::dequantize_bf16,
 // with GB/s counting the weight bytes read plus the bf16 bytes written, and their share of a
@@ -194,6 +195,9 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
       const double t_v4 = time_kernel(QuantGemmKernel::kMmaSync);
       const double t_v9 = hopper ? time_kernel(QuantGemmKernel::kWgmmaWs) : INFINITY;
       const double t_auto = time_kernel(QuantGemmKernel::kAuto);
+      int auto_splits = 1;  // auto's k splits (1: k not split)
+      BENCH_OK(quant_gemm(qgemm_params(f, s, q[0], x, y, m, QuantGemmKernel::kAuto), num_sms,
+                          nullptr, &auto_splits));
       const double t_q = std::min(t_v4, t_v9);
       char v9_us[32] = "-", tiles_us[64] = "- | - | -";
       if (hopper) {
@@ -206,10 +210,11 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
       const double flops = 2.0 * m * s.n * s.k;
       const bool ok = err4 <= 1e-2 && err9 <= 1e-2;
       std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %s | %.1f | %s | %.0f | "
-                  "%.2f | %.2f | %.2f | %.1e / %.1e %s|\n",
+                  "%.2f | %.2f | %.2f | %.1e / %.1e %s| %d |\n",
                   s.name, weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_v4 * 1e6,
                   v9_us, t_auto * 1e6, tiles_us, flops / t_q / 1e12,
-                  t_bf16 / t_q, t_deq / t_q, t_v4 / t_q, err4, err9, ok ? "" : "FAILED ");
+                  t_bf16 / t_q, t_deq / t_q, t_v4 / t_q, err4, err9, ok ? "" : "FAILED ",
+                  auto_splits);
       std::fflush(stdout);
       if (!ok) ++g_failed_rows;  // every row still measured; the exit status says it
     }
@@ -308,8 +313,8 @@ int run(int argc, char** argv) {
   if (dequant_only) return 0;
   std::printf("| shape | weights | m | bf16 us | deq+blas us | v4 us | v9 us | auto us | "
               "t64 us | t128 us | t256 us | best TFLOP/s | bf16/best | deq+blas/best | "
-              "v4/best | rel. L2 vs deq+blas v4 / v9 (every tile) |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "v4/best | rel. L2 vs deq+blas v4 / v9 (every tile) | auto splits |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
   BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
   auto gemm = Gemm::create();
