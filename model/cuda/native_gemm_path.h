@@ -18,11 +18,13 @@
 // dequant_group.h). A layer's small and tiny matrices are dequantized together, by one
 // launch (native_gemm_dequant_grouped): one by one a SmolLM2 matrix's dequantize was ~3 us
 // of latency, 120 launches a step. Measured (bench/gemm/NOTES.md, twenty-second session):
-// SmolLM2 decode step at 256 sequences 2.10 -> 1.78 ms (bf16 1.75), 128 sequences 1.66 ->
-// 1.38 (bf16 1.42); the quantized GEMM with 64-token tiles and split k had lost to cuBLASLt
-// on these shapes at every size past 64 tokens; with the dequantize on the second stream and
-// tiny matrices by deq+blas from 17 tokens, decode steps of 16-64 sequences 0.99-1.01x bf16
-// (1.103 / 1.092 ms at 16, 1.217 / 1.206 at 64), 256 1.753 / 1.675. A matrix in two parts of different formats
+// SmolLM2 decode step at 256 sequences 2.10 -> 1.78 ms, 128 sequences 1.66 -> 1.38; the
+// quantized GEMM with 64-token tiles and split k had lost to cuBLASLt on these shapes at
+// every size past 64 tokens. Against bf16 weights measured fairly (bf16's runner first in
+// its process: bench/serving/NOTES.md, step 23) the SmolLM2 decode step is still slower:
+// 1.290 / 1.127 ms at 64 sequences, 1.838 / 1.557 at 256; served, 0.90-0.93x at 64 streams,
+// and that gap is the dequantize (a build without it served at par), which the second
+// stream does not hide. A matrix in two parts of different formats
 // ([wq; wk] + wv, Q4_K_M's Q6_K attn_v) follows the same rule: with the lean epilogue its two
 // quantized launches (wv's on the side stream) beat dequantizing both parts, 8B Q4_K_M decode
 // step at 256 sequences 10.108 -> 9.970 ms (bench/gemm/NOTES.md, fifteenth session); before
