@@ -63,13 +63,14 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
       // CUPTI marks a kernel whose timing it could not collect with zero timestamps.
       if (k->start == 0 || k->end < k->start) continue;
-      got.push_back({demangle(k->name), true, k->start, k->end});
+      got.push_back({demangle(k->name), true, k->start, k->end, k->streamId,
+                     static_cast<uint32_t>(k->gridX * k->gridY * k->gridZ)});
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-      got.push_back({"memcpy", false, m->start, m->end});
+      got.push_back({"memcpy", false, m->start, m->end, m->streamId, 0});
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-      got.push_back({"memset", false, m->start, m->end});
+      got.push_back({"memset", false, m->start, m->end, m->streamId, 0});
     }
   }
   std::free(buffer);

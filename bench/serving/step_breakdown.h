@@ -26,6 +26,8 @@ struct GpuActivity {
   bool kernel = true;
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
+  uint32_t stream = 0;      // CUPTI's stream id (a captured graph's branches differ)
+  uint32_t grid_ctas = 0;   // a kernel's CTAs (grid x * y * z); 0 for copies
 };
 
 // The parts a step is split into, in the order the tables print them.
