@@ -30,27 +30,21 @@
 // L-token prompt (positions 0 .. L - 1 of a sequence of its own, rewritten every step, its
 // last token sampled): the step a server runs when a request arrives while N decode, which
 // at 64 streams of 128-token prompts is about every other step. Never captured either.
-// Runners are loaded one at a time (graphs mode), each prefilling anew; two weights modes are
-// measured by two child processes, one after the other (compare_in_children): a runner loaded
-// second in a process ran its steps slower than in a process of its own (H200, SmolLM2 shape,
-// bf16 weights: +0.09 to +0.18 ms on 1.1-1.6 ms steps; bench/serving/NOTES.md, step 23).
+// Runners are loaded one at a time (weights format x graphs mode), each prefilling anew.
+// Two weights modes compared here carry a position effect: a mode's steps read up to ~0.1-0.2
+// ms (on 1.1-1.8 ms SmolLM2-shape steps) faster or slower by where it ran, in one process
+// or in two processes one after the other (H200; bench/serving/NOTES.md, step 23): quote a
+// difference only from runs repeated in alternating order, or from served runs.
 // --device cpu runs the CPU backend (wall times only): a dry run of the batch building.
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_cat.h"
@@ -72,9 +66,6 @@ ABSL_FLAG(int, steps, 50, "Timed decode steps per batch size and graphs mode (>=
 ABSL_FLAG(int, warmup, 5, "Untimed decode steps before them (>= 0)");
 ABSL_FLAG(int, trace_steps, 8, "Steps traced with CUPTI per batch size and mode (0 = none)");
 ABSL_FLAG(int, kernels_at, 64, "Batch size whose kernels are listed one by one (0 = none)");
-ABSL_FLAG(std::string, results_out, "",
-          "(internal) With one --weights mode: also write what the difference table needs to "
-          "this file, for the parent process comparing two modes");
 ABSL_FLAG(std::string, timeline_out, "",
           "Append the last traced step at N = --kernels-at of every mode to this CSV file: one "
           "row a kernel or copy (start and end in us from the step's first, stream, CTAs)");
@@ -345,18 +336,18 @@ absl::Status timed_steps(fm::ModelRunner& runner, int n, int count, Sequences* q
   return absl::OkStatus();
 }
 
-// `count` decode steps under the trace: each step's activities (those that start within its
-// forward() call) broken down, its enqueue time (until its last cudaStreamSynchronize).
-// *trace_failed says whether an error came from the trace rather than from the runner.
 // The activities of one traced step as CSV rows under `label`, appended to `path`: where the
 // kernels of a captured graph's branches overlap (stream ids differ) and where the GPU idles.
 absl::Status append_timeline(const std::string& path, const std::string& label,
                              std::vector<fb::GpuActivity> step) {
   if (step.empty()) return absl::OkStatus();
-  std::sort(step.begin(), step.end(),
-            [](const fb::GpuActivity& x, const fb::GpuActivity& y) { return x.start_ns < y.start_ns; });
+  std::sort(step.begin(), step.end(), [](const fb::GpuActivity& x, const fb::GpuActivity& y) {
+    return x.start_ns < y.start_ns;
+  });
   std::FILE* f = std::fopen(path.c_str(), "a");
-  if (f == nullptr) return absl::InvalidArgumentError(absl::StrCat("--timeline-out: cannot open ", path));
+  if (f == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("--timeline-out: cannot open ", path));
+  }
   const uint64_t t0 = step.front().start_ns;
   for (const fb::GpuActivity& x : step) {
     std::fprintf(f, "%s,%.3f,%.3f,%u,%u,\"%s\"\n", label.c_str(), (x.start_ns - t0) * 1e-3,
@@ -366,6 +357,10 @@ absl::Status append_timeline(const std::string& path, const std::string& label,
                              : absl::InternalError(absl::StrCat("--timeline-out: writing ", path));
 }
 
+// `count` decode steps under the trace: each step's activities (those that start within its
+// forward() call) broken down, its enqueue time (until its last cudaStreamSynchronize).
+// *trace_failed says whether an error came from the trace rather than from the runner;
+// with a timeline_label, the last step's activities appended to --timeline-out.
 absl::Status traced_steps(fm::ModelRunner& runner, int n, int count, Sequences* q,
                           fb::KernelTrace& trace, fb::TracedSteps* out, bool* trace_failed,
                           const std::string& timeline_label) {
@@ -459,7 +454,8 @@ absl::Status measure_mode(const Args& a, fm::Weights weights, bool graphs,
       const absl::Status s =
           traced_steps(*m.runner, n, a.trace_steps, &q, *trace, &row.traced, &trace_failed,
                        n == a.kernels_at && !absl::GetFlag(FLAGS_timeline_out).empty()
-                           ? absl::StrCat(r->label, graphs ? " graphs on" : " graphs off", " N=", n)
+                           ? absl::StrCat(r->label, graphs ? " graphs on" : " graphs off",
+                                          " N=", n)
                            : std::string());
       if (!s.ok() && !trace_failed) return s;
       if (!s.ok()) {
@@ -472,60 +468,10 @@ absl::Status measure_mode(const Args& a, fm::Weights weights, bool graphs,
   return absl::OkStatus();
 }
 
-
-// Two weights modes: each measured by a child process of this program (the same arguments,
-// one --weights mode, --results_out a temporary file), one after the other; a runner loaded
-// second in a process runs slower (bench/serving/NOTES.md, step 23). The children print their
-// own tables; the parent prints the difference from their files.
-int compare_in_children(const Args& a, int argc, char** argv) {
-  std::vector<fb::Results> results;
-  for (const auto& [name, weights] : a.weights) {
-    char path[] = "/tmp/flashserve-decode-step-XXXXXX";
-    const int fd = mkstemp(path);
-    if (fd < 0) fail(absl::InternalError("mkstemp failed"));
-    close(fd);
-    std::vector<std::string> args;
-    for (int i = 1; i < argc; ++i) {
-      const std::string arg = argv[i];
-      if (arg == "--weights" || arg == "-weights") {
-        ++i;  // and its value
-      } else if (!absl::StartsWith(arg, "--weights=") && !absl::StartsWith(arg, "-weights=")) {
-        args.push_back(arg);
-      }
-    }
-    args.push_back("--weights=" + name);
-    args.push_back(absl::StrCat("--results_out=", path));
-    std::vector<char*> child_argv = {argv[0]};
-    for (std::string& arg : args) child_argv.push_back(arg.data());
-    child_argv.push_back(nullptr);
-    std::fflush(stdout);
-    pid_t pid = 0;
-    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, child_argv.data(), environ) != 0) {
-      fail(absl::InternalError("posix_spawn of the " + name + " child failed"));
-    }
-    int status = 0;
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      std::remove(path);
-      fail(absl::InternalError(absl::StrCat("the --weights ", name, " child failed (status ",
-                                            status, ")")));
-    }
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    std::remove(path);
-    absl::StatusOr<fb::Results> r = fb::parse_difference_input(text.str());
-    if (!r.ok()) fail(r.status());
-    results.push_back(*std::move(r));
-  }
-  std::fputs(fb::format_difference(results[0], results[1]).c_str(), stdout);
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   const Args a = parse_args(argc, argv);
-  if (a.weights.size() == 2) return compare_in_children(a, argc, argv);
   if (absl::Status s = fm::check_device_available(a.device); !s.ok()) fail(s);
   std::unique_ptr<fb::KernelTrace> trace;
   if (a.device == fm::Device::kCuda && a.trace_steps > 0) {
@@ -557,10 +503,8 @@ int main(int argc, char** argv) {
     std::fputs(fb::format_tables(r).c_str(), stdout);
     std::fflush(stdout);
   }
-  if (const std::string out = absl::GetFlag(FLAGS_results_out); !out.empty()) {
-    std::ofstream f(out);
-    f << fb::serialize_difference_input(results.front());
-    if (!f.flush()) fail(absl::InternalError("--results_out: writing " + out));
+  if (results.size() == 2) {
+    std::fputs(fb::format_difference(results[0], results[1]).c_str(), stdout);
   }
   return 0;
 }

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <set>
-#include <sstream>
-#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -246,75 +244,6 @@ std::string format_tables(const Results& r) {
   out += kernel_table(r, r.kernel_table_n, 0);
   out += kernel_table(r, r.kernel_table_n, 1);
   return out;
-}
-
-// serialize_difference_input's text: a header line, the label (its length, a space, the
-// label), then per batch size and graphs mode "wall N M COUNT" with COUNT seconds and
-// "traced N M COUNT" with COUNT lines of a step's span and its kNumParts part seconds, and
-// "end".
-constexpr char kDifferenceHeader[] = "flashserve-decode-step-difference-input 1";
-
-std::string serialize_difference_input(const Results& r) {
-  std::string out = absl::StrCat(kDifferenceHeader, "\nlabel ", r.label.size(), " ", r.label, "\n");
-  const auto number = [&](double v) { absl::StrAppend(&out, " ", absl::StrFormat("%.17g", v)); };
-  for (const auto& [n, modes] : r.rows) {
-    for (int m = 0; m < 2; ++m) {
-      absl::StrAppend(&out, "wall ", n, " ", m, " ", modes[m].wall.size());
-      for (const double v : modes[m].wall) number(v);
-      absl::StrAppend(&out, "\ntraced ", n, " ", m, " ", modes[m].traced.steps.size(), "\n");
-      for (const StepTime& step : modes[m].traced.steps) {
-        absl::StrAppend(&out, "step");
-        number(step.span);
-        for (const double v : step.seconds) number(v);
-        out += "\n";
-      }
-    }
-  }
-  return out + "end\n";
-}
-
-absl::StatusOr<Results> parse_difference_input(const std::string& text) {
-  const auto bad = [](const std::string& what) {
-    return absl::InvalidArgumentError("decode-step difference input: " + what);
-  };
-  std::istringstream in(text);
-  std::string line;
-  if (!std::getline(in, line) || line != kDifferenceHeader) return bad("no header");
-  Results r;
-  std::string word;
-  size_t length = 0;
-  if (!(in >> word >> length) || word != "label" || length > 4096 || in.get() != ' ') {
-    return bad("no label");
-  }
-  r.label.resize(length);
-  if (!in.read(r.label.data(), static_cast<std::streamsize>(length))) return bad("short label");
-  constexpr size_t kMaxCount = 1 << 20;
-  while (in >> word && word != "end") {
-    int n = 0, m = 0;
-    size_t count = 0;
-    if (!(in >> n >> m >> count) || n < 1 || m < 0 || m > 1 || count > kMaxCount) {
-      return bad("a bad '" + word + "' line");
-    }
-    ModeRow& row = r.rows[n][m];
-    if (word == "wall") {
-      row.wall.resize(count);
-      for (double& v : row.wall) {
-        if (!(in >> v)) return bad("short wall times");
-      }
-    } else if (word == "traced") {
-      row.traced.steps.resize(count);
-      for (StepTime& step : row.traced.steps) {
-        if (!(in >> word) || word != "step" || !(in >> step.span)) return bad("a bad step");
-        for (double& v : step.seconds) {
-          if (!(in >> v)) return bad("short step parts");
-        }
-      }
-    } else {
-      return bad("unknown record '" + word + "'");
-    }
-  }
-  if (word != "end") return bad("no end (truncated)");
-  return r;
 }
 
 }  // namespace flashserve::bench

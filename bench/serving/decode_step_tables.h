@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "bench/serving/step_breakdown.h"
 
 namespace flashserve::bench {
@@ -45,13 +44,5 @@ std::string format_tables(const Results& r);
 // a minus b per batch size both have: the wall time per graphs mode, the GPU span and every
 // part (graphs on, traced means): where one configuration's extra time goes.
 std::string format_difference(const Results& a, const Results& b);
-
-// What format_difference reads of a Results (label, rows: every wall time and every traced
-// step's parts and span), as text that parse_difference_input reads back exactly (doubles
-// with 17 significant digits): how a child process measuring one weights mode hands its
-// results to the parent that compares two (bench/serving/decode_step_bench.cc).
-std::string serialize_difference_input(const Results& r);
-// InvalidArgument naming the problem for text that serialize_difference_input did not write.
-absl::StatusOr<Results> parse_difference_input(const std::string& text);
 
 }  // namespace flashserve::bench

@@ -185,44 +185,5 @@ TEST(Tables, WallAndPartRows) {
   EXPECT_NE(diff.find("| GPU span | 0.000 |"), std::string::npos) << diff;
 }
 
-// A child process's results (one weights mode) reach the comparing parent as text: the
-// difference computed from the parsed copies is the difference of the originals, to the bit.
-TEST(Tables, DifferenceInputRoundTrips) {
-  Results a;
-  a.label = "weights native (odd label: spaces, 2 words)";
-  a.rows[16][0].wall = {0.0011, 1.0 / 3.0};
-  a.rows[64][0].wall = {0.0012};
-  a.rows[64][1].wall = {0.0025, 0.0026};
-  StepTime s;
-  s.span = 0.00123456789;
-  s.seconds[static_cast<int>(Part::kQuantGemm)] = 0.0004;
-  s.seconds[static_cast<int>(Part::kIdle)] = 1e-7 / 3.0;
-  a.rows[64][0].traced.steps = {StepTime{}, s, s};
-  Results b = a;
-  b.label = "weights bf16";
-  b.rows[64][0].wall = {0.0010};
-  b.rows[64][0].traced.steps[1].seconds[static_cast<int>(Part::kQuantGemm)] = 0;
-  const absl::StatusOr<Results> pa = parse_difference_input(serialize_difference_input(a));
-  const absl::StatusOr<Results> pb = parse_difference_input(serialize_difference_input(b));
-  ASSERT_TRUE(pa.ok()) << pa.status();
-  ASSERT_TRUE(pb.ok()) << pb.status();
-  EXPECT_EQ(pa->label, a.label);
-  EXPECT_EQ(pa->rows.at(16)[0].wall, a.rows.at(16)[0].wall);  // 17 digits: exact
-  EXPECT_EQ(format_difference(*pa, *pb), format_difference(a, b));
-  EXPECT_NE(format_difference(a, b).find("| quant_gemm |"), std::string::npos);
-
-  const std::string text = serialize_difference_input(a);
-  for (const std::string& bad :
-       {std::string(), std::string("not the header\n"), text.substr(0, text.size() / 2),
-        text.substr(0, text.rfind("end")), text + "trailing\n"}) {
-    const absl::StatusOr<Results> r = parse_difference_input(bad);
-    if (bad == text + "trailing\n") {
-      EXPECT_TRUE(r.ok());  // what follows "end" is not read
-      continue;
-    }
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad.size();
-  }
-}
-
 }  // namespace
 }  // namespace flashserve::bench
