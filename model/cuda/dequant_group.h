@@ -25,13 +25,6 @@ void begin_dequant_groups(const ForwardContext& ctx, int num_layers, int m, bool
 // layer) with the next layer's forked onto the side stream.
 absl::Status prepare_layer_group(const ForwardContext& ctx, int layer, int num_layers, int m);
 
-// In a decode-only step, the next layer's dequantize forked onto the side stream here (the
-// caller: right before the layer's attention, the longest kernel of a small model's decode
-// layer, which leaves SMs free) instead of at the layer's start, where it slowed the RMSNorm
-// it ran beside (bench/serving/NOTES.md, step 23). Nothing in other steps or after the last
-// layer.
-absl::Status fork_next_layer_group(const ForwardContext& ctx);
-
 // After the last layer: the groups emptied (the LM head's GEMM uses the whole scratch).
 void end_dequant_groups(const ForwardContext& ctx);
 

@@ -125,8 +125,6 @@ struct DeviceWorkspace {
   int current_group = 0;
   // The pass's step is all decodes (native_gemm_path.h's rule takes it).
   bool decodes_only = false;
-  // The layer whose group fork_next_layer_group forks next (-1: none) and the step's tokens.
-  int fork_layer = -1, fork_m = 0;
 };
 
 // Per-step inputs of the pass that do not change between steps.
