@@ -89,6 +89,7 @@ struct Args {
   std::vector<int> batch_sizes;
   int context = 0, steps = 0, warmup = 0, trace_steps = 0, max_batch_tokens = 0, threads = 0;
   int kernels_at = 0;
+  std::string timeline_out;  // --timeline-out: "" for none
   int prompt_len = 0;  // 0: decode steps; > 0: prefill steps of N x prompt_len tokens
   int mixed_prompt_len = 0;  // > 0: N decodes plus one prompt of this many tokens a step
   std::vector<bool> graph_modes;  // one runner each: CUDA graphs on / off
@@ -134,6 +135,7 @@ Args parse_args(int argc, char** argv) {
   a.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   a.threads = absl::GetFlag(FLAGS_threads);
   a.kernels_at = absl::GetFlag(FLAGS_kernels_at);
+  a.timeline_out = absl::GetFlag(FLAGS_timeline_out);
   a.prompt_len = absl::GetFlag(FLAGS_prompt_len);
   a.mixed_prompt_len = absl::GetFlag(FLAGS_mixed_prompt_len);
   const std::string graphs = absl::GetFlag(FLAGS_graphs);
@@ -360,10 +362,10 @@ absl::Status append_timeline(const std::string& path, const std::string& label,
 // `count` decode steps under the trace: each step's activities (those that start within its
 // forward() call) broken down, its enqueue time (until its last cudaStreamSynchronize).
 // *trace_failed says whether an error came from the trace rather than from the runner;
-// with a timeline_label, the last step's activities appended to --timeline-out.
+// *last_step (when not null) gets the last step's activities.
 absl::Status traced_steps(fm::ModelRunner& runner, int n, int count, Sequences* q,
                           fb::KernelTrace& trace, fb::TracedSteps* out, bool* trace_failed,
-                          const std::string& timeline_label) {
+                          std::vector<fb::GpuActivity>* last_step) {
   const std::vector<int> seq_of = step_sequences(*q, n);
   std::vector<std::pair<uint64_t, uint64_t>> windows;
   std::vector<fb::GpuActivity> activities;
@@ -391,10 +393,8 @@ absl::Status traced_steps(fm::ModelRunner& runner, int n, int count, Sequences* 
     }
     out->enqueue.push_back((enqueued - t0) * 1e-9);
   }
-  if (!timeline_label.empty() && !windows.empty()) {
-    RETURN_IF_ERROR(append_timeline(
-        absl::GetFlag(FLAGS_timeline_out), timeline_label,
-        fb::activities_between(activities, windows.back().first, windows.back().second)));
+  if (last_step != nullptr && !windows.empty()) {
+    *last_step = fb::activities_between(activities, windows.back().first, windows.back().second);
   }
   return absl::OkStatus();
 }
@@ -451,13 +451,17 @@ absl::Status measure_mode(const Args& a, fm::Weights weights, bool graphs,
     if (trace != nullptr && a.trace_steps > 0) {
       // A trace that fails (another profiler holds CUPTI) leaves the wall times standing.
       bool trace_failed = false;
-      const absl::Status s =
-          traced_steps(*m.runner, n, a.trace_steps, &q, *trace, &row.traced, &trace_failed,
-                       n == a.kernels_at && !absl::GetFlag(FLAGS_timeline_out).empty()
-                           ? absl::StrCat(r->label, graphs ? " graphs on" : " graphs off",
-                                          " N=", n)
-                           : std::string());
+      const bool timeline = n == a.kernels_at && !a.timeline_out.empty();
+      std::vector<fb::GpuActivity> last_step;
+      const absl::Status s = traced_steps(*m.runner, n, a.trace_steps, &q, *trace, &row.traced,
+                                          &trace_failed, timeline ? &last_step : nullptr);
       if (!s.ok() && !trace_failed) return s;
+      if (s.ok() && timeline) {
+        RETURN_IF_ERROR(append_timeline(
+            a.timeline_out,
+            absl::StrCat(r->label, graphs ? " graphs on" : " graphs off", " N=", n),
+            std::move(last_step)));
+      }
       if (!s.ok()) {
         std::fprintf(stderr, "no kernel breakdown from here on: %s\n", s.ToString().c_str());
         row.traced = fb::TracedSteps{};

@@ -74,6 +74,11 @@ def union_length(kernels):
     return total
 
 
+def mean_time(kernels):
+    """The kernels' mean duration in us, 2 decimals; "-" for none."""
+    return f"{sum(k.end - k.start for k in kernels) / len(kernels):.2f}" if kernels else "-"
+
+
 def summarize(label, kernels):
     by_stream = collections.Counter(k.stream for k in kernels if k.ctas > 0)
     main = by_stream.most_common(1)[0][0] if by_stream else None
@@ -93,9 +98,8 @@ def summarize(label, kernels):
     for k in beside:
         groups.setdefault(k.name, []).append(k)
     for name, ks in groups.items():
-        mean = sum(k.end - k.start for k in ks) / len(ks)
         shadow = sum(sum(overlap(k, m) for m in on_main) for k in ks) / len(ks)
-        out.append(f"| {name} | {len(ks)} | {mean:.2f} | {shadow:.2f} |")
+        out.append(f"| {name} | {len(ks)} | {mean_time(ks)} | {shadow:.2f} |")
     out += ["", "| main-stream kernel | launches | mean us alone | launches beside another "
             "stream | mean us beside |", "|---|---|---|---|---|"]
     main_groups = collections.OrderedDict()
@@ -104,9 +108,8 @@ def summarize(label, kernels):
     for name, ks in main_groups.items():
         shared = [k for k in ks if any(overlap(k, b) > 0 for b in beside)]
         alone = [k for k in ks if k not in shared]
-        mean = lambda group: (f"{sum(k.end - k.start for k in group) / len(group):.2f}"
-                              if group else "-")
-        out.append(f"| {name} | {len(ks)} | {mean(alone)} | {len(shared)} | {mean(shared)} |")
+        out.append(f"| {name} | {len(ks)} | {mean_time(alone)} | {len(shared)} | "
+                   f"{mean_time(shared)} |")
     return "\n".join(out) + "\n"
 
 
