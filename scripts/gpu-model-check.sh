@@ -21,8 +21,9 @@
 #              case, racecheck over the quantized GEMM
 #   memserve   compute-sanitizer memcheck over a serving run with --weights native of each
 #              MEMSERVE_TYPES file (default q4_0 q4_1 q8_0 q4_K q5_K q6_K; a two-layer
-#              Llama-3.2-1B shape, whose rows are whole 256-value blocks, so no type falls
-#              back): start-up (decode graphs, prefill warm-up), 48 requests at concurrency 24
+#              MEMSERVE_PRESET shape, default llama-3.2-1b, whose rows are whole 256-value
+#              blocks, so no type falls back; smollm2-135m with q4_0 q4_1 q8_0 runs the narrow
+#              quantized GEMM of small matrices): start-up (decode graphs, prefill warm-up), 48 requests at concurrency 24
 #              of 300-token prompts, 2 of 700, SIGTERM; 0 errors and every request OK
 #   quantbench quant_gemv_bench (GB/s and % of 4.8 TB/s per format and shape) and
 #              quant_gemm_bench (the GEMM paths of native weights against bf16)
@@ -104,10 +105,11 @@ if has sanitize; then
 fi
 if has memserve; then
   for type in ${MEMSERVE_TYPES:-q4_0 q4_1 q8_0 q4_K q5_K q6_K}; do
-    make_model "memserve-1b-$type" --preset llama-3.2-1b --layers 2 --type "$type" --context 4096
+    preset=${MEMSERVE_PRESET:-llama-3.2-1b}
+    make_model "memserve-$preset-$type" --preset "$preset" --layers 2 --type "$type" --context 4096
     log=$out/memserve-$type.log
     timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/flashserve" \
-      --model "$models/memserve-1b-$type.gguf" --device cuda --weights native \
+      --model "$models/memserve-$preset-$type.gguf" --device cuda --weights native \
       --kv_cache_tokens 65536 --host 127.0.0.1 --port 50190 --metrics-port -1 --http-port 0 \
       > "$log" 2>&1 &
     sanitizer=$!

@@ -13,7 +13,11 @@
 //             quant_gemm_max_tokens();
 //   t64, t128, t256  v9 with its token tile forced (QuantGemmParams::token_tile): what each
 //             tile would cost where the launcher takes another ("-" off Hopper).
-//   auto splits  the k splits auto makes (1: k not split).
+//   auto splits  the k splits auto makes (1: k not split);
+//   narrow    kernels::quant_gemm with QuantGemmKernel::kNarrow (mma.sync on tiles of 16-32
+//             rows by 16-64 tokens, the weights decoded into shared memory before the PDL
+//             wait: kernels/quant/quant_gemm_narrow.cu), its own tile, then each tile forced
+//             (rows r, tokens t); for m <= 128 where it takes k, else "-".
 // The ratios are against the faster of v4 and v9 ("best").
 // First a table of the dequantize alone, per shape and format: kernels::dequantize_bf16,
 // with GB/s counting the weight bytes read plus the bf16 bytes written, and their share of a
@@ -39,6 +43,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "bench/gemm/gemm_bench_util.h"
@@ -79,10 +84,12 @@ float* g_partials = nullptr;  // quant_gemm_partials_floats(SMs) of scratch
 int64_t g_partials_floats = 0;
 
 QuantGemmParams qgemm_params(WeightFormat f, const Shape& s, const void* w, const void* x,
-                             void* y, int m, QuantGemmKernel kernel, int token_tile = 0) {
+                             void* y, int m, QuantGemmKernel kernel, int token_tile = 0,
+                             int row_tile = 0) {
   QuantGemmParams p;
   p.kernel = kernel;
   p.token_tile = token_tile;
+  p.row_tile = row_tile;
   p.format = f;
   p.w = w;
   p.x = x;
@@ -129,9 +136,9 @@ void dequant_row(const Shape& s, WeightFormat f, size_t l2_bytes, double copy_by
 // Relative L2 distance of qgemm from deq+blas on copy 0.
 double validate(Gemm& gemm, WeightFormat f, const Shape& s, void* w, void* x, void* y,
                 void* y_ref, void* deq, int m, int num_sms, QuantGemmKernel v,
-                int token_tile = 0) {
+                int token_tile = 0, int row_tile = 0) {
   BENCH_CUDA(cudaMemset(y, 0xff, size_t(m) * s.n * 2));  // NaN: a skipped output fails
-  BENCH_OK(quant_gemm(qgemm_params(f, s, w, x, y, m, v, token_tile), num_sms, nullptr));
+  BENCH_OK(quant_gemm(qgemm_params(f, s, w, x, y, m, v, token_tile, row_tile), num_sms, nullptr));
   BENCH_OK(dequantize_bf16(dequant_params(f, s, w, deq), nullptr));
   BENCH_OK(gemm.linear(x, deq, y_ref, m, s.n, s.k, GemmOut::kBf16, nullptr));
   const size_t count = size_t(m) * s.n;
@@ -186,12 +193,35 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
         BENCH_OK(dequantize_bf16(dequant_params(f, s, q[i % q.size()], deq), st));
         BENCH_OK(gemm.linear(x, deq, y, m, s.n, s.k, GemmOut::kBf16, st));
       });
-      auto time_kernel = [&](QuantGemmKernel v, int token_tile = 0) {
+      auto time_kernel = [&](QuantGemmKernel v, int token_tile = 0, int row_tile = 0) {
         return time_calls([&](cudaStream_t st, int i) {
-          BENCH_OK(quant_gemm(qgemm_params(f, s, q[i % q.size()], x, y, m, v, token_tile),
-                              num_sms, st));
+          BENCH_OK(quant_gemm(
+              qgemm_params(f, s, q[i % q.size()], x, y, m, v, token_tile, row_tile), num_sms, st));
         });
       };
+      // The narrow kernel where it takes k and m is in its range (up to 128 tokens: past
+      // kAuto's limit, to see the crossover): its own tile, then every tile forced.
+      double err_narrow = 0.0;
+      char narrow_us[16] = "-", narrow_tiles_us[96] = "-";
+      if (quant_gemm_narrow_supported(s.k) && m <= 128) {
+        err_narrow = validate(gemm, f, s, q[0], x, y, y_ref, deq, m, num_sms, QuantGemmKernel::kNarrow);
+        std::snprintf(narrow_us, sizeof(narrow_us), "%.1f", time_kernel(QuantGemmKernel::kNarrow) * 1e6);
+        std::string tiles;
+        for (const int rows : {16, 32}) {
+          for (const int tokens : {16, 32, 64}) {
+            char one[16] = "-";
+            if (quant_gemm_narrow_supported(s.k, rows, tokens)) {
+              err_narrow = std::max(err_narrow, validate(gemm, f, s, q[0], x, y, y_ref, deq, m,
+                                                         num_sms, QuantGemmKernel::kNarrow,
+                                                         tokens, rows));
+              std::snprintf(one, sizeof(one), "%.1f",
+                            time_kernel(QuantGemmKernel::kNarrow, tokens, rows) * 1e6);
+            }
+            tiles += (tiles.empty() ? "" : " / ") + std::string(one);
+          }
+        }
+        std::snprintf(narrow_tiles_us, sizeof(narrow_tiles_us), "%s", tiles.c_str());
+      }
       const double t_v4 = time_kernel(QuantGemmKernel::kMmaSync);
       const double t_v9 = hopper ? time_kernel(QuantGemmKernel::kWgmmaWs) : INFINITY;
       const double t_auto = time_kernel(QuantGemmKernel::kAuto);
@@ -208,13 +238,13 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
                       time_kernel(QuantGemmKernel::kWgmmaWs, 256) * 1e6);
       }
       const double flops = 2.0 * m * s.n * s.k;
-      const bool ok = err4 <= 1e-2 && err9 <= 1e-2;
+      const bool ok = err4 <= 1e-2 && err9 <= 1e-2 && err_narrow <= 1e-2;
       std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %s | %.1f | %s | %.0f | "
-                  "%.2f | %.2f | %.2f | %.1e / %.1e %s| %d |\n",
+                  "%.2f | %.2f | %.2f | %.1e / %.1e / %.1e %s| %d | %s | %s |\n",
                   s.name, weight_format_name(f), m, t_bf16 * 1e6, t_deq * 1e6, t_v4 * 1e6,
                   v9_us, t_auto * 1e6, tiles_us, flops / t_q / 1e12,
-                  t_bf16 / t_q, t_deq / t_q, t_v4 / t_q, err4, err9, ok ? "" : "FAILED ",
-                  auto_splits);
+                  t_bf16 / t_q, t_deq / t_q, t_v4 / t_q, err4, err9, err_narrow,
+                  ok ? "" : "FAILED ", auto_splits, narrow_us, narrow_tiles_us);
       std::fflush(stdout);
       if (!ok) ++g_failed_rows;  // every row still measured; the exit status says it
     }
@@ -229,6 +259,7 @@ constexpr Shape kShapes[] = {
     {"8B gate_up 28672x4096", 28672, 4096}, {"8B down 4096x14336", 4096, 14336},
     {"1B qkv 3072x2048", 3072, 2048},      {"1B o 2048x2048", 2048, 2048},
     {"1B gate_up 16384x2048", 16384, 2048}, {"1B down 2048x8192", 2048, 8192},
+    {"1B v 512x2048", 512, 2048},  // Q4_K_M's Q6_K attn_v, launched beside [wq; wk]
     {"SmolLM2 qkv 960x576", 960, 576},       {"SmolLM2 o 576x576", 576, 576},
     {"SmolLM2 gate_up 3072x576", 3072, 576}, {"SmolLM2 down 576x1536", 576, 1536},
 };
@@ -313,8 +344,9 @@ int run(int argc, char** argv) {
   if (dequant_only) return 0;
   std::printf("| shape | weights | m | bf16 us | deq+blas us | v4 us | v9 us | auto us | "
               "t64 us | t128 us | t256 us | best TFLOP/s | bf16/best | deq+blas/best | "
-              "v4/best | rel. L2 vs deq+blas v4 / v9 (every tile) | auto splits |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "v4/best | rel. L2 vs deq+blas v4 / v9 (every tile) / narrow (every tile) | "
+              "auto splits | narrow us | narrow r16 t16 / t32 / t64, r32 t16 / t32 / t64 us |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   g_partials_floats = quant_gemm_partials_floats(prop.multiProcessorCount);
   BENCH_CUDA(cudaMalloc(&g_partials, g_partials_floats * sizeof(float)));
   auto gemm = Gemm::create();

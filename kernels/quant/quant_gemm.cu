@@ -225,6 +225,10 @@ bool quant_gemm_supported(WeightFormat f, int k) {
   return f != WeightFormat::kBf16 && k > 0 && quant_layout_ok(f, k);
 }
 
+bool quant_gemm_narrow_supported(int k, int row_tile, int token_tile) {
+  return device::quant_gemm::narrow_tile_fits(row_tile, token_tile, k);
+}
+
 int64_t quant_gemm_partials_floats(int num_sms) {
   // plan() splits only grids of fewer than 2 * num_sms CTAs of kBN x 64 (or 32) outputs,
   // into at most 2 * num_sms + (CTAs - 1) < 4 * num_sms tiles.
@@ -251,14 +255,31 @@ absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stre
   if (kernel == QuantGemmKernel::kAuto) {
     // Measured on the H200 (bench/gemm/results_v9/, the 8B and 1B layers, Q4_K and the other
     // formats): the warp-specialized kernel is faster than mma.sync at every m from 16 to 512
-    // and every shape. Elsewhere mma.sync.
-    kernel = quant_gemm_wgmma_supported() ? QuantGemmKernel::kWgmmaWs : QuantGemmKernel::kMmaSync;
+    // and every shape. Elsewhere mma.sync. Small matrices at small m: the narrow kernel
+    // (bench/gemm/NOTES.md, twenty-fourth session).
+    if (p.m <= kQuantGemmNarrowMaxTokens && int64_t{p.n} * p.k <= kQuantGemmNarrowMaxElements &&
+        p.k <= kQuantGemmNarrowMaxK) {
+      kernel = QuantGemmKernel::kNarrow;
+    } else {
+      kernel = quant_gemm_wgmma_supported() ? QuantGemmKernel::kWgmmaWs : QuantGemmKernel::kMmaSync;
+    }
   }
-  if (p.token_tile != 0 && (kernel != QuantGemmKernel::kWgmmaWs ||
-                            (p.token_tile != 64 && p.token_tile != 128 && p.token_tile != 256))) {
+  if (p.token_tile != 0 &&
+      (kernel == QuantGemmKernel::kMmaSync ||
+       (kernel == QuantGemmKernel::kWgmmaWs && p.token_tile != 64 && p.token_tile != 128 &&
+        p.token_tile != 256) ||
+       (kernel == QuantGemmKernel::kNarrow && p.token_tile != 16 && p.token_tile != 32 &&
+        p.token_tile != 64))) {
     return absl::InvalidArgumentError(absl::StrCat(
         "quant_gemm: token tile ", p.token_tile,
-        " (the wgmma kernel takes 64, 128 or 256; the mma.sync kernel chooses its own)"));
+        " (the wgmma kernel takes 64, 128 or 256, the narrow kernel 16, 32 or 64; the mma.sync "
+        "kernel chooses its own)"));
+  }
+  if (p.row_tile != 0 &&
+      (kernel != QuantGemmKernel::kNarrow || (p.row_tile != 16 && p.row_tile != 32))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quant_gemm: row tile ", p.row_tile, " (the narrow kernel takes 16 or 32; the others "
+        "choose their own)"));
   }
   if (quant_layout(p.format, p.n, p.k).total_bytes >= (int64_t{1} << 32)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -277,6 +298,9 @@ absl::Status quant_gemm(const QuantGemmParams& p, int num_sms, cudaStream_t stre
           "9.0)");
     }
     return device::quant_gemm::quant_gemm_wgmma_ws(p, std::max(num_sms, 1), stream, splits_out);
+  }
+  if (kernel == QuantGemmKernel::kNarrow) {
+    return device::quant_gemm::quant_gemm_narrow(p, stream);
   }
   const device::quant_gemm::Plan pl = device::quant_gemm::plan(p, std::max(num_sms, 1));
   *splits_out = pl.splits;

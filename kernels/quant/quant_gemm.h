@@ -13,7 +13,9 @@
 // from HBM once per CTA column (the Q4 file's 0.56 bytes an element, against 2 for a bf16
 // weight, plus 2 + 2 for dequantizing into a workspace first). mma.sync m16n8k16 (sm_80+)
 // with fp32 accumulation (kernels/quant/quant_gemm.cu), on Hopper wgmma with the decoded
-// weights as the register A operand (kernels/quant/quant_gemm_sm90.cu).
+// weights as the register A operand (kernels/quant/quant_gemm_sm90.cu); for small matrices at
+// small m, mma.sync on narrow tiles whose weights are decoded into shared memory
+// (kernels/quant/quant_gemm_narrow.cu).
 //
 // Callers pass activations rounded as the quantized GEMV rounds them
 // (round_activations_q8, kernels/quant/quant_gemv.h) so that a token's numerics do not
@@ -29,14 +31,28 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace flashserve::kernels {
 
-// Which kernel computes it. kAuto: the faster one for the device and m (measured,
-// bench/gemm/NOTES.md); the others force one (tests, benchmarks). kMmaSync: mma.sync
-// (kernels/quant/quant_gemm.cu), any sm_80+ GPU. kWgmmaWs (kAuto's choice on Hopper at every
-// m): wgmma with the decoded weights as the register A operand, warp-specialized (a producer
-// warpgroup filling an mbarrier ring by TMA and cp.async, two consumer warpgroups;
-// kernels/quant/quant_gemm_sm90.cu), Hopper only (quant_gemm_wgmma_supported()), else
-// InvalidArgument.
-enum class QuantGemmKernel { kAuto, kMmaSync, kWgmmaWs };
+// Which kernel computes it. kAuto: the faster one for the device, m and the matrix
+// (measured, bench/gemm/NOTES.md); the others force one (tests, benchmarks). kMmaSync:
+// mma.sync (kernels/quant/quant_gemm.cu), any sm_80+ GPU. kWgmmaWs (kAuto's choice on Hopper
+// past the narrow kernel's shapes): wgmma with the decoded weights as the register A operand,
+// warp-specialized (a producer warpgroup filling an mbarrier ring by TMA and cp.async, two
+// consumer warpgroups; kernels/quant/quant_gemm_sm90.cu), Hopper only
+// (quant_gemm_wgmma_supported()), else InvalidArgument. kNarrow (kAuto's choice for a matrix
+// of at most kQuantGemmNarrowMaxElements weights in rows of at most kQuantGemmNarrowMaxK, at up
+// to kQuantGemmNarrowMaxTokens tokens):
+// mma.sync on tiles of 16-32 rows by 16-64 tokens over the whole k, the CTA's rows decoded
+// into shared memory before the PDL wait (kernels/quant/quant_gemm_narrow.cu), any sm_80+ GPU;
+// k is never split; InvalidArgument where the decoded rows of k elements do not fit its
+// shared memory (quant_gemm_narrow_supported()).
+enum class QuantGemmKernel { kAuto, kMmaSync, kWgmmaWs, kNarrow };
+
+// Where kAuto takes kNarrow: up to 64 tokens, 2 Mi weights and rows of 1,536 (measured on the
+// H200, bench/gemm/NOTES.md twenty-fourth session: at 16-64 tokens it beats the wgmma kernel on
+// every SmolLM2 matrix, k 576 and 1,536, by 1.2-2.4x; on a 512 x 2,048 matrix, the 1B's v, it
+// loses by 2-6 %; past 64 tokens the model dequantizes such matrices anyway).
+inline constexpr int kQuantGemmNarrowMaxTokens = 64;
+inline constexpr int64_t kQuantGemmNarrowMaxElements = int64_t{2} << 20;
+inline constexpr int kQuantGemmNarrowMaxK = 1536;
 
 struct QuantGemmParams {
   WeightFormat format = WeightFormat::kQ4_K;
@@ -53,10 +69,13 @@ struct QuantGemmParams {
   float* partials = nullptr;
   int64_t partials_floats = 0;
   QuantGemmKernel kernel = QuantGemmKernel::kAuto;
-  // kWgmmaWs's token tile: 64, 128 or 256 tokens a CTA; 0 (the default): the launcher's
-  // choice for the shape (kernels/quant/quant_gemm_sm90.cu). Anything else, or a nonzero tile
-  // with the mma.sync kernel, is InvalidArgument. Tests and benchmarks force it.
+  // The token tile: kWgmmaWs 64, 128 or 256 tokens a CTA, kNarrow 16, 32 or 64; 0 (the
+  // default): the launcher's choice for the shape. Anything else, or a nonzero tile with the
+  // mma.sync kernel, is InvalidArgument. Tests and benchmarks force it.
   int token_tile = 0;
+  // kNarrow's row tile, 16 or 32 weight rows a CTA; 0: the launcher's choice. Nonzero with
+  // another kernel, or anything else, is InvalidArgument.
+  int row_tile = 0;
   // Where k is split, leave the sum of the splits to the caller: y is not touched, the
   // partial sums stay in p.partials as [splits][m][n] fp32 (split s of output (t, f) at
   // partials[(s * m + t) * n + f]) and quant_gemm's *splits_out says how many. The caller
@@ -82,6 +101,11 @@ int64_t quant_gemm_partials_floats(int num_sms);
 
 // Whether quant_gemm() takes weights of format f with rows of k elements (any m, n >= 1).
 bool quant_gemm_supported(WeightFormat f, int k);
+
+// Whether QuantGemmKernel::kNarrow's tile of row_tile rows by token_tile tokens (its smallest
+// by default) takes rows of k elements: their decoded rows fit its shared memory (the
+// smallest tile: k up to ~3,000).
+bool quant_gemm_narrow_supported(int k, int row_tile = 16, int token_tile = 16);
 
 // Asynchronous on `stream`, capturable (no allocation, no synchronisation); launched as a
 // dependent kernel (kernels/dependent_launch.cuh). InvalidArgument naming the value for an

@@ -1,10 +1,11 @@
 #pragma once
-// The pieces both tensor-core GEMMs on quantized weights share (kernels/quant/quant_gemm.cu,
-// mma.sync, sm_80+; kernels/quant/quant_gemm_sm90.cu, wgmma, sm_90a): the ring stage's row
+// The pieces the tensor-core GEMMs on quantized weights share (kernels/quant/quant_gemm.cu,
+// mma.sync, sm_80+; kernels/quant/quant_gemm_sm90.cu, wgmma, sm_90a; kernels/quant/
+// quant_gemm_narrow.cu, mma.sync on small tiles): the ring stage's row
 // layout, the scale staging, the cp.async copies of a stage, the in-register decoding of
 // mma A fragments (the same fragment for mma.sync m16n8k16 and, per warp, for wgmma m64nNk16
 // with A from registers), the output rule and the split-k reduction. Device code only,
-// included by those two files.
+// included by those files.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -64,26 +65,26 @@ __device__ __forceinline__ void load_scales(const RowPtrs& rp, int u, int num_un
     if (u + i < num_units) load_unit_scales<F>(rp, u + i, s.raw[i]);
   }
 }
-// Stores them decoded, per unit two words: Q8_0 the floats {d, 0}; the others bf16 pairs
-// {bf16(a) x 2, bf16(c) x 2} (Q6_K: {a_lo x 2, a_hi x 2}) of the element formula (see
-// decode_pair).
+// A decoded unit's two scale words for decode_pair: Q8_0 the floats {d, 0}; the others bf16
+// pairs {bf16(a) x 2, bf16(c) x 2} (Q6_K: {a_lo x 2, a_hi x 2}) of the element formula.
+template <WeightFormat F>
+__device__ __forceinline__ uint2 scale_words(const Unit& w) {
+  if constexpr (F == WeightFormat::kQ8_0) {
+    return make_uint2(__float_as_uint(w.a_lo), 0);
+  } else {
+    const float second = F == WeightFormat::kQ6_K ? w.a_hi : w.c;
+    const __nv_bfloat162 a = __float2bfloat162_rn(w.a_lo), c = __float2bfloat162_rn(second);
+    return make_uint2(*reinterpret_cast<const uint32_t*>(&a), *reinterpret_cast<const uint32_t*>(&c));
+  }
+}
+// Stores them decoded (scale_words), per unit two words, beside the row's quants.
 template <WeightFormat F>
 __device__ __forceinline__ void store_scales(const ScaleWords& s, int u, uint8_t* row) {
-  uint32_t v[2 * kUnitsPerStage];
+  uint2 v[kUnitsPerStage];
 #pragma unroll
-  for (int i = 0; i < kUnitsPerStage; ++i) {
-    const Unit w = quant::decode_unit<F>(s.raw[i], u + i);
-    const float second = F == WeightFormat::kQ6_K ? w.a_hi : w.c;
-    if constexpr (F == WeightFormat::kQ8_0) {
-      v[2 * i] = __float_as_uint(w.a_lo);
-      v[2 * i + 1] = 0;
-    } else {
-      const __nv_bfloat162 a = __float2bfloat162_rn(w.a_lo), c = __float2bfloat162_rn(second);
-      v[2 * i] = *reinterpret_cast<const uint32_t*>(&a);
-      v[2 * i + 1] = *reinterpret_cast<const uint32_t*>(&c);
-    }
-  }
-  *reinterpret_cast<uint4*>(row + scale_at<F>()) = make_uint4(v[0], v[1], v[2], v[3]);
+  for (int i = 0; i < kUnitsPerStage; ++i) v[i] = scale_words<F>(quant::decode_unit<F>(s.raw[i], u + i));
+  static_assert(kUnitsPerStage == 2);
+  *reinterpret_cast<uint4*>(row + scale_at<F>()) = make_uint4(v[0].x, v[0].y, v[1].x, v[1].y);
 }
 
 // The cp.async copies of one thread, the same for every stage but for their k offset:
@@ -404,6 +405,19 @@ inline absl::Status reduce_splits(const QuantGemmParams& p, int splits, cudaStre
 // *splits_out gets its k splits.
 absl::Status quant_gemm_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream,
                                 int* splits_out);
+
+// The narrow kernel (kernels/quant/quant_gemm_narrow.cu): a tile of `rows` weight rows by
+// `tokens` tokens a CTA, over the whole k.
+struct NarrowTile {
+  int rows = 16, tokens = 16;
+};
+// Whether a tile of rows x tokens over rows of k elements fits the kernel's shared memory.
+bool narrow_tile_fits(int rows, int tokens, int k);
+// The launcher's tile for a call of m tokens.
+NarrowTile narrow_tile(int m);
+// The narrow kernel for a validated call (p.row_tile / p.token_tile force the tile);
+// InvalidArgument for a tile it does not take or that does not fit k.
+absl::Status quant_gemm_narrow(const QuantGemmParams& p, cudaStream_t stream);
 
 }  // namespace device::quant_gemm
 }  // namespace flashserve::kernels

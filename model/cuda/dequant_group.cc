@@ -57,7 +57,7 @@ absl::Status dequantize_layer(const ForwardContext& ctx, int layer, int slot, in
 }  // namespace
 
 bool by_deq_blas(const ForwardContext& ctx, int m, int64_t n, int64_t k) {
-  return native_gemm_by_deq_blas(m, n, k, kernels::quant_gemm_max_tokens(), ctx.ws->decodes_only);
+  return native_gemm_by_deq_blas(m, n, k, kernels::quant_gemm_max_tokens());
 }
 
 void begin_dequant_groups(const ForwardContext& ctx, int num_layers, int m, bool decodes_only) {

@@ -13,18 +13,19 @@
 // row tiles of 128 on 132 SMs; kernel bench at 256 tokens, bench/gemm/results/lean_epilogue:
 // 1B qkv 14.0 us deq+blas against 17.8, o 11.4 against 13.6; 8B o (16.8 M weights) and 1B
 // down stay quantized), and from kTinyDeqBlasFromTokens a tiny one (every SmolLM2-135M
-// matrix: 5-24 row tiles), from kTinyDeqBlasFromDecodeTokens in a decode-only step, where
-// the dequantize runs on a second stream during the previous layer (model/cuda/
-// dequant_group.h). A layer's small and tiny matrices are dequantized together, by one
-// launch (native_gemm_dequant_grouped): one by one a SmolLM2 matrix's dequantize was ~3 us
-// of latency, 120 launches a step. Measured (bench/gemm/NOTES.md, twenty-second session):
-// SmolLM2 decode step at 256 sequences 2.10 -> 1.78 ms, 128 sequences 1.66 -> 1.38; the
-// quantized GEMM with 64-token tiles and split k had lost to cuBLASLt on these shapes at
-// every size past 64 tokens. Against bf16 weights measured fairly (bf16's runner first in
-// its process: bench/serving/NOTES.md, step 23) the SmolLM2 decode step is still slower:
-// 1.290 / 1.127 ms at 64 sequences, 1.838 / 1.557 at 256; served, 0.90-0.93x at 64 streams,
-// and that gap is the dequantize (a build without it served at par), which the second
-// stream does not hide. A matrix in two parts of different formats
+// matrix). Up to 64 tokens a tiny matrix is the quantized GEMM's narrow kernel (kernels/quant/
+// quant_gemm_narrow.cu: 16-32 row tiles over the whole k, its weights decoded before the PDL
+// wait), in either kind of step: no per-step dequantize. Past 64, a layer's small and tiny
+// matrices are dequantized together, by one launch (native_gemm_dequant_grouped; in a
+// decode-only step on a second stream during the previous layer, model/cuda/dequant_group.h):
+// one by one a SmolLM2 matrix's dequantize was ~3 us of latency, 120 launches a step.
+// Measured (bench/gemm/NOTES.md, twenty-second session): SmolLM2 decode step at 256 sequences
+// 2.10 -> 1.78 ms, 128 sequences 1.66 -> 1.38; the 128-row quantized GEMM with 64-token tiles
+// and split k had lost to cuBLASLt on these shapes at every size past 64 tokens. At 64 the
+// grouped dequantize was the whole served gap to bf16 weights (0.90-0.93x at 64 streams; a
+// build without it served at par: bench/serving/NOTES.md, step 23), which the second stream
+// did not hide; the narrow kernel replaced it there (bench/serving/NOTES.md, step 24).
+// A matrix in two parts of different formats
 // ([wq; wk] + wv, Q4_K_M's Q6_K attn_v) follows the same rule: with the lean epilogue its two
 // quantized launches (wv's on the side stream) beat dequantizing both parts, 8B Q4_K_M decode
 // step at 256 sequences 10.108 -> 9.970 ms (bench/gemm/NOTES.md, fifteenth session); before
@@ -47,22 +48,15 @@ namespace flashserve::model::cuda {
 
 inline constexpr int kDeqBlasFromTokens = 129;
 inline constexpr int kTinyDeqBlasFromTokens = 65;
-inline constexpr int kTinyDeqBlasFromDecodeTokens = 17;
 inline constexpr int kFoldSplitSumMaxTokens = 64;
 inline constexpr int64_t kSmallMatrixElements = int64_t{8} << 20;
 inline constexpr int64_t kTinyMatrixElements = int64_t{2} << 20;
 
 // Whether the n x k native matrix (all its parts) multiplies the m rows of a step by
-// deq+blas, on a device whose quantized GEMM wins up to max_tokens tokens; `decodes_only`:
-// the step's tokens are all decodes (a step replayed from a CUDA graph, where a layer's
-// grouped dequantize runs on a second stream during the previous layer: llama_forward.h,
-// DeviceWorkspace::group), which a tiny matrix takes from kTinyDeqBlasFromDecodeTokens.
-constexpr bool native_gemm_by_deq_blas(int m, int64_t n, int64_t k, int max_tokens,
-                                       bool decodes_only) {
+// deq+blas, on a device whose quantized GEMM wins up to max_tokens tokens.
+constexpr bool native_gemm_by_deq_blas(int m, int64_t n, int64_t k, int max_tokens) {
   if (m > max_tokens) return true;
-  if (n * k <= kTinyMatrixElements) {
-    return m >= (decodes_only ? kTinyDeqBlasFromDecodeTokens : kTinyDeqBlasFromTokens);
-  }
+  if (n * k <= kTinyMatrixElements) return m >= kTinyDeqBlasFromTokens;
   return m >= kDeqBlasFromTokens && n * k <= kSmallMatrixElements;
 }
 

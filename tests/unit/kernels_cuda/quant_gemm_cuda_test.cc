@@ -44,7 +44,8 @@ struct Case {
   int num_sms;     // the launcher's tile and split choice
   bool partials;   // scratch for split-k partial sums given
   QuantGemmKernel kernel = QuantGemmKernel::kMmaSync;
-  int token_tile = 0;  // kWgmmaWs: forced 64, 128 or 256; 0 = the launcher's choice
+  int token_tile = 0;  // kWgmmaWs: forced 64, 128 or 256 (kNarrow 16, 32, 64); 0 = the launcher's
+  int row_tile = 0;    // kNarrow: forced 16 or 32; 0 = the launcher's choice
 };
 
 void run_case(const Case& c, std::mt19937& rng) {
@@ -52,8 +53,9 @@ void run_case(const Case& c, std::mt19937& rng) {
                                     << static_cast<int>(c.output) << " m " << c.m << " n "
                                     << c.n << " k " << c.k << " sms " << c.num_sms
                                     << (c.partials ? " with partials" : "")
-                                    << (c.kernel == QuantGemmKernel::kWgmmaWs ? " wgmma ws" : "")
-                                    << " token tile " << c.token_tile);
+                                    << " kernel " << static_cast<int>(c.kernel)
+                                    << " token tile " << c.token_tile << " row tile "
+                                    << c.row_tile);
   QuantWeight w = make_weight(c.format, c.n, c.k, rng);
   const testing::Bf16Data x = random_bf16(static_cast<size_t>(c.m) * c.k, 1.f, rng);
   const bool fp32_out = c.output != GemvOutput::kBf16;
@@ -83,7 +85,10 @@ void run_case(const Case& c, std::mt19937& rng) {
   p.partials_floats = partials_floats;
   p.kernel = c.kernel;
   p.token_tile = c.token_tile;
-  ASSERT_TRUE(quant_gemm(p, c.num_sms, nullptr).ok());
+  p.row_tile = c.row_tile;
+  int splits = 0;
+  ASSERT_TRUE(quant_gemm(p, c.num_sms, nullptr, &splits).ok());
+  if (c.kernel == QuantGemmKernel::kNarrow) EXPECT_EQ(splits, 1);  // it never splits k
   std::vector<float> got;
   if (fp32_out) {
     got = d_y.to_host<float>();
@@ -197,6 +202,34 @@ TEST(QuantGemmCuda, WarpSpecializedWgmmaKernelEveryFormatOutputTileAndSplitMatch
   run_wgmma_cases(QuantGemmKernel::kWgmmaWs);
 }
 
+// The narrow kernel (small matrices at small m; any sm_80+ GPU): every format and output, m
+// from past the GEMV (9) to past its auto range (100, 64-token tiles ending mid-tile), n
+// ending mid-tile (136 = 4 x 32 + 8, 70), k of one unit a warp (256), of units the eight warps
+// share unevenly (608 = 19 units; K-quants 1,280 = 40) and of fewer units than warps (32: seven
+// warps idle; K-quants 256); every tile forced once; the launcher's own tile on 132 SMs and
+// on 1. The auto choice (QuantGemmKernel::kAuto on a SmolLM2-sized matrix) is this kernel.
+TEST(QuantGemmCuda, NarrowKernelEveryFormatOutputAndTileMatchesTheReference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(std::random_device{}());
+  constexpr QuantGemmKernel kN = QuantGemmKernel::kNarrow;
+  for (WeightFormat f : quant::kQuantFormats) {
+    const bool k_quant = weight_block_elements(f) == kQuantSuperBlock;
+    const int k = k_quant ? 1280 : 608, k_short = k_quant ? 256 : 32;
+    for (GemvOutput out : {GemvOutput::kBf16, GemvOutput::kFp32, GemvOutput::kFp32Accumulate}) {
+      run_case({f, out, 64, 136, k, 132, false, kN}, rng);
+      run_case({f, out, 9, 70, k, 1, false, kN}, rng);
+      run_case({f, out, 100, 136, 256, 132, true, kN}, rng);
+      run_case({f, out, 40, 70, k_short, 132, false, kN}, rng);
+    }
+    for (const int rows : {16, 32}) {
+      for (const int tokens : {16, 32, 64}) {
+        run_case({f, GemvOutput::kFp32, 57, 136, k, 132, false, kN, tokens, rows}, rng);
+      }
+    }
+    run_case({f, GemvOutput::kBf16, 64, 200, k, 132, true, QuantGemmKernel::kAuto}, rng);
+  }
+}
+
 // defer_reduction: y untouched where k was split (still the poison, or the fp32 start values
 // for kFp32Accumulate), the reported split count the same as without deferring, and
 // quant_gemm_reduce() over the partials left gives the non-deferred y bit for bit; with one
@@ -296,6 +329,33 @@ TEST(QuantGemmCuda, RejectsUnsupportedShapesNamingThem) {
   p.kernel = QuantGemmKernel::kMmaSync;  // which picks its own tiles
   p.token_tile = 64;
   EXPECT_EQ(quant_gemm(p, 132, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  p.token_tile = 0;
+  p.row_tile = 16;  // a row tile is the narrow kernel's alone
+  EXPECT_EQ(quant_gemm(p, 132, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  p.kernel = QuantGemmKernel::kNarrow;
+  for (const int rows : {8, 64}) {
+    p.row_tile = rows;
+    const absl::Status r = quant_gemm(p, 132, nullptr);
+    EXPECT_EQ(r.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.message().find("row tile"), std::string::npos) << r;
+  }
+  p.row_tile = 0;
+  p.token_tile = 128;
+  EXPECT_EQ(quant_gemm(p, 132, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  p.token_tile = 0;
+  // k whose decoded rows do not fit the narrow kernel's shared memory, named (checked before
+  // any pointer is read: none is set here).
+  p.format = WeightFormat::kQ4_K;
+  p.k = 8192;
+  p.w = p.x = p.y = reinterpret_cast<void*>(256);
+  EXPECT_FALSE(quant_gemm_narrow_supported(8192));
+  EXPECT_TRUE(quant_gemm_narrow_supported(1536));
+  const absl::Status longk = quant_gemm(p, 132, nullptr);
+  EXPECT_EQ(longk.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(longk.message().find("k 8192"), std::string::npos) << longk;
+  p.w = p.x = p.y = nullptr;
+  p.format = WeightFormat::kQ5_K;
+  p.k = 512;
   p.kernel = QuantGemmKernel::kAuto;
   p.token_tile = 0;
   if (cuda_device_count() > 0 && !quant_gemm_wgmma_supported()) {
