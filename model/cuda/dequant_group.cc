@@ -84,20 +84,28 @@ absl::Status prepare_layer_group(const ForwardContext& ctx, int layer, int num_l
   if (!ws.decodes_only) return dequantize_layer(ctx, layer, slot, m, ctx.stream);
   // A decode-only step (a captured graph, where GPU time counts): layer 0's copies on the
   // stream; then each layer waits for its copies (written on the side stream during the
-  // previous layer) and forks the next layer's into the buffer that layer - 1 read, which the
-  // stream has finished with by here. Every fork is joined by the next layer's wait, the last
-  // by the last layer's, so a captured graph ends joined.
+  // previous layer); fork_next_layer_group forks the next layer's into the buffer that layer
+  // - 1 read, which the stream has finished with by then. Every fork is joined by the next
+  // layer's wait, and the last layer forks none, so a captured graph ends joined.
   if (layer == 0) {
     RETURN_IF_ERROR(dequantize_layer(ctx, 0, 0, m, ctx.stream));
   } else {
     CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, ctx.prefetch_join, 0));
   }
-  if (layer + 1 < num_layers) {
-    CUDA_CHECK(cudaEventRecord(ctx.prefetch_fork, ctx.stream));
-    CUDA_CHECK(cudaStreamWaitEvent(ctx.side_stream, ctx.prefetch_fork, 0));
-    RETURN_IF_ERROR(dequantize_layer(ctx, layer + 1, 1 - slot, m, ctx.side_stream));
-    CUDA_CHECK(cudaEventRecord(ctx.prefetch_join, ctx.side_stream));
-  }
+  ws.fork_layer = layer + 1 < num_layers ? layer + 1 : -1;
+  ws.fork_m = m;
+  return absl::OkStatus();
+}
+
+absl::Status fork_next_layer_group(const ForwardContext& ctx) {
+  DeviceWorkspace& ws = *ctx.ws;
+  if (ws.group_stride == 0 || !ws.decodes_only || ws.fork_layer < 0) return absl::OkStatus();
+  const int layer = ws.fork_layer - 1, slot = layer % 2, m = ws.fork_m;
+  ws.fork_layer = -1;
+  CUDA_CHECK(cudaEventRecord(ctx.prefetch_fork, ctx.stream));
+  CUDA_CHECK(cudaStreamWaitEvent(ctx.side_stream, ctx.prefetch_fork, 0));
+  RETURN_IF_ERROR(dequantize_layer(ctx, layer + 1, 1 - slot, m, ctx.side_stream));
+  CUDA_CHECK(cudaEventRecord(ctx.prefetch_join, ctx.side_stream));
   return absl::OkStatus();
 }
 

@@ -2,8 +2,8 @@
 // A layer's small native matrices dequantized together for deq+blas (model/cuda/
 // native_gemm_path.h: which ones; DeviceWorkspace::group in model/cuda/llama_forward.h: where
 // the copies live): the plan of a layer's group, its one dequantize launch, and where a GEMM
-// finds its matrix's copy. llama_forward_cuda calls begin, then prepare before each layer, then
-// end; gemm_linear asks by_deq_blas and grouped_copy.
+// finds its matrix's copy. llama_forward_cuda calls begin, then prepare before each layer (and
+// fork before its attention), then end; gemm_linear asks by_deq_blas and grouped_copy.
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -22,8 +22,15 @@ void begin_dequant_groups(const ForwardContext& ctx, int num_layers, int m, bool
 
 // Before layer `layer`'s first GEMM: its group's copies written on the stream, or, in a
 // decode-only step, waited for (layer > 0: written on the side stream during the previous
-// layer) with the next layer's forked onto the side stream.
+// layer); the next layer's is forked by fork_next_layer_group.
 absl::Status prepare_layer_group(const ForwardContext& ctx, int layer, int num_layers, int m);
+
+// In a decode-only step, the next layer's dequantize forked onto the side stream here (the
+// caller: right before the layer's attention, the longest kernel of a small model's decode
+// layer, which leaves SMs free) instead of at the layer's start, where it slowed the RMSNorm
+// it ran beside (bench/serving/NOTES.md, step 23; measured at 256 streams in step 24: SmolLM2
+// shape +3-6 %, 1B +2 % served). Nothing in other steps or after the last layer.
+absl::Status fork_next_layer_group(const ForwardContext& ctx);
 
 // After the last layer: the groups emptied (the LM head's GEMM uses the whole scratch).
 void end_dequant_groups(const ForwardContext& ctx);

@@ -526,6 +526,7 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
   // (decode and prefill: one pass fewer, and in a step with prefills one launch a layer
   // fewer); a GEMV rounds its own input.
   const bool round_o = w.wo.native() && !use_gemv(w.wo, t);
+  RETURN_IF_ERROR(fork_next_layer_group(ctx));  // the next layer's copies, beside attention
   RETURN_IF_ERROR(attention_all(ctx, b, layer, stats, round_o));
   return linear_residual(ctx, ws.attn.get(), w.wo, t, q_dim, /*in_rounded=*/round_o);
 }

@@ -123,8 +123,11 @@ struct DeviceWorkspace {
   DequantGroup group[2];
   int64_t group_stride = 0;
   int current_group = 0;
-  // The pass's step is all decodes (native_gemm_path.h's rule takes it).
+  // The pass's step is all decodes (a captured graph: the next layer's group is dequantized
+  // on the side stream, model/cuda/dequant_group.h).
   bool decodes_only = false;
+  // The layer whose group fork_next_layer_group forks next (-1: none) and the step's tokens.
+  int fork_layer = -1, fork_m = 0;
 };
 
 // Per-step inputs of the pass that do not change between steps.
