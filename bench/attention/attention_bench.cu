@@ -34,6 +34,7 @@
 //
 //   attention_bench [--prefill] [--decode] [--window] [--serving] [--dtype bf16|fp16|both]
 //                   [--csv FILE] [--quick] [--profile]     (default: all rows, both dtypes)
+//                   [--decode-splits=2,4,8]  (each decode grid row also at these splits)
 //   attention_bench --lengths     the varlen batch's lengths, one a line (touches no GPU)
 // --profile: one untimed launch of each prefill kernel (s8k; d128, d64), for ncu.
 // Prints a markdown table; --csv writes one line per (config, impl) for peers_sdpa.py.
@@ -342,6 +343,11 @@ bool decode_matches_naive(PagedProblem& pr, int splits, const Buffer& ws, const 
   return validate(pr, config.c_str());
 }
 
+// --decode-splits=LIST: each decode grid row also timed at these split counts (impl
+// "sp<k>"; validated like the automatic one; counts past the row's cap are skipped), to see
+// what attention_decode_num_splits leaves on the table.
+std::vector<int> g_split_sweep;
+
 bool bench_decode(bool quick, int num_sms, DType dtype) {
   bool all_ok = true;
   struct Shape { int heads, kv_heads, head_dim; };
@@ -369,6 +375,19 @@ bool bench_decode(bool quick, int num_sms, DType dtype) {
         report("decode", config, "ours",
                time_ms([&] { BENCH_OK(attention_decode(pr.p, splits, ws.ptr, ws.bytes, nullptr)); }),
                flops, bytes);
+        const int tiles = (ctx + kAttentionKvTile - 1) / kAttentionKvTile;
+        for (const int k : g_split_sweep) {
+          if (k == splits || k < 1 || k > kMaxDecodeSplits || k > tiles) continue;
+          Buffer sws(attention_decode_workspace_bytes(pr.p, k));
+          AttentionParams unused;
+          if (!decode_matches_naive(pr, k, sws, naive_ws, config + " sp" + std::to_string(k), &unused)) {
+            all_ok = false;
+            continue;
+          }
+          report("decode", config, "sp" + std::to_string(k),
+                 time_ms([&] { BENCH_OK(attention_decode(pr.p, k, sws.ptr, sws.bytes, nullptr)); }),
+                 flops, bytes);
+        }
         if (dtype != DType::kBf16) continue;  // the naive baseline is timed in bf16 only
         report("decode", config, "naive",
                time_ms([&] { BENCH_OK(attention_naive(naive, naive_ws.ptr, naive_ws.bytes, nullptr)); }),
@@ -585,6 +604,13 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
     else if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
+    else if (!std::strncmp(argv[i], "--decode-splits=", 16)) {
+      for (const char* c = argv[i] + 16; *c != '\0';) {
+        g_split_sweep.push_back(std::atoi(c));
+        while (*c != '\0' && *c != ',') ++c;
+        if (*c == ',') ++c;
+      }
+    }
     else if (!std::strcmp(argv[i], "--lengths")) {  // no GPU needed: compare with peers_sdpa.py
       for (int len : serving_varlen_lengths()) std::printf("%d\n", len);
       return 0;
@@ -598,7 +624,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--prefill] [--decode] [--window] [--serving] [--quick] [--profile]\n"
-                   "          [--dtype bf16|fp16|both] [--csv FILE]\n",
+                   "          [--dtype bf16|fp16|both] [--csv FILE] [--decode-splits=LIST]\n",
                    argv[0]);
       return 2;
     }

@@ -88,7 +88,7 @@ struct AttentionParams {
 // Fused prefill. REQUIRES: q_len(s) <= seqlens_k[s] <= max_seqlen_k, q_len(s) <= max_seqlen_q.
 absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream);
 
-// Number of KV splits for decode: enough CTAs to fill the GPU (num_sms multiprocessors),
+// Number of KV splits for decode: the fewest that give ~1.75 CTAs an SM (num_sms multiprocessors),
 // never fewer than 4 K/V tiles (256 keys) per split, at most kMaxDecodeSplits. With a
 // sliding window the splits share only the window's tiles, so pass it here too.
 inline constexpr int kMaxDecodeSplits = 32;

@@ -63,13 +63,20 @@ int attention_decode_num_splits(int num_seqs, int num_kv_heads, int max_seqlen_k
         std::min<int64_t>(max_seqlen_k, int64_t{sliding_window} + kAttentionKvTile - 1));
   }
   // Decode is bound by reading K/V; one CTA per (sequence, KV head) leaves most SMs idle at
-  // small batch. Aim for ~4 CTAs per SM (2 resident x 2 waves, enough bytes in flight), but
-  // keep >= 4 tiles per split so the combine and per-CTA start-up stay a small fraction.
-  constexpr int kTargetCtasPerSm = 4;
+  // small batch. Split k until there are ~1.75 CTAs an SM (the fewest splits that reach it),
+  // but keep >= 4 tiles per split so the combine and per-CTA start-up stay a small fraction.
+  // Measured on the H200 (bench/attention/NOTES.md, 2026-12-04, `attention_bench --decode
+  // --decode-splits=...`): the kernel streams best with few long splits once every SM has a
+  // CTA or two; the former target of ~4 CTAs an SM cost 5-19 % at 16-64 sequences (b16 ctx4k
+  // h9/3 d64: 11 splits 27 us, 5 splits 22 us; b16 ctx16k h32/8 d128: 5 splits 266 us, 2
+  // splits 253 us), and a partial second wave cost more (b64 h9/3 d64: 3 splits slower than
+  // both 2 and 4).
+  constexpr int kTargetCtasPer4Sms = 7;
   constexpr int kMinTilesPerSplit = 4;
   const int64_t ctas = std::max<int64_t>(1, int64_t{num_seqs} * num_kv_heads);
   const int tiles = (max_seqlen_k + kAttentionKvTile - 1) / kAttentionKvTile;
-  const int64_t want = (int64_t{kTargetCtasPerSm} * std::max(num_sms, 1) + ctas - 1) / ctas;
+  const int64_t target = (int64_t{kTargetCtasPer4Sms} * std::max(num_sms, 1) + 3) / 4;
+  const int64_t want = (target + ctas - 1) / ctas;
   const int64_t cap = std::max(1, tiles / kMinTilesPerSplit);
   return static_cast<int>(std::clamp<int64_t>(want, 1, std::min<int64_t>(cap, kMaxDecodeSplits)));
 }

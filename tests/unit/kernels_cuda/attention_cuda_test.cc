@@ -488,9 +488,14 @@ TEST(AttentionConfigTest, SplitHeuristicCountsOnlyTheWindowsTiles) {
 }
 
 TEST(AttentionConfigTest, SplitHeuristicFillsTheGpuAndRespectsBounds) {
-  EXPECT_EQ(attention_decode_num_splits(64, 8, 4096, 132), 2);    // 512 CTAs -> 1024
+  // The fewest splits that make 231 CTAs (1.75 an SM of 132).
+  EXPECT_EQ(attention_decode_num_splits(16, 3, 4096, 132), 5);    // 48 CTAs -> 240
+  EXPECT_EQ(attention_decode_num_splits(64, 3, 4096, 132), 2);    // 192 -> 384
+  EXPECT_EQ(attention_decode_num_splits(16, 8, 4096, 132), 2);    // 128 -> 256
+  EXPECT_EQ(attention_decode_num_splits(64, 8, 4096, 132), 1);    // 512 already
   EXPECT_EQ(attention_decode_num_splits(1, 8, 4096, 132), 16);    // capped at 4 tiles/split
-  EXPECT_EQ(attention_decode_num_splits(1, 8, 1 << 20, 132), kMaxDecodeSplits);
+  EXPECT_EQ(attention_decode_num_splits(1, 8, 1 << 20, 132), 29);  // 8 -> 232
+  EXPECT_EQ(attention_decode_num_splits(1, 2, 1 << 20, 132), kMaxDecodeSplits);
   EXPECT_EQ(attention_decode_num_splits(256, 8, 4096, 132), 1);   // already 2048 CTAs
   EXPECT_EQ(attention_decode_num_splits(4, 2, 100, 132), 1);      // too short to split
 }
