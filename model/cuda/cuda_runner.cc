@@ -170,7 +170,7 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
       cudaStreamSynchronize(side_stream_);
       cudaStreamDestroy(side_stream_);
     }
-    for (cudaEvent_t e : {fork_, join_, prefetch_fork_, prefetch_join_}) {
+    for (cudaEvent_t e : {fork_, join_, prefetch_fork_, prefetch_join_[0], prefetch_join_[1]}) {
       if (e != nullptr) cudaEventDestroy(e);
     }
   }
@@ -190,7 +190,7 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
  private:
   cuda::ForwardContext context() {
     return {&config_, &weights_, &cache_, &ws_, gemm_.get(), &timer_, device_.num_sms, stream_,
-            side_stream_, fork_, join_, prefetch_fork_, prefetch_join_};
+            side_stream_, fork_, join_, prefetch_fork_, {prefetch_join_[0], prefetch_join_[1]}};
   }
   // Enqueues the forward pass of `batch` and its sampling: decode batches padded
   // (model/cuda/decode_graph.h) and, with graphs on, replayed from a graph unless the step
@@ -220,7 +220,7 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
   cudaStream_t stream_ = nullptr;
   cudaStream_t side_stream_ = nullptr;  // cuda::ForwardContext::side_stream
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
-  cudaEvent_t prefetch_fork_ = nullptr, prefetch_join_ = nullptr;
+  cudaEvent_t prefetch_fork_ = nullptr, prefetch_join_[2] = {nullptr, nullptr};
   cuda::DeviceWeights weights_;
   DeviceKvCache cache_;
   cuda::DeviceWorkspace ws_;
@@ -240,7 +240,7 @@ absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions
   CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&prefetch_fork_, cudaEventDisableTiming));
-  CUDA_CHECK(cudaEventCreateWithFlags(&prefetch_join_, cudaEventDisableTiming));
+  for (cudaEvent_t& e : prefetch_join_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   RETURN_IF_ERROR(check_weights_fit(file, o, device_));
   ASSIGN_OR_RETURN(weights_, cuda::upload_llama_weights(file, config_, o.native_weights));
   ASSIGN_OR_RETURN(gemm_, cuda::Gemm::create());

@@ -27,6 +27,7 @@ Group plan_dequant_group(const ForwardContext& ctx, const DeviceLayer& w, int m)
         !native_gemm_dequant_grouped(n, a.k)) {
       return;
     }
+    ++g.gemms;
     for (const DeviceMatrix* part : {&a, b}) {
       if (part == nullptr) continue;
       g.matrix[g.count] = part;
@@ -54,6 +55,17 @@ absl::Status dequantize_layer(const ForwardContext& ctx, int layer, int slot, in
   return kernels::dequantize_bf16_batch(jobs, g.count, stream);
 }
 
+// Layer `target`'s copies forked onto the side stream into buffer target % 2, whose last
+// reader (two layers earlier) the stream has enqueued by now; joined by prefetch_join[target % 2].
+absl::Status fork_layer_group(const ForwardContext& ctx, int target, int m) {
+  const int slot = target % 2;
+  CUDA_CHECK(cudaEventRecord(ctx.prefetch_fork, ctx.stream));
+  CUDA_CHECK(cudaStreamWaitEvent(ctx.side_stream, ctx.prefetch_fork, 0));
+  RETURN_IF_ERROR(dequantize_layer(ctx, target, slot, m, ctx.side_stream));
+  CUDA_CHECK(cudaEventRecord(ctx.prefetch_join[slot], ctx.side_stream));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool by_deq_blas(const ForwardContext& ctx, int m, int64_t n, int64_t k) {
@@ -72,41 +84,52 @@ void begin_dequant_groups(const ForwardContext& ctx, int num_layers, int m, bool
   ws.group_stride = (stride + 127) / 128 * 128;
   ws.group[0] = ws.group[1] = Group{};
   ws.current_group = 0;
+  ws.fork_layer = -1;
+  ws.group_gemms_done = 0;
 }
 
 absl::Status prepare_layer_group(const ForwardContext& ctx, int layer, int num_layers, int m) {
   DeviceWorkspace& ws = *ctx.ws;
   const int slot = layer % 2;
+  // A fork the previous layer's GEMMs did not trigger (fewer of them than its group counts)
+  // is issued now, before the layer it serves can wait for it.
+  if (ws.fork_layer >= 0) {
+    const int target = ws.fork_layer;
+    ws.fork_layer = -1;
+    RETURN_IF_ERROR(fork_layer_group(ctx, target, ws.fork_m));
+  }
   ws.current_group = slot;
+  ws.group_gemms_done = 0;
   if (ws.group_stride == 0) return absl::OkStatus();
   // A step with prefills runs eagerly and host-bound: one launch a layer, on the stream,
   // where the layer's first GEMM reads the copies next.
   if (!ws.decodes_only) return dequantize_layer(ctx, layer, slot, m, ctx.stream);
   // A decode-only step (a captured graph, where GPU time counts): layer 0's copies on the
-  // stream; then each layer waits for its copies (written on the side stream during the
-  // previous layer); fork_next_layer_group forks the next layer's into the buffer that layer
-  // - 1 read, which the stream has finished with by then. Every fork is joined by the next
-  // layer's wait, and the last layer forks none, so a captured graph ends joined.
+  // stream and layer 1's forked at once (its buffer is free); then each layer waits for its
+  // copies, and once its last grouped GEMM is enqueued (group_gemm_done) the copies of the
+  // layer after next are forked into the buffer it read. Each dequantize so has the rest of
+  // its layer and the whole next one to run in (bench/serving/NOTES.md step 24). Every fork
+  // is joined by its layer's wait, so a captured graph ends joined.
   if (layer == 0) {
     RETURN_IF_ERROR(dequantize_layer(ctx, 0, 0, m, ctx.stream));
+    if (num_layers > 1) RETURN_IF_ERROR(fork_layer_group(ctx, 1, m));
   } else {
-    CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, ctx.prefetch_join, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, ctx.prefetch_join[slot], 0));
   }
-  ws.fork_layer = layer + 1 < num_layers ? layer + 1 : -1;
+  ws.fork_layer = layer + 2 < num_layers ? layer + 2 : -1;
   ws.fork_m = m;
   return absl::OkStatus();
 }
 
-absl::Status fork_next_layer_group(const ForwardContext& ctx) {
+absl::Status group_gemm_done(const ForwardContext& ctx) {
   DeviceWorkspace& ws = *ctx.ws;
-  if (ws.group_stride == 0 || !ws.decodes_only || ws.fork_layer < 0) return absl::OkStatus();
-  const int layer = ws.fork_layer - 1, slot = layer % 2, m = ws.fork_m;
+  if (++ws.group_gemms_done < ws.group[ws.current_group].gemms || !ws.decodes_only ||
+      ws.fork_layer < 0) {
+    return absl::OkStatus();
+  }
+  const int target = ws.fork_layer;
   ws.fork_layer = -1;
-  CUDA_CHECK(cudaEventRecord(ctx.prefetch_fork, ctx.stream));
-  CUDA_CHECK(cudaStreamWaitEvent(ctx.side_stream, ctx.prefetch_fork, 0));
-  RETURN_IF_ERROR(dequantize_layer(ctx, layer + 1, 1 - slot, m, ctx.side_stream));
-  CUDA_CHECK(cudaEventRecord(ctx.prefetch_join, ctx.side_stream));
-  return absl::OkStatus();
+  return fork_layer_group(ctx, target, ws.fork_m);
 }
 
 void end_dequant_groups(const ForwardContext& ctx) {

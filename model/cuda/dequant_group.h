@@ -2,8 +2,9 @@
 // A layer's small native matrices dequantized together for deq+blas (model/cuda/
 // native_gemm_path.h: which ones; DeviceWorkspace::group in model/cuda/llama_forward.h: where
 // the copies live): the plan of a layer's group, its one dequantize launch, and where a GEMM
-// finds its matrix's copy. llama_forward_cuda calls begin, then prepare before each layer (and
-// fork before its attention), then end; gemm_linear asks by_deq_blas and grouped_copy.
+// finds its matrix's copy. llama_forward_cuda calls begin, then prepare before each layer, then
+// end; gemm_linear asks by_deq_blas and grouped_copy, and calls group_gemm_done after a GEMM
+// that read a copy.
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -21,16 +22,17 @@ bool by_deq_blas(const ForwardContext& ctx, int m, int64_t n, int64_t k);
 void begin_dequant_groups(const ForwardContext& ctx, int num_layers, int m, bool decodes_only);
 
 // Before layer `layer`'s first GEMM: its group's copies written on the stream, or, in a
-// decode-only step, waited for (layer > 0: written on the side stream during the previous
-// layer); the next layer's is forked by fork_next_layer_group.
+// decode-only step, waited for (layer > 0: written on the side stream from two layers
+// earlier on; layer 0's on the stream, with layer 1's forked at once).
 absl::Status prepare_layer_group(const ForwardContext& ctx, int layer, int num_layers, int m);
 
-// In a decode-only step, the next layer's dequantize forked onto the side stream here (the
-// caller: right before the layer's attention, the longest kernel of a small model's decode
-// layer, which leaves SMs free) instead of at the layer's start, where it slowed the RMSNorm
-// it ran beside (bench/serving/NOTES.md, step 23; measured at 256 streams in step 24: SmolLM2
-// shape +3-6 %, 1B +2 % served). Nothing in other steps or after the last layer.
-absl::Status fork_next_layer_group(const ForwardContext& ctx);
+// After a GEMM that read the current layer's group: in a decode-only step, once the layer's
+// last such GEMM is enqueued, the dequantize of the layer after next is forked onto the side
+// stream into the buffer those GEMMs read. Earlier forks had less of the step to hide in: at
+// the layer's start the dequantize slowed the RMSNorm it ran beside (bench/serving/NOTES.md
+// step 23), before the layer's attention it gained 2-6 % served and still kept the next layer
+// waiting (step 24). Nothing in other steps, or past the last layer.
+absl::Status group_gemm_done(const ForwardContext& ctx);
 
 // After the last layer: the groups emptied (the LM head's GEMM uses the whole scratch).
 void end_dequant_groups(const ForwardContext& ctx);

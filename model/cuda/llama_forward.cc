@@ -342,7 +342,10 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
     return absl::OkStatus();
   }
   const void* grouped = grouped_copy(ctx, w);
-  if (grouped != nullptr) return ctx.gemm->linear(x, grouped, y, m, n, k, out, ctx.stream);
+  if (grouped != nullptr) {
+    RETURN_IF_ERROR(ctx.gemm->linear(x, grouped, y, m, n, k, out, ctx.stream));
+    return group_gemm_done(ctx);
+  }
   int64_t row = 0;
   for (const DeviceMatrix* part : {&w, two ? w2 : nullptr}) {
     if (part == nullptr) continue;
@@ -526,7 +529,6 @@ absl::Status attention_block(const ForwardContext& ctx, const DeviceLayer& w,
   // (decode and prefill: one pass fewer, and in a step with prefills one launch a layer
   // fewer); a GEMV rounds its own input.
   const bool round_o = w.wo.native() && !use_gemv(w.wo, t);
-  RETURN_IF_ERROR(fork_next_layer_group(ctx));  // the next layer's copies, beside attention
   RETURN_IF_ERROR(attention_all(ctx, b, layer, stats, round_o));
   return linear_residual(ctx, ws.attn.get(), w.wo, t, q_dim, /*in_rounded=*/round_o);
 }

@@ -112,6 +112,7 @@ struct DeviceWorkspace {
     const DeviceMatrix* matrix[kMaxMatrices] = {};
     int64_t offset[kMaxMatrices] = {};
     int count = 0;
+    int gemms = 0;  // GEMMs that read the copies ([wq; wk] + wv is one)
     int64_t elements = 0;
   };
   // Layer l's group in group[l % 2], its copies in buffer l % 2 of gemm_scratch
@@ -126,8 +127,9 @@ struct DeviceWorkspace {
   // The pass's step is all decodes (a captured graph: the next layer's group is dequantized
   // on the side stream, model/cuda/dequant_group.h).
   bool decodes_only = false;
-  // The layer whose group fork_next_layer_group forks next (-1: none) and the step's tokens.
-  int fork_layer = -1, fork_m = 0;
+  // The layer whose group is forked once the current layer's last grouped GEMM is enqueued
+  // (-1: none), the step's tokens, and the current layer's grouped GEMMs enqueued so far.
+  int fork_layer = -1, fork_m = 0, group_gemms_done = 0;
 };
 
 // Per-step inputs of the pass that do not change between steps.
@@ -145,9 +147,9 @@ struct ForwardContext {
   // so a captured graph holds the two as parallel branches.
   cudaStream_t side_stream = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
-  // Two more events for the next layer's grouped dequantize on side_stream (DeviceWorkspace::
-  // group): forked at a layer's start, joined at the next layer's.
-  cudaEvent_t prefetch_fork = nullptr, prefetch_join = nullptr;
+  // More events for the grouped dequantizes on side_stream (DeviceWorkspace::group): the fork,
+  // and a join for each of the two buffers (two dequantizes may be in flight).
+  cudaEvent_t prefetch_fork = nullptr, prefetch_join[2] = {nullptr, nullptr};
 };
 
 // Sizes the workspace for `batch`, builds the metadata (runs, rebased cu_seqlens, output
