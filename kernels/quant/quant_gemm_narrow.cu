@@ -13,7 +13,9 @@
 // by kTokens = 16, 32 or 64 tokens (n8 tiles) over the whole k; the warps split k (warp w
 // takes units [w U / 8, (w + 1) U / 8) of the U units of 32) and add their sums through
 // shared memory in a fixed order, so no partial sums leave the CTA and a token's result
-// does not depend on the others'.
+// does not depend on the others'. The launcher takes 16 rows by 16 tokens (m <= 32) or 32
+// (narrow_tile(), measured); the other tiles stay for the benchmark's sweep
+// (QuantGemmParams::row_tile / token_tile).
 //   1. Before griddepcontrol.wait (the PDL contract of kernels/dependent_launch.cuh allows
 //      reads of the weights, which no kernel of a step writes): the CTA's rows are decoded
 //      into shared memory as bf16, one (row, unit) a thread at a time, with the other
