@@ -84,6 +84,7 @@ void begin_dequant_groups(const ForwardContext& ctx, int num_layers, int m, bool
   ws.group_stride = (stride + 127) / 128 * 128;
   ws.group[0] = ws.group[1] = Group{};
   ws.current_group = 0;
+  ws.group_m = m;
   ws.fork_layer = -1;
   ws.group_gemms_done = 0;
 }
@@ -96,7 +97,7 @@ absl::Status prepare_layer_group(const ForwardContext& ctx, int layer, int num_l
   if (ws.fork_layer >= 0) {
     const int target = ws.fork_layer;
     ws.fork_layer = -1;
-    RETURN_IF_ERROR(fork_layer_group(ctx, target, ws.fork_m));
+    RETURN_IF_ERROR(fork_layer_group(ctx, target, ws.group_m));
   }
   ws.current_group = slot;
   ws.group_gemms_done = 0;
@@ -117,7 +118,6 @@ absl::Status prepare_layer_group(const ForwardContext& ctx, int layer, int num_l
     CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, ctx.prefetch_join[slot], 0));
   }
   ws.fork_layer = layer + 2 < num_layers ? layer + 2 : -1;
-  ws.fork_m = m;
   return absl::OkStatus();
 }
 
@@ -129,7 +129,7 @@ absl::Status group_gemm_done(const ForwardContext& ctx) {
   }
   const int target = ws.fork_layer;
   ws.fork_layer = -1;
-  return fork_layer_group(ctx, target, ws.fork_m);
+  return fork_layer_group(ctx, target, ws.group_m);
 }
 
 void end_dequant_groups(const ForwardContext& ctx) {

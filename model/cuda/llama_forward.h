@@ -127,9 +127,9 @@ struct DeviceWorkspace {
   // The pass's step is all decodes (a captured graph: the next layer's group is dequantized
   // on the side stream, model/cuda/dequant_group.h).
   bool decodes_only = false;
-  // The layer whose group is forked once the current layer's last grouped GEMM is enqueued
-  // (-1: none), the step's tokens, and the current layer's grouped GEMMs enqueued so far.
-  int fork_layer = -1, fork_m = 0, group_gemms_done = 0;
+  // The pass's tokens, the layer whose group is forked once the current layer's last grouped
+  // GEMM is enqueued (-1: none), and the current layer's grouped GEMMs enqueued so far.
+  int group_m = 0, fork_layer = -1, group_gemms_done = 0;
 };
 
 // Per-step inputs of the pass that do not change between steps.
