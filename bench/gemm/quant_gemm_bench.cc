@@ -257,6 +257,7 @@ void run_shape(Gemm& gemm, const Shape& s, const std::vector<WeightFormat>& form
 constexpr Shape kShapes[] = {
     {"8B qkv 6144x4096", 6144, 4096},      {"8B o 4096x4096", 4096, 4096},
     {"8B gate_up 28672x4096", 28672, 4096}, {"8B down 4096x14336", 4096, 14336},
+    {"8B v 1024x4096", 1024, 4096},  // Q4_K_M's Q6_K attn_v, launched beside [wq; wk]
     {"1B qkv 3072x2048", 3072, 2048},      {"1B o 2048x2048", 2048, 2048},
     {"1B gate_up 16384x2048", 16384, 2048}, {"1B down 2048x8192", 2048, 8192},
     {"1B v 512x2048", 512, 2048},  // Q4_K_M's Q6_K attn_v, launched beside [wq; wk]
