@@ -8,7 +8,6 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "kernels/device.h"
-#include "kernels/gemv.h"
 #include "model/cpu/cpu_runner.h"
 #include "model/cpu/llama_forward.h"
 #include "model/cuda/cuda_backend.h"
@@ -132,9 +131,7 @@ absl::Status load_cuda_runner(const LoadOptions& options, LoadedModel* m) {
   if (options.max_batch_tokens > 0) o.max_batch_tokens = options.max_batch_tokens;
   o.max_num_seqs = std::max(options.max_num_seqs, 1);
   o.cuda_graphs = options.cuda_graphs;
-  o.native_weights = options.weights == Weights::kNative ||
-                     (options.weights == Weights::kAuto &&
-                      std::max(options.max_num_seqs, 1) <= kernels::kGemvMaxRows);
+  o.native_weights = options.weights != Weights::kBf16;
   CudaRunnerInfo info;
   ASSIGN_OR_RETURN(m->runner, create_cuda_runner(*m->file, m->config, o, &info));
   m->device = "cuda";

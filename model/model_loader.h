@@ -19,12 +19,13 @@ namespace flashserve::model {
 
 enum class Device { kAuto, kCpu, kCuda };
 // Device weights of the CUDA backend: kNative keeps quantized matrices in their block format
-// (quantized GEMVs for steps of up to kernels::kGemvMaxRows tokens, a bf16 copy per GEMM
-// otherwise), kBf16 dequantizes everything at load, kAuto picks kNative when every decode
-// step is a GEMV (max_num_seqs <= kernels::kGemvMaxRows) and kBf16 otherwise: measured on
-// the H200 (bench/serving/RESULTS.md, seventh quantized measurement: 8B and 1B Q4_K_M),
-// native weights are 1.7-2.4x as fast at one stream and 0.69-0.87x at 64-256 streams, where
-// the quantized tensor-core GEMM still trails cuBLASLt on bf16 weights.
+// (kernels/quant/: quantized GEMVs, GEMMs, or a per-step bf16 copy where that is faster:
+// model/cuda/native_gemm_path.h), kBf16 dequantizes everything at load. kAuto is kNative
+// (issue 19: "default native for quantized files"): measured on the H200 (bench/serving/
+// RESULTS.md, fifteenth measurement), native weights take ~0.3x the device memory of bf16 and
+// serve 1.15-2.3x as fast at one stream and 0.93-1.06x at 64-256 streams (the 1B and 8B
+// Q4_K_M shapes at 256 streams are the rows below 0.95x: the quantized GEMM at 256 tokens
+// trails cuBLASLt on bf16 weights; `--weights bf16` is the choice there when memory allows).
 enum class Weights { kAuto, kNative, kBf16 };
 
 // "auto" | "native" | "bf16"; InvalidArgument naming the value otherwise.

@@ -68,7 +68,7 @@ absl::Status fork_layer_group(const ForwardContext& ctx, int target, int m) {
 
 }  // namespace
 
-bool by_deq_blas(const ForwardContext& ctx, int m, int64_t n, int64_t k) {
+bool by_deq_blas(const ForwardContext& /*ctx*/, int m, int64_t n, int64_t k) {
   return native_gemm_by_deq_blas(m, n, k, kernels::quant_gemm_max_tokens());
 }
 

@@ -158,6 +158,29 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
+// --weights auto (LoadOptions' default) keeps a quantized file's matrices in their blocks at
+// any max_num_seqs (issue 19: "default native for quantized files"); bf16 is asked for by name.
+TEST(CudaWeightsDefaultTest, AutoKeepsQuantizedMatricesNativeAtServingBatchSizes) {
+  if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  if (!std::filesystem::exists(model_path())) GTEST_SKIP() << "no model file";
+  LoadOptions o;
+  o.device = Device::kCuda;
+  o.kv_cache_tokens = 256 * 64;
+  o.max_num_seqs = 256;
+  o.cuda_graphs = false;
+  ASSERT_EQ(o.weights, Weights::kAuto);
+  auto native = load_model(model_path(), o);
+  ASSERT_TRUE(native.ok()) << native.status();
+  EXPECT_NE(native->backend_summary.find("weights native ("), std::string::npos)
+      << native->backend_summary;
+  native = absl::InternalError("released");  // one model on the device at a time
+  o.weights = Weights::kBf16;
+  auto bf16 = load_model(model_path(), o);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_NE(bf16->backend_summary.find("weights bf16 "), std::string::npos)
+      << bf16->backend_summary;
+}
+
 TEST_F(CudaRunnerTest, LayerByLayerLogitsWithinTheBf16Yardstick) {
   const int n = gpu_->config.num_layers;
   int agree = 0, total = 0;
