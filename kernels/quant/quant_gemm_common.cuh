@@ -53,16 +53,33 @@ __host__ __device__ constexpr int row_stride() {
   return 16 * (chunks % 2 == 1 ? chunks : chunks + 1);
 }
 
-// The scale words of row `row`, units u, u + 1 (zeros past the row's end), as loaded.
+// The scale words of row `row`, units u, u + 1 (u even: a stage's; zeros past the row's
+// end), as loaded. Q4_K and Q5_K: a stage's two units lie in one 256-element block (rows are
+// whole blocks) and share its 16-byte head, loaded once (unit by unit it was two loads of the
+// same 16 bytes: 4.4 % of the wgmma kernel's time on 8B gate_up at 256 tokens, bench/gemm/
+// NOTES.md, twenty-fifth session). Q6_K keeps a load per unit: its four scale bytes loaded as
+// one word ran 3-7 % slower at some shapes in the same measurement.
 struct ScaleWords {
   UnitRaw raw[kUnitsPerStage];
 };
 template <WeightFormat F>
 __device__ __forceinline__ void load_scales(const RowPtrs& rp, int u, int num_units, ScaleWords& s) {
+  static_assert(kUnitsPerStage == 2);
 #pragma unroll
   for (int i = 0; i < kUnitsPerStage; ++i) {
     s.raw[i].sc[0] = s.raw[i].sc[1] = s.raw[i].sc[2] = s.raw[i].sc[3] = 0;
-    if (u + i < num_units) load_unit_scales<F>(rp, u + i, s.raw[i]);
+  }
+  if constexpr (F == WeightFormat::kQ4_K || F == WeightFormat::kQ5_K) {
+    if (u < num_units) {
+      load_unit_scales<F>(rp, u, s.raw[0]);
+#pragma unroll
+      for (int w = 0; w < 4; ++w) s.raw[1].sc[w] = s.raw[0].sc[w];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kUnitsPerStage; ++i) {
+      if (u + i < num_units) load_unit_scales<F>(rp, u + i, s.raw[i]);
+    }
   }
 }
 // A decoded unit's two scale words for decode_pair: Q8_0 the floats {d, 0}; the others bf16
