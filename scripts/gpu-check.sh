@@ -3,8 +3,12 @@
 # "Running on a GPU machine"): unit tests, compute-sanitizer memcheck + racecheck on small
 # sizes, the attention benchmark and the PyTorch SDPA peers, with results under OUT_DIR.
 #
-#   scripts/gpu-check.sh OUT_DIR [stage...]     stages: info sass tests sanitize bench peers ncu
-#                                               (default: all but ncu)
+#   scripts/gpu-check.sh OUT_DIR [stage...]     stages: info sass tests sanitize sanitize-full
+#                                               bench peers ncu (default: all but ncu)
+# `sanitize` runs every test at lengths <= 97; `sanitize-full` runs memcheck and racecheck over
+# one test of each kernel the automatic choice can pick (mma.sync and wgmma prefill at d64 and
+# d128, varlen and chunked, a window, split and unsplit decode, the rounded outputs) at the
+# tests' full lengths (1,025-4,000 keys; issue 20: "include one length past 1k per variant").
 # GIT_COMMIT names the commit in the summary (the GPU machine has no .git).
 # Binaries come from BIN_DIR (default .gpu/bin, made here with
 #   scripts/gpu-bundle.sh .gpu build-cuda/bin/attention_cuda_test build-cuda/bin/attention_bench)
@@ -17,7 +21,7 @@
 set -uo pipefail
 out=${1:?usage: $0 OUT_DIR [stage...]}
 shift
-stages=${*:-info sass tests sanitize bench peers}
+stages=${*:-info sass tests sanitize sanitize-full bench peers}
 bin=${BIN_DIR:-.gpu/bin}
 export LD_LIBRARY_PATH=.gpu/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONUNBUFFERED=1
@@ -52,6 +56,19 @@ if has sanitize; then
       "$bin/attention_cuda_test" --gtest_filter="$filter" >> "$out/sanitizer.log" 2>&1
     rc=$?
     note "sanitizer $tool (filter $filter, lengths <= 97): rc=$rc $(grep -E 'ERROR SUMMARY' "$out/sanitizer.log" | tail -1)"
+  done
+fi
+if has sanitize-full; then
+  : > "$out/sanitizer_full.log"
+  full='*/mmasync_bf16_d64_causal_gqa3_varlen:*/mmasync_bf16_d128_causal_gqa8_chunked'
+  full+=':*/wgmma_bf16_d64_causal_gqa3_chunked:*/wgmma_bf16_d128_full_gqa8_varlen'
+  full+=':*WindowPrefillTest*/auto_bf16_d64_w1100_chunked:*WindowPrefillTest*/auto_bf16_d128_w300_varlen'
+  full+=':*/bf16_d64_gqa3_splitsauto_w1025:*DecodeTest*/bf16_d128_gqa8_splits1:*RoundQ8Test*'
+  for tool in memcheck racecheck; do
+    timeout ${SANITIZER_FULL_TIMEOUT:-500} compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$bin/attention_cuda_test" --gtest_filter="$full" >> "$out/sanitizer_full.log" 2>&1
+    rc=$?
+    note "sanitizer $tool full lengths ($(grep -cE '^\[ +OK +\]' "$out/sanitizer_full.log") tests so far): rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_full.log" | tail -1)"
   done
 fi
 if has bench; then
