@@ -281,16 +281,18 @@ __device__ __forceinline__ uint32_t lane_quants(const RowUnit<F>& r, int h, int 
   if constexpr (F == WeightFormat::kQ8_0) return r.qs[h];
   uint32_t v = (r.qs[0] >> (4 * h)) & 0x0f0f0f0fu;
   // The high bits of the elements 16 h + {2t, 2t + 1, 2t + 8, 2t + 9} go to bit 4 (Q5_K;
-  // bits 4-5, Q6_K) of bytes 0-3. Q5_K: those of 2t and 2t + 1 lie in bytes 2t % 4 and
-  // 2t % 4 + 1 of the high-bit word (kernels/quant/quant_layout.h), those of 2t + 8 and
-  // 2t + 9 two bit positions above them: one shift brings the four to the bottom of bytes 0
-  // and 1, two masked shifts put them in place. Q6_K's layout holds them in one bit pair of
-  // the four bytes: a rotation and a mask (quant::q6k_lane_highs).
+  // bits 4-5, Q6_K) of bytes 0-3. Those of 2t and 2t + 1 lie in bytes 2t % 4 and 2t % 4 + 1
+  // of the high-bit word (kernels/quant/quant_layout.h), those of 2t + 8 and 2t + 9 two
+  // bit positions (Q6_K: bit pairs) above them: one shift brings the four to the bottom
+  // of bytes 0 and 1, two masked shifts put them in place.
   if constexpr (F == WeightFormat::kQ5_K) {  // bit 4 of element e: bit e / 4 of byte e % 4
     const uint32_t z = r.qh[0] >> (8 * (2 * t % 4) + 4 * h + t / 2);
     v |= ((z << 4) & 0x00001010u) | ((z << 18) & 0x10100000u);
   }
-  if constexpr (F == WeightFormat::kQ6_K) v |= quant::q6k_lane_highs(r.qh[h], t);
+  if constexpr (F == WeightFormat::kQ6_K) {  // bits 4-5 of element 16 h + l: word h, byte l % 4, bits 2 (l / 4)
+    const uint32_t z = r.qh[h] >> (8 * (2 * t % 4) + 2 * (t / 2));
+    v |= ((z << 4) & 0x00003030u) | ((z << 16) & 0x30300000u);
+  }
   return v;
 }
 

@@ -26,11 +26,9 @@
 //         [num_rows][2][k / 32][16 B], the int8 of elements 0-15 of every unit, then those of
 //         elements 16-31 (two coalesced 16-byte loads per unit, not two strided ones).
 //   qh    Q5_K: [num_rows][k / 32] uint32: byte j, bit i = bit 4 of element 4 i + j.
-//         Q6_K: [num_rows][k / 32][2] uint32: word h, byte i, bits 2 t..2 t + 1 = bits 4-5 of
-//         element 16 h + 2 t + (i & 1) + 8 (i >> 1): the four elements lane t of an mma A
-//         fragment holds for k16 step h (2 t, 2 t + 1, 2 t + 8, 2 t + 9) sit in one bit pair
-//         of the four bytes, so one rotation places them (quant::q6k_lane_highs), and a byte
-//         permute gathers four consecutive ones for a dp4a (quant::decode_unit).
+//         Q6_K: [num_rows][k / 32][2] uint32: word h, byte j, bits 2 i..2 i + 1 = bits 4-5 of
+//         element 16 h + 4 i + j. (So `(word >> s) & mask` puts the high bits of four
+//         elements at bit 4 of four bytes, the lanes of a dp4a.)
 //   scale Q8_0, Q4_0: fp16 d [num_rows][k / 32]; Q4_1: {fp16 d, fp16 m} [num_rows][k / 32];
 //         Q4_K, Q5_K: the 16-byte head of each ggml block {d, dmin, scales[12]}
 //         [num_rows][k / 256]; Q6_K: int8 [num_rows][k / 16] (ggml's scales).

@@ -53,13 +53,12 @@ void repack_unit(WeightFormat f, const QuantLayout& l, int64_t row, int64_t u, c
       for (int j = 0; j < 4; ++j) word |= uint32_t{(q[4 * i + j] >> 4) & 1u} << (8 * j + i);
     }
     store_u32(qh + 4 * u, word);
-  } else if (f == WeightFormat::kQ6_K) {  // quant_layout.h: byte i, bits 2t of word h
+  } else if (f == WeightFormat::kQ6_K) {
     for (int h = 0; h < 2; ++h) {
       uint32_t word = 0;
-      for (int t = 0; t < 4; ++t) {
-        for (int i = 0; i < 4; ++i) {
-          const int e = 16 * h + 2 * t + (i & 1) + 8 * (i >> 1);
-          word |= uint32_t{(q[e] >> 4) & 3u} << (8 * i + 2 * t);
+      for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < 4; ++j) {
+          word |= uint32_t{(q[16 * h + 4 * i + j] >> 4) & 3u} << (8 * j + 2 * i);
         }
       }
       store_u32(qh + 8 * u + 4 * h, word);

@@ -80,34 +80,6 @@ FS_QUANT_HD int32_t float_to_bits(float f) {
   return i;
 #endif
 }
-// __byte_perm(a, b, s) for selectors of bytes 0-7 (result byte n is byte s >> 4n & 7 of b:a).
-FS_QUANT_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
-#if defined(__CUDA_ARCH__)
-  return __byte_perm(a, b, s);
-#else
-  const uint64_t ab = uint64_t{b} << 32 | a;
-  uint32_t out = 0;
-  for (int n = 0; n < 4; ++n) out |= static_cast<uint32_t>(ab >> (8 * ((s >> (4 * n)) & 7)) & 0xffu) << (8 * n);
-  return out;
-#endif
-}
-// x rotated left by r (0..31): one SHF.L.W on the device.
-FS_QUANT_HD uint32_t rotl32(uint32_t x, int r) {
-#if defined(__CUDA_ARCH__)
-  return __funnelshift_l(x, x, static_cast<unsigned>(r));
-#else
-  return r == 0 ? x : (x << r) | (x >> (32 - r));
-#endif
-}
-
-// Q6_K's high bits for the GEMMs' A fragments (kernels/quant/quant_gemm_common.cuh,
-// lane_quants): of k16 step h's word (kernels/quant/quant_layout.h), the 2-bit highs of lane
-// t's four elements 16 h + {2t, 2t + 1, 2t + 8, 2t + 9} at bits 4-5 of bytes 0-3. They lie
-// at bits 2t..2t + 1 of those bytes; a rotation by 4 - 2t (mod 32) puts them there at once.
-FS_QUANT_HD uint32_t q6k_lane_highs(uint32_t word, int t) {
-  return rotl32(word, (4 - 2 * t) & 31) & 0x30303030u;
-}
-
 // fp32 operations that the device compiler must not contract into an FMA.
 FS_QUANT_HD float fmul_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
@@ -253,17 +225,11 @@ FS_QUANT_HD Unit decode_unit(const UnitRaw& r, int u) {
       w.q[4 + i] |= ((r.qh[0] >> (4 + i)) & 0x01010101u) << 4;
     }
   }
-  if constexpr (F == WeightFormat::kQ6_K) {
-    // Word h, byte i, bits 2t..2t + 1: element 16 h + 2t + (i & 1) + 8 (i >> 1). So elements
-    // 4i'..4i' + 3 (i' < 2) are bytes 0, 1 of the word shifted by 4i' and by 4i' + 2, and
-    // elements 8 + 4i'.. bytes 2, 3 of the same: one byte permute a quad.
+  if constexpr (F == WeightFormat::kQ6_K) {  // bits 4-5 at byte j, bits 2i of word h
     FS_QUANT_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      const uint32_t s0 = r.qh[h], s2 = s0 >> 2, s4 = s0 >> 4, s6 = s0 >> 6;
-      w.q[4 * h + 0] |= (byte_perm(s0, s2, 0x5410) & 0x03030303u) << 4;
-      w.q[4 * h + 1] |= (byte_perm(s4, s6, 0x5410) & 0x03030303u) << 4;
-      w.q[4 * h + 2] |= (byte_perm(s0, s2, 0x7632) & 0x03030303u) << 4;
-      w.q[4 * h + 3] |= (byte_perm(s4, s6, 0x7632) & 0x03030303u) << 4;
+    for (int i = 0; i < 4; ++i) {
+      w.q[i] |= ((r.qh[0] >> (2 * i)) & 0x03030303u) << 4;
+      w.q[4 + i] |= ((r.qh[1] >> (2 * i)) & 0x03030303u) << 4;
     }
   }
   w.e = 0.f;

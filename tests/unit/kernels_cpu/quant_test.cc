@@ -106,40 +106,6 @@ TEST(QuantUnit, RepackedUnitsDecodeToGgmlValues) {
   }
 }
 
-// Q6_K's high bits as the GEMMs place them in an mma A fragment (q6k_lane_highs: lane t,
-// k16 step h, elements 16 h + {2t, 2t + 1, 2t + 8, 2t + 9} at bits 4-5 of bytes 0-3) are
-// those decode_unit gives the same elements (checked against ggml above).
-TEST(QuantUnit, Q6KLaneHighsAreTheFragmentElementsHighBits) {
-  std::mt19937 rng(std::random_device{}());
-  const int64_t rows = 2, k = 512;
-  const WeightFormat f = WeightFormat::kQ6_K;
-  const std::vector<uint8_t> t = repack(f, testing::random_ggml_tensor(f, rows, k, rng), rows, k);
-  const QuantLayout l = quant_layout(f, rows, k);
-  int bad = 0;
-  for (int64_t row = 0; row < rows; ++row) {
-    for (int64_t u = 0; u < k / kQuantUnit; ++u) {
-      const quant::UnitRaw raw = load_raw(f, l, t, row, u);
-      const quant::Unit w = quant::decode_unit<WeightFormat::kQ6_K>(raw, static_cast<int>(u));
-      for (int h = 0; h < 2; ++h) {
-        for (int lane = 0; lane < 4; ++lane) {
-          uint32_t want = 0;
-          for (int i = 0; i < 4; ++i) {
-            const int e = 16 * h + 2 * lane + (i & 1) + 8 * (i >> 1);
-            const uint32_t q = (w.q[e / 4] >> (8 * (e % 4))) & 0xffu;
-            want |= ((q >> 4) & 3u) << (8 * i + 4);
-          }
-          const uint32_t got = quant::q6k_lane_highs(raw.qh[h], lane);
-          if (got != want && ++bad <= 5) {
-            ADD_FAILURE() << "row " << row << " unit " << u << " h " << h << " t " << lane
-                          << std::hex << ": " << got << ", decode_unit " << want;
-          }
-        }
-      }
-    }
-  }
-  EXPECT_EQ(bad, 0);
-}
-
 // The kernel's arithmetic (int8 activations, dp4a sums, per-unit scales) against
 // quant_gemv_cpu on random data: the same function up to fp32 rounding, 2^-16 * sum |w^ x^|.
 TEST(QuantUnit, EmulatedGemvMatchesTheReference) {
