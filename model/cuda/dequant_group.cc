@@ -19,11 +19,11 @@ using Group = DeviceWorkspace::DequantGroup;
 // The layer's group for a step of m tokens: each native matrix that the step multiplies by
 // deq+blas (past the GEMV's rows) and native_gemm_dequant_grouped takes, [wq; wk] and wv
 // together.
-Group plan_dequant_group(const ForwardContext& ctx, const DeviceLayer& w, int m) {
+Group plan_dequant_group(const DeviceLayer& w, int m) {
   Group g;
   auto add = [&](const DeviceMatrix& a, const DeviceMatrix* b) {
     const int64_t n = a.rows + (b != nullptr ? b->rows : 0);
-    if (!a.native() || kernels::gemv_supported(a.format, m, a.k) || !by_deq_blas(ctx, m, n, a.k) ||
+    if (!a.native() || kernels::gemv_supported(a.format, m, a.k) || !by_deq_blas(m, n, a.k) ||
         !native_gemm_dequant_grouped(n, a.k)) {
       return;
     }
@@ -47,7 +47,7 @@ Group plan_dequant_group(const ForwardContext& ctx, const DeviceLayer& w, int m)
 absl::Status dequantize_layer(const ForwardContext& ctx, int layer, int slot, int m,
                               cudaStream_t stream) {
   DeviceWorkspace& ws = *ctx.ws;
-  const Group& g = ws.group[slot] = plan_dequant_group(ctx, ctx.weights->layers[layer], m);
+  const Group& g = ws.group[slot] = plan_dequant_group(ctx.weights->layers[layer], m);
   if (g.count == 0) return absl::OkStatus();
   uint16_t* base = ws.gemm_scratch.get<uint16_t>() + slot * ws.group_stride;
   kernels::DequantizeParams jobs[Group::kMaxMatrices];
@@ -68,7 +68,7 @@ absl::Status fork_layer_group(const ForwardContext& ctx, int target, int m) {
 
 }  // namespace
 
-bool by_deq_blas(const ForwardContext& /*ctx*/, int m, int64_t n, int64_t k) {
+bool by_deq_blas(int m, int64_t n, int64_t k) {
   return native_gemm_by_deq_blas(m, n, k, kernels::quant_gemm_max_tokens());
 }
 
@@ -79,7 +79,7 @@ void begin_dequant_groups(const ForwardContext& ctx, int num_layers, int m, bool
   // to 128 elements (256-byte aligned buffers).
   int64_t stride = 0;
   for (int layer = 0; layer < num_layers; ++layer) {
-    stride = std::max(stride, plan_dequant_group(ctx, ctx.weights->layers[layer], m).elements);
+    stride = std::max(stride, plan_dequant_group(ctx.weights->layers[layer], m).elements);
   }
   ws.group_stride = (stride + 127) / 128 * 128;
   ws.group[0] = ws.group[1] = Group{};

@@ -15,7 +15,7 @@ namespace flashserve::model::cuda {
 
 // Whether the pass's step of m tokens multiplies by the native n x k matrix through deq+blas
 // (native_gemm_by_deq_blas with the device's crossover).
-bool by_deq_blas(const ForwardContext& ctx, int m, int64_t n, int64_t k);
+bool by_deq_blas(int m, int64_t n, int64_t k);
 
 // A pass over num_layers layers of a step of m tokens (`decodes_only`: all decodes): the
 // workspace's groups sized (two buffers of the largest layer's group) and emptied.

@@ -288,7 +288,7 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
   if (!w.native()) return ctx.gemm->linear(x, w.get(), y, m, n, k, out, ctx.stream);
   if (!x_rounded) RETURN_IF_ERROR(kernels::round_activations_q8(x, m, k, ctx.stream));
   const bool two = w2 != nullptr && !w2->empty();
-  if (!by_deq_blas(ctx, m, n, k)) {
+  if (!by_deq_blas(m, n, k)) {
     const int64_t elem_bytes = out == GemmOut::kBf16 ? 2 : 4;
     // Columns [col, col + part.rows) of y, its split-k partial sums in `partials`.
     auto params = [&](const DeviceMatrix& part, int64_t col, float* partials,
