@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kThreads, (ctas_per_sm<F, kBM>())) quant_gemm_
   ScaleWords sc;
   for (int i = 0; i < kStages - 1 && i < num_stages; ++i) {
     load_scales<F>(rp, (s_begin + i) * kUnitsPerStage, num_units, sc);
-    store_scales<F>(sc, (s_begin + i) * kUnitsPerStage, scale_row(i));
+    store_scales<F>(sc, (s_begin + i) * kUnitsPerStage, scale_row(i) + scale_at<F>());
   }
   wait_for_prior_grid();
   const StageCopier<F, kBM, 0, kBN * row_stride<F>(), kBN> copier(p, l, row0, tok0);
@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kThreads, (ctas_per_sm<F, kBM>())) quant_gemm_
     const int next = i + kStages - 1;
     if (next < num_stages) {
       copier.issue(p, s_begin + next, num_units, slot(next));
-      store_scales<F>(sc, (s_begin + next) * kUnitsPerStage, scale_row(next));
+      store_scales<F>(sc, (s_begin + next) * kUnitsPerStage, scale_row(next) + scale_at<F>());
       if (next + 1 < num_stages) {
         load_scales<F>(rp, (s_begin + next + 1) * kUnitsPerStage, num_units, sc);
       }

@@ -94,14 +94,15 @@ __device__ __forceinline__ uint2 scale_words(const Unit& w) {
     return make_uint2(*reinterpret_cast<const uint32_t*>(&a), *reinterpret_cast<const uint32_t*>(&c));
   }
 }
-// Stores them decoded (scale_words), per unit two words, beside the row's quants.
+// Stores them decoded (scale_words), per unit two words, at `dst` (16-byte aligned: beside
+// the row's quants at row + scale_at<F>(), or a ring stage's scale block).
 template <WeightFormat F>
-__device__ __forceinline__ void store_scales(const ScaleWords& s, int u, uint8_t* row) {
+__device__ __forceinline__ void store_scales(const ScaleWords& s, int u, uint8_t* dst) {
   uint2 v[kUnitsPerStage];
 #pragma unroll
   for (int i = 0; i < kUnitsPerStage; ++i) v[i] = scale_words<F>(quant::decode_unit<F>(s.raw[i], u + i));
   static_assert(kUnitsPerStage == 2);
-  *reinterpret_cast<uint4*>(row + scale_at<F>()) = make_uint4(v[0].x, v[0].y, v[1].x, v[1].y);
+  *reinterpret_cast<uint4*>(dst) = make_uint4(v[0].x, v[0].y, v[1].x, v[1].y);
 }
 
 // The cp.async copies of one thread, the same for every stage but for their k offset:
@@ -253,25 +254,38 @@ struct RowUnit {
   uint32_t qh[F == WeightFormat::kQ6_K ? 2 : 1];
   uint2 s;
 };
+// From the row's parts wherever a stage keeps them: unit j's 16 quant bytes at qs_unit (Q8_0:
+// its second half qs_half_stride bytes on), the row's high-bit words at qh_row (4 or 8 bytes
+// a unit) and its scale words at scale_row (8 bytes a unit).
 template <WeightFormat F>
-__device__ __forceinline__ RowUnit<F> load_row_unit(const uint8_t* row, int j, int t) {
+__device__ __forceinline__ RowUnit<F> load_row_unit_parts(const uint8_t* qs_unit,
+                                                          int qs_half_stride,
+                                                          const uint8_t* qh_row,
+                                                          const uint8_t* scale_row, int j,
+                                                          int t) {
   RowUnit<F> r;
 #pragma unroll
   for (int h = 0; h < (F == WeightFormat::kQ8_0 ? 2 : 1); ++h) {
-    const uint8_t* qs = row + 16 * j + 16 * kUnitsPerStage * h;
+    const uint8_t* qs = qs_unit + qs_half_stride * h;
     r.qs[h] = *reinterpret_cast<const uint16_t*>(qs + 2 * t) |
               uint32_t{*reinterpret_cast<const uint16_t*>(qs + 2 * t + 8)} << 16;
   }
   if constexpr (F == WeightFormat::kQ5_K) {
-    r.qh[0] = *reinterpret_cast<const uint32_t*>(row + qs_bytes<F>() + 4 * j);
+    r.qh[0] = *reinterpret_cast<const uint32_t*>(qh_row + 4 * j);
   } else if constexpr (F == WeightFormat::kQ6_K) {
-    const uint2 v = *reinterpret_cast<const uint2*>(row + qs_bytes<F>() + 8 * j);
+    const uint2 v = *reinterpret_cast<const uint2*>(qh_row + 8 * j);
     r.qh[0] = v.x, r.qh[1] = v.y;
   } else {
     r.qh[0] = 0;
   }
-  r.s = *reinterpret_cast<const uint2*>(row + scale_at<F>() + 8 * j);
+  r.s = *reinterpret_cast<const uint2*>(scale_row + 8 * j);
   return r;
+}
+// From a stage row laid out as row_stride<F>() says.
+template <WeightFormat F>
+__device__ __forceinline__ RowUnit<F> load_row_unit(const uint8_t* row, int j, int t) {
+  return load_row_unit_parts<F>(row + 16 * j, 16 * kUnitsPerStage, row + qs_bytes<F>(),
+                                row + scale_at<F>(), j, t);
 }
 
 // The quants of elements 16 h + {2t, 2t + 1, 2t + 8, 2t + 9} of the unit as four bytes

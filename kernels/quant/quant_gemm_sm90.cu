@@ -45,13 +45,36 @@ constexpr int kAlign = 1024;           // the 128-byte swizzle repeats every 102
 // want): two m64 tiles, one a consumer warpgroup.
 constexpr int kRows = 128;
 
-// A stage buffer: the x tile ([kBM][kBK] bf16 = kBM rows of 128 bytes), then the weight rows,
-// rounded up to a multiple of 1024 bytes so that every stage's x tile stays aligned.
+// A stage buffer, every part written by TMA but the scales, each part 1024-byte aligned:
+//   * the x tile ([kBM][kBK] bf16 = kBM rows of 128 bytes, 128-byte swizzle);
+//   * the quant bytes: per half (Q8_0 two, its units' first and second 16 bytes; others one)
+//     [kRows][32 bytes], a row's two units, in the 32-byte swizzle (a row's two 16-byte
+//     chunks swapped in rows 4-7 of every 8: the 8 rows a warp's lanes g read then fall in
+//     8 different bank groups);
+//   * Q5_K / Q6_K: the high bits [kRows][16 bytes] (Q5_K uses the first 8);
+//   * the decoded scales [kRows][16 bytes], stored by the producer threads (store_scales).
+// Rounded up to a multiple of 1024 bytes so that every stage's x tile stays aligned.
 template <int kBM>
 __host__ __device__ constexpr int x_tile_bytes() { return kBM * kBK * 2; }
+template <WeightFormat F>
+__host__ __device__ constexpr int qs_halves() { return F == WeightFormat::kQ8_0 ? 2 : 1; }
+constexpr int kQsBlockBytes = 128 * 32;  // kRows x 32, one half
+template <WeightFormat F>
+__host__ __device__ constexpr bool has_qh() { return qh_bytes<F>() > 0; }
+template <int kBM>
+__host__ __device__ constexpr int qs_at() { return x_tile_bytes<kBM>(); }
+template <WeightFormat F, int kBM>
+__host__ __device__ constexpr int qh_at() { return qs_at<kBM>() + qs_halves<F>() * kQsBlockBytes; }
+template <WeightFormat F, int kBM>
+__host__ __device__ constexpr int scales_at() { return qh_at<F, kBM>() + (has_qh<F>() ? 128 * 16 : 0); }
 template <WeightFormat F, int kBM>
 __host__ __device__ constexpr int wg_stage_bytes() {
-  return (x_tile_bytes<kBM>() + kRows * row_stride<F>() + kAlign - 1) / kAlign * kAlign;
+  return (scales_at<F, kBM>() + 128 * 16 + kAlign - 1) / kAlign * kAlign;
+}
+// The bytes TMA completes on a stage's full barrier.
+template <WeightFormat F, int kBM>
+__host__ __device__ constexpr uint32_t tma_stage_bytes() {
+  return x_tile_bytes<kBM>() + qs_halves<F>() * kQsBlockBytes + (has_qh<F>() ? 128 * 16 : 0);
 }
 
 // The k splits for CTAs of `rows` rows and bm tokens, c of them an SM, on num_sms SMs: the
@@ -88,18 +111,21 @@ int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms)
 //     reduction of two warpgroups' sums at the end.
 //   * Each stage has a "full" mbarrier and an "empty" one (the 256 consumer threads arrive).
 //     No CTA-wide barrier after the barriers' init.
-//   * Producer, stage i: waits until stage i - kStages is empty; thread 0 adds the x tile's
-//     bytes to full(i)'s transaction count and issues it as one TMA copy (a tensor map of x
-//     built by the launcher: 128-byte swizzle, tokens past m and columns past k zero-filled),
-//     which completes them on full(i); every thread issues its weight row's cp.async copies
-//     and a cp.async.mbarrier.arrive on full(i) (it fires when they have landed), stores the
-//     stage's scales decoded (loaded kScaleAhead stages earlier into registers), arrives on
-//     full(i) (releasing those stores), and loads the scales of stage i + kScaleAhead. So
-//     full(i) completes when the copies of stage i land, whatever the later stages do: the
-//     producer runs up to kStages stages ahead of the consumers. Why not let each producer
-//     thread wait for its own copies, or copy x itself: the producer's chain of dependent
-//     instructions then sets every stage's time and the consumers wait on it (measured with
-//     ncu's per-instruction stall samples: bench/gemm/NOTES.md).
+//   * Producer, stage i: waits until stage i - kStages is empty; thread 0 adds the stage's
+//     TMA bytes to full(i)'s transaction count and issues its copies, which complete them on
+//     full(i): the x tile (a tensor map of x built by the launcher: 128-byte swizzle, tokens
+//     past m and columns past k zero-filled) and the 128 weight rows' quant bytes and high
+//     bits (maps of the repacked arrays as byte matrices: WeightMaps); every thread stores
+//     its row's scales of the stage decoded (loaded kScaleAhead stages earlier into
+//     registers), arrives on full(i) (releasing those stores), and loads the scales of stage
+//     i + kScaleAhead. So full(i) completes when the copies of stage i land, whatever the
+//     later stages do: the producer runs up to kStages stages ahead of the consumers. Why
+//     the weights by TMA and not a cp.async a thread and 16 bytes: each of those touched a
+//     row of its own, 6-7 shared-memory wavefronts where 1 would do, on the L1 pipe the
+//     wgmmas read x through (ncu, bench/gemm/NOTES.md, twenty-fifth and twenty-sixth
+//     sessions). Why not let each producer thread wait for its own copies: the producer's
+//     chain of dependent instructions then sets every stage's time and the consumers wait
+//     on it (measured with ncu's per-instruction stall samples: bench/gemm/NOTES.md).
 //   * Consumer, stage i: waits on full(i), then per k16 step decodes its A fragment
 //     (decode_fragment), issues the wgmma, commits and waits until two groups are in flight
 //     (wait_group 2). After stage i's second step that wait has retired every wgmma of stage
@@ -136,6 +162,14 @@ __host__ __device__ constexpr int ws_smem_bytes() {
   return ws_stages<F, kBM>() * wg_stage_bytes<F, kBM>() + 16 * ws_stages<F, kBM>() + kAlign;
 }
 
+// The weights' TMA maps (launch_wgmma_ws): the quant bytes and the high bits as byte
+// matrices [n][row bytes], boxes of 32 (quants, 32-byte swizzle) or 16 bytes (high bits) by
+// kRows rows, rows past n and bytes past a row's end zero-filled. (Units past the row's end
+// have zero scales, load_scales, so what their quants read does not matter.)
+struct WeightMaps {
+  CUtensorMap qs, qh;
+};
+
 // The device side, compiled for sm_90a only (elsewhere the kernel is empty).
 #if defined(FLASHSERVE_SM90A)
 // Stages whose scales a producer thread holds in registers ahead of their store.
@@ -147,7 +181,6 @@ template <WeightFormat F, int kBM>
 struct WsRing {
   static constexpr int kStages = ws_stages<F, kBM>();
   static constexpr int kStageBytes = wg_stage_bytes<F, kBM>();
-  static constexpr int kWAt = x_tile_bytes<kBM>();  // the weight rows' offset in a stage
   uint8_t* base;
   uint32_t bars;  // full(s) at bars + 8 s, empty(s) at bars + 8 (kStages + s)
   // Of slot s (stage i uses slot i % kStages, in round i / kStages).
@@ -170,15 +203,14 @@ struct RingPos {
 // The producer warpgroup: stages [0, num_stages) of the split starting at s_begin.
 template <WeightFormat F, int kBM>
 __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRing<F, kBM>& r,
-                                           const CUtensorMap& x_map, int row0, int tok0,
-                                           int s_begin, int num_stages) {
+                                           const CUtensorMap& x_map, const WeightMaps& w_maps,
+                                           int row0, int tok0, int s_begin, int num_stages) {
   constexpr int kStages = WsRing<F, kBM>::kStages;
   static_assert(kStages >= 2);
   const int num_units = p.k / kQuantUnit;
   const QuantLayout l = quant_layout(F, p.n, p.k);
   const RowPtrs rp = row_ptrs<F>(static_cast<const uint8_t*>(p.w), l,
                                  min(row0 + static_cast<int>(threadIdx.x), p.n - 1));
-  const StageCopier<F, kBM, WsRing<F, kBM>::kWAt, 0, kRows> copier(p, l, row0, tok0);
   ScaleWords sc[kScaleAhead];  // sc[j]: the scales of the next stage i with i % kScaleAhead == j
 #pragma unroll
   for (int j = 0; j < kScaleAhead; ++j) {
@@ -196,13 +228,21 @@ __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRin
       uint8_t* buf = r.slot(at.slot);
       const uint32_t full = r.full(at.slot);
       if (threadIdx.x == 0) {
-        mbar_expect_tx(full, x_tile_bytes<kBM>());
+        const int u = (s_begin + i) * kUnitsPerStage;
+        mbar_expect_tx(full, tma_stage_bytes<F, kBM>());
         tma_load_2d(smem_addr(buf), &x_map, (s_begin + i) * kBK, tok0, full);
+#pragma unroll
+        for (int h = 0; h < qs_halves<F>(); ++h) {
+          tma_load_2d(smem_addr(buf + qs_at<kBM>() + h * kQsBlockBytes), &w_maps.qs,
+                      16 * u + h * (p.k / 2), row0, full);
+        }
+        if constexpr (has_qh<F>()) {  // from a 16-byte boundary: Q5_K's 8 bytes may be the second half
+          tma_load_2d(smem_addr(buf + qh_at<F, kBM>()), &w_maps.qh,
+                      qh_bytes<F>() * (s_begin + i) / 16 * 16, row0, full);
+        }
       }
-      copier.issue_weights(p, s_begin + i, num_units, buf);
-      cp_async_mbar_arrive(full);
       store_scales<F>(sc[j], (s_begin + i) * kUnitsPerStage,
-                      buf + WsRing<F, kBM>::kWAt + threadIdx.x * row_stride<F>());
+                      buf + scales_at<F, kBM>() + 16 * threadIdx.x);
       mbar_arrive(full);
       if (i + kScaleAhead < num_stages) {
         load_scales<F>(rp, (s_begin + i + kScaleAhead) * kUnitsPerStage, num_units, sc[j]);
@@ -210,13 +250,14 @@ __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRin
       at.next();
     }
   }
-  // No drain: the copies commit no group; each signals its stage's full barrier, which the
-  // consumers wait on before the CTA can end.
+  // No drain: each TMA copy signals its stage's full barrier, which the consumers wait on
+  // before the CTA can end.
 }
 
 // A consumer warpgroup: the m64 tile of rows 64 c .. + 63 over the split's stages, into acc.
 template <WeightFormat F, int kBM>
-__device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, int num_stages,
+__device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, int s_begin,
+                                           int num_stages,
                                            float (&acc)[kBM / 2]) {
   const int t = threadIdx.x % 4;
   const uint32_t k43 = bf16_magic();
@@ -225,11 +266,18 @@ __device__ __forceinline__ void ws_consume(const WsRing<F, kBM>& r, int my_row, 
   for (int i = 0; i < num_stages; ++i) {
     mbar_wait(r.full(at.slot), at.parity);
     const uint8_t* buf = r.slot(at.slot);
-    const uint8_t* rows0 = buf + WsRing<F, kBM>::kWAt + my_row * row_stride<F>();
+    const uint8_t* qs0 = buf + qs_at<kBM>() + 32 * my_row;
+    const uint8_t* qh0 = buf + qh_at<F, kBM>() + 16 * my_row + qh_bytes<F>() * (s_begin + i) % 16;
+    const uint8_t* sc0 = buf + scales_at<F, kBM>() + 16 * my_row;
 #pragma unroll
     for (int j = 0; j < kUnitsPerStage; ++j) {
-      const RowUnit<F> lo = load_row_unit<F>(rows0, j, t);
-      const RowUnit<F> hi = load_row_unit<F>(rows0 + 8 * row_stride<F>(), j, t);
+      // Unit j's 16 bytes, where the 32-byte swizzle put them (rows my_row and my_row + 8
+      // alike).
+      const int chunk = 16 * (j ^ (my_row >> 2 & 1));
+      const RowUnit<F> lo =
+          load_row_unit_parts<F>(qs0 + chunk, kQsBlockBytes, qh0, sc0, j, t);
+      const RowUnit<F> hi = load_row_unit_parts<F>(qs0 + 8 * 32 + chunk, kQsBlockBytes,
+                                                   qh0 + 8 * 16, sc0 + 8 * 16, j, t);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         uint32_t a[4];
@@ -296,7 +344,8 @@ __device__ __forceinline__ void ws_store_tile(T* y, int64_t ld, int f0, int tok,
 template <WeightFormat F, int kBM>
 __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
     quant_gemm_wgmma_ws_kernel(const QuantGemmParams p, const int splits,
-                               const __grid_constant__ CUtensorMap x_map) {
+                               const __grid_constant__ CUtensorMap x_map,
+                               const __grid_constant__ WeightMaps w_maps) {
 #if defined(FLASHSERVE_SM90A)
   using Ring = WsRing<F, kBM>;
   extern __shared__ uint4 smem_raw[];
@@ -306,7 +355,7 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   r.bars = smem_addr(r.base + Ring::kStages * Ring::kStageBytes);
   if (threadIdx.x == 0) {
     for (int s = 0; s < Ring::kStages; ++s) {
-      mbar_init(r.full(s), 2 * kRows);  // an arrival and a cp.async arrival a thread
+      mbar_init(r.full(s), kRows);  // a producer thread's arrival (its scales), and TMA's bytes
       mbar_init(r.empty(s), 2 * kRows);
     }
   }
@@ -322,7 +371,7 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
     if constexpr (ws_moves_registers<kBM>()) {
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegs));
     }
-    ws_produce<F, kBM>(p, r, x_map, row0, tok0, s_begin, num_stages);
+    ws_produce<F, kBM>(p, r, x_map, w_maps, row0, tok0, s_begin, num_stages);
     allow_next_grid();
     return;
   }
@@ -334,7 +383,7 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   const int my_row = 64 * c + 16 * warp + g;  // and + 8
   constexpr int kAcc = kBM / 2;
   float acc[kAcc];  // set by the first wgmma (every split has >= 1 stage: nonempty_splits)
-  ws_consume<F, kBM>(r, my_row, num_stages, acc);
+  ws_consume<F, kBM>(r, my_row, s_begin, num_stages, acc);
   allow_next_grid();
 
   const int f0 = row0 + my_row, tok = tok0 + 2 * t;
@@ -373,6 +422,47 @@ absl::StatusOr<PFN_cuTensorMapEncodeTiled_v12000> tensor_map_encoder() {
   return fn;
 }
 
+// A TMA map of bytes [rows][row_bytes] at `base` (16-byte aligned, row_bytes a multiple of
+// 16): boxes of box_bytes x kRows rows, zeros past the bounds.
+absl::Status byte_tensor_map(const void* base, int64_t rows, int64_t row_bytes, int box_bytes,
+                             CUtensorMapSwizzle swizzle, CUtensorMap* map) {
+  auto encode = tensor_map_encoder();
+  if (!encode.ok()) return encode.status();
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(row_bytes), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_bytes), static_cast<cuuint32_t>(kRows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = (*encode)(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base),
+                               dims, strides, box, element_strides,
+                               CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    return absl::InvalidArgumentError(absl::StrCat("quant_gemm: cuTensorMapEncodeTiled of weight bytes [",
+                                                   rows, ", ", row_bytes, "] failed (", r, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// The weights' maps (WeightMaps): the quant bytes in boxes of a stage's 32 bytes a row (Q8_0:
+// of each half), the high bits in boxes of 16.
+template <WeightFormat F>
+absl::Status weight_maps(const QuantGemmParams& p, WeightMaps* maps) {
+  const QuantLayout l = quant_layout(F, p.n, p.k);
+  const uint8_t* w = static_cast<const uint8_t*>(p.w);
+  if (absl::Status s = byte_tensor_map(w + l.qs_offset, p.n, l.qs_row_bytes, 32,
+                                       CU_TENSOR_MAP_SWIZZLE_32B, &maps->qs);
+      !s.ok()) {
+    return s;
+  }
+  if constexpr (has_qh<F>()) {
+    return byte_tensor_map(w + l.qh_offset, p.n, l.qh_row_bytes, 16, CU_TENSOR_MAP_SWIZZLE_NONE,
+                           &maps->qh);
+  }
+  *maps = WeightMaps{maps->qs, maps->qs};  // qh unused
+  return absl::OkStatus();
+}
+
 // The TMA map of x [m, k] bf16 for the producer: boxes of kBK columns x bm tokens in the
 // 128-byte swizzle the consumers' wgmma descriptors read (sw128_desc), zeros past m and k.
 absl::Status x_tensor_map(const QuantGemmParams& p, int bm, CUtensorMap* map) {
@@ -407,7 +497,9 @@ absl::Status launch_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t
                   static_cast<unsigned>((p.n + kRows - 1) / kRows), splits);
   CUtensorMap x_map;
   if (absl::Status s = x_tensor_map(p, kBM, &x_map); !s.ok()) return s;
-  CUDA_CHECK(launch_dependent(kernel, grid, kWsThreads, smem, stream, p, splits, x_map));
+  WeightMaps w_maps;
+  if (absl::Status s = weight_maps<F>(p, &w_maps); !s.ok()) return s;
+  CUDA_CHECK(launch_dependent(kernel, grid, kWsThreads, smem, stream, p, splits, x_map, w_maps));
   *splits_out = splits;
   return reduce_splits(p, splits, stream);
 }
