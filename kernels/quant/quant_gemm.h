@@ -35,9 +35,9 @@ namespace flashserve::kernels {
 // (measured, bench/gemm/NOTES.md); the others force one (tests, benchmarks). kMmaSync:
 // mma.sync (kernels/quant/quant_gemm.cu), any sm_80+ GPU. kWgmmaWs (kAuto's choice on Hopper
 // past the narrow kernel's shapes): wgmma with the decoded weights as the register A operand,
-// warp-specialized (a producer warpgroup filling an mbarrier ring by TMA and cp.async, two
-// consumer warpgroups; kernels/quant/quant_gemm_sm90.cu), Hopper only
-// (quant_gemm_wgmma_supported()), else InvalidArgument. kNarrow (kAuto's choice for a matrix
+// warp-specialized (a producer warpgroup filling an mbarrier ring by TMA, x and the weight
+// rows, and the decoded scales; two consumer warpgroups; kernels/quant/quant_gemm_sm90.cu),
+// Hopper only (quant_gemm_wgmma_supported()), else InvalidArgument. kNarrow (kAuto's choice for a matrix
 // of at most kQuantGemmNarrowMaxElements weights in rows of at most kQuantGemmNarrowMaxK, at up
 // to kQuantGemmNarrowMaxTokens tokens):
 // mma.sync on tiles of 16-32 rows by 16-64 tokens over the whole k, the CTA's rows decoded
