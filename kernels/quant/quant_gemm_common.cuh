@@ -1,8 +1,9 @@
 #pragma once
 // The pieces the tensor-core GEMMs on quantized weights share (kernels/quant/quant_gemm.cu,
 // mma.sync, sm_80+; kernels/quant/quant_gemm_sm90.cu, wgmma, sm_90a; kernels/quant/
-// quant_gemm_narrow.cu, mma.sync on small tiles): the ring stage's row
-// layout, the scale staging, the cp.async copies of a stage, the in-register decoding of
+// quant_gemm_narrow.cu, mma.sync on small tiles): the ring stage's row layout and the
+// cp.async copies of a stage (the mma.sync kernels; the wgmma kernel copies by TMA into a
+// layout of its own), the scale staging, the in-register decoding of
 // mma A fragments (the same fragment for mma.sync m16n8k16 and, per warp, for wgmma m64nNk16
 // with A from registers), the output rule and the split-k reduction. Device code only,
 // included by those files.

@@ -120,10 +120,10 @@ int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms)
 //     registers), arrives on full(i) (releasing those stores), and loads the scales of stage
 //     i + kScaleAhead. So full(i) completes when the copies of stage i land, whatever the
 //     later stages do: the producer runs up to kStages stages ahead of the consumers. Why
-//     the weights by TMA and not a cp.async a thread and 16 bytes: each of those touched a
-//     row of its own, 6-7 shared-memory wavefronts where 1 would do, on the L1 pipe the
-//     wgmmas read x through (ncu, bench/gemm/NOTES.md, twenty-fifth and twenty-sixth
-//     sessions). Why not let each producer thread wait for its own copies: the producer's
+//     the weights by TMA and not a cp.async a thread and 16 bytes: a warp's copies touched a
+//     row each, ~24 shared-memory wavefronts where 4 would do, on the L1 pipe beside the
+//     wgmmas' reads of x (ncu); by TMA the Q6_K GEMMs ran 6-10 % faster at 256 tokens and
+//     Q4_K's the same (bench/gemm/NOTES.md, twenty-sixth session). Why not let each producer thread wait for its own copies: the producer's
 //     chain of dependent instructions then sets every stage's time and the consumers wait
 //     on it (measured with ncu's per-instruction stall samples: bench/gemm/NOTES.md).
 //   * Consumer, stage i: waits on full(i), then per k16 step decodes its A fragment
