@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Tests of bench/serving/weights_ratio.py on hand-written results.md tables (summarize.py's
+format) whose ratios are worked out here."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "..", "..", "..", "bench", "serving", "weights_ratio.py")
+sys.path.insert(0, os.path.dirname(SCRIPT))
+import weights_ratio  # noqa: E402
+
+HEADER = ("| concurrency | requests ok | output tokens/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms |"
+          " ITL p99 ms | tokens/request | tokens/message | server CPU us/token |"
+          " client CPU us/token | HBM fraction |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+
+
+def table(rows):
+    body = "".join(f"| {c} | 8/8 | {tps:,.1f} | 1 | 2 | 3 | 4 | 128.0 | 1.00 | 5 | 6 | - |\n"
+                   for c, tps in rows)
+    # A second table after the first (as run.sh may append): never read.
+    extra = "\n### TTFT\n\n" + HEADER + "| 1 | 32/32 | 99.0 | 1 | 2 | 3 | 4 | 8.0 | 1.00 | 5 | 6 | - |\n"
+    return "### 8b.gguf\n\n" + HEADER + body + extra
+
+
+class WeightsRatioTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def write(self, name, rows):
+        os.makedirs(os.path.join(self.dir, name))
+        with open(os.path.join(self.dir, name, "results.md"), "w") as f:
+            f.write(table(rows))
+
+    def test_rows_of_the_first_table_only(self):
+        self.write("r1_bf16", [(64, 40000.0), (256, 16776.9)])
+        self.assertEqual(weights_ratio.load_rows(os.path.join(self.dir, "r1_bf16", "results.md")),
+                         {64: 40000.0, 256: 16776.9})
+        self.assertEqual(weights_ratio.load_rows(os.path.join(self.dir, "none.md")), {})
+
+    def test_ratios_per_round_and_over_the_rounds(self):
+        self.write("r1_bf16", [(256, 16000.0)])
+        self.write("r1_native", [(256, 15200.0)])  # 0.950
+        self.write("r2_bf16", [(256, 17000.0)])
+        self.write("r2_native", [(256, 15300.0)])  # 0.900
+        lines, complete = weights_ratio.ratio_table(self.dir, 2)
+        self.assertTrue(complete)
+        self.assertIn("| 256 | 1 | 16,000.0 | 15,200.0 | 0.950 |", lines)
+        self.assertIn("| 256 | 2 | 17,000.0 | 15,300.0 | 0.900 |", lines)
+        # (15200 + 15300) / (16000 + 17000) = 30500 / 33000 = 0.924
+        self.assertIn("concurrency 256: 0.924 (native / bf16 over 2 rounds)", lines)
+
+    def test_a_missing_run_is_a_dash_and_fails(self):
+        self.write("r1_bf16", [(256, 16000.0)])
+        self.write("r1_native", [(256, 15200.0)])
+        self.write("r2_bf16", [(256, 17000.0)])
+        lines, complete = weights_ratio.ratio_table(self.dir, 2)
+        self.assertFalse(complete)
+        self.assertIn("| 256 | 2 | 17,000.0 | - | - |", lines)
+        self.assertFalse(any(l.startswith("concurrency 256") for l in lines))
+        run = subprocess.run([sys.executable, SCRIPT, self.dir, "2"], capture_output=True, text=True)
+        self.assertEqual(run.returncode, 1)
+        self.assertIn("| 256 | 1 | 16,000.0 | 15,200.0 | 0.950 |", run.stdout)
+
+    def test_bad_usage(self):
+        run = subprocess.run([sys.executable, SCRIPT, self.dir, "0"], capture_output=True, text=True)
+        self.assertEqual(run.returncode, 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
