@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The native / bf16 throughput table of bench/serving/weights_ratio.sh.
 
-Reads results.md in OUT_DIR/r<round>_bf16 and OUT_DIR/r<round>_native (bench/serving/run.sh's tables, written by
-summarize.py: one row per concurrency, "| concurrency | requests ok | output tokens/s | ...")
-for rounds 1..ROUNDS and prints a markdown table: per concurrency and round, both servers'
+Reads results.md in OUT_DIR/r<round>_bf16 and OUT_DIR/r<round>_native (bench/serving/run.sh's
+tables, written by summarize.py: one row per concurrency, "| concurrency | requests ok |
+output tokens/s | ...") for rounds 1..ROUNDS and prints a markdown table: per concurrency and round, both servers'
 output tokens/s and native / bf16; then the rounds' sums' ratio. A run whose table is missing
 or lacks a concurrency reads "-" there and leaves that concurrency's overall ratio out (the
 exit status is then 1). Only the first table of each results.md is read (the load matrix;
