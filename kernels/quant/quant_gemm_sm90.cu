@@ -165,7 +165,9 @@ __host__ __device__ constexpr int ws_smem_bytes() {
 // The weights' TMA maps (launch_wgmma_ws): the quant bytes and the high bits as byte
 // matrices [n][row bytes], boxes of 32 (quants, 32-byte swizzle) or 16 bytes (high bits) by
 // kRows rows, rows past n and bytes past a row's end zero-filled. (Units past the row's end
-// have zero scales, load_scales, so what their quants read does not matter.)
+// have zero scales, load_scales, so what their quants read does not matter.) A box's first
+// byte must lie on a 16-byte boundary of its row (the encoder cannot check coordinates; an
+// unaligned one is an illegal instruction at run time), hence Q5_K's high bits below.
 struct WeightMaps {
   CUtensorMap qs, qh;
 };
