@@ -58,7 +58,8 @@ template <int kBM>
 __host__ __device__ constexpr int x_tile_bytes() { return kBM * kBK * 2; }
 template <WeightFormat F>
 __host__ __device__ constexpr int qs_halves() { return F == WeightFormat::kQ8_0 ? 2 : 1; }
-constexpr int kQsBlockBytes = 128 * 32;  // kRows x 32, one half
+constexpr int kQsBlockBytes = kRows * 32;  // one half
+constexpr int kRowBlockBytes = kRows * 16;  // the high bits, the scales
 template <WeightFormat F>
 __host__ __device__ constexpr bool has_qh() { return qh_bytes<F>() > 0; }
 template <int kBM>
@@ -66,16 +67,14 @@ __host__ __device__ constexpr int qs_at() { return x_tile_bytes<kBM>(); }
 template <WeightFormat F, int kBM>
 __host__ __device__ constexpr int qh_at() { return qs_at<kBM>() + qs_halves<F>() * kQsBlockBytes; }
 template <WeightFormat F, int kBM>
-__host__ __device__ constexpr int scales_at() { return qh_at<F, kBM>() + (has_qh<F>() ? 128 * 16 : 0); }
+__host__ __device__ constexpr int scales_at() { return qh_at<F, kBM>() + (has_qh<F>() ? kRowBlockBytes : 0); }
 template <WeightFormat F, int kBM>
 __host__ __device__ constexpr int wg_stage_bytes() {
-  return (scales_at<F, kBM>() + 128 * 16 + kAlign - 1) / kAlign * kAlign;
+  return (scales_at<F, kBM>() + kRowBlockBytes + kAlign - 1) / kAlign * kAlign;
 }
-// The bytes TMA completes on a stage's full barrier.
+// The bytes TMA completes on a stage's full barrier: everything before the scales.
 template <WeightFormat F, int kBM>
-__host__ __device__ constexpr uint32_t tma_stage_bytes() {
-  return x_tile_bytes<kBM>() + qs_halves<F>() * kQsBlockBytes + (has_qh<F>() ? 128 * 16 : 0);
-}
+__host__ __device__ constexpr uint32_t tma_stage_bytes() { return scales_at<F, kBM>(); }
 
 // The k splits for CTAs of `rows` rows and bm tokens, c of them an SM, on num_sms SMs: the
 // count that minimises a model of the time in stage times: rounds of CTAs x (a split's
@@ -123,9 +122,10 @@ int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms)
 //     the weights by TMA and not a cp.async a thread and 16 bytes: a warp's copies touched a
 //     row each, ~24 shared-memory wavefronts where 4 would do, on the L1 pipe beside the
 //     wgmmas' reads of x (ncu); by TMA the Q6_K GEMMs ran 6-10 % faster at 256 tokens and
-//     Q4_K's the same (bench/gemm/NOTES.md, twenty-sixth session). Why not let each producer thread wait for its own copies: the producer's
-//     chain of dependent instructions then sets every stage's time and the consumers wait
-//     on it (measured with ncu's per-instruction stall samples: bench/gemm/NOTES.md).
+//     Q4_K's the same (bench/gemm/NOTES.md, twenty-sixth session). Why not let each
+//     producer thread wait for its own copies: the producer's chain of dependent
+//     instructions then sets every stage's time and the consumers wait on it (measured with
+//     ncu's per-instruction stall samples: bench/gemm/NOTES.md).
 //   * Consumer, stage i: waits on full(i), then per k16 step decodes its A fragment
 //     (decode_fragment), issues the wgmma, commits and waits until two groups are in flight
 //     (wait_group 2). After stage i's second step that wait has retired every wgmma of stage
@@ -461,7 +461,7 @@ absl::Status weight_maps(const QuantGemmParams& p, WeightMaps* maps) {
     return byte_tensor_map(w + l.qh_offset, p.n, l.qh_row_bytes, 16, CU_TENSOR_MAP_SWIZZLE_NONE,
                            &maps->qh);
   }
-  *maps = WeightMaps{maps->qs, maps->qs};  // qh unused
+  maps->qh = maps->qs;  // unused: the format has no high bits
   return absl::OkStatus();
 }
 
