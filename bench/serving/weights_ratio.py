@@ -4,12 +4,14 @@
 Reads results.md in OUT_DIR/r<round>_bf16 and OUT_DIR/r<round>_native (bench/serving/run.sh's
 tables, written by summarize.py: one row per concurrency, "| concurrency | requests ok |
 output tokens/s | ...") for rounds 1..ROUNDS and prints a markdown table: per concurrency and round, both servers'
-output tokens/s and native / bf16; then the rounds' sums' ratio. A run whose table is missing
-or lacks a concurrency reads "-" there and leaves that concurrency's overall ratio out (the
-exit status is then 1). Only the first table of each results.md is read (the load matrix;
-run.sh may append others, e.g. TTFT or extra models).
+output tokens/s and native / bf16; then the rounds' sums' ratio. With --variant, also
+OUT_DIR/r<round>_variant (a second build served with native weights: a change against the
+head), its tokens/s and its ratios to bf16 and to the head's native. A run whose table is
+missing or lacks a concurrency reads "-" there and leaves that concurrency's overall ratios
+out (the exit status is then 1). Only the first table of each results.md is read (the load
+matrix; run.sh may append others, e.g. TTFT or extra models).
 
-Usage: weights_ratio.py OUT_DIR ROUNDS
+Usage: weights_ratio.py OUT_DIR ROUNDS [--variant]
 """
 import os
 import sys
@@ -42,40 +44,48 @@ def load_rows(path):
     return rows
 
 
-def ratio_table(out_dir, rounds):
+def ratio_table(out_dir, rounds, variant=False):
     """The markdown lines and whether every run had every concurrency."""
+    modes = ("bf16", "native", "variant") if variant else ("bf16", "native")
     runs = {(r, w): load_rows(os.path.join(out_dir, f"r{r}_{w}", "results.md"))
-            for r in range(1, rounds + 1) for w in ("bf16", "native")}
+            for r in range(1, rounds + 1) for w in modes}
     concurrencies = sorted({c for rows in runs.values() for c in rows})
     complete = bool(concurrencies)
-    lines = ["| concurrency | round | bf16 tok/s | native tok/s | native / bf16 |",
-             "|---|---|---|---|---|"]
+    # (numerator, denominator) of each ratio column.
+    pairs = [("native", "bf16")] + ([("variant", "bf16"), ("variant", "native")] if variant else [])
+    lines = ["| concurrency | round | " + " | ".join(f"{w} tok/s" for w in modes) + " | " +
+             " | ".join(f"{a} / {b}" for a, b in pairs) + " |",
+             "|---|---|" + "---|" * (len(modes) + len(pairs))]
+    fmt = lambda v: "-" if v is None else f"{v:,.1f}"
     overall = []
     for c in concurrencies:
-        sums = {"bf16": 0.0, "native": 0.0}
+        sums = dict.fromkeys(modes, 0.0)
         whole = True
         for r in range(1, rounds + 1):
-            b, n = runs[(r, "bf16")].get(c), runs[(r, "native")].get(c)
-            if b is None or n is None:
+            tps = {w: runs[(r, w)].get(c) for w in modes}
+            if any(v is None for v in tps.values()):
                 whole = False
             else:
-                sums["bf16"] += b
-                sums["native"] += n
-            ratio = f"{n / b:.3f}" if b and n is not None else "-"
-            fmt = lambda v: "-" if v is None else f"{v:,.1f}"
-            lines.append(f"| {c} | {r} | {fmt(b)} | {fmt(n)} | {ratio} |")
-        if whole and sums["bf16"] > 0:
-            overall.append(f"concurrency {c}: {sums['native'] / sums['bf16']:.3f} "
-                           f"(native / bf16 over {rounds} rounds)")
+                for w in modes:
+                    sums[w] += tps[w]
+            ratios = [f"{tps[a] / tps[b]:.3f}" if tps[a] is not None and tps[b] else "-"
+                      for a, b in pairs]
+            lines.append(f"| {c} | {r} | " + " | ".join(fmt(tps[w]) for w in modes) + " | " +
+                         " | ".join(ratios) + " |")
+        if whole and all(sums[b] > 0 for _, b in pairs):
+            overall.append(f"concurrency {c}: " + ", ".join(
+                f"{sums[a] / sums[b]:.3f} ({a} / {b})" for a, b in pairs) +
+                f" over {rounds} rounds")
         complete = complete and whole
     return lines + [""] + overall, complete
 
 
 def main(argv):
-    if len(argv) != 3 or not argv[2].isdigit() or int(argv[2]) < 1:
+    variant = argv[3:] == ["--variant"]
+    if len(argv) != 3 + variant or not argv[2].isdigit() or int(argv[2]) < 1:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
-    lines, complete = ratio_table(argv[1], int(argv[2]))
+    lines, complete = ratio_table(argv[1], int(argv[2]), variant)
     print("\n".join(lines))
     return 0 if complete else 1
 

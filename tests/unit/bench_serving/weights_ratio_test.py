@@ -51,7 +51,7 @@ class WeightsRatioTest(unittest.TestCase):
         self.assertIn("| 256 | 1 | 16,000.0 | 15,200.0 | 0.950 |", lines)
         self.assertIn("| 256 | 2 | 17,000.0 | 15,300.0 | 0.900 |", lines)
         # (15200 + 15300) / (16000 + 17000) = 30500 / 33000 = 0.924
-        self.assertIn("concurrency 256: 0.924 (native / bf16 over 2 rounds)", lines)
+        self.assertIn("concurrency 256: 0.924 (native / bf16) over 2 rounds", lines)
 
     def test_a_missing_run_is_a_dash_and_fails(self):
         self.write("r1_bf16", [(256, 16000.0)])
@@ -65,9 +65,38 @@ class WeightsRatioTest(unittest.TestCase):
         self.assertEqual(run.returncode, 1)
         self.assertIn("| 256 | 1 | 16,000.0 | 15,200.0 | 0.950 |", run.stdout)
 
+    def test_a_variant_against_bf16_and_the_head(self):
+        self.write("r1_bf16", [(256, 16000.0)])
+        self.write("r1_native", [(256, 15200.0)])
+        self.write("r1_variant", [(256, 15600.0)])  # 0.975 of bf16, 1.026 of native
+        self.write("r2_bf16", [(256, 17000.0)])
+        self.write("r2_native", [(256, 15300.0)])
+        self.write("r2_variant", [(256, 16150.0)])  # 0.950, 1.056
+        lines, complete = weights_ratio.ratio_table(self.dir, 2, variant=True)
+        self.assertTrue(complete)
+        self.assertEqual(lines[0], "| concurrency | round | bf16 tok/s | native tok/s | "
+                         "variant tok/s | native / bf16 | variant / bf16 | variant / native |")
+        self.assertIn("| 256 | 1 | 16,000.0 | 15,200.0 | 15,600.0 | 0.950 | 0.975 | 1.026 |", lines)
+        self.assertIn("| 256 | 2 | 17,000.0 | 15,300.0 | 16,150.0 | 0.900 | 0.950 | 1.056 |", lines)
+        # 31750 / 33000 = 0.962; 31750 / 30500 = 1.041
+        self.assertIn("concurrency 256: 0.924 (native / bf16), 0.962 (variant / bf16), "
+                      "1.041 (variant / native) over 2 rounds", lines)
+        # Without --variant the variant's runs are not read.
+        lines, complete = weights_ratio.ratio_table(self.dir, 2)
+        self.assertTrue(complete)
+        self.assertIn("| 256 | 1 | 16,000.0 | 15,200.0 | 0.950 |", lines)
+        # A missing variant run fails the table with --variant.
+        os.remove(os.path.join(self.dir, "r2_variant", "results.md"))
+        run = subprocess.run([sys.executable, SCRIPT, self.dir, "2", "--variant"],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, 1)
+        self.assertIn("| 256 | 2 | 17,000.0 | 15,300.0 | - | 0.900 | - | - |", run.stdout)
+
     def test_bad_usage(self):
-        run = subprocess.run([sys.executable, SCRIPT, self.dir, "0"], capture_output=True, text=True)
-        self.assertEqual(run.returncode, 2)
+        for args in (["0"], ["2", "--bogus"], ["2", "--variant", "x"]):
+            run = subprocess.run([sys.executable, SCRIPT, self.dir] + args, capture_output=True,
+                                 text=True)
+            self.assertEqual(run.returncode, 2, args)
 
 
 if __name__ == "__main__":
