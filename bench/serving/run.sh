@@ -10,7 +10,8 @@
 # NEW_TOKENS new tokens (EOS ignored, greedy), REQUESTS_PER_STREAM requests per stream. Around
 # each load it scrapes /metrics and reads the server's CPU time (/proc/PID/stat). Writes to
 # OUT_DIR: results.md (the tables), load_c<N>.txt (raw client output + "server cpu: S s"),
-# load_c<N>.{before,after}.prom, server*.log, server*.info.txt (flashserve-cli info) and
+# load_c<N>.{before,after}.prom, load_c<N>.smi.csv (the GPU's SM clock, power and clock-event
+# reasons every 100 ms during the load, where nvidia-smi runs), server*.log, server*.info.txt (flashserve-cli info) and
 # env.txt (binaries' sha256, model, GPU, flags).
 #
 # Environment (defaults): CONCURRENCY="1 16 64 256" PROMPT_TOKENS=128 NEW_TOKENS=128
@@ -138,6 +139,11 @@ scrape() {  # GET /metrics of the running server -> $1 (nothing when its metrics
   fi
 }
 
+# Whether a GPU's clock and power are sampled during each load (summarize.py's "SM MHz",
+# "GPU W", "power-capped"): with nvidia-smi and a device other than the CPU.
+gpu_samples=0
+[[ $DEVICE != cpu ]] && nvidia-smi -L > /dev/null 2>&1 && gpu_samples=1
+
 server_cpu_ticks() {  # user + system clock ticks of the running server (/proc/PID/stat)
   awk '{ print $14 + $15 }' "/proc/$server_pid/stat"
 }
@@ -147,10 +153,19 @@ server_cpu_ticks() {  # user + system clock ticks of the running server (/proc/P
 load() {
   local stem=${5%.txt} status=0
   scrape "$stem.before.prom"
-  local ticks_before
+  local ticks_before smi_pid=
   ticks_before=$(server_cpu_ticks)
+  if (( gpu_samples )); then
+    nvidia-smi -i 0 --query-gpu=clocks.sm,power.draw,clocks_event_reasons.active \
+      --format=csv,noheader,nounits -lms 100 > "$stem.smi.csv" 2>&1 &
+    smi_pid=$!
+  fi
   "$cli" --target "$target" load --concurrency "$1" --requests "$2" --prompt-tokens "$3" \
     --max-tokens "$4" --ignore-eos --temperature 0 > "$5" 2>&1 || status=1
+  if [[ -n $smi_pid ]]; then
+    kill "$smi_pid" 2>/dev/null || true
+    wait "$smi_pid" 2>/dev/null || true
+  fi
   local ticks_after
   ticks_after=$(server_cpu_ticks)
   awk -v t=$((ticks_after - ticks_before)) -v hz="$clk_tck" \

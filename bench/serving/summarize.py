@@ -28,6 +28,14 @@ prefill and P + 1, ..., P + N - 1 in its N - 1 decode steps. The KV bytes are co
 the shape, not read from flashserve_attention_kernel_bytes_total: the CUDA runner leaves that
 counter out of the decode steps it replays from CUDA graphs.
 
+GPU clock and power of a run (CUDA servers; run.sh samples `nvidia-smi --query-gpu=clocks.sm,
+power.draw,clocks_event_reasons.active` every 100 ms during the load into X.smi.csv beside
+X.txt): "SM MHz" is the median SM clock of the samples, "GPU W" their mean power draw, and
+"power-capped" the fraction of samples whose clock-event reasons include the software power
+cap (0x4) or hardware power braking (0x80): whether the run was held by the card's power
+limit, which a kernel that spends more energy per multiply meets first (bench/serving/NOTES.md,
+twenty-seventh session). "-" where there are no samples (no GPU, or an older run).
+
 Metrics mode (--metrics-on ... --metrics-off ...): the same load run with metrics on and off
 (several rounds each, alternating); one row per concurrency with the mean tokens/s of each and
 the throughput lost to metrics, (off - on) / off.
@@ -44,7 +52,10 @@ import sys
 
 COLUMNS = ["concurrency", "requests ok", "output tokens/s", "TTFT p50 ms", "TTFT p99 ms",
            "ITL p50 ms", "ITL p99 ms", "tokens/request", "tokens/message",
-           "server CPU us/token", "client CPU us/token", "HBM fraction"]
+           "server CPU us/token", "client CPU us/token", "HBM fraction", "SM MHz", "GPU W",
+           "power-capped"]
+# nvidia-smi's clock-event reason bits that say the card's power limit held the clock.
+POWER_REASONS = 0x4 | 0x80  # software power cap, hardware power brake
 
 PATTERNS = {
     "concurrency": r"target \S+: (\d+) requests, concurrency (\d+), ([\d.]+) s",
@@ -191,6 +202,31 @@ def hbm_fraction(load_output, row, weights, kv_token, peak_gbps):
     return (steps * weights + kv_bytes) / step_seconds / (peak_gbps * 1e9)
 
 
+def gpu_samples(load_output):
+    """{"sm_mhz", "gpu_w", "power_capped"} from X.smi.csv beside load output X.txt (lines
+    "MHz, W, 0xREASONS"; others skipped), or {} when there is no sample."""
+    path = os.path.splitext(load_output)[0] + ".smi.csv"
+    if not os.path.exists(path):
+        return {}
+    mhz, watts, capped = [], [], 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            fields = [x.strip() for x in line.split(",")]
+            if len(fields) != 3:
+                continue
+            try:
+                clock, power, reasons = float(fields[0]), float(fields[1]), int(fields[2], 16)
+            except ValueError:
+                continue
+            mhz.append(clock)
+            watts.append(power)
+            capped += bool(reasons & POWER_REASONS)
+    if not mhz:
+        return {}
+    return {"sm_mhz": statistics.median(mhz), "gpu_w": statistics.mean(watts),
+            "power_capped": capped / len(mhz)}
+
+
 def optional(value, fmt):
     return "-" if value is None else format(value, fmt)
 
@@ -201,7 +237,8 @@ def format_row(r):
         f'{r["ttft_p50"]:.1f}', f'{r["ttft_p99"]:.1f}', f'{r["itl_p50"]:.2f}', f'{r["itl_p99"]:.2f}',
         f'{r["tokens_per_request"]:.1f}', optional(r.get("tokens_per_message"), ".2f"),
         optional(r.get("server_us_per_token"), ".1f"), optional(r.get("client_us_per_token"), ".1f"),
-        optional(r.get("hbm_fraction"), ".1%")]) + " |"
+        optional(r.get("hbm_fraction"), ".1%"), optional(r.get("sm_mhz"), ".0f"),
+        optional(r.get("gpu_w"), ".0f"), optional(r.get("power_capped"), ".0%")]) + " |"
 
 
 def format_table(label, rows):
@@ -248,6 +285,7 @@ def table_mode(args):
         if r["tokens_per_request"] != args.new_tokens:
             problems.append(f"{path}: {r['tokens_per_request']} tokens per request, not {args.new_tokens}")
         r["hbm_fraction"] = hbm_fraction(path, r, weights, kv_token, args.peak_hbm_gbps)
+        r.update(gpu_samples(path))
         rows.append(r)
     text = format_table(args.label, rows)
     if weights is not None and kv_token is not None and args.peak_hbm_gbps:

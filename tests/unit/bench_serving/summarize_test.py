@@ -77,7 +77,8 @@ class SummarizeTest(unittest.TestCase):
         path = self.write("old.txt", load_output(1, 4, 4, "500.0", 512, "128.0"))
         r = summarize.parse_load_output(path)
         self.assertIsNone(r["server_cpu"])
-        self.assertTrue(summarize.format_row(r).endswith("| - | - | - | - |"))
+        # tokens/message, server and client CPU, HBM fraction, SM MHz, GPU W, power-capped
+        self.assertTrue(summarize.format_row(r).endswith("| - | - | - | - | - | - | - |"))
 
     def test_hbm_fraction_is_the_documented_formula(self):
         # 256 requests of 100 prompt tokens -> 128 new tokens each.
@@ -117,6 +118,31 @@ class SummarizeTest(unittest.TestCase):
                             "native (Q4_K, Q6_K) 4.16 GiB + bf16/fp32 0.25 GiB; KV cache 15348 "
                             "blocks x 64 tokens\n")
         self.assertEqual(summarize.weight_bytes(native), (4.16 + 0.25) * 2**30)
+
+    def test_gpu_samples_beside_a_load_output(self):
+        path = self.write("load_c256.txt", load_output(256, 8, 8, "900.0", 1024, "128.0"))
+        self.assertEqual(summarize.gpu_samples(path), {})  # no samples: a CPU server
+        # Four samples (the [N/A] line and the kill's message are skipped): median clock of
+        # 1500, 1700, 1800, 1980 = 1750; mean power of 600, 700, 650, 650 = 650; held by power:
+        # 0x4 and 0x84 (0x1, idle, and 0x20, thermal, are not) = 2 of 4.
+        self.write("load_c256.smi.csv", "1500, 600.0, 0x0000000000000004\n"
+                   "1700, 700.0, 0x0000000000000084\n"
+                   "1980, 650.0, 0x0000000000000001\n"
+                   "[N/A], [N/A], [N/A]\n"
+                   "1800, 650.0, 0x0000000000000020\n"
+                   "Killed\n")
+        g = summarize.gpu_samples(path)
+        self.assertEqual(g["sm_mhz"], 1750.0)
+        self.assertAlmostEqual(g["gpu_w"], 650.0)
+        self.assertAlmostEqual(g["power_capped"], 0.5)
+        out = os.path.join(self.dir.name, "results.md")
+        run = subprocess.run([sys.executable, SUMMARIZE, "--label", "L", "--new-tokens", "128",
+                              "--out", out, path], capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(out, encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn("| SM MHz | GPU W | power-capped |", text)
+        self.assertIn("| 1750 | 650 | 50% |", text)
 
     def test_table_mode_reports_short_and_failed_runs(self):
         good = self.write("a.txt", load_output(1, 4, 4, "500.0", 512, "128.0"))
