@@ -261,8 +261,9 @@ TEST_F(CudaRunnerTest, NativeWeightsLogitsWithinTheYardstick) {
   // 17, 48: the quantized GEMM (64-token tiles); 100, 200, 278: deq+blas, on the SmolLM2
   // shape's tiny matrices from 65 tokens, a layer's dequantized by one launch
   // (native_gemm_path.h); larger files' matrices take the quantized GEMM's 128- and 256-token
-  // tiles at 100 and 200.
-  for (int len : {1, 2, 8, 17, 48, 100, 200, 278}) {
+  // tiles at 100 and 200. 700: past the quantized GEMM's crossover (512 on Hopper), every
+  // matrix of every file by deq+blas, the ones outside a layer's group one by one.
+  for (int len : {1, 2, 8, 17, 48, 100, 200, 278, 700}) {
     const std::vector<int32_t> tokens = prompt(len);
     const int n = gpu_->config.num_layers;
     const std::vector<float> ref = prefill_logits(cpu_->runner.get(), tokens, n);
