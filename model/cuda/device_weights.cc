@@ -13,8 +13,6 @@
 #include "base/bf16.h"
 #include "base/status_macros.h"
 #include "kernels/cuda_check.h"
-#include "kernels/quant/quant_gemm.h"
-#include "model/cuda/dequant_prefetch.h"
 #include "model/cuda/native_gemm_path.h"
 #include "model/gguf/ggml_type.h"
 #include "model/gguf/gguf.h"
@@ -229,18 +227,13 @@ absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file, const M
   // A layer's small matrices dequantized together for deq+blas (llama_forward.h:
   // DeviceWorkspace::group) take two buffers of the scratch at once (this layer's and the
   // next's), each at most all of a layer's, 256-byte aligned.
-  int64_t groups = 0;
   for (const DeviceLayer& l : d.layers) {
     int64_t group = 0;
     for (const DeviceMatrix* m : {&l.wqkv, &l.wv, &l.wo, &l.w_gate_up, &l.w_down}) {
       if (m->native() && native_gemm_dequant_grouped(m->rows, m->k)) group += m->rows * m->k;
     }
-    groups = std::max(groups, 2 * ((group + 127) / 128 * 128));
+    d.max_dequant_bytes = std::max(d.max_dequant_bytes, 2 * ((group + 127) / 128 * 128) * 2);
   }
-  // Past them, in steps with prefills past the crossover, the two slots of the other
-  // matrices' copies dequantized ahead (model/cuda/dequant_prefetch.h).
-  const int64_t prefetch = dequant_prefetch_elements(d.layers, kernels::quant_gemm_max_tokens());
-  d.max_dequant_bytes = std::max(d.max_dequant_bytes, (groups + prefetch) * 2);
   return d;
 }
 

@@ -60,9 +60,7 @@ struct DeviceWeights {
   int64_t bytes = 0;         // device memory held
   int64_t native_bytes = 0;  // of which matrices in a block format
   // Largest bf16 copy the GEMMs of native matrices need at once (the step workspace's
-  // `dequant`): one matrix, or two layers' groups of small ones (llama_forward.h:
-  // DequantGroup) and past them the two slots of the matrices dequantized ahead in steps with
-  // prefills (model/cuda/dequant_prefetch.h).
+  // `dequant`): one matrix, or a layer's group of small ones (llama_forward.h: DequantGroup).
   int64_t max_dequant_bytes = 0;
 
   const DeviceMatrix& lm_head() const { return output.empty() ? token_embd : output; }

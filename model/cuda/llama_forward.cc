@@ -18,7 +18,6 @@
 #include "base/status_macros.h"
 #include "kernels/cuda_check.h"
 #include "model/cuda/dequant_group.h"
-#include "model/cuda/dequant_prefetch.h"
 #include "model/cuda/native_gemm_path.h"
 
 namespace flashserve::model::cuda {
@@ -346,11 +345,6 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
   if (grouped != nullptr) {
     RETURN_IF_ERROR(ctx.gemm->linear(x, grouped, y, m, n, k, out, ctx.stream));
     return group_gemm_done(ctx);
-  }
-  ASSIGN_OR_RETURN(const void* prefetched, prefetched_copy(ctx, w));
-  if (prefetched != nullptr) {
-    RETURN_IF_ERROR(ctx.gemm->linear(x, prefetched, y, m, n, k, out, ctx.stream));
-    return prefetch_gemm_done(ctx);
   }
   int64_t row = 0;
   for (const DeviceMatrix* part : {&w, two ? w2 : nullptr}) {
@@ -703,22 +697,15 @@ absl::Status llama_forward_cuda(const ForwardContext& ctx, const DeviceBatch& b,
   const DeviceWeights& weights = *ctx.weights;
   DeviceWorkspace& ws = *ctx.ws;
   ws.pending_splits = 1;  // none left by a pass that stopped on an error
-  const bool decodes_only = std::none_of(b.runs.begin(), b.runs.end(),
-                                         [](const AttentionRun& r) { return r.prefill; });
-  begin_dequant_groups(ctx, num_layers, b.num_tokens, decodes_only);
-  const absl::Status layers = [&]() -> absl::Status {
-    RETURN_IF_ERROR(begin_dequant_prefetch(ctx, num_layers, b.num_tokens, decodes_only));
-    RETURN_IF_ERROR(embed_tokens(ctx, b));
-    for (int layer = 0; layer < num_layers; ++layer) {
-      RETURN_IF_ERROR(prepare_layer_group(ctx, layer, num_layers, b.num_tokens));
-      RETURN_IF_ERROR(attention_block(ctx, weights.layers[layer], b, layer, stats));
-      RETURN_IF_ERROR(ffn_block(ctx, weights.layers[layer], b.num_tokens));
-    }
-    return absl::OkStatus();
-  }();
-  const absl::Status prefetch_end = end_dequant_prefetch(ctx);  // also after an error
-  RETURN_IF_ERROR(layers);
-  RETURN_IF_ERROR(prefetch_end);
+  begin_dequant_groups(ctx, num_layers, b.num_tokens,
+                       std::none_of(b.runs.begin(), b.runs.end(),
+                                    [](const AttentionRun& r) { return r.prefill; }));
+  RETURN_IF_ERROR(embed_tokens(ctx, b));
+  for (int layer = 0; layer < num_layers; ++layer) {
+    RETURN_IF_ERROR(prepare_layer_group(ctx, layer, num_layers, b.num_tokens));
+    RETURN_IF_ERROR(attention_block(ctx, weights.layers[layer], b, layer, stats));
+    RETURN_IF_ERROR(ffn_block(ctx, weights.layers[layer], b.num_tokens));
+  }
   end_dequant_groups(ctx);
   RETURN_IF_ERROR(flush_pending(ctx));  // the last down's sum: x is whole after the pass
   if (b.num_out_rows == 0) return absl::OkStatus();

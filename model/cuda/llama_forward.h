@@ -130,16 +130,6 @@ struct DeviceWorkspace {
   // The pass's tokens, the layer whose group is forked once the current layer's last grouped
   // GEMM is enqueued (-1: none), and the current layer's grouped GEMMs enqueued so far.
   int group_m = 0, fork_layer = -1, group_gemms_done = 0;
-  // A step with prefills past the quantized GEMM's crossover: its other deq+blas matrices'
-  // copies written ahead on the side stream, in the order of their GEMMs, into two slots past
-  // the group buffers (model/cuda/dequant_prefetch.h). Host state of one forward pass; empty
-  // when the pass prefetches nothing.
-  struct MatrixPrefetch {
-    std::vector<const DeviceMatrix*> a, b;  // entry i's parts (b: wv beside [wq; wk], or null)
-    int64_t slot_offset[2] = {0, 0};        // elements into gemm_scratch
-    int next = 0;                           // the entry whose GEMM comes next
-  };
-  MatrixPrefetch prefetch;
 };
 
 // Per-step inputs of the pass that do not change between steps.
@@ -157,10 +147,8 @@ struct ForwardContext {
   // so a captured graph holds the two as parallel branches.
   cudaStream_t side_stream = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
-  // More events for the dequantizes that run ahead on side_stream: a layer's group in a
-  // decode-only step (DeviceWorkspace::group), single matrices in other steps
-  // (DeviceWorkspace::prefetch; never both in one pass): the fork, and a join for each of
-  // the two buffers (two dequantizes may be in flight).
+  // More events for the grouped dequantizes on side_stream (DeviceWorkspace::group): the fork,
+  // and a join for each of the two buffers (two dequantizes may be in flight).
   cudaEvent_t prefetch_fork = nullptr, prefetch_join[2] = {nullptr, nullptr};
 };
 
