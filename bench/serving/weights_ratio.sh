@@ -14,7 +14,7 @@
 # variable of run.sh (CONCURRENCY, REQUESTS_PER_STREAM, TTFT_PROMPT_TOKENS, ...) passes
 # through. With VARIANT_BUNDLE=DIR (a second build: a change against the head), each round
 # also serves DIR's flashserve with `--weights native` into OUT_DIR/r<round>_variant, after
-# the head's two runs, and ratio.md adds its tokens/s and its ratios to bf16 and to the
+# the head's two runs, and OUT_DIR/ratio.md adds its tokens/s and its ratios to bf16 and to the
 # head's native (the protocol of CONTRIBUTING.md "GPU calls" for a change to the native
 # path). Exit status: 0 when every run succeeded, 1 otherwise, 2 bad usage.
 set -uo pipefail
