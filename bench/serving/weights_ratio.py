@@ -9,7 +9,9 @@ OUT_DIR/r<round>_variant (a second build served with native weights: a change ag
 head), its tokens/s and its ratios to bf16 and to the head's native. A run whose table is
 missing or lacks a concurrency reads "-" there and leaves that concurrency's overall ratios
 out (the exit status is then 1). Only the first table of each results.md is read (the load
-matrix; run.sh may append others, e.g. TTFT or extra models).
+matrix; run.sh may append others, e.g. TTFT or extra models). Where the runs were on a GPU, a
+second table gives each run's SM clock, power and power-capped share (summarize.py's
+columns), so that a ratio is read beside the clocks it ran at.
 
 Usage: weights_ratio.py OUT_DIR ROUNDS [--variant]
 """
@@ -42,6 +44,50 @@ def load_rows(path):
             except ValueError:
                 continue
     return rows
+
+
+def load_gpu_columns(path):
+    """{concurrency: "MHz / W / capped"} from the first table's "SM MHz", "GPU W" and
+    "power-capped" columns (summarize.py; a GPU run), {} if absent or all "-"."""
+    if not os.path.exists(path):
+        return {}
+    rows, index = {}, None
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if line.startswith("| concurrency |"):
+                if index is not None:
+                    break
+                names = ("SM MHz", "GPU W", "power-capped")
+                if not all(n in cells for n in names):
+                    return {}
+                index = [cells.index(n) for n in names]
+                continue
+            if index is None or not line.startswith("|") or not cells[0].isdigit():
+                if index is not None and rows and not line.startswith("|"):
+                    break
+                continue
+            values = [cells[i] if i < len(cells) else "-" for i in index]
+            if any(v != "-" for v in values):
+                rows[int(cells[0])] = " / ".join(values)
+    return rows
+
+
+def gpu_table(out_dir, rounds, modes):
+    """Lines of each run's SM clock, power and power-capped share; [] when no run has them."""
+    runs = {(r, w): load_gpu_columns(os.path.join(out_dir, f"r{r}_{w}", "results.md"))
+            for r in range(1, rounds + 1) for w in modes}
+    concurrencies = sorted({c for rows in runs.values() for c in rows})
+    if not concurrencies:
+        return []
+    lines = ["", "GPU during each run (SM MHz median / W mean / power-capped share):", "",
+             "| concurrency | round | " + " | ".join(modes) + " |",
+             "|---|---|" + "---|" * len(modes)]
+    for c in concurrencies:
+        for r in range(1, rounds + 1):
+            lines.append(f"| {c} | {r} | " +
+                         " | ".join(runs[(r, w)].get(c, "-") for w in modes) + " |")
+    return lines
 
 
 def ratio_table(out_dir, rounds, variant=False):
@@ -77,7 +123,7 @@ def ratio_table(out_dir, rounds, variant=False):
                 f"{sums[a] / sums[b]:.3f} ({a} / {b})" for a, b in pairs) +
                 f" over {rounds} rounds")
         complete = complete and whole
-    return lines + [""] + overall, complete
+    return lines + [""] + overall + gpu_table(out_dir, rounds, modes), complete
 
 
 def main(argv):

@@ -92,6 +92,26 @@ class WeightsRatioTest(unittest.TestCase):
         self.assertEqual(run.returncode, 1)
         self.assertIn("| 256 | 2 | 17,000.0 | 15,300.0 | - | 0.900 | - | - |", run.stdout)
 
+    def test_the_gpu_columns_beside_the_ratios(self):
+        header = HEADER.splitlines()[0] + " SM MHz | GPU W | power-capped |\n" + \
+            "|---" * 15 + "|\n"
+        for name, tps, gpu in (("r1_bf16", 16000.0, "1755 | 690 | 80%"),
+                               ("r1_native", 15200.0, "1620 | 699 | 100%")):
+            os.makedirs(os.path.join(self.dir, name))
+            with open(os.path.join(self.dir, name, "results.md"), "w") as f:
+                f.write("### 8b.gguf\n\n" + header +
+                        f"| 256 | 8/8 | {tps:,.1f} | 1 | 2 | 3 | 4 | 128.0 | 1.00 | 5 | 6 | - | {gpu} |\n"
+                        "| 64 | 8/8 | 9,000.0 | 1 | 2 | 3 | 4 | 128.0 | 1.00 | 5 | 6 | - | - | - | - |\n")
+        self.assertEqual(weights_ratio.load_gpu_columns(
+            os.path.join(self.dir, "r1_native", "results.md")), {256: "1620 / 699 / 100%"})
+        lines, complete = weights_ratio.ratio_table(self.dir, 1)
+        self.assertTrue(complete)
+        self.assertIn("| 256 | 1 | 16,000.0 | 15,200.0 | 0.950 |", lines)
+        self.assertIn("| concurrency | round | bf16 | native |", lines)
+        self.assertIn("| 256 | 1 | 1755 / 690 / 80% | 1620 / 699 / 100% |", lines)
+        # A concurrency whose runs have no samples gets no row in the GPU table.
+        self.assertFalse(any(l.startswith("| 64 | 1 | -") for l in lines))
+
     def test_bad_usage(self):
         for args in (["0"], ["2", "--bogus"], ["2", "--variant", "x"]):
             run = subprocess.run([sys.executable, SCRIPT, self.dir] + args, capture_output=True,
