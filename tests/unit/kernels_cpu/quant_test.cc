@@ -79,7 +79,10 @@ TEST(QuantUnit, RepackedUnitsDecodeToGgmlValues) {
         const quant::UnitRaw raw = load_raw(f, l, t, row, u);
         for (int i = 0; i < kQuantUnit; ++i) {
           uint32_t xlo[4] = {}, xhi[4] = {};
-          (i < 16 ? xlo : xhi)[(i % 16) / 4] = 1u << (8 * (i % 4));
+          // (Not `(i < 16 ? xlo : xhi)[...] = ...`: gcc 12 with -fsanitize=shift (or any
+          // arithmetic check of UBSan) stored that into the wrong word, no report given.)
+          uint32_t* x = i < 16 ? xlo : xhi;
+          x[(i % 16) / 4] = 1u << (8 * (i % 4));
           const float got = dispatch_quant_format(f, [&](auto tag) {
             constexpr WeightFormat kF = decltype(tag)::value;
             const quant::Unit w = quant::decode_unit<kF>(raw, static_cast<int>(u));
