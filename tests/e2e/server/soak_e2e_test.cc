@@ -230,7 +230,9 @@ TEST_F(SoakE2E, CancellationsAndDeadlinesLeakNothing) {
               counts[grpc::StatusCode::CANCELLED], counts[grpc::StatusCode::DEADLINE_EXCEEDED],
               static_cast<long long>(rss_before), static_cast<long long>(rss_after),
               100 * growth, num_warmup);
-  EXPECT_LT(growth, 0.05);
+  if (kRssBoundsApply) {  // else printed only (server_process.h)
+    EXPECT_LT(growth, 0.05);
+  }
   EXPECT_GT(counts[grpc::StatusCode::OK], 0);
   EXPECT_GT(counts[grpc::StatusCode::CANCELLED] + counts[grpc::StatusCode::DEADLINE_EXCEEDED], 0);
 }
@@ -301,7 +303,9 @@ TEST_F(SoakE2E, SoakOverTlsWithTokensLeaksNothing) {
   const int64_t rss_after = server_->rss_kib();
   std::printf("TLS soak: %d requests, RSS %lld -> %lld KiB\n", 10 * kConcurrency,
               static_cast<long long>(rss_before), static_cast<long long>(rss_after));
-  EXPECT_LT(static_cast<double>(rss_after - rss_before) / rss_before, 0.05);
+  if (kRssBoundsApply) {
+    EXPECT_LT(static_cast<double>(rss_after - rss_before) / rss_before, 0.05);
+  }
   std::system(("rm -rf " + certs).c_str());
 }
 
