@@ -19,64 +19,74 @@ import os
 import sys
 
 
-def load_rows(path):
-    """{concurrency: output tokens/s} from the first table of a results.md; {} if absent."""
+def first_table(path):
+    """(header cells, {concurrency: row cells}) of the first table of a results.md;
+    ([], {}) if absent."""
+    header, rows = [], {}
     if not os.path.exists(path):
-        return {}
-    rows = {}
-    in_table = False
+        return header, rows
     with open(path, encoding="utf-8") as f:
         for line in f:
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if line.startswith("| concurrency |"):
+            if not line.startswith("|"):
                 if rows:
-                    break  # a second table: stop at the first one's end
-                in_table = True
+                    break  # the first table has ended
                 continue
-            if not in_table or not line.startswith("|"):
-                if in_table and rows:
-                    break
-                continue
-            if len(cells) < 3 or not cells[0].isdigit():
-                continue
-            try:
-                rows[int(cells[0])] = float(cells[2].replace(",", ""))
-            except ValueError:
-                continue
-    return rows
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if cells[0] == "concurrency":
+                if header:
+                    break  # a second table
+                header = cells
+            elif header and cells[0].isdigit():
+                rows[int(cells[0])] = cells
+    return header, rows
+
+
+def tokens_per_s(table):
+    """{concurrency: output tokens/s} of a first_table()."""
+    header, rows = table
+    if "output tokens/s" not in header:
+        return {}
+    i, out = header.index("output tokens/s"), {}
+    for c, cells in rows.items():
+        try:
+            out[c] = float(cells[i].replace(",", ""))
+        except (IndexError, ValueError):
+            continue
+    return out
+
+
+GPU_COLUMNS = ("SM MHz", "GPU W", "power-capped")
+
+
+def gpu_columns(table):
+    """{concurrency: "MHz / W / capped"} of a first_table() with summarize.py's GPU columns
+    (a GPU run); rows whose three read "-" are left out."""
+    header, rows = table
+    if not all(n in header for n in GPU_COLUMNS):
+        return {}
+    index = [header.index(n) for n in GPU_COLUMNS]
+    out = {}
+    for c, cells in rows.items():
+        values = [cells[i] if i < len(cells) else "-" for i in index]
+        if any(v != "-" for v in values):
+            out[c] = " / ".join(values)
+    return out
+
+
+def load_rows(path):
+    """{concurrency: output tokens/s} from the first table of a results.md; {} if absent."""
+    return tokens_per_s(first_table(path))
 
 
 def load_gpu_columns(path):
-    """{concurrency: "MHz / W / capped"} from the first table's "SM MHz", "GPU W" and
-    "power-capped" columns (summarize.py; a GPU run), {} if absent or all "-"."""
-    if not os.path.exists(path):
-        return {}
-    rows, index = {}, None
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if line.startswith("| concurrency |"):
-                if index is not None:
-                    break
-                names = ("SM MHz", "GPU W", "power-capped")
-                if not all(n in cells for n in names):
-                    return {}
-                index = [cells.index(n) for n in names]
-                continue
-            if index is None or not line.startswith("|") or not cells[0].isdigit():
-                if index is not None and rows and not line.startswith("|"):
-                    break
-                continue
-            values = [cells[i] if i < len(cells) else "-" for i in index]
-            if any(v != "-" for v in values):
-                rows[int(cells[0])] = " / ".join(values)
-    return rows
+    """gpu_columns() of the first table of a results.md; {} if absent or all "-"."""
+    return gpu_columns(first_table(path))
 
 
-def gpu_table(out_dir, rounds, modes):
-    """Lines of each run's SM clock, power and power-capped share; [] when no run has them."""
-    runs = {(r, w): load_gpu_columns(os.path.join(out_dir, f"r{r}_{w}", "results.md"))
-            for r in range(1, rounds + 1) for w in modes}
+def gpu_table(tables, rounds, modes):
+    """Lines of each run's SM clock, power and power-capped share; [] when no run has them.
+    tables: {(round, mode): first_table()}."""
+    runs = {key: gpu_columns(t) for key, t in tables.items()}
     concurrencies = sorted({c for rows in runs.values() for c in rows})
     if not concurrencies:
         return []
@@ -93,8 +103,9 @@ def gpu_table(out_dir, rounds, modes):
 def ratio_table(out_dir, rounds, variant=False):
     """The markdown lines and whether every run had every concurrency."""
     modes = ("bf16", "native", "variant") if variant else ("bf16", "native")
-    runs = {(r, w): load_rows(os.path.join(out_dir, f"r{r}_{w}", "results.md"))
-            for r in range(1, rounds + 1) for w in modes}
+    tables = {(r, w): first_table(os.path.join(out_dir, f"r{r}_{w}", "results.md"))
+              for r in range(1, rounds + 1) for w in modes}  # each file read once
+    runs = {key: tokens_per_s(t) for key, t in tables.items()}
     concurrencies = sorted({c for rows in runs.values() for c in rows})
     complete = bool(concurrencies)
     # (numerator, denominator) of each ratio column.
@@ -123,7 +134,7 @@ def ratio_table(out_dir, rounds, variant=False):
                 f"{sums[a] / sums[b]:.3f} ({a} / {b})" for a, b in pairs) +
                 f" over {rounds} rounds")
         complete = complete and whole
-    return lines + [""] + overall + gpu_table(out_dir, rounds, modes), complete
+    return lines + [""] + overall + gpu_table(tables, rounds, modes), complete
 
 
 def main(argv):
