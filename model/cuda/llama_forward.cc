@@ -176,9 +176,11 @@ absl::Status reserve_rope_tables(const ForwardContext& ctx, int max_position) {
   return absl::OkStatus();
 }
 
-// Packs host arrays into one block (each 16-byte aligned) and returns their offsets.
+// Packs host arrays into one block (each 16-byte aligned) and returns their offsets, in
+// `bytes` (emptied first, its capacity reused).
 class MetadataPacker {
  public:
+  explicit MetadataPacker(std::vector<char>* bytes) : bytes_(*bytes) { bytes_.clear(); }
   template <typename T>
   size_t add(const T* data, size_t count) {
     const size_t offset = bytes_.size();
@@ -189,7 +191,7 @@ class MetadataPacker {
   const std::vector<char>& bytes() const { return bytes_; }
 
  private:
-  std::vector<char> bytes_;
+  std::vector<char>& bytes_;
 };
 
 // Adds the deferred split-k sum (DeviceWorkspace::pending), if any, into its output: for a
@@ -627,7 +629,7 @@ absl::StatusOr<DeviceBatch> upload_batch(const ForwardContext& ctx, const Forwar
   b.runs = plan_runs(*ctx.config, batch, &run_cu);
   for (int32_t s : out_seqs) out_rows.push_back(batch.cu_seqlens_q[s + 1] - 1);
 
-  MetadataPacker pack;
+  MetadataPacker pack(&ctx.ws->metadata_host);
   const size_t specs = with_sampling ? pack.add(batch.sample_specs.data(), b.num_out_rows) : 0;
   const size_t tokens = pack.add(batch.token_ids.data(), b.num_tokens);
   const size_t positions = pack.add(batch.positions.data(), b.num_tokens);

@@ -94,6 +94,11 @@ struct DeviceWorkspace {
   DeviceBuffer results;          // [num_out_rows] kernels::SampleResult
   DeviceBuffer penalty_scratch;  // [num_penalties] fp32
   PinnedBuffer staging;          // host side of metadata uploads and result downloads
+  // upload_batch's packing of the step's metadata before its copy into `staging`; kept so
+  // that its capacity carries over and a step allocates no host memory for it (at 256
+  // sequences of 8k tokens the block tables alone are 128 KiB: glibc's mmap threshold, fixed
+  // by the server, would make each step's fresh vector a mapping of its own).
+  std::vector<char> metadata_host;
   DeviceBuffer rope_cos, rope_sin;  // [num_rope_positions, head_dim / 2] fp32
   int num_rope_positions = 0;
   // The split-k sum that the quantized GEMM of an O, down or gate/up projection left in
