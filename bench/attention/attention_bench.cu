@@ -266,15 +266,18 @@ bool validate(const PagedProblem& pr, const char* what) {
 std::string dtype_suffix(DType dtype) { return dtype == DType::kFp16 ? " fp16" : ""; }
 
 // The pinned prefill implementations timed: mma.sync everywhere; on Hopper also the
-// warp-specialized kernel ("wgmma") and its persistent form ("wgmma_ps", NOTES.md v10).
+// warp-specialized kernel ("wgmma"), its persistent form ("wgmma_ps", NOTES.md v10) and its
+// FMA-pipe share of the exponentials ("wgmma_px", v11).
 std::vector<PrefillImpl> prefill_impls(bool hopper) {
   if (!hopper) return {PrefillImpl::kPortable};
-  return {PrefillImpl::kPortable, PrefillImpl::kHopper, PrefillImpl::kHopperPersistent};
+  return {PrefillImpl::kPortable, PrefillImpl::kHopper, PrefillImpl::kHopperPersistent,
+          PrefillImpl::kHopperExpPoly};
 }
 const char* prefill_impl_name(PrefillImpl impl) {
   switch (impl) {
     case PrefillImpl::kHopper: return "wgmma";
     case PrefillImpl::kHopperPersistent: return "wgmma_ps";
+    case PrefillImpl::kHopperExpPoly: return "wgmma_px";
     case PrefillImpl::kPortable: return "mma";
     case PrefillImpl::kAuto: break;
   }
@@ -581,7 +584,7 @@ bool bench_window(bool quick, bool hopper, int num_sms) {
 }
 
 // One launch of each prefill implementation at s8k non-causal, d128 then d64, untimed: for ncu
-// (on Hopper: mma, wgmma, wgmma_ps in that order).
+// (on Hopper: mma, wgmma, wgmma_ps, wgmma_px in that order).
 void profile_prefill(bool hopper) {
   for (int head_dim : {128, 64}) {
     PagedProblem pr = make_problem(2, 8192, 8192, 2048 / head_dim, 2048 / head_dim, head_dim,
@@ -592,6 +595,8 @@ void profile_prefill(bool hopper) {
       pr.p.prefill_impl = PrefillImpl::kHopper;
       BENCH_OK(attention_prefill(pr.p, nullptr));
       pr.p.prefill_impl = PrefillImpl::kHopperPersistent;
+      BENCH_OK(attention_prefill(pr.p, nullptr));
+      pr.p.prefill_impl = PrefillImpl::kHopperExpPoly;
       BENCH_OK(attention_prefill(pr.p, nullptr));
     }
     BENCH_CUDA(cudaDeviceSynchronize());

@@ -44,11 +44,11 @@ struct KernelTag {};
 
 // The warp-specialized kernel, one CTA a tile, or persistent (kPersistent: one CTA an SM,
 // each walking its share of the tiles; NOTES.md v10).
-template <typename T, int kHeadDim, bool kPersistent>
+template <typename T, int kHeadDim, bool kPersistent, bool kExpPoly = false>
 absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
-  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kPersistent>;
+  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kPersistent, kExpPoly>;
   const int smem = device::sm90ws_smem_bytes(kHeadDim);
-  using Tag = KernelTag<T, kHeadDim, kPersistent ? 2 : 1>;
+  using Tag = KernelTag<T, kHeadDim, kExpPoly ? 3 : kPersistent ? 2 : 1>;
   if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
   constexpr int kBlockM = device::sm90ws_block_m(kHeadDim);
   const int m_blocks = (p.max_seqlen_q + kBlockM - 1) / kBlockM;
@@ -101,7 +101,8 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
     absl::StatusOr<bool> is_hopper = current_device_is_hopper();
     if (!is_hopper.ok()) return is_hopper.status();
     if ((p.prefill_impl == PrefillImpl::kHopper ||
-         p.prefill_impl == PrefillImpl::kHopperPersistent) &&
+         p.prefill_impl == PrefillImpl::kHopperPersistent ||
+         p.prefill_impl == PrefillImpl::kHopperExpPoly) &&
         !*is_hopper) {
       return absl::InvalidArgumentError(
           "attention_prefill: the Hopper path needs a compute capability 9.0 GPU");
@@ -116,6 +117,9 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
                    hopper_path_preferred(kHeadDim, p.causal, p.max_seqlen_q, p.max_seqlen_k));
     if (hopper && p.prefill_impl == PrefillImpl::kHopperPersistent) {
       return launch_hopper<T, kHeadDim, true>(p, stream);
+    }
+    if (hopper && p.prefill_impl == PrefillImpl::kHopperExpPoly) {
+      return launch_hopper<T, kHeadDim, false, true>(p, stream);
     }
     return use_hopper ? launch_hopper<T, kHeadDim, false>(p, stream)
                       : launch_portable<T, kHeadDim>(p, stream);

@@ -54,6 +54,7 @@
 //     softmax costs the same). The ping-pong turns go round-robin 0 -> 1 -> 2 -> 0.
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_common.cuh"
+#include "kernels/attention/exp2_poly.h"
 #include "kernels/paged_kv.h"
 #include "kernels/sm90_wgmma.cuh"
 
@@ -159,7 +160,13 @@ __device__ __forceinline__ Sm90wsTile sm90ws_tile(const AttentionParams& p, int 
   return {r / p.num_heads, r % p.num_heads, m_blocks - 1 - l / per_block};
 }
 
-template <typename T, int kHeadDim, bool kPersistent>
+// kExpPoly (NOTES.md v11, an experiment): one column group in kExpPolyEvery (1 in 8 of a
+// thread's scores) takes its exponential on the FMA pipe (kernels/attention/exp2_poly.h)
+// instead of MUFU.EX2, whose 16 results a cycle an SM make a d64 tile's exponentials as long
+// as its wgmmas.
+inline constexpr int kExpPolyEvery = 8;
+
+template <typename T, int kHeadDim, bool kPersistent, bool kExpPoly = false>
 __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     attention_prefill_sm90_ws_kernel(const AttentionParams p) {
 #ifdef FLASHSERVE_SM90A
@@ -400,7 +407,12 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
       for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
         for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          s[4 * j + e] = fast_exp2(fmaf(s[4 * j + e], scale_log2, -m_scaled));
+          const float x = fmaf(s[4 * j + e], scale_log2, -m_scaled);
+          if constexpr (kExpPoly) {  // j is a constant here (unrolled)
+            s[4 * j + e] = j % kExpPolyEvery == kExpPolyEvery - 1 ? exp2_poly(x) : fast_exp2(x);
+          } else {
+            s[4 * j + e] = fast_exp2(x);
+          }
           tile_sum += s[4 * j + e];
         }
       }

@@ -113,14 +113,17 @@ bool device_is_hopper() {
 }
 
 bool is_hopper_impl(PrefillImpl impl) {
-  return impl == PrefillImpl::kHopper || impl == PrefillImpl::kHopperPersistent;
+  return impl == PrefillImpl::kHopper || impl == PrefillImpl::kHopperPersistent ||
+         impl == PrefillImpl::kHopperExpPoly;
 }
 
-// Test-name prefix of each implementation ("wgmmaps_": the persistent Hopper kernel).
+// Test-name prefix of each implementation ("wgmmaps_": the persistent Hopper kernel,
+// "wgmmapx_": the FMA-pipe share of the exponentials).
 const char* prefill_impl_name(PrefillImpl impl) {
   switch (impl) {
     case PrefillImpl::kHopper: return "wgmma_";
     case PrefillImpl::kHopperPersistent: return "wgmmaps_";
+    case PrefillImpl::kHopperExpPoly: return "wgmmapx_";
     case PrefillImpl::kPortable: return "mmasync_";
     case PrefillImpl::kAuto: break;
   }
@@ -185,6 +188,7 @@ INSTANTIATE_TEST_SUITE_P(All, PrefillTest,
                          ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
                                                               PrefillImpl::kHopper,
                                                               PrefillImpl::kHopperPersistent,
+                                                              PrefillImpl::kHopperExpPoly,
                                                               PrefillImpl::kAuto),
                                             ::testing::Values(DType::kBf16, DType::kFp16),
                                             ::testing::Values(64, 128), ::testing::Bool(),
@@ -336,6 +340,7 @@ INSTANTIATE_TEST_SUITE_P(All, WindowPrefillTest,
                          ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
                                                               PrefillImpl::kHopper,
                                                               PrefillImpl::kHopperPersistent,
+                                                              PrefillImpl::kHopperExpPoly,
                                                               PrefillImpl::kAuto),
                                             ::testing::Values(DType::kBf16),
                                             ::testing::Values(64, 128),
@@ -346,6 +351,7 @@ INSTANTIATE_TEST_SUITE_P(Fp16, WindowPrefillTest,
                          ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
                                                               PrefillImpl::kHopper,
                                                               PrefillImpl::kHopperPersistent,
+                                                              PrefillImpl::kHopperExpPoly,
                                                               PrefillImpl::kAuto),
                                             ::testing::Values(DType::kFp16),
                                             ::testing::Values(64, 128), ::testing::Values(300),
