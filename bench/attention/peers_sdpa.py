@@ -420,10 +420,7 @@ def merge(ours_csv, rows, table_path):
     peers = {(k, c, i): (ms, tf, gb, feed) for k, c, i, ms, tf, gb, feed in rows}
     lines = []
     for kind, metric, idx in (("prefill", "TFLOP/s", 1), ("serving", "TFLOP/s", 1), ("decode", "GB/s", 2)):
-        # wgmma_ps / wgmma_px: experiments (NOTES.md v10, v11), in the table when measured.
-        impls = ["ours"] if kind == "decode" else [
-            i for i in ("wgmma", "wgmma_ps", "wgmma_px", "mma") if i in ("wgmma", "mma") or any(
-                k == kind and ii == i for (k, _, ii) in ours)]
+        impls = ["ours"] if kind == "decode" else ["wgmma", "mma"]
         configs = []
         for (k, c, i) in ours:
             if k == kind and i in impls and c not in configs:
