@@ -21,14 +21,6 @@ int64_t resident_bytes() {
   return static_cast<int64_t>(num_resident) * ::sysconf(_SC_PAGESIZE);
 }
 
-void freeze_malloc_thresholds() {
-#if defined(__GLIBC__)
-  constexpr int kThresholdBytes = 128 << 10;  // glibc's defaults for both
-  mallopt(M_MMAP_THRESHOLD, kThresholdBytes);
-  mallopt(M_TRIM_THRESHOLD, kThresholdBytes);
-#endif
-}
-
 HeapTrimmer::HeapTrimmer(std::chrono::milliseconds period, int64_t threshold_bytes)
     : period_(period), threshold_bytes_(threshold_bytes) {
 #if defined(__GLIBC__)

@@ -49,18 +49,6 @@ class HeapTrimmer {
   std::thread thread_;
 };
 
-// Fixes glibc's mmap threshold and trim threshold at 128 KiB (their defaults), which turns
-// off glibc's raising of them. Left dynamic, freeing one mmap'ed block of S bytes raises the
-// mmap threshold to S (up to 32 MiB) and the trim threshold to 2 S (up to 64 MiB): blocks of
-// that size then come from the heap, and a thread arena's heap (64 MiB at most) keeps its free
-// top for good, since free() shrinks it only past the trim threshold and malloc_trim (the
-// HeapTrimmer) never shrinks a thread arena's top. A CONTINUATION flood does exactly this
-// (gRPC 1.51 copies the unfinished header block, 16 KiB longer, once per frame): 64 MiB stayed
-// resident per gRPC thread that had parsed one, +127 MiB after three floods. Fixed, blocks from
-// 128 KiB up are mmap'ed and unmapped when freed, and a thread arena gives back a free top past
-// 128 KiB. Process-wide; idempotent. Without glibc it does nothing.
-void freeze_malloc_thresholds();
-
 // The resident size of this process in bytes (/proc/self/statm); -1 if unreadable.
 int64_t resident_bytes();
 

@@ -135,9 +135,7 @@ class Server::Impl {
 };
 
 absl::Status Server::Impl::start() {
-  // Blocks from 128 KiB up unmapped when freed, thread arenas' free tops given back; the rest
-  // checked every second, trimmed past 32 MiB of growth with as much free (heap_trimmer.h).
-  freeze_malloc_thresholds();
+  // Checked every second; trims past 32 MiB of growth with as much free (heap_trimmer.h).
   heap_trimmer_ = std::make_unique<HeapTrimmer>(std::chrono::seconds(1), int64_t{32} << 20);
   install_protobuf_log_handler();  // malformed requests must not flood the log
   install_grpc_log_handler();      // nor failed TLS handshakes; both in --log-format

@@ -59,30 +59,6 @@ TEST(HeapTrimmerTest, FreedBurstGoesBackToTheSystem) {
   EXPECT_TRUE(eventually([&] { return trimmer.num_trims() >= 1; }));
   for (size_t i = 1; i < blocks.size(); i += 2) std::free(blocks[i]);
 }
-
-// What a CONTINUATION flood does to a gRPC thread, in small: a 30 MiB block freed (glibc
-// raises its mmap threshold to 30 MiB, its trim threshold to 60 MiB), then 48 MiB in 1 MiB
-// blocks touched and freed on the same thread. Before freeze_malloc_thresholds the 1 MiB
-// blocks came from the thread's arena and its 48 MiB free top stayed resident, malloc_trim
-// or not; now they are unmapped when freed. Runs last: the thresholds stay frozen.
-TEST(HeapTrimmerTest, ThreadArenaGivesAFreedBurstBack) {
-  freeze_malloc_thresholds();
-  const int64_t before = resident_bytes();
-  std::thread([] {
-    void* big = std::malloc(30 * kMiB);
-    std::memset(big, 1, 30 * kMiB);
-    asm volatile("" : : "r"(big) : "memory");  // the pair must reach malloc and free
-    std::free(big);
-    std::vector<void*> blocks(48);
-    for (void*& p : blocks) {
-      p = std::malloc(kMiB);
-      std::memset(p, 1, kMiB);
-    }
-    for (void* p : blocks) std::free(p);
-  }).join();
-  EXPECT_LT(resident_bytes() - before, 8 * kMiB)
-      << "kept " << (resident_bytes() - before) / kMiB << " MiB of 48";
-}
 #endif
 
 }  // namespace
