@@ -96,8 +96,7 @@ struct DeviceWorkspace {
   PinnedBuffer staging;          // host side of metadata uploads and result downloads
   // upload_batch's packing of the step's metadata before its copy into `staging`; kept so
   // that its capacity carries over and a step allocates no host memory for it (at 256
-  // sequences of 8k tokens the block tables alone are 128 KiB: glibc's mmap threshold, fixed
-  // by the server, would make each step's fresh vector a mapping of its own).
+  // sequences of 8k tokens the block tables alone are 128 KiB).
   std::vector<char> metadata_host;
   DeviceBuffer rope_cos, rope_sin;  // [num_rope_positions, head_dim / 2] fp32
   int num_rope_positions = 0;
