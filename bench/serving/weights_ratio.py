@@ -73,16 +73,6 @@ def gpu_columns(table):
     return out
 
 
-def load_rows(path):
-    """{concurrency: output tokens/s} from the first table of a results.md; {} if absent."""
-    return tokens_per_s(first_table(path))
-
-
-def load_gpu_columns(path):
-    """gpu_columns() of the first table of a results.md; {} if absent or all "-"."""
-    return gpu_columns(first_table(path))
-
-
 def gpu_table(tables, rounds, modes):
     """Lines of each run's SM clock, power and power-capped share; [] when no run has them.
     tables: {(round, mode): first_table()}."""

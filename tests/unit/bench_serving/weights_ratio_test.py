@@ -37,9 +37,10 @@ class WeightsRatioTest(unittest.TestCase):
 
     def test_rows_of_the_first_table_only(self):
         self.write("r1_bf16", [(64, 40000.0), (256, 16776.9)])
-        self.assertEqual(weights_ratio.load_rows(os.path.join(self.dir, "r1_bf16", "results.md")),
+        rows = lambda path: weights_ratio.tokens_per_s(weights_ratio.first_table(path))
+        self.assertEqual(rows(os.path.join(self.dir, "r1_bf16", "results.md")),
                          {64: 40000.0, 256: 16776.9})
-        self.assertEqual(weights_ratio.load_rows(os.path.join(self.dir, "none.md")), {})
+        self.assertEqual(rows(os.path.join(self.dir, "none.md")), {})
 
     def test_ratios_per_round_and_over_the_rounds(self):
         self.write("r1_bf16", [(256, 16000.0)])
@@ -102,8 +103,8 @@ class WeightsRatioTest(unittest.TestCase):
                 f.write("### 8b.gguf\n\n" + header +
                         f"| 256 | 8/8 | {tps:,.1f} | 1 | 2 | 3 | 4 | 128.0 | 1.00 | 5 | 6 | - | {gpu} |\n"
                         "| 64 | 8/8 | 9,000.0 | 1 | 2 | 3 | 4 | 128.0 | 1.00 | 5 | 6 | - | - | - | - |\n")
-        self.assertEqual(weights_ratio.load_gpu_columns(
-            os.path.join(self.dir, "r1_native", "results.md")), {256: "1620 / 699 / 100%"})
+        self.assertEqual(weights_ratio.gpu_columns(weights_ratio.first_table(
+            os.path.join(self.dir, "r1_native", "results.md"))), {256: "1620 / 699 / 100%"})
         lines, complete = weights_ratio.ratio_table(self.dir, 1)
         self.assertTrue(complete)
         self.assertIn("| 256 | 1 | 16,000.0 | 15,200.0 | 0.950 |", lines)
