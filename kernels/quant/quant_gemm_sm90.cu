@@ -203,6 +203,10 @@ struct RingPos {
 };
 
 // The producer warpgroup: stages [0, num_stages) of the split starting at s_begin.
+// It alone calls wait_for_prior_grid() late: the weights are written by no kernel of a step
+// (the PDL contract, kernels/dependent_launch.cuh), so the first ring round's weight copies
+// and the first kScaleAhead stages' scales are issued while the previous kernel still runs
+// (this CTA is resident once an SM has drained), and only x waits for it.
 template <WeightFormat F, int kBM>
 __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRing<F, kBM>& r,
                                            const CUtensorMap& x_map, const WeightMaps& w_maps,
@@ -213,11 +217,35 @@ __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRin
   const QuantLayout l = quant_layout(F, p.n, p.k);
   const RowPtrs rp = row_ptrs<F>(static_cast<const uint8_t*>(p.w), l,
                                  min(row0 + static_cast<int>(threadIdx.x), p.n - 1));
+  // Thread 0: stage i's weight rows (quant bytes, high bits) into slot `buf`, on `full`.
+  auto copy_weights = [&](uint8_t* buf, uint32_t full, int i) {
+    const int u = (s_begin + i) * kUnitsPerStage;
+#pragma unroll
+    for (int h = 0; h < qs_halves<F>(); ++h) {
+      tma_load_2d(smem_addr(buf + qs_at<kBM>() + h * kQsBlockBytes), &w_maps.qs,
+                  16 * u + h * (p.k / 2), row0, full);
+    }
+    if constexpr (has_qh<F>()) {  // from a 16-byte boundary: Q5_K's 8 bytes may be the second half
+      tma_load_2d(smem_addr(buf + qh_at<F, kBM>()), &w_maps.qh,
+                  qh_bytes<F>() * (s_begin + i) / 16 * 16, row0, full);
+    }
+  };
   ScaleWords sc[kScaleAhead];  // sc[j]: the scales of the next stage i with i % kScaleAhead == j
 #pragma unroll
   for (int j = 0; j < kScaleAhead; ++j) {
     if (j < num_stages) load_scales<F>(rp, (s_begin + j) * kUnitsPerStage, num_units, sc[j]);
   }
+  // The first round's weights: its slots are empty (stage i < kStages is slot i), and each
+  // full barrier expects the stage's x and weight bytes at once, so no phase can complete
+  // before x lands.
+  const int first_round = min(kStages, num_stages);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < first_round; ++i) {
+      mbar_expect_tx(r.full(i), tma_stage_bytes<F, kBM>());
+      copy_weights(r.slot(i), r.full(i), i);
+    }
+  }
+  wait_for_prior_grid();  // x is the previous kernel's
   RingPos<kStages> at;
   // kScaleAhead stages an iteration, so that the indices of sc[] are constants.
   for (int i0 = 0; i0 < num_stages; i0 += kScaleAhead) {
@@ -230,18 +258,11 @@ __device__ __forceinline__ void ws_produce(const QuantGemmParams& p, const WsRin
       uint8_t* buf = r.slot(at.slot);
       const uint32_t full = r.full(at.slot);
       if (threadIdx.x == 0) {
-        const int u = (s_begin + i) * kUnitsPerStage;
-        mbar_expect_tx(full, tma_stage_bytes<F, kBM>());
+        if (i >= first_round) {
+          mbar_expect_tx(full, tma_stage_bytes<F, kBM>());
+          copy_weights(buf, full, i);
+        }
         tma_load_2d(smem_addr(buf), &x_map, (s_begin + i) * kBK, tok0, full);
-#pragma unroll
-        for (int h = 0; h < qs_halves<F>(); ++h) {
-          tma_load_2d(smem_addr(buf + qs_at<kBM>() + h * kQsBlockBytes), &w_maps.qs,
-                      16 * u + h * (p.k / 2), row0, full);
-        }
-        if constexpr (has_qh<F>()) {  // from a 16-byte boundary: Q5_K's 8 bytes may be the second half
-          tma_load_2d(smem_addr(buf + qh_at<F, kBM>()), &w_maps.qh,
-                      qh_bytes<F>() * (s_begin + i) / 16 * 16, row0, full);
-        }
       }
       store_scales<F>(sc[j], (s_begin + i) * kUnitsPerStage,
                       buf + scales_at<F, kBM>() + 16 * threadIdx.x);
@@ -368,7 +389,6 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   const int per_split = (total_stages + splits - 1) / splits;
   const int s_begin = split * per_split, s_end = min(total_stages, s_begin + per_split);
   const int num_stages = max(s_end - s_begin, 0);
-  wait_for_prior_grid();  // every thread: x is the previous kernel's, y may be read (+=)
   if (threadIdx.x < kRows) {
     if constexpr (ws_moves_registers<kBM>()) {
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegs));
@@ -380,6 +400,7 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   if constexpr (ws_moves_registers<kBM>()) {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kWsConsumerRegs));
   }
+  wait_for_prior_grid();  // the consumers write y (or read it: +=) and the partial sums
   const int c = threadIdx.x / kRows - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int my_row = 64 * c + 16 * warp + g;  // and + 8
