@@ -36,6 +36,13 @@ cap (0x4) or hardware power braking (0x80): whether the run was held by the card
 limit, which a kernel that spends more energy per multiply meets first (bench/serving/NOTES.md,
 twenty-seventh session). "-" where there are no samples (no GPU, or an older run).
 
+Engine steps of a run, from the same scrapes: "decode steps" counts the steps whose batch was
+decodes only (delta flashserve_engine_decode_step_seconds_count) and gives their mean wall
+time; "steps with prompts" the rest of flashserve_engine_step_seconds (every step that carried
+prompt tokens, with or without decodes). Together they say which kind of step a throughput
+difference is in (bench/gemm/NOTES.md, twenty-ninth session). "-" for servers before that
+histogram.
+
 Metrics mode (--metrics-on ... --metrics-off ...): the same load run with metrics on and off
 (several rounds each, alternating); one row per concurrency with the mean tokens/s of each and
 the throughput lost to metrics, (off - on) / off.
@@ -53,7 +60,7 @@ import sys
 COLUMNS = ["concurrency", "requests ok", "output tokens/s", "TTFT p50 ms", "TTFT p99 ms",
            "ITL p50 ms", "ITL p99 ms", "tokens/request", "tokens/message",
            "server CPU us/token", "client CPU us/token", "HBM fraction", "SM MHz", "GPU W",
-           "power-capped"]
+           "power-capped", "decode steps (n / mean ms)", "steps with prompts (n / mean ms)"]
 # nvidia-smi's clock-event reason bits that say the card's power limit held the clock.
 POWER_REASONS = 0x4 | 0x80  # software power cap, hardware power brake
 
@@ -202,6 +209,26 @@ def hbm_fraction(load_output, row, weights, kv_token, peak_gbps):
     return (steps * weights + kv_bytes) / step_seconds / (peak_gbps * 1e9)
 
 
+def engine_steps(load_output):
+    """{"decode_steps", "decode_step_ms", "prompt_steps", "prompt_step_ms"} from the scrapes
+    beside load_output (the module docstring); {} when a scrape or the decode-step histogram
+    is missing. A mean is None where its count is 0."""
+    stem = load_output[:-4] if load_output.endswith(".txt") else load_output
+    before = parse_exposition(stem + ".before.prom")
+    after = parse_exposition(stem + ".after.prom")
+    decode = "flashserve_engine_decode_step_seconds"
+    if not before or not any(k.split("{", 1)[0] == decode + "_count" for k in after):
+        return {}
+    delta = lambda name: metric_sum(after, name) - metric_sum(before, name)
+    n_all = delta("flashserve_engine_step_seconds_count")
+    s_all = delta("flashserve_engine_step_seconds_sum")
+    n_decode, s_decode = delta(decode + "_count"), delta(decode + "_sum")
+    mean_ms = lambda seconds, n: 1e3 * seconds / n if n > 0 else None
+    return {"decode_steps": n_decode, "decode_step_ms": mean_ms(s_decode, n_decode),
+            "prompt_steps": n_all - n_decode,
+            "prompt_step_ms": mean_ms(s_all - s_decode, n_all - n_decode)}
+
+
 def gpu_samples(load_output):
     """{"sm_mhz", "gpu_w", "power_capped"} from X.smi.csv beside load output X.txt (lines
     "MHz, W, 0xREASONS"; others skipped), or {} when there is no sample."""
@@ -231,6 +258,12 @@ def optional(value, fmt):
     return "-" if value is None else format(value, fmt)
 
 
+def steps_cell(n, mean_ms):
+    if n is None:
+        return "-"
+    return f"{n:.0f} / " + optional(mean_ms, ".3f")
+
+
 def format_row(r):
     return "| " + " | ".join([
         str(r["concurrency"]), f'{r["ok"]}/{r["requests"]}', f'{r["tokens_per_s"]:,.1f}',
@@ -238,7 +271,9 @@ def format_row(r):
         f'{r["tokens_per_request"]:.1f}', optional(r.get("tokens_per_message"), ".2f"),
         optional(r.get("server_us_per_token"), ".1f"), optional(r.get("client_us_per_token"), ".1f"),
         optional(r.get("hbm_fraction"), ".1%"), optional(r.get("sm_mhz"), ".0f"),
-        optional(r.get("gpu_w"), ".0f"), optional(r.get("power_capped"), ".0%")]) + " |"
+        optional(r.get("gpu_w"), ".0f"), optional(r.get("power_capped"), ".0%"),
+        steps_cell(r.get("decode_steps"), r.get("decode_step_ms")),
+        steps_cell(r.get("prompt_steps"), r.get("prompt_step_ms"))]) + " |"
 
 
 def format_table(label, rows):
@@ -286,6 +321,7 @@ def table_mode(args):
             problems.append(f"{path}: {r['tokens_per_request']} tokens per request, not {args.new_tokens}")
         r["hbm_fraction"] = hbm_fraction(path, r, weights, kv_token, args.peak_hbm_gbps)
         r.update(gpu_samples(path))
+        r.update(engine_steps(path))
         rows.append(r)
     text = format_table(args.label, rows)
     if weights is not None and kv_token is not None and args.peak_hbm_gbps:

@@ -11,7 +11,9 @@ missing or lacks a concurrency reads "-" there and leaves that concurrency's ove
 out (the exit status is then 1). Only the first table of each results.md is read (the load
 matrix; run.sh may append others, e.g. TTFT or extra models). Where the runs were on a GPU, a
 second table gives each run's SM clock, power and power-capped share (summarize.py's
-columns), so that a ratio is read beside the clocks it ran at.
+columns), so that a ratio is read beside the clocks it ran at, and a third its engine steps
+(decode-only and with prompt tokens: count and mean ms), so that a ratio is read by the kind
+of step it lost in.
 
 Usage: weights_ratio.py OUT_DIR ROUNDS [--variant]
 """
@@ -56,38 +58,60 @@ def tokens_per_s(table):
 
 
 GPU_COLUMNS = ("SM MHz", "GPU W", "power-capped")
+STEP_COLUMNS = ("decode steps (n / mean ms)", "steps with prompts (n / mean ms)")
 
 
-def gpu_columns(table):
-    """{concurrency: "MHz / W / capped"} of a first_table() with summarize.py's GPU columns
-    (a GPU run); rows whose three read "-" are left out."""
+def run_columns(table, names, sep):
+    """{concurrency: the cells of `names` joined by sep} of a first_table() that has those
+    columns; rows whose cells all read "-" are left out."""
     header, rows = table
-    if not all(n in header for n in GPU_COLUMNS):
+    if not all(n in header for n in names):
         return {}
-    index = [header.index(n) for n in GPU_COLUMNS]
+    index = [header.index(n) for n in names]
     out = {}
     for c, cells in rows.items():
         values = [cells[i] if i < len(cells) else "-" for i in index]
         if any(v != "-" for v in values):
-            out[c] = " / ".join(values)
+            out[c] = sep.join(values)
     return out
 
 
-def gpu_table(tables, rounds, modes):
-    """Lines of each run's SM clock, power and power-capped share; [] when no run has them.
-    tables: {(round, mode): first_table()}."""
-    runs = {key: gpu_columns(t) for key, t in tables.items()}
-    concurrencies = sorted({c for rows in runs.values() for c in rows})
+def gpu_columns(table):
+    """{concurrency: "MHz / W / capped"} of a first_table() with summarize.py's GPU columns
+    (a GPU run)."""
+    return run_columns(table, GPU_COLUMNS, " / ")
+
+
+def step_columns(table):
+    """{concurrency: "decode n / ms; prompts n / ms"} of a first_table() with summarize.py's
+    engine-step columns (servers with the decode-step histogram)."""
+    return run_columns(table, STEP_COLUMNS, "; ")
+
+
+def run_table(title, per_run, rounds, modes):
+    """Lines of one cell a run (per_run: {(round, mode): {concurrency: cell}}) under `title`;
+    [] when no run has a cell."""
+    concurrencies = sorted({c for rows in per_run.values() for c in rows})
     if not concurrencies:
         return []
-    lines = ["", "GPU during each run (SM MHz median / W mean / power-capped share):", "",
-             "| concurrency | round | " + " | ".join(modes) + " |",
+    lines = ["", title, "", "| concurrency | round | " + " | ".join(modes) + " |",
              "|---|---|" + "---|" * len(modes)]
     for c in concurrencies:
         for r in range(1, rounds + 1):
             lines.append(f"| {c} | {r} | " +
-                         " | ".join(runs[(r, w)].get(c, "-") for w in modes) + " |")
+                         " | ".join(per_run[(r, w)].get(c, "-") for w in modes) + " |")
     return lines
+
+
+def gpu_table(tables, rounds, modes):
+    """Lines of each run's SM clock, power and power-capped share, then of its engine steps
+    (decode-only steps and steps with prompts: count and mean ms, which say where a ratio's
+    time went); [] for a table no run has. tables: {(round, mode): first_table()}."""
+    return (run_table("GPU during each run (SM MHz median / W mean / power-capped share):",
+                      {k: gpu_columns(t) for k, t in tables.items()}, rounds, modes) +
+            run_table("Engine steps of each run (decode-only steps: n / mean ms; steps with "
+                      "prompt tokens: n / mean ms):",
+                      {k: step_columns(t) for k, t in tables.items()}, rounds, modes))
 
 
 def ratio_table(out_dir, rounds, variant=False):

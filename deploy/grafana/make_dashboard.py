@@ -102,8 +102,11 @@ ROWS = [
            f"{rate('flashserve_attention_kernel_seconds_count', by='phase')}", "mean {{phase}}")]
          + quantiles("flashserve_attention_kernel_seconds", by="phase")[2:],
          "timeseries", 8, "One launch (one layer): mean and p99 per phase."),
-        ("Engine step time", "s", quantiles("flashserve_engine_step_seconds"), "timeseries", 8,
-         "Wall time of one engine step."),
+        ("Engine step time", "s", quantiles("flashserve_engine_step_seconds") +
+         [(expr, f"decode-only {legend}") for expr, legend in
+          quantiles("flashserve_engine_decode_step_seconds")[:2]], "timeseries", 8,
+         "Wall time of one engine step, and of the steps that are decodes only (the floor of "
+         "the inter-token latency)."),
         ("Attention bandwidth vs the device ceiling", "Bps",
          [(bandwidth(), "achieved {{phase}}"), ("vector($peak_bandwidth)", "ceiling")],
          "timeseries", 8,

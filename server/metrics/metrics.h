@@ -146,7 +146,8 @@ class Metrics {
   // The bound on waiting requests (EngineOptions::max_waiting), set once by the engine.
   void set_waiting_capacity(int max_waiting);
   void set_kv_blocks(int num_used, int num_total);
-  // One completed engine step that ran a batch of `num_seqs` sequences / `num_tokens` tokens.
+  // One completed engine step that ran a batch of `num_seqs` sequences / `num_tokens` tokens;
+  // a batch of one token a sequence (decodes only) is also timed on its own histogram.
   void record_step(int num_seqs, int num_tokens, double seconds);
   void add_preemptions(int num_preempted);
   // Where one forward pass spent its time: attention kernels, matrix multiplications, and
@@ -201,6 +202,7 @@ class Metrics {
   prometheus::Gauge* kv_blocks_capacity_ = nullptr;
   prometheus::Counter* steps_ = nullptr;
   prometheus::Histogram* step_seconds_ = nullptr;
+  prometheus::Histogram* decode_step_seconds_ = nullptr;
   prometheus::Histogram* batch_sequences_ = nullptr;
   prometheus::Histogram* batch_tokens_ = nullptr;
   prometheus::Counter* preemptions_ = nullptr;

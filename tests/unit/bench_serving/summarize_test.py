@@ -77,8 +77,9 @@ class SummarizeTest(unittest.TestCase):
         path = self.write("old.txt", load_output(1, 4, 4, "500.0", 512, "128.0"))
         r = summarize.parse_load_output(path)
         self.assertIsNone(r["server_cpu"])
-        # tokens/message, server and client CPU, HBM fraction, SM MHz, GPU W, power-capped
-        self.assertTrue(summarize.format_row(r).endswith("| - | - | - | - | - | - | - |"))
+        # tokens/message, server and client CPU, HBM fraction, SM MHz, GPU W, power-capped,
+        # decode steps, steps with prompts
+        self.assertTrue(summarize.format_row(r).endswith("| - | - | - | - | - | - | - | - | - |"))
 
     def test_hbm_fraction_is_the_documented_formula(self):
         # 256 requests of 100 prompt tokens -> 128 new tokens each.
@@ -107,6 +108,39 @@ class SummarizeTest(unittest.TestCase):
                                                  weights, kv_token, 4800))
         cpu_log = self.write("cpu.log", "cpu: weights 540.0 MiB fp32; KV cache ...\n")
         self.assertIsNone(summarize.weight_bytes(cpu_log))
+
+    def test_engine_steps_split_decode_steps_from_steps_with_prompts(self):
+        path = self.write("load_c256.txt", load_output(256, 8, 8, "900.0", 1024, "128.0"))
+        m = 'model="m"'
+
+        def scrape(steps, seconds, decode_steps, decode_seconds):
+            return exposition(steps, seconds, 0, 0) + "\n".join([
+                f'flashserve_engine_decode_step_seconds_bucket{{{m},le="0.0025"}} {decode_steps}',
+                f"flashserve_engine_decode_step_seconds_sum{{{m}}} {decode_seconds}",
+                f"flashserve_engine_decode_step_seconds_count{{{m}}} {decode_steps}"]) + "\n"
+
+        # An older server (no decode-step histogram): nothing, and "-" in the table.
+        self.write("load_c256.before.prom", exposition(10, 0.1, 0, 0))
+        self.write("load_c256.after.prom", exposition(1110, 3.4, 0, 0))
+        self.assertEqual(summarize.engine_steps(path), {})
+        # 1,100 steps in 3.3 s, of which 960 decode-only steps in 2.208 s: 2.3 ms each; the 140
+        # others (prefill chunks) 1.092 s, 7.8 ms each.
+        self.write("load_c256.before.prom", scrape(10, 0.1, 6, 0.012))
+        self.write("load_c256.after.prom", scrape(1110, 3.4, 966, 2.22))
+        got = summarize.engine_steps(path)
+        self.assertEqual(got["decode_steps"], 960)
+        self.assertAlmostEqual(got["decode_step_ms"], 2.3)
+        self.assertEqual(got["prompt_steps"], 140)
+        self.assertAlmostEqual(got["prompt_step_ms"], 7.8)
+        row = summarize.parse_load_output(path)
+        row.update(got)
+        self.assertTrue(summarize.format_row(row).endswith("| 960 / 2.300 | 140 / 7.800 |"))
+        # No step with prompts in the window: its count is 0 and its mean "-".
+        self.write("load_c256.after.prom", scrape(970, 2.308, 966, 2.22))
+        got = summarize.engine_steps(path)
+        self.assertEqual(got["prompt_steps"], 0)
+        self.assertIsNone(got["prompt_step_ms"])
+        self.assertEqual(summarize.steps_cell(got["prompt_steps"], got["prompt_step_ms"]), "0 / -")
 
     def test_weight_bytes_reads_the_start_up_line_of_either_weights_format(self):
         # The CUDA runner's line (model/cuda/device_weights.cc summary()), as a server logs it.

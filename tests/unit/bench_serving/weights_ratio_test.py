@@ -113,6 +113,27 @@ class WeightsRatioTest(unittest.TestCase):
         # A concurrency whose runs have no samples gets no row in the GPU table.
         self.assertFalse(any(l.startswith("| 64 | 1 | -") for l in lines))
 
+    def test_the_engine_step_columns_beside_the_ratios(self):
+        header = HEADER.splitlines()[0] + (" SM MHz | GPU W | power-capped |"
+                                           " decode steps (n / mean ms) |"
+                                           " steps with prompts (n / mean ms) |\n") + \
+            "|---" * 17 + "|\n"
+        for name, tps, steps in (("r1_bf16", 16000.0, "960 / 2.260 | 140 / 7.600"),
+                                 ("r1_native", 15200.0, "958 / 2.540 | 142 / 7.700")):
+            os.makedirs(os.path.join(self.dir, name))
+            with open(os.path.join(self.dir, name, "results.md"), "w") as f:
+                f.write("### 1b.gguf\n\n" + header +
+                        f"| 256 | 8/8 | {tps:,.1f} | 1 | 2 | 3 | 4 | 128.0 | 1.00 | 5 | 6 | - |"
+                        f" - | - | - | {steps} |\n")
+        self.assertEqual(weights_ratio.step_columns(weights_ratio.first_table(
+            os.path.join(self.dir, "r1_native", "results.md"))), {256: "958 / 2.540; 142 / 7.700"})
+        lines, complete = weights_ratio.ratio_table(self.dir, 1)
+        self.assertTrue(complete)
+        self.assertIn("| 256 | 1 | 960 / 2.260; 140 / 7.600 | 958 / 2.540; 142 / 7.700 |", lines)
+        # No GPU samples in these runs: no GPU table, only the steps table.
+        self.assertFalse(any(l.startswith("GPU during") for l in lines))
+        self.assertTrue(any(l.startswith("Engine steps of each run") for l in lines))
+
     def test_bad_usage(self):
         for args in (["0"], ["2", "--bogus"], ["2", "--variant", "x"]):
             run = subprocess.run([sys.executable, SCRIPT, self.dir] + args, capture_output=True,

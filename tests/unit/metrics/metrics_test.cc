@@ -179,6 +179,11 @@ TEST(MetricsTest, EngineGaugesAndStepHistograms) {
   EXPECT_EQ(value_of(t, "flashserve_engine_steps_total"), 2);
   EXPECT_EQ(value_of(t, "flashserve_engine_preemptions_total"), 2);
   EXPECT_EQ(value_of(t, "flashserve_engine_step_seconds_count"), 2);
+  // Only the one-token-a-sequence step is a decode step: 3 sequences of 130 tokens had a prompt.
+  EXPECT_EQ(value_of(t, "flashserve_engine_decode_step_seconds_count"), 1);
+  EXPECT_DOUBLE_EQ(value_of(t, "flashserve_engine_decode_step_seconds_sum"), 0.01);
+  EXPECT_EQ(value_of(t, "flashserve_engine_decode_step_seconds_bucket{le=\"0.0075\"}"), 0);
+  EXPECT_EQ(value_of(t, "flashserve_engine_decode_step_seconds_bucket{le=\"0.01\"}"), 1);
   EXPECT_EQ(value_of(t, "flashserve_batch_sequences_sum"), 4);
   EXPECT_EQ(value_of(t, "flashserve_batch_sequences_bucket{le=\"2\"}"), 1);
   EXPECT_EQ(value_of(t, "flashserve_batch_sequences_bucket{le=\"4\"}"), 2);
@@ -270,7 +275,7 @@ TEST(MetricsTest, NamesFollowConventions) {
     const bool ends_total = name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
     EXPECT_EQ(ends_total, type == "counter") << name << " is a " << type;
   }
-  EXPECT_EQ(num_families, 28);  // 23 + the four prefix-cache families + auth failures
+  EXPECT_EQ(num_families, 29);  // 23 + four prefix-cache families + auth failures + decode steps
 }
 
 // The text passes `promtool check metrics` (skipped where promtool is not installed).
