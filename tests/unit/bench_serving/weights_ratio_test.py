@@ -93,16 +93,22 @@ class WeightsRatioTest(unittest.TestCase):
         self.assertEqual(run.returncode, 1)
         self.assertIn("| 256 | 2 | 17,000.0 | 15,300.0 | - | 0.900 | - | - |", run.stdout)
 
+    def write_wide(self, name, extra_columns, rows):
+        """results.md of run `name`: HEADER's columns plus extra_columns, then `rows` (each
+        the cells after HEADER's twelve)."""
+        header = HEADER.splitlines()[0] + "".join(f" {c} |" for c in extra_columns) + "\n" + \
+            "|---" * (12 + len(extra_columns)) + "|\n"
+        os.makedirs(os.path.join(self.dir, name))
+        with open(os.path.join(self.dir, name, "results.md"), "w") as f:
+            f.write("### m.gguf\n\n" + header + "".join(
+                f"| {c} | 8/8 | {tps:,.1f} | 1 | 2 | 3 | 4 | 128.0 | 1.00 | 5 | 6 | - | {tail} |\n"
+                for c, tps, tail in rows))
+
     def test_the_gpu_columns_beside_the_ratios(self):
-        header = HEADER.splitlines()[0] + " SM MHz | GPU W | power-capped |\n" + \
-            "|---" * 15 + "|\n"
-        for name, tps, gpu in (("r1_bf16", 16000.0, "1755 | 690 | 80%"),
-                               ("r1_native", 15200.0, "1620 | 699 | 100%")):
-            os.makedirs(os.path.join(self.dir, name))
-            with open(os.path.join(self.dir, name, "results.md"), "w") as f:
-                f.write("### 8b.gguf\n\n" + header +
-                        f"| 256 | 8/8 | {tps:,.1f} | 1 | 2 | 3 | 4 | 128.0 | 1.00 | 5 | 6 | - | {gpu} |\n"
-                        "| 64 | 8/8 | 9,000.0 | 1 | 2 | 3 | 4 | 128.0 | 1.00 | 5 | 6 | - | - | - | - |\n")
+        gpu = ("SM MHz", "GPU W", "power-capped")
+        self.write_wide("r1_bf16", gpu, [(256, 16000.0, "1755 | 690 | 80%"), (64, 9000.0, "- | - | -")])
+        self.write_wide("r1_native", gpu, [(256, 15200.0, "1620 | 699 | 100%"),
+                                           (64, 9000.0, "- | - | -")])
         self.assertEqual(weights_ratio.gpu_columns(weights_ratio.first_table(
             os.path.join(self.dir, "r1_native", "results.md"))), {256: "1620 / 699 / 100%"})
         lines, complete = weights_ratio.ratio_table(self.dir, 1)
@@ -114,17 +120,10 @@ class WeightsRatioTest(unittest.TestCase):
         self.assertFalse(any(l.startswith("| 64 | 1 | -") for l in lines))
 
     def test_the_engine_step_columns_beside_the_ratios(self):
-        header = HEADER.splitlines()[0] + (" SM MHz | GPU W | power-capped |"
-                                           " decode steps (n / mean ms) |"
-                                           " steps with prompts (n / mean ms) |\n") + \
-            "|---" * 17 + "|\n"
-        for name, tps, steps in (("r1_bf16", 16000.0, "960 / 2.260 | 140 / 7.600"),
-                                 ("r1_native", 15200.0, "958 / 2.540 | 142 / 7.700")):
-            os.makedirs(os.path.join(self.dir, name))
-            with open(os.path.join(self.dir, name, "results.md"), "w") as f:
-                f.write("### 1b.gguf\n\n" + header +
-                        f"| 256 | 8/8 | {tps:,.1f} | 1 | 2 | 3 | 4 | 128.0 | 1.00 | 5 | 6 | - |"
-                        f" - | - | - | {steps} |\n")
+        wide = ("SM MHz", "GPU W", "power-capped", "decode steps (n / mean ms)",
+                "steps with prompts (n / mean ms)")
+        self.write_wide("r1_bf16", wide, [(256, 16000.0, "- | - | - | 960 / 2.260 | 140 / 7.600")])
+        self.write_wide("r1_native", wide, [(256, 15200.0, "- | - | - | 958 / 2.540 | 142 / 7.700")])
         self.assertEqual(weights_ratio.step_columns(weights_ratio.first_table(
             os.path.join(self.dir, "r1_native", "results.md"))), {256: "958 / 2.540; 142 / 7.700"})
         lines, complete = weights_ratio.ratio_table(self.dir, 1)
