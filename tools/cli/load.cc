@@ -41,6 +41,8 @@ struct RequestResult {
   double ttft_seconds = -1;              // -1: no token arrived
   std::vector<double> inter_token;       // seconds between consecutive tokens
   double total_seconds = 0;
+  int index = 0;                         // in the order the requests started
+  double first_token_since_start = -1;   // from the run's start; -1: no token arrived
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int num_messages = 0;  // stream messages received (the final one included)
@@ -60,6 +62,7 @@ struct LoadRun {
   const v1::GenerateRequest* const request;
   const std::optional<std::chrono::milliseconds> timeout;
   const int num_requests;
+  const Clock::time_point run_start = Clock::now();
   std::atomic<int> next{0};  // requests started so far
   std::mutex mu;
   std::condition_variable all_done;
@@ -76,7 +79,8 @@ struct LoadRun {
 // after starting the next request of the closed loop.
 class StreamRequest final : public grpc::ClientReadReactor<v1::GenerateStreamResponse> {
  public:
-  explicit StreamRequest(LoadRun* run) : run_(run) {
+  StreamRequest(LoadRun* run, int index) : run_(run) {
+    result_.index = index;
     if (run->timeout) context_.set_deadline(std::chrono::system_clock::now() + *run->timeout);
     start_ = Clock::now();
     run->stub->async()->GenerateStream(&context_, run->request, this);
@@ -113,6 +117,7 @@ class StreamRequest final : public grpc::ClientReadReactor<v1::GenerateStreamRes
     if (num_tokens > 0) {
       if (result_.ttft_seconds < 0) {
         result_.ttft_seconds = seconds_between(start_, now);
+        result_.first_token_since_start = seconds_between(run_->run_start, now);
         // Tokens that arrive together after the first one count as zero-gap pieces of it.
         for (int i = 1; i < num_tokens; ++i) result_.inter_token.push_back(0);
       } else {
@@ -137,8 +142,9 @@ class StreamRequest final : public grpc::ClientReadReactor<v1::GenerateStreamRes
 };
 
 bool LoadRun::start_next() {
-  if (next.fetch_add(1) >= num_requests) return false;
-  new StreamRequest(this);  // owns itself until OnDone
+  const int index = next.fetch_add(1);
+  if (index >= num_requests) return false;
+  new StreamRequest(this, index);  // owns itself until OnDone
   return true;
 }
 
@@ -240,6 +246,16 @@ int run_load(const CliContext& ctx, const std::vector<std::string>& argv) {
   int64_t prompt_tokens = 0, completion_tokens = 0, num_messages = 0;
   std::map<std::string, int> errors;
   std::vector<double> ttft, itl, e2e;
+  // The first wave (the requests started before any finished): when its streams had all
+  // begun to stream. On a fast GPU a spread of a few hundred ms here is ~100 engine steps of
+  // a few streams (bench/gemm/NOTES.md, twenty-ninth session).
+  const int first_wave = std::min(*concurrency, *num_requests);
+  std::vector<double> start_up;
+  for (const RequestResult& r : run.results) {
+    if (r.index < first_wave && r.first_token_since_start >= 0) {
+      start_up.push_back(r.first_token_since_start);
+    }
+  }
   for (const RequestResult& r : run.results) {
     if (r.code != grpc::OK) {
       ++errors[absl::StrCat(status_code_name(r.code), ": ", r.error)];
@@ -266,6 +282,14 @@ int run_load(const CliContext& ctx, const std::vector<std::string>& argv) {
       "client cpu: %.3f s (%.1f%% of one core), %.2f us per generated token\n",
       num_messages, num_messages ? static_cast<double>(completion_tokens) / num_messages : 0.0,
       cpu, 100 * cpu / wall, completion_tokens ? 1e6 * cpu / completion_tokens : 0.0);
+  if (!start_up.empty()) {
+    std::sort(start_up.begin(), start_up.end());
+    std::cout << absl::StrFormat(
+        "start-up: the first %d streams' first tokens %.2f ms (first) .. %.2f ms (median) .. "
+        "%.2f ms (last) after the start\n",
+        static_cast<int>(start_up.size()), 1e3 * start_up.front(),
+        1e3 * percentile(start_up, 50), 1e3 * start_up.back());
+  }
   print_percentiles("time to first token", ttft);
   print_percentiles("inter-token latency", itl);
   print_percentiles("end-to-end latency", e2e);

@@ -76,6 +76,16 @@ TEST_F(CannedLoadE2E, LoadClientCountsEveryRequestTokenAndMessage) {
   EXPECT_LE(num_messages, 48 * 65);
   EXPECT_THAT(run.out, HasSubstr("client cpu: "));
   EXPECT_THAT(run.out, HasSubstr("time to first token"));
+  // The first wave: the 16 streams started together, their first tokens' times sorted.
+  ASSERT_TRUE(std::regex_search(
+      run.out, m,
+      std::regex(R"(start-up: the first (\d+) streams' first tokens ([\d.]+) ms \(first\) \.\. )"
+                 R"(([\d.]+) ms \(median\) \.\. ([\d.]+) ms \(last\) after the start)")))
+      << run.out;
+  EXPECT_EQ(std::stoi(m[1]), 16);
+  EXPECT_LE(std::stod(m[2]), std::stod(m[3]));
+  EXPECT_LE(std::stod(m[3]), std::stod(m[4]));
+  EXPECT_GT(std::stod(m[2]), 0);
 }
 
 }  // namespace
