@@ -164,6 +164,25 @@ void print_percentiles(const char* name, std::vector<double> values) {
                                1e3 * percentile(values, 99), values.size());
 }
 
+// The first wave (the first_wave requests started before any finished): when its streams had
+// all begun to stream, from the run's start. On a fast GPU a spread of a few hundred ms here
+// is ~100 engine steps of a few streams (bench/gemm/NOTES.md, twenty-ninth session).
+void print_start_up(const std::vector<RequestResult>& results, int first_wave) {
+  std::vector<double> start_up;
+  for (const RequestResult& r : results) {
+    if (r.index < first_wave && r.first_token_since_start >= 0) {
+      start_up.push_back(r.first_token_since_start);
+    }
+  }
+  if (start_up.empty()) return;
+  std::sort(start_up.begin(), start_up.end());
+  std::cout << absl::StrFormat(
+      "start-up: the first %d streams' first tokens %.2f ms (first) .. %.2f ms (median) .. "
+      "%.2f ms (last) after the start\n",
+      static_cast<int>(start_up.size()), 1e3 * start_up.front(), 1e3 * percentile(start_up, 50),
+      1e3 * start_up.back());
+}
+
 // User + system CPU seconds this process has used so far.
 double process_cpu_seconds() {
   rusage usage{};
@@ -246,16 +265,6 @@ int run_load(const CliContext& ctx, const std::vector<std::string>& argv) {
   int64_t prompt_tokens = 0, completion_tokens = 0, num_messages = 0;
   std::map<std::string, int> errors;
   std::vector<double> ttft, itl, e2e;
-  // The first wave (the requests started before any finished): when its streams had all
-  // begun to stream. On a fast GPU a spread of a few hundred ms here is ~100 engine steps of
-  // a few streams (bench/gemm/NOTES.md, twenty-ninth session).
-  const int first_wave = std::min(*concurrency, *num_requests);
-  std::vector<double> start_up;
-  for (const RequestResult& r : run.results) {
-    if (r.index < first_wave && r.first_token_since_start >= 0) {
-      start_up.push_back(r.first_token_since_start);
-    }
-  }
   for (const RequestResult& r : run.results) {
     if (r.code != grpc::OK) {
       ++errors[absl::StrCat(status_code_name(r.code), ": ", r.error)];
@@ -282,14 +291,7 @@ int run_load(const CliContext& ctx, const std::vector<std::string>& argv) {
       "client cpu: %.3f s (%.1f%% of one core), %.2f us per generated token\n",
       num_messages, num_messages ? static_cast<double>(completion_tokens) / num_messages : 0.0,
       cpu, 100 * cpu / wall, completion_tokens ? 1e6 * cpu / completion_tokens : 0.0);
-  if (!start_up.empty()) {
-    std::sort(start_up.begin(), start_up.end());
-    std::cout << absl::StrFormat(
-        "start-up: the first %d streams' first tokens %.2f ms (first) .. %.2f ms (median) .. "
-        "%.2f ms (last) after the start\n",
-        static_cast<int>(start_up.size()), 1e3 * start_up.front(),
-        1e3 * percentile(start_up, 50), 1e3 * start_up.back());
-  }
+  print_start_up(run.results, std::min(*concurrency, *num_requests));
   print_percentiles("time to first token", ttft);
   print_percentiles("inter-token latency", itl);
   print_percentiles("end-to-end latency", e2e);
