@@ -47,7 +47,7 @@ struct KernelTag {};
 template <typename T, int kHeadDim, bool kPersistent>
 absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
   auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kPersistent>;
-  const int smem = device::sm90ws_smem_bytes(kHeadDim);
+  const int smem = device::sm90ws_smem_bytes(kHeadDim, kPersistent);
   using Tag = KernelTag<T, kHeadDim, kPersistent ? 2 : 1>;
   if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
   constexpr int kBlockM = device::sm90ws_block_m(kHeadDim);

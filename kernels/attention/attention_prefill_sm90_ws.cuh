@@ -46,9 +46,10 @@
 //     v10, v10b): one CTA an SM walks a list of tiles (sm90ws_tile_order.h: sections of
 //     heads whose K/V fit the L2, longest causal row blocks first in each, walked in a zigzag
 //     over the CTAs). Barriers are initialised once; the K/V rings and their phases
-//     run on across tiles; a q_empty mbarrier (every consumer thread arrives once its last S
-//     of the tile is done) lets the producer load the next tile's Q and first K/V while the
-//     consumers finish the last P V and write the output, which a one-tile CTA leaves exposed.
+//     run on across tiles; two Q buffers (v10c), each with a q_empty mbarrier (every consumer
+//     thread arrives once its last S of the tile is done), let the producer load the next
+//     tile's Q and first K/V while the consumers still work on the last one (its last S
+//     included), and finish its P V and output, which a one-tile CTA leaves exposed.
 //   * head_dim 64 (FA3's hdim-64 shape): 3 consumer warpgroups = 192 query rows x 128 keys,
 //     512 threads. Each K/V tile then serves 192 rows, and two warpgroups' softmax can run
 //     under the third's GEMMs (at d64 a tile's GEMMs take half as long as at d128 while the
@@ -82,10 +83,12 @@ constexpr int sm90ws_block_n() { return 128; }
 // Two stages: a third did not help (measured: bench/attention/NOTES.md), and d128 at 2 stages
 // is already 160 KiB of shared memory.
 constexpr int sm90ws_stages() { return 2; }
-// Q + kStages K + kStages V tiles, 1 KiB to align them to 1024 B, 256 B for the mbarriers
-// (d128: 161 KiB, d64: 89 KiB).
-constexpr int sm90ws_smem_bytes(int head_dim) {
-  return (sm90ws_block_m(head_dim) + 2 * sm90ws_stages() * sm90ws_block_n()) * head_dim * 2 +
+// Q (two for the persistent form: the next tile's loads while the last is read) + kStages K +
+// kStages V tiles, 1 KiB to align them to 1024 B, 256 B for the mbarriers (one-tile d128:
+// 161 KiB, d64: 89 KiB; persistent d128: 193 KiB, d64: 113 KiB).
+constexpr int sm90ws_smem_bytes(int head_dim, bool persistent) {
+  return ((persistent ? 2 : 1) * sm90ws_block_m(head_dim) +
+          2 * sm90ws_stages() * sm90ws_block_n()) * head_dim * 2 +
          1024 + 256;
 }
 static_assert(128 * (sm90ws_consumer_warpgroups(64) * sm90ws_consumer_regs(64) +
@@ -217,17 +220,28 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   T* sq = reinterpret_cast<T*>(reinterpret_cast<char*>(smem_raw) + pad);
   T* sk = sq + kBlockM * kHeadDim;      // [kStages][kTile]
   T* sv = sk + kStages * kTile;         // [kStages][kTile]
-  const uint32_t bars = smem_addr(sv + kStages * kTile);  // 8-byte mbarriers:
-  const uint32_t q_full = bars;                           // [0]
+  // Persistent: a second Q buffer; tile r of the walk (r = q_round, counting the tiles with
+  // keys) reads buffer r & 1.
+  T* sq1 = sv + kStages * kTile;
+  auto q_buf = [&](int b) { return b == 0 ? sq : sq1; };
+  const uint32_t bars =
+      smem_addr(kPersistent ? sq1 + kBlockM * kHeadDim : sv + kStages * kTile);  // mbarriers:
+  // Q buffer b's k-th fill is tile 2k + b's Q: full phase k & 1; empty (persistent: every
+  // consumer's last S of that tile done) the same.
+  auto q_full = [&](int b) { return b == 0 ? bars : bars + 8 * (3 + 4 * kStages); };
   auto k_full = [&](int s) { return bars + 8 * (1 + s); };
   auto k_empty = [&](int s) { return bars + 8 * (1 + kStages + s); };
   auto v_full = [&](int s) { return bars + 8 * (1 + 2 * kStages + s); };
   auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * kStages + s); };
-  // Persistent only: Q's buffer is free again (every consumer's last S of the tile is done).
-  const uint32_t q_empty = bars + 8 * (1 + 4 * kStages);
+  // Persistent only: Q buffer b is free again (every consumer's last S of its tile is done).
+  auto q_empty = [&](int b) { return bars + 8 * (1 + 4 * kStages + b); };
   if (threadIdx.x == 0) {
-    mbar_init(q_full, 128);
-    if constexpr (kPersistent) mbar_init(q_empty, kConsumers);
+    mbar_init(q_full(0), 128);
+    if constexpr (kPersistent) {
+      mbar_init(q_full(1), 128);
+      mbar_init(q_empty(0), kConsumers);
+      mbar_init(q_empty(1), kConsumers);
+    }
     for (int s = 0; s < kStages; ++s) {
       mbar_init(k_full(s), 128);
       mbar_init(v_full(s), 128);
@@ -294,15 +308,14 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
         load_tile_group<kBlockN, kHeadDim, 128>(dst, skip_lo ? 64 : 0, g.kv_len - key0, r0,
                                                 r1 != nullptr ? r1 : r0, kHeadDim, tid);
       };
-      if (q_round > 0) {
-        // The previous tile's last V is signalled now rather than after this Q (which waits for
-        // the consumers), and Q's buffer is overwritten only once their last S has read it.
-        flush();
-        mbar_wait(q_empty, (q_round - 1) & 1);
-      }
-      load_tile_group<kBlockM, kHeadDim, 128>(sq, 0, g.rows, q_base, q_base + 64 * q_row_stride,
-                                              q_row_stride, tid);
-      issued(q_full);
+      // Q buffer b is overwritten only once the consumers' last S of tile q_round - 2 has read
+      // it. Every copy group of that tile was signalled long before (each group is signalled
+      // when the next one is issued), so this wait needs nothing of the producer's.
+      const int qb = q_round & 1;
+      if (q_round >= 2) mbar_wait(q_empty(qb), ((q_round - 2) >> 1) & 1);
+      load_tile_group<kBlockM, kHeadDim, 128>(q_buf(qb), 0, g.rows, q_base,
+                                              q_base + 64 * q_row_stride, q_row_stride, tid);
+      issued(q_full(qb));
       ++q_round;
       auto load_k = [&](int t) {
         const int j = ring + t;
@@ -354,12 +367,14 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   float row_max[2] = {kNegInf, kNegInf};
   float row_sum[2] = {0.f, 0.f};
 
+  const int qb = q_round & 1;
+  const T* const sq_t = q_buf(qb);
   auto issue_s = [&](const T* k_tile) {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
       const uint64_t desc_q =
-          sw128_desc(sq + (kk >> 2) * kBlockM * 64 + warpgroup * 64 * 64 + (kk & 3) * 16, 16, 1024);
+          sw128_desc(sq_t + (kk >> 2) * kBlockM * 64 + warpgroup * 64 * 64 + (kk & 3) * 16, 16, 1024);
       const uint64_t desc_k = sw128_desc(k_tile + (kk >> 2) * kBlockN * 64 + (kk & 3) * 16, 16, 1024);
       wgmma_ss<T, kBlockN>(s, desc_q, desc_k, kk > 0 ? 1 : 0);
     }
@@ -443,13 +458,13 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   // The last S of the tile has read Q (persistent: the producer may load the next tile's).
   auto release_q = [&](int n) {
     if constexpr (kPersistent) {
-      if (n == num_tiles - 1) mbar_arrive(q_empty);
+      if (n == num_tiles - 1) mbar_arrive(q_empty(qb));
     }
   };
   if (num_tiles > 0) {
     if (warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);  // 0 first
     const int ks = ring % kStages;
-    mbar_wait(q_full, q_round & 1);
+    mbar_wait(q_full(qb), (q_round >> 1) & 1);
     mbar_wait(k_full(ks), (ring / kStages) & 1);
     begin_turn();
     issue_s(sk + ks * kTile);
