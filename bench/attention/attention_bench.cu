@@ -29,7 +29,7 @@
 //   draws the same list, and t<tokens> in the config makes a mismatch visible);
 // - "b<1|8> q512 ctx<1k..8k>": chunked prefill, 512 new queries per sequence onto ctx keys
 //   already cached (seqlens_k = ctx + 512; query i sits at position ctx + i).
-// Every pinned prefill kernel is timed (kAuto picks wgmma at d128 and mma at d64 here: causal
+// Both pinned prefill kernels are timed (kAuto picks wgmma at d128 and mma at d64 here: causal
 // with max_seqlen_q < 2048); the naive kernel only validates.
 //
 //   attention_bench [--prefill] [--decode] [--window] [--serving] [--dtype bf16|fp16|both]
@@ -156,7 +156,7 @@ void report(const std::string& kind, const std::string& config, const std::strin
             double ms, double flops, double bytes) {
   g_rows.push_back({kind, config, impl, ms, flops / ms * 1e-9, bytes / ms * 1e-6});
   const Row& r = g_rows.back();
-  std::printf("| %-7s | %-34s | %-8s | %9.3f | %7.1f | %7.0f |\n", r.kind.c_str(),
+  std::printf("| %-7s | %-34s | %-6s | %9.3f | %7.1f | %7.0f |\n", r.kind.c_str(),
               r.config.c_str(), r.impl.c_str(), r.ms, r.tflops, r.gbps);
   std::fflush(stdout);
   if (g_csv != nullptr) {  // a timed-out run still leaves the rows measured so far
@@ -265,28 +265,13 @@ bool validate(const PagedProblem& pr, const char* what) {
 // " fp16" after the config of fp16 rows; bf16 rows keep the plain config.
 std::string dtype_suffix(DType dtype) { return dtype == DType::kFp16 ? " fp16" : ""; }
 
-// The pinned prefill implementations timed: mma.sync everywhere; on Hopper also the
-// warp-specialized kernel ("wgmma") and its persistent form ("wgmma_ps", NOTES.md v10).
-std::vector<PrefillImpl> prefill_impls(bool hopper) {
-  if (!hopper) return {PrefillImpl::kPortable};
-  return {PrefillImpl::kPortable, PrefillImpl::kHopper, PrefillImpl::kHopperPersistent};
-}
-const char* prefill_impl_name(PrefillImpl impl) {
-  switch (impl) {
-    case PrefillImpl::kHopper: return "wgmma";
-    case PrefillImpl::kHopperPersistent: return "wgmma_ps";
-    case PrefillImpl::kPortable: return "mma";
-    case PrefillImpl::kAuto: break;
-  }
-  return "auto";
-}
-
 // Runs the naive kernel once for the reference, then validates and times each pinned prefill
-// implementation (prefill_impls); times the naive kernel too if time_naive.
+// implementation ("mma", and "wgmma" on Hopper); times the naive kernel too if time_naive.
 bool run_prefill_impls(PagedProblem& pr, const std::string& kind, const std::string& config,
                        const AttentionCost& cost, bool hopper, bool time_naive) {
   bool all_ok = true;
-  const std::vector<PrefillImpl> impls = prefill_impls(hopper);
+  std::vector<PrefillImpl> impls = {PrefillImpl::kPortable};
+  if (hopper) impls.push_back(PrefillImpl::kHopper);
   Buffer ws(attention_naive_workspace_bytes(pr.p));
   AttentionParams naive = pr.p;
   naive.out = pr.ref->ptr;
@@ -296,7 +281,7 @@ bool run_prefill_impls(PagedProblem& pr, const std::string& kind, const std::str
   // in bench/attention/results/).
   for (PrefillImpl impl : impls) {
     pr.p.prefill_impl = impl;
-    const char* name = prefill_impl_name(impl);
+    const char* name = impl == PrefillImpl::kHopper ? "wgmma" : "mma";
     BENCH_CUDA(cudaMemset(pr.out->ptr, 0xff, pr.out->bytes));
     BENCH_OK(attention_prefill(pr.p, nullptr));
     if (!validate(pr, (config + " " + name).c_str())) {
@@ -521,7 +506,8 @@ bool bench_serving(bool quick, bool hopper, DType dtype) {
 // Causal prefill and decode with a sliding window (see the top of the file).
 bool bench_window(bool quick, bool hopper, int num_sms) {
   bool all_ok = true;
-  const std::vector<PrefillImpl> impls = prefill_impls(hopper);
+  std::vector<PrefillImpl> impls = {PrefillImpl::kPortable};
+  if (hopper) impls.push_back(PrefillImpl::kHopper);
   auto validated = [&](PagedProblem& pr, const std::string& what,
                        const std::function<void()>& run) {
     Buffer ws(attention_naive_workspace_bytes(pr.p));
@@ -546,7 +532,7 @@ bool bench_window(bool quick, bool hopper, int num_sms) {
         const AttentionCost cost = uniform_cost(batch, s, s, heads, heads, head_dim, true, window);
         for (PrefillImpl impl : impls) {
           pr.p.prefill_impl = impl;
-          const char* name = prefill_impl_name(impl);
+          const char* name = impl == PrefillImpl::kHopper ? "wgmma" : "mma";
           auto launch = [&] { BENCH_OK(attention_prefill(pr.p, nullptr)); };
           if (!validated(pr, config + " " + name, launch)) continue;
           report("prefill", config, name, time_ms(launch), cost.flops, cost.bytes);
@@ -580,8 +566,7 @@ bool bench_window(bool quick, bool hopper, int num_sms) {
   return all_ok;
 }
 
-// One launch of each prefill implementation at s8k non-causal, d128 then d64, untimed: for ncu
-// (on Hopper: mma, wgmma, wgmma_ps in that order).
+// One launch of each prefill implementation at s8k non-causal, d128 then d64, untimed: for ncu.
 void profile_prefill(bool hopper) {
   for (int head_dim : {128, 64}) {
     PagedProblem pr = make_problem(2, 8192, 8192, 2048 / head_dim, 2048 / head_dim, head_dim,
@@ -590,8 +575,6 @@ void profile_prefill(bool hopper) {
     BENCH_OK(attention_prefill(pr.p, nullptr));
     if (hopper) {
       pr.p.prefill_impl = PrefillImpl::kHopper;
-      BENCH_OK(attention_prefill(pr.p, nullptr));
-      pr.p.prefill_impl = PrefillImpl::kHopperPersistent;
       BENCH_OK(attention_prefill(pr.p, nullptr));
     }
     BENCH_CUDA(cudaDeviceSynchronize());
@@ -657,8 +640,8 @@ int main(int argc, char** argv) {
     profile_prefill(hopper);
     return 0;
   }
-  std::printf("| kind    | config                             | impl     |        ms | TFLOP/s |    GB/s |\n");
-  std::printf("|---------|------------------------------------|----------|-----------|---------|---------|\n");
+  std::printf("| kind    | config                             | impl   |        ms | TFLOP/s |    GB/s |\n");
+  std::printf("|---------|------------------------------------|--------|-----------|---------|---------|\n");
   if (csv != nullptr) {
     g_csv = std::fopen(csv, "w");
     if (g_csv == nullptr) {

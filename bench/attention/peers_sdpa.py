@@ -420,10 +420,7 @@ def merge(ours_csv, rows, table_path):
     peers = {(k, c, i): (ms, tf, gb, feed) for k, c, i, ms, tf, gb, feed in rows}
     lines = []
     for kind, metric, idx in (("prefill", "TFLOP/s", 1), ("serving", "TFLOP/s", 1), ("decode", "GB/s", 2)):
-        # wgmma_ps: the persistent Hopper kernel, while it is an experiment (NOTES.md v10).
-        impls = ["ours"] if kind == "decode" else [
-            i for i in ("wgmma", "wgmma_ps", "mma") if i != "wgmma_ps" or any(
-                k == kind and ii == i for (k, _, ii) in ours)]
+        impls = ["ours"] if kind == "decode" else ["wgmma", "mma"]
         configs = []
         for (k, c, i) in ours:
             if k == kind and i in impls and c not in configs:

@@ -3,9 +3,6 @@
 // (kernels/attention/attention_prefill_sm90_ws.cuh). Each is instantiated for {bf16, fp16} x
 // head_dim {64, 128}; causal and the sliding window are runtime values (they only move the loop
 // bounds and decide which tiles need the mask), so they cost no extra instantiation.
-#include <algorithm>
-#include <cstdint>
-
 #include "absl/status/statusor.h"
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_dispatch.cuh"
@@ -39,31 +36,17 @@ constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q
 }
 
 // One smem limit per kernel instantiation (kernels/cuda_plumbing.cuh, set_smem_limit_once).
-template <typename T, int kHeadDim, int kKernel>
+template <typename T, int kHeadDim, bool kHopper>
 struct KernelTag {};
 
-// The warp-specialized kernel, one CTA a tile, or persistent (kPersistent: one CTA an SM,
-// each walking its share of the tiles; NOTES.md v10).
-template <typename T, int kHeadDim, bool kPersistent>
+template <typename T, int kHeadDim>
 absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
-  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kPersistent>;
-  const int smem = device::sm90ws_smem_bytes(kHeadDim, kPersistent);
-  using Tag = KernelTag<T, kHeadDim, kPersistent ? 2 : 1>;
+  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim>;
+  const int smem = device::sm90ws_smem_bytes(kHeadDim);
+  using Tag = KernelTag<T, kHeadDim, true>;
   if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
   constexpr int kBlockM = device::sm90ws_block_m(kHeadDim);
-  const int m_blocks = (p.max_seqlen_q + kBlockM - 1) / kBlockM;
-  dim3 grid(m_blocks, p.num_heads, p.num_seqs);
-  if constexpr (kPersistent) {
-    int device = 0;
-    int num_sms = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
-    const int64_t tiles = int64_t{m_blocks} * p.num_heads * p.num_seqs;
-    if (tiles > INT32_MAX) {
-      return absl::InvalidArgumentError("attention_prefill: more than 2^31 query tiles");
-    }
-    grid = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, std::max(num_sms, 1))), 1, 1);
-  }
+  const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.num_heads, p.num_seqs);
   kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(p);
   CUDA_CHECK(cudaGetLastError());
   return absl::OkStatus();
@@ -73,7 +56,7 @@ template <typename T, int kHeadDim>
 absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
   auto* kernel = device::attention_prefill_kernel<T, kHeadDim>;
   const int smem = device::prefill_smem_bytes(kHeadDim);
-  using Tag = KernelTag<T, kHeadDim, 0>;
+  using Tag = KernelTag<T, kHeadDim, false>;
   if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
   const dim3 grid((p.max_seqlen_q + device::prefill_block_m() - 1) / device::prefill_block_m(),
                   p.num_heads, p.num_seqs);
@@ -100,9 +83,7 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
   if (p.prefill_impl != PrefillImpl::kPortable) {
     absl::StatusOr<bool> is_hopper = current_device_is_hopper();
     if (!is_hopper.ok()) return is_hopper.status();
-    if ((p.prefill_impl == PrefillImpl::kHopper ||
-         p.prefill_impl == PrefillImpl::kHopperPersistent) &&
-        !*is_hopper) {
+    if (p.prefill_impl == PrefillImpl::kHopper && !*is_hopper) {
       return absl::InvalidArgumentError(
           "attention_prefill: the Hopper path needs a compute capability 9.0 GPU");
     }
@@ -114,10 +95,7 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
     const bool use_hopper =
         hopper && (p.prefill_impl == PrefillImpl::kHopper ||
                    hopper_path_preferred(kHeadDim, p.causal, p.max_seqlen_q, p.max_seqlen_k));
-    if (hopper && p.prefill_impl == PrefillImpl::kHopperPersistent) {
-      return launch_hopper<T, kHeadDim, true>(p, stream);
-    }
-    return use_hopper ? launch_hopper<T, kHeadDim, false>(p, stream)
+    return use_hopper ? launch_hopper<T, kHeadDim>(p, stream)
                       : launch_portable<T, kHeadDim>(p, stream);
   });
 }

@@ -42,21 +42,12 @@
 //     the first lies wholly before that window start the producer zero-fills its rows instead
 //     of copying them (and never reads its block table entry), so blocks before the window
 //     are never touched (kernels/attention/attention.h's contract).
-//   * Persistent form (kPersistent, PrefillImpl::kHopperPersistent; an experiment, NOTES.md
-//     v10, v10b): one CTA an SM walks a list of tiles (sm90ws_tile_order.h: sections of
-//     heads whose K/V fit the L2, longest causal row blocks first in each, walked in a zigzag
-//     over the CTAs). Barriers are initialised once; the K/V rings and their phases
-//     run on across tiles; two Q buffers (v10c), each with a q_empty mbarrier (every consumer
-//     thread arrives once its last S of the tile is done), let the producer load the next
-//     tile's Q and first K/V while the consumers still work on the last one (its last S
-//     included), and finish its P V and output, which a one-tile CTA leaves exposed.
 //   * head_dim 64 (FA3's hdim-64 shape): 3 consumer warpgroups = 192 query rows x 128 keys,
 //     512 threads. Each K/V tile then serves 192 rows, and two warpgroups' softmax can run
 //     under the third's GEMMs (at d64 a tile's GEMMs take half as long as at d128 while the
 //     softmax costs the same). The ping-pong turns go round-robin 0 -> 1 -> 2 -> 0.
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_common.cuh"
-#include "kernels/attention/sm90ws_tile_order.h"
 #include "kernels/paged_kv.h"
 #include "kernels/sm90_wgmma.cuh"
 
@@ -83,12 +74,10 @@ constexpr int sm90ws_block_n() { return 128; }
 // Two stages: a third did not help (measured: bench/attention/NOTES.md), and d128 at 2 stages
 // is already 160 KiB of shared memory.
 constexpr int sm90ws_stages() { return 2; }
-// Q (two for the persistent form: the next tile's loads while the last is read) + kStages K +
-// kStages V tiles, 1 KiB to align them to 1024 B, 256 B for the mbarriers (one-tile d128:
-// 161 KiB, d64: 89 KiB; persistent d128: 193 KiB, d64: 113 KiB).
-constexpr int sm90ws_smem_bytes(int head_dim, bool persistent) {
-  return ((persistent ? 2 : 1) * sm90ws_block_m(head_dim) +
-          2 * sm90ws_stages() * sm90ws_block_n()) * head_dim * 2 +
+// Q + kStages K + kStages V tiles, 1 KiB to align them to 1024 B, 256 B for the mbarriers
+// (d128: 161 KiB, d64: 89 KiB).
+constexpr int sm90ws_smem_bytes(int head_dim) {
+  return (sm90ws_block_m(head_dim) + 2 * sm90ws_stages() * sm90ws_block_n()) * head_dim * 2 +
          1024 + 256;
 }
 static_assert(128 * (sm90ws_consumer_warpgroups(64) * sm90ws_consumer_regs(64) +
@@ -136,27 +125,7 @@ __device__ __forceinline__ void load_tile_group(T* tile, int first_valid_row, in
   }
 }
 
-// Which (sequence, head, row block) the CTA's tile is. kPersistent = false: one tile a CTA,
-// the grid (row blocks, heads, sequences) with the longest (causal) row blocks first.
-// kPersistent = true: gridDim.x CTAs (one an SM) walk one list of the tiles in the order of
-// sm90ws_tile_order.h (NOTES.md v10, v10b).
-template <bool kPersistent>
-__device__ __forceinline__ int sm90ws_tile_count(const AttentionParams& p, int block_m) {
-  if constexpr (!kPersistent) return 1;
-  return (p.max_seqlen_q + block_m - 1) / block_m * p.num_heads * p.num_seqs;
-}
-template <bool kPersistent>
-__device__ __forceinline__ Sm90wsTile sm90ws_tile(const AttentionParams& p, int block_m, int l,
-                                                  int section_heads) {
-  if constexpr (!kPersistent) {
-    return {static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y),
-            static_cast<int>(gridDim.x - 1 - blockIdx.x)};
-  }
-  return sm90ws_list_tile(l, (p.max_seqlen_q + block_m - 1) / block_m, p.num_heads, p.num_seqs,
-                          section_heads);
-}
-
-template <typename T, int kHeadDim, bool kPersistent>
+template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     attention_prefill_sm90_ws_kernel(const AttentionParams p) {
 #ifdef FLASHSERVE_SM90A
@@ -171,77 +140,36 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   constexpr int kTile = kBlockN * kHeadDim;  // elements per K or V buffer
   using Traits = DTypeTraits<T>;
 
-  if constexpr (!kPersistent) {  // an empty row block leaves at once, before any barrier
-    const Sm90wsTile t = sm90ws_tile<false>(p, kBlockM, 0, 1);
-    if (t.m_block * kBlockM >= p.cu_seqlens_q[t.seq + 1] - p.cu_seqlens_q[t.seq]) return;
-  }
-  // The tiles this CTA walks: the list entries of walk steps k = 0, 1, ... (one when not
-  // persistent; sm90ws_walk_entry). Each tile's geometry (below, `geometry`) is a pure
-  // function of its entry, so the producer and the consumers walk the same list without
-  // talking about it.
-  const int num_l = sm90ws_tile_count<kPersistent>(p, kBlockM);
-  const int section_heads =
-      kPersistent ? sm90ws_section_heads(p.max_seqlen_k, kHeadDim, p.num_heads, p.num_kv_heads,
-                                         static_cast<int>(sizeof(T)))
-                  : 1;
-  auto entry = [&](int k) {
-    if constexpr (kPersistent) {
-      return sm90ws_walk_entry(k, static_cast<int>(gridDim.x), static_cast<int>(blockIdx.x),
-                               num_l);
-    }
-    return k == 0 ? 0 : -1;
-  };
-  struct Geometry {
-    int seq, head, q_start, q_len, m_base, kv_len, q_offset, kv_head, rows, window,
-        window_start, first_tile, num_tiles;
-  };
-  auto geometry = [&](int l) {
-    const Sm90wsTile t = sm90ws_tile<kPersistent>(p, kBlockM, l, section_heads);
-    Geometry g;
-    g.seq = t.seq;
-    g.head = t.head;
-    g.q_start = p.cu_seqlens_q[g.seq];
-    g.q_len = p.cu_seqlens_q[g.seq + 1] - g.q_start;
-    g.m_base = t.m_block * kBlockM;
-    g.kv_len = p.seqlens_k[g.seq];
-    g.q_offset = g.kv_len - g.q_len;
-    g.kv_head = g.head / (p.num_heads / p.num_kv_heads);
-    g.rows = min(kBlockM, g.q_len - g.m_base);
-    const int n_end = p.causal ? min(g.kv_len, g.q_offset + g.m_base + g.rows) : g.kv_len;
-    g.window = window_keys(p.sliding_window);
-    g.window_start = max(0, g.q_offset + g.m_base - g.window + 1);  // of the CTA's first row
-    g.first_tile = g.window_start / kBlockN;
-    g.num_tiles = max(0, (n_end + kBlockN - 1) / kBlockN - g.first_tile);  // from first_tile
-    return g;
-  };
+  const int seq = blockIdx.z;
+  const int head = blockIdx.y;
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest (causal) row blocks first
+  const int q_start = p.cu_seqlens_q[seq];
+  const int q_len = p.cu_seqlens_q[seq + 1] - q_start;
+  const int m_base = m_block * kBlockM;
+  if (m_base >= q_len) return;  // whole CTA, before any barrier
+  const int kv_len = p.seqlens_k[seq];
+  const int q_offset = kv_len - q_len;
+  const int kv_head = head / (p.num_heads / p.num_kv_heads);
+  const int rows = min(kBlockM, q_len - m_base);
+  const int n_end = p.causal ? min(kv_len, q_offset + m_base + rows) : kv_len;
+  const int window = window_keys(p.sliding_window);
+  const int window_start = max(0, q_offset + m_base - window + 1);  // of the CTA's first row
+  const int first_tile = window_start / kBlockN;
+  const int num_tiles = max(0, (n_end + kBlockN - 1) / kBlockN - first_tile);  // from first_tile
 
   extern __shared__ uint4 smem_raw[];
   const uint32_t pad = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
   T* sq = reinterpret_cast<T*>(reinterpret_cast<char*>(smem_raw) + pad);
   T* sk = sq + kBlockM * kHeadDim;      // [kStages][kTile]
   T* sv = sk + kStages * kTile;         // [kStages][kTile]
-  // Persistent: a second Q buffer; tile r of the walk (r = q_round, counting the tiles with
-  // keys) reads buffer r & 1.
-  T* sq1 = sv + kStages * kTile;
-  auto q_buf = [&](int b) { return b == 0 ? sq : sq1; };
-  const uint32_t bars =
-      smem_addr(kPersistent ? sq1 + kBlockM * kHeadDim : sv + kStages * kTile);  // mbarriers:
-  // Q buffer b's k-th fill is tile 2k + b's Q: full phase k & 1; empty (persistent: every
-  // consumer's last S of that tile done) the same.
-  auto q_full = [&](int b) { return b == 0 ? bars : bars + 8 * (3 + 4 * kStages); };
+  const uint32_t bars = smem_addr(sv + kStages * kTile);  // 8-byte mbarriers:
+  const uint32_t q_full = bars;                           // [0]
   auto k_full = [&](int s) { return bars + 8 * (1 + s); };
   auto k_empty = [&](int s) { return bars + 8 * (1 + kStages + s); };
   auto v_full = [&](int s) { return bars + 8 * (1 + 2 * kStages + s); };
   auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * kStages + s); };
-  // Persistent only: Q buffer b is free again (every consumer's last S of its tile is done).
-  auto q_empty = [&](int b) { return bars + 8 * (1 + 4 * kStages + b); };
   if (threadIdx.x == 0) {
-    mbar_init(q_full(0), 128);
-    if constexpr (kPersistent) {
-      mbar_init(q_full(1), 128);
-      mbar_init(q_empty(0), kConsumers);
-      mbar_init(q_empty(1), kConsumers);
-    }
+    mbar_init(q_full, 128);
     for (int s = 0; s < kStages; ++s) {
       mbar_init(k_full(s), 128);
       mbar_init(v_full(s), 128);
@@ -250,92 +178,65 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     }
   }
   __syncthreads();  // the only CTA-wide barrier
-  // Ring positions carry over from tile to tile: the K (and V) tile j of the CTA's whole walk
-  // sits in stage j % kStages and fills phase (j / kStages) & 1 of its barriers; `ring` counts
-  // the K/V tiles of the walk's earlier tiles, `q_round` the Q tiles loaded before.
 
   if (threadIdx.x >= kConsumers) {
     // ---------------- producer warpgroup (128 threads issue every copy) ----------------
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(sm90ws_producer_regs(kHeadDim)));
+    if (num_tiles == 0) return;
+    const int tid = threadIdx.x - kConsumers;
     const int64_t q_row_stride = static_cast<int64_t>(p.num_heads) * kHeadDim;
-    // Group g is signalled once group g + 1 is in flight (see the header comment); prev_bar is
-    // the barrier of the newest group not yet signalled, 0 if none (no mbarrier is at 0: Q and
-    // the rings come first in shared memory).
+    const T* q_base = static_cast<const T*>(p.q) +
+                      (static_cast<int64_t>(q_start + m_base) * p.num_heads + head) * kHeadDim;
+    const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+    auto cache_rows = [&](const T* cache, int key) {
+      return cache + kv_cache_offset(table[key / p.block_size], kv_head, key % p.block_size,
+                                     p.num_kv_heads, p.block_size, kHeadDim);
+    };
+    auto load_kv = [&](const void* cache, T* dst, int tile) {
+      const int key0 = (first_tile + tile) * kBlockN;
+      const T* base = static_cast<const T*>(cache);
+      // First half wholly before the window: zero-filled; then key0 + 64 <= window_start <
+      // kv_len, so the second half exists and serves as the dummy source.
+      const bool skip_lo = key0 + 64 <= window_start;
+      const T* r1 = key0 + 64 < kv_len ? cache_rows(base, key0 + 64) : nullptr;  // not past the end
+      const T* r0 = skip_lo ? r1 : cache_rows(base, key0);
+      load_tile_group<kBlockN, kHeadDim, 128>(dst, skip_lo ? 64 : 0, kv_len - key0, r0,
+                                              r1 != nullptr ? r1 : r0, kHeadDim, tid);
+    };
+    // Group g is signalled once group g + 1 is in flight (see the header comment).
     uint32_t prev_bar = 0;
+    bool have_prev = false;
     auto issued = [&](uint32_t bar) {
       cp_async_commit();
-      if (prev_bar != 0) {
+      if (have_prev) {
         cp_async_wait<1>();
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         mbar_arrive(prev_bar);
       }
       prev_bar = bar;
+      have_prev = true;
     };
-    auto flush = [&] {  // signal the newest group, which has no successor
-      if (prev_bar == 0) return;
-      cp_async_wait<0>();
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      mbar_arrive(prev_bar);
-      prev_bar = 0;
-    };
-    int ring = 0;
-    int q_round = 0;
-    for (int k = 0, walk = entry(0); walk >= 0; walk = entry(++k)) {
-      const Geometry g = geometry(walk);
-      if (g.m_base >= g.q_len || g.num_tiles == 0) continue;
-      // Each tile's copy offsets are recomputed from the thread index (opaque to the compiler
-      // here), not hoisted out of the walk: held across it they no longer fit the producer's
-      // registers (ptxas spilled 12 B).
-      int tid = threadIdx.x - kConsumers;
-      asm volatile("" : "+r"(tid));
-      const T* q_base = static_cast<const T*>(p.q) +
-                        (static_cast<int64_t>(g.q_start + g.m_base) * p.num_heads + g.head) *
-                            kHeadDim;
-      const int32_t* table = p.block_tables + static_cast<int64_t>(g.seq) * p.max_blocks_per_seq;
-      auto cache_rows = [&](const T* cache, int key) {
-        return cache + kv_cache_offset(table[key / p.block_size], g.kv_head, key % p.block_size,
-                                       p.num_kv_heads, p.block_size, kHeadDim);
-      };
-      auto load_kv = [&](const void* cache, T* dst, int tile) {
-        const int key0 = (g.first_tile + tile) * kBlockN;
-        const T* base = static_cast<const T*>(cache);
-        // First half wholly before the window: zero-filled; then key0 + 64 <= window_start <
-        // kv_len, so the second half exists and serves as the dummy source.
-        const bool skip_lo = key0 + 64 <= g.window_start;
-        const T* r1 =
-            key0 + 64 < g.kv_len ? cache_rows(base, key0 + 64) : nullptr;  // not past the end
-        const T* r0 = skip_lo ? r1 : cache_rows(base, key0);
-        load_tile_group<kBlockN, kHeadDim, 128>(dst, skip_lo ? 64 : 0, g.kv_len - key0, r0,
-                                                r1 != nullptr ? r1 : r0, kHeadDim, tid);
-      };
-      // Q buffer b is overwritten only once the consumers' last S of tile q_round - 2 has read
-      // it. Every copy group of that tile was signalled long before (each group is signalled
-      // when the next one is issued), so this wait needs nothing of the producer's.
-      const int qb = q_round & 1;
-      if (q_round >= 2) mbar_wait(q_empty(qb), ((q_round - 2) >> 1) & 1);
-      load_tile_group<kBlockM, kHeadDim, 128>(q_buf(qb), 0, g.rows, q_base,
-                                              q_base + 64 * q_row_stride, q_row_stride, tid);
-      issued(q_full(qb));
-      ++q_round;
-      auto load_k = [&](int t) {
-        const int j = ring + t;
-        const int s = j % kStages;
-        if (j >= kStages) mbar_wait(k_empty(s), ((j / kStages) - 1) & 1);
+    load_tile_group<kBlockM, kHeadDim, 128>(sq, 0, rows, q_base, q_base + 64 * q_row_stride,
+                                            q_row_stride, tid);
+    issued(q_full);
+    load_kv(p.k_cache, sk, 0);
+    issued(k_full(0));
+    for (int t = 1; t <= num_tiles; ++t) {
+      if (t < num_tiles) {
+        const int s = t % kStages;
+        if (t >= kStages) mbar_wait(k_empty(s), ((t / kStages) - 1) & 1);
         load_kv(p.k_cache, sk + s * kTile, t);
         issued(k_full(s));
-      };
-      load_k(0);
-      for (int t = 1; t <= g.num_tiles; ++t) {
-        if (t < g.num_tiles) load_k(t);
-        const int j = ring + t - 1;
-        const int s = j % kStages;
-        if (j >= kStages) mbar_wait(v_empty(s), ((j / kStages) - 1) & 1);
-        load_kv(p.v_cache, sv + s * kTile, t - 1);
-        issued(v_full(s));
       }
-      ring += g.num_tiles;
+      const int v = t - 1;
+      const int s = v % kStages;
+      if (v >= kStages) mbar_wait(v_empty(s), ((v / kStages) - 1) & 1);
+      load_kv(p.v_cache, sv + s * kTile, v);
+      issued(v_full(s));
     }
-    flush();
+    cp_async_wait<0>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    mbar_arrive(prev_bar);
   } else {
   // ---------------- consumer warpgroups ----------------
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(sm90ws_consumer_regs(kHeadDim)));
@@ -344,18 +245,6 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   const int lane = threadIdx.x % 32;
   const int thread_row = warpgroup * 64 + warp * 16 + (lane >> 2);  // + 8 for h = 1
   const float scale_log2 = p.softmax_scale * kLog2e;
-  int ring = 0;
-  int q_round = 0;
-  for (int k = 0, walk = entry(0); walk >= 0; walk = entry(++k)) {
-  const Geometry g = geometry(walk);
-  if (g.m_base >= g.q_len) continue;
-  const int q_len = g.q_len;
-  const int m_base = g.m_base;
-  const int kv_len = g.kv_len;
-  const int q_offset = g.q_offset;
-  const int first_tile = g.first_tile;
-  const int num_tiles = g.num_tiles;
-  const int window = g.window;
 
   float o[kORegs];
   float s[kSRegs];
@@ -367,14 +256,12 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   float row_max[2] = {kNegInf, kNegInf};
   float row_sum[2] = {0.f, 0.f};
 
-  const int qb = q_round & 1;
-  const T* const sq_t = q_buf(qb);
   auto issue_s = [&](const T* k_tile) {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
       const uint64_t desc_q =
-          sw128_desc(sq_t + (kk >> 2) * kBlockM * 64 + warpgroup * 64 * 64 + (kk & 3) * 16, 16, 1024);
+          sw128_desc(sq + (kk >> 2) * kBlockM * 64 + warpgroup * 64 * 64 + (kk & 3) * 16, 16, 1024);
       const uint64_t desc_k = sw128_desc(k_tile + (kk >> 2) * kBlockN * 64 + (kk & 3) * 16, 16, 1024);
       wgmma_ss<T, kBlockN>(s, desc_q, desc_k, kk > 0 ? 1 : 0);
     }
@@ -455,33 +342,24 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     named_bar_sync(my_turn, 256);
   };
 
-  // The last S of the tile has read Q (persistent: the producer may load the next tile's).
-  auto release_q = [&](int n) {
-    if constexpr (kPersistent) {
-      if (n == num_tiles - 1) mbar_arrive(q_empty(qb));
-    }
-  };
   if (num_tiles > 0) {
     if (warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);  // 0 first
-    const int ks = ring % kStages;
-    mbar_wait(q_full(qb), (q_round >> 1) & 1);
-    mbar_wait(k_full(ks), (ring / kStages) & 1);
+    mbar_wait(q_full, 0);
+    mbar_wait(k_full(0), 0);
     begin_turn();
-    issue_s(sk + ks * kTile);
+    issue_s(sk);
     end_turn(0);
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     fence_operands(s);
-    mbar_arrive(k_empty(ks));
-    release_q(0);
+    mbar_arrive(k_empty(0));
     float correction[2];
     softmax(0, correction);
     rescale_o_and_pack_p(correction);
   }
   for (int n = 1; n < num_tiles; ++n) {
-    const int jk = ring + n, jv = ring + n - 1;  // positions in the CTA's K / V rings
-    const int ks = jk % kStages, vs = jv % kStages;
-    mbar_wait(k_full(ks), (jk / kStages) & 1);
-    mbar_wait(v_full(vs), (jv / kStages) & 1);
+    const int ks = n % kStages, vs = (n - 1) % kStages;
+    mbar_wait(k_full(ks), (n / kStages) & 1);
+    mbar_wait(v_full(vs), ((n - 1) / kStages) & 1);
     begin_turn();
     fence_operands(o);
     issue_s(sk + ks * kTile);
@@ -490,7 +368,6 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // S_n done
     fence_operands(s);
     mbar_arrive(k_empty(ks));
-    release_q(n);
     float correction[2];
     softmax(n, correction);
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");  // P_{n-1} V_{n-1} done
@@ -499,16 +376,12 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     rescale_o_and_pack_p(correction);
   }
   if (num_tiles > 0) {
-    const int jv = ring + num_tiles - 1;
-    const int vs = jv % kStages;
-    mbar_wait(v_full(vs), (jv / kStages) & 1);
+    const int vs = (num_tiles - 1) % kStages;
+    mbar_wait(v_full(vs), ((num_tiles - 1) / kStages) & 1);
     fence_operands(o);
     issue_pv(sv + vs * kTile);
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     fence_operands(o);
-    mbar_arrive(v_empty(vs));  // (unused past the walk's last tile: nobody waits for it)
-    ring += num_tiles;
-    ++q_round;
   }
 
   // ---- epilogue: out = O / l, lse = m * scale + log(l) ----
@@ -526,18 +399,16 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     }
     prefill_round_q8_out<T>(p.round_q8_out, v);  // every lane, before the row test
     if (row >= q_len) continue;
-    const int64_t token = g.q_start + row;
-    T* dst = out + (token * p.num_heads + g.head) * kHeadDim + 2 * (lane & 3);
+    const int64_t token = q_start + row;
+    T* dst = out + (token * p.num_heads + head) * kHeadDim + 2 * (lane & 3);
 #pragma unroll
     for (int j = 0; j < kHeadDim / 8; ++j) {
       *reinterpret_cast<uint32_t*>(dst + j * 8) = Traits::pack(v[j][0], v[j][1]);
     }
     if (p.lse != nullptr && (lane & 3) == 0) {
-      p.lse[token * p.num_heads + g.head] =
-          l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
+      p.lse[token * p.num_heads + head] = l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
     }
   }
-  }  // the CTA's tiles
   }  // consumer warpgroups
 #else
   __trap();  // only built for sm_90a; the launcher never selects it elsewhere

@@ -112,21 +112,6 @@ bool device_is_hopper() {
   return major == 9 && minor == 0;
 }
 
-bool is_hopper_impl(PrefillImpl impl) {
-  return impl == PrefillImpl::kHopper || impl == PrefillImpl::kHopperPersistent;
-}
-
-// Test-name prefix of each implementation ("wgmmaps_": the persistent Hopper kernel).
-const char* prefill_impl_name(PrefillImpl impl) {
-  switch (impl) {
-    case PrefillImpl::kHopper: return "wgmma_";
-    case PrefillImpl::kHopperPersistent: return "wgmmaps_";
-    case PrefillImpl::kPortable: return "mmasync_";
-    case PrefillImpl::kAuto: break;
-  }
-  return "auto_";
-}
-
 // (implementation, dtype, head_dim, causal, GQA ratio, chunked)
 using PrefillCase = std::tuple<PrefillImpl, DType, int, bool, int, bool>;
 class PrefillTest : public ::testing::TestWithParam<PrefillCase> {};
@@ -168,13 +153,15 @@ void run_prefill_case(const PrefillCase& param) {
 TEST_P(PrefillTest, MatchesReferenceWithinNaiveError) {
   SKIP_WITHOUT_GPU();
   const PrefillImpl impl = std::get<0>(GetParam());
-  if (is_hopper_impl(impl) && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  if (impl == PrefillImpl::kHopper && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
   run_prefill_case(GetParam());
 }
 
 std::string prefill_name(const ::testing::TestParamInfo<PrefillCase>& info) {
   const auto [impl, dtype, head_dim, causal, ratio, chunked] = info.param;
-  const char* impl_name = prefill_impl_name(impl);
+  const char* impl_name = impl == PrefillImpl::kHopper     ? "wgmma_"
+                          : impl == PrefillImpl::kPortable ? "mmasync_"
+                                                           : "auto_";
   return std::string(impl_name) +
          testing::dtype_name(dtype) + "_d" + std::to_string(head_dim) +
          (causal ? "_causal" : "_full") + "_gqa" + std::to_string(ratio) +
@@ -184,57 +171,11 @@ std::string prefill_name(const ::testing::TestParamInfo<PrefillCase>& info) {
 INSTANTIATE_TEST_SUITE_P(All, PrefillTest,
                          ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
                                                               PrefillImpl::kHopper,
-                                                              PrefillImpl::kHopperPersistent,
                                                               PrefillImpl::kAuto),
                                             ::testing::Values(DType::kBf16, DType::kFp16),
                                             ::testing::Values(64, 128), ::testing::Bool(),
                                             ::testing::Values(1, 3, 8), ::testing::Bool()),
                          prefill_name);
-
-// The persistent Hopper kernel with many tiles on every CTA: 48 sequences x 16 heads is at
-// least 768 tiles (one row block each at the capped lengths of the sanitizer runs), several
-// per SM, so each CTA walks a list of tiles of mixed lengths (empty row blocks of the short
-// sequences among them) through one K/V ring; with chunked prefixes too. The tests above
-// reach several tiles a CTA only at their full lengths.
-using PersistentCase = std::tuple<DType, int, bool, bool>;  // dtype, head_dim, causal, chunked
-class PersistentPrefillTest : public ::testing::TestWithParam<PersistentCase> {};
-
-TEST_P(PersistentPrefillTest, ManyTilesPerCtaMatchReference) {
-  SKIP_WITHOUT_GPU();
-  if (!device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
-  const auto [dtype, head_dim, causal, chunked] = GetParam();
-  ProblemShape s;
-  s.dtype = dtype;
-  s.head_dim = head_dim;
-  s.causal = causal;
-  s.num_kv_heads = 4;
-  s.num_heads = 16;
-  const std::vector<int> q_cycle = {1, 17, 64, 97, 200, 193, 130, 5};
-  const std::vector<int> kv_extra = {0, 40, 7, 300, 0, 129, 64, 1000};  // chunked: cached keys
-  for (int i = 0; i < 48; ++i) {
-    const size_t c = size_t(i) % q_cycle.size();
-    s.q_lens.push_back(q_cycle[c]);
-    s.kv_lens.push_back(q_cycle[c] + (chunked ? kv_extra[c] : 0));
-  }
-  s.q_lens = capped(s.q_lens);
-  s.kv_lens = capped(s.kv_lens);
-  int sms = 0;
-  FS_CUDA_OR_DIE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  ASSERT_GE(int(s.q_lens.size()) * s.num_heads, 2 * sms) << "fewer than two tiles a CTA";
-  check_prefill(s, PrefillImpl::kHopperPersistent);
-}
-
-std::string persistent_name(const ::testing::TestParamInfo<PersistentCase>& info) {
-  const auto [dtype, head_dim, causal, chunked] = info.param;
-  return std::string(testing::dtype_name(dtype)) + "_d" + std::to_string(head_dim) +
-         (causal ? "_causal" : "_full") + (chunked ? "_chunked" : "_varlen");
-}
-
-INSTANTIATE_TEST_SUITE_P(All, PersistentPrefillTest,
-                         ::testing::Combine(::testing::Values(DType::kBf16, DType::kFp16),
-                                            ::testing::Values(64, 128), ::testing::Bool(),
-                                            ::testing::Bool()),
-                         persistent_name);
 
 // ---- decode -------------------------------------------------------------------------------
 
@@ -306,7 +247,7 @@ class WindowPrefillTest : public ::testing::TestWithParam<WindowPrefillCase> {};
 TEST_P(WindowPrefillTest, MatchesReferenceWithinNaiveError) {
   SKIP_WITHOUT_GPU();
   const auto [impl, dtype, head_dim, window, chunked] = GetParam();
-  if (is_hopper_impl(impl) && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  if (impl == PrefillImpl::kHopper && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
   ProblemShape s;
   s.dtype = dtype;
   s.head_dim = head_dim;
@@ -325,7 +266,9 @@ TEST_P(WindowPrefillTest, MatchesReferenceWithinNaiveError) {
 
 std::string window_prefill_name(const ::testing::TestParamInfo<WindowPrefillCase>& info) {
   const auto [impl, dtype, head_dim, window, chunked] = info.param;
-  const char* impl_name = prefill_impl_name(impl);
+  const char* impl_name = impl == PrefillImpl::kHopper     ? "wgmma_"
+                          : impl == PrefillImpl::kPortable ? "mmasync_"
+                                                           : "auto_";
   return std::string(impl_name) + testing::dtype_name(dtype) + "_d" + std::to_string(head_dim) +
          window_name(window) + (chunked ? "_chunked" : "_varlen");
 }
@@ -335,7 +278,6 @@ std::string window_prefill_name(const ::testing::TestParamInfo<WindowPrefillCase
 INSTANTIATE_TEST_SUITE_P(All, WindowPrefillTest,
                          ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
                                                               PrefillImpl::kHopper,
-                                                              PrefillImpl::kHopperPersistent,
                                                               PrefillImpl::kAuto),
                                             ::testing::Values(DType::kBf16),
                                             ::testing::Values(64, 128),
@@ -345,7 +287,6 @@ INSTANTIATE_TEST_SUITE_P(All, WindowPrefillTest,
 INSTANTIATE_TEST_SUITE_P(Fp16, WindowPrefillTest,
                          ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
                                                               PrefillImpl::kHopper,
-                                                              PrefillImpl::kHopperPersistent,
                                                               PrefillImpl::kAuto),
                                             ::testing::Values(DType::kFp16),
                                             ::testing::Values(64, 128), ::testing::Values(300),
