@@ -62,7 +62,7 @@ struct LoadRun {
   const v1::GenerateRequest* const request;
   const std::optional<std::chrono::milliseconds> timeout;
   const int num_requests;
-  const Clock::time_point run_start = Clock::now();
+  const Clock::time_point run_start = Clock::now();  // the wall time's and the start-up's
   std::atomic<int> next{0};  // requests started so far
   std::mutex mu;
   std::condition_variable all_done;
@@ -252,13 +252,12 @@ int run_load(const CliContext& ctx, const std::vector<std::string>& argv) {
   LoadRun run{stub.get(), &request, *timeout, *num_requests};
   run.results.reserve(*num_requests);
   const double cpu_start = process_cpu_seconds();
-  const Clock::time_point start = Clock::now();
   for (int w = 0; w < std::min(*concurrency, *num_requests); ++w) run.start_next();
   {
     std::unique_lock<std::mutex> lock(run.mu);
     run.all_done.wait(lock, [&] { return static_cast<int>(run.results.size()) == run.num_requests; });
   }
-  const double wall = seconds_between(start, Clock::now());
+  const double wall = seconds_between(run.run_start, Clock::now());
   const double cpu = process_cpu_seconds() - cpu_start;
 
   int num_ok = 0;
