@@ -25,9 +25,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
-#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -366,97 +364,9 @@ __device__ __forceinline__ void ws_store_tile(T* y, int64_t ld, int f0, int tok,
   }
 }
 
-// The split-k sum in a cluster (launch_wgmma_ws: 2 to kMaxClusterSplits splits of a tile
-// launched as one thread-block cluster): instead of writing fp32 partials to global memory for
-// reduce_splits_kernel, each split parks its accumulators in its own shared memory (the ring,
-// free once every wgmma has retired) and, after a cluster barrier, split r adds up the r-th
-// part of the tile over the cluster's shared memory (distributed shared memory) and writes y.
-// The sum runs in split order from 0 (0 + p_0 + p_1 + ...), the reduction kernel's order, so
-// y is the same bit for bit; a step loses one launch per GEMM, its drain and the partials'
-// round trip through the L2.
-// The parked tile: [kBM tokens][kRows + 4] fp32. The 4 floats of padding put the four token
-// rows a warp stores at once (t = 0..3, rows 2 t) 8 banks apart, so the lanes' 8 rows g and 4
-// tokens hit 32 different banks; a row stays 16-byte aligned (528 bytes) for the float4 reads.
-constexpr int kMaxClusterSplits = 8;  // the portable cluster size
-constexpr int kParkLd = kRows + 4;
-template <int kBM>
-__host__ __device__ constexpr int park_bytes() { return kBM * kParkLd * 4; }
-
-#if defined(FLASHSERVE_SM90A)
-__device__ __forceinline__ void cluster_barrier() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
-                   : "memory");
-}
-// 16 bytes at shared-memory address `local` of the cluster's CTA `rank`.
-__device__ __forceinline__ float4 ld_cluster_f4(uint32_t local, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(remote)
-               : "memory");
-  return v;
-}
-
-// A consumer thread's part of the cluster sum (above); `park` is the CTA's ring. Ends with
-// the cluster barrier after which no CTA reads another's shared memory; the producer threads
-// meet both barriers too (ws_produce's caller).
-template <int kBM, int kAcc>
-__device__ __forceinline__ void ws_cluster_sum(const QuantGemmParams& p, uint8_t* park,
-                                               int row0, int tok0, int my_row, int t,
-                                               int splits, const float (&acc)[kAcc]) {
-  // Both consumer warpgroups' wgmmas have retired (each waited for its own) before either
-  // overwrites the ring they read; the producer's copies all landed (every full barrier was
-  // waited for).
-  asm volatile("bar.sync 1, %0;\n" ::"n"(2 * kRows) : "memory");
-  float* tile = reinterpret_cast<float*>(park);
-#pragma unroll
-  for (int j = 0; j < kAcc / 4; ++j) {
-    float* at = tile + (2 * t + 8 * j) * kParkLd + my_row;
-    at[0] = acc[4 * j];
-    at[kParkLd] = acc[4 * j + 1];
-    at[8] = acc[4 * j + 2];
-    at[kParkLd + 8] = acc[4 * j + 3];
-  }
-  cluster_barrier();  // every split's tile parked, and visible to the cluster
-  constexpr int kQuads = kBM * kRows / 4, kQuadsPerToken = kRows / 4;
-  const int split = blockIdx.z;  // = the CTA's rank in its (1, 1, splits) cluster
-  const int per = (kQuads + splits - 1) / splits, end = min(kQuads, (split + 1) * per);
-  const uint32_t base = smem_addr(park);
-  for (int q = split * per + static_cast<int>(threadIdx.x) - kRows; q < end; q += 2 * kRows) {
-    const int tl = q / kQuadsPerToken, fl = (q % kQuadsPerToken) * 4;
-    const int tok = tok0 + tl, f = row0 + fl;
-    if (tok >= p.m || f >= p.n) continue;
-    const uint32_t at = base + static_cast<uint32_t>(tl * kParkLd + fl) * 4;
-    float4 part[kMaxClusterSplits];
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) {
-      if (s < splits) part[s] = ld_cluster_f4(at, s);
-    }
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) {
-      if (s < splits) {
-        v.x += part[s].x;
-        v.y += part[s].y;
-        v.z += part[s].z;
-        v.w += part[s].w;
-      }
-    }
-    store_output(p, f, tok, v.x);
-    if (f + 1 < p.n) store_output(p, f + 1, tok, v.y);
-    if (f + 2 < p.n) store_output(p, f + 2, tok, v.z);
-    if (f + 3 < p.n) store_output(p, f + 3, tok, v.w);
-  }
-  cluster_barrier();  // the others' reads of this CTA's shared memory are done
-}
-#endif  // FLASHSERVE_SM90A
-
 template <WeightFormat F, int kBM>
 __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
     quant_gemm_wgmma_ws_kernel(const QuantGemmParams p, const int splits,
-                               const bool cluster_sum,
                                const __grid_constant__ CUtensorMap x_map,
                                const __grid_constant__ WeightMaps w_maps) {
 #if defined(FLASHSERVE_SM90A)
@@ -485,10 +395,6 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
     }
     ws_produce<F, kBM>(p, r, x_map, w_maps, row0, tok0, s_begin, num_stages);
     allow_next_grid();
-    if (cluster_sum) {  // the consumers' two cluster barriers (ws_cluster_sum)
-      cluster_barrier();
-      cluster_barrier();
-    }
     return;
   }
   if constexpr (ws_moves_registers<kBM>()) {
@@ -503,10 +409,6 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
   ws_consume<F, kBM>(r, my_row, s_begin, num_stages, acc);
   allow_next_grid();
 
-  if (cluster_sum) {
-    ws_cluster_sum<kBM>(p, r.base, row0, tok0, my_row, t, splits, acc);
-    return;
-  }
   const int f0 = row0 + my_row, tok = tok0 + 2 * t;
   const bool full = row0 + kRows <= p.n && tok0 + kBM <= p.m;
   if (splits > 1) {
@@ -521,29 +423,6 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
     ws_store_tile<float, true>(static_cast<float*>(p.y), p.ldy, f0, tok, p.m, p.n, full, acc);
   }
 #endif
-}
-
-// launch_dependent() (kernels/dependent_launch.cuh) with the grid in thread-block clusters of
-// `cluster` CTAs, for the cluster sum (ws_cluster_sum). Returns the launch's error.
-template <typename... Params, typename... Args>
-cudaError_t launch_dependent_clusters(void (*kernel)(Params...), dim3 grid, dim3 block,
-                                      size_t smem, cudaStream_t stream, dim3 cluster,
-                                      Args&&... args) {
-  cudaLaunchAttribute attribute[2];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = cluster.x;
-  attribute[0].val.clusterDim.y = cluster.y;
-  attribute[0].val.clusterDim.z = cluster.z;
-  attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = attribute;
-  config.numAttrs = 2;  // Hopper: clusters and PDL both
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 template <WeightFormat F, int kBM>
@@ -628,38 +507,6 @@ absl::Status x_tensor_map(const QuantGemmParams& p, int bm, CUtensorMap* map) {
   return absl::OkStatus();
 }
 
-// How many clusters of s CTAs (s = 2 .. kMaxClusterSplits) of this kernel the device runs at
-// once (cudaOccupancyMaxActiveClusters; 0 where the query fails), asked once per kernel after
-// its shared-memory limit is set. A cluster's CTAs must find free SMs in one GPC together, so
-// the 132 SMs hold fewer CTAs in clusters of 8 than one by one; wgmma_splits() plans for one
-// round of CTAs, and a grid of clusters that does not fit in one would take two.
-template <WeightFormat F, int kBM>
-const std::array<int, kMaxClusterSplits + 1>& active_clusters() {
-  static const std::array<int, kMaxClusterSplits + 1> active = [] {
-    std::array<int, kMaxClusterSplits + 1> a{};
-    for (int s = 2; s <= kMaxClusterSplits; ++s) {
-      cudaLaunchAttribute attribute[1];
-      attribute[0].id = cudaLaunchAttributeClusterDimension;
-      attribute[0].val.clusterDim.x = 1;
-      attribute[0].val.clusterDim.y = 1;
-      attribute[0].val.clusterDim.z = static_cast<unsigned>(s);
-      cudaLaunchConfig_t config = {};
-      config.gridDim = dim3(1, 1, static_cast<unsigned>(s));
-      config.blockDim = dim3(kWsThreads);
-      config.dynamicSmemBytes = ws_smem_bytes<F, kBM>();
-      config.attrs = attribute;
-      config.numAttrs = 1;
-      if (cudaOccupancyMaxActiveClusters(&a[s], quant_gemm_wgmma_ws_kernel<F, kBM>, &config) !=
-          cudaSuccess) {
-        cudaGetLastError();
-        a[s] = 0;
-      }
-    }
-    return a;
-  }();
-  return active;
-}
-
 // 64-, 128- or 256-token tiles (quant_gemm_wgmma_ws below), k split by wgmma_splits().
 template <WeightFormat F, int kBM>
 absl::Status launch_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t stream,
@@ -668,7 +515,6 @@ absl::Status launch_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t
   constexpr int smem = ws_smem_bytes<F, kBM>();
   static_assert(ws_ctas_per_sm<kBM>() * (smem + kReservedPerCta) <= kSmemPerSm);
   if (absl::Status s = set_smem_limit_once<WsSmemTag<F, kBM>>(kernel, smem); !s.ok()) return s;
-  static_assert(park_bytes<kBM>() <= ws_stages<F, kBM>() * wg_stage_bytes<F, kBM>());
   const int splits = wgmma_splits(p, kRows, kBM, ws_ctas_per_sm<kBM>(), num_sms);
   const dim3 grid(static_cast<unsigned>((p.m + kBM - 1) / kBM),
                   static_cast<unsigned>((p.n + kRows - 1) / kRows), splits);
@@ -676,18 +522,8 @@ absl::Status launch_wgmma_ws(const QuantGemmParams& p, int num_sms, cudaStream_t
   if (absl::Status s = x_tensor_map(p, kBM, &x_map); !s.ok()) return s;
   WeightMaps w_maps;
   if (absl::Status s = weight_maps<F>(p, &w_maps); !s.ok()) return s;
+  CUDA_CHECK(launch_dependent(kernel, grid, kWsThreads, smem, stream, p, splits, x_map, w_maps));
   *splits_out = splits;
-  // A split k is summed in its cluster (ws_cluster_sum) unless the caller takes the partials
-  // (defer_reduction), the splits exceed a portable cluster, or the grid's clusters would not
-  // all run at once (active_clusters).
-  if (splits > 1 && splits <= kMaxClusterSplits && !p.defer_reduction &&
-      int64_t{grid.x} * grid.y <= active_clusters<F, kBM>()[splits]) {
-    CUDA_CHECK(launch_dependent_clusters(kernel, grid, kWsThreads, smem, stream,
-                                         dim3(1, 1, splits), p, splits, true, x_map, w_maps));
-    return absl::OkStatus();
-  }
-  CUDA_CHECK(
-      launch_dependent(kernel, grid, kWsThreads, smem, stream, p, splits, false, x_map, w_maps));
   return reduce_splits(p, splits, stream);
 }
 
