@@ -19,8 +19,12 @@ void EventDelivery::post(Batch* batch) {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(*batch));
     ++num_posted_;
+    if (!spare_.empty()) {
+      *batch = std::move(spare_.back());
+      spare_.pop_back();
+    }
   }
-  batch->clear();
+  batch->clear();  // moved from, or a spare (empty already)
   cv_.notify_all();
 }
 
@@ -41,6 +45,7 @@ void EventDelivery::run() {
     for (auto& [sink, event] : batch) (*sink)(std::move(event));
     batch.clear();  // sinks (and what they hold) are released off the lock
     lock.lock();
+    if (spare_.size() < 2) spare_.push_back(std::move(batch));
     ++num_delivered_;
     cv_.notify_all();
   }

@@ -30,7 +30,9 @@ class EventDelivery {
   EventDelivery(const EventDelivery&) = delete;
   EventDelivery& operator=(const EventDelivery&) = delete;
 
-  // Queues the batch (moved from; *batch is left empty) and returns at once.
+  // Queues the batch and returns at once; *batch is left empty, with the capacity of a batch
+  // already delivered when there is one (a 256-stream step's events would otherwise grow a
+  // fresh vector every step: bench/serving/NOTES.md step 29).
   void post(Batch* batch);
   // Blocks until every batch posted before this call has been delivered.
   void flush();
@@ -41,6 +43,7 @@ class EventDelivery {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Batch> queue_;   // guarded by mu_
+  std::vector<Batch> spare_;  // delivered and cleared, for post() to hand back; guarded by mu_
   uint64_t num_posted_ = 0;     // guarded by mu_
   uint64_t num_delivered_ = 0;  // guarded by mu_
   bool stop_ = false;           // guarded by mu_

@@ -65,6 +65,25 @@ TEST(EventDeliveryTest, DestructionDeliversWhatWasPosted) {
   EXPECT_EQ(log.seen.size(), 50u);
 }
 
+// A delivered batch comes back to the poster empty with its capacity, so that a step's events
+// do not grow a fresh vector every step (bench/serving/NOTES.md step 29).
+TEST(EventDeliveryTest, PostHandsBackADeliveredBatchsCapacity) {
+  Log log;
+  EventDelivery delivery;
+  EventDelivery::Batch b = batch(&log, std::this_thread::get_id(), 0, 64);
+  delivery.post(&b);
+  EXPECT_TRUE(b.empty());
+  delivery.flush();  // the first batch is delivered and spare
+  EventDelivery::Batch second = batch(&log, std::this_thread::get_id(), 100, 1);
+  delivery.post(&second);
+  EXPECT_TRUE(second.empty());
+  EXPECT_GE(second.capacity(), 64u);
+  delivery.flush();
+  std::lock_guard<std::mutex> lock(log.mu);
+  ASSERT_EQ(log.seen.size(), 65u);
+  EXPECT_EQ(log.seen.back().second, 100);
+}
+
 TEST(EventDeliveryTest, FlushWithNothingPostedReturns) {
   EventDelivery delivery;
   delivery.flush();
