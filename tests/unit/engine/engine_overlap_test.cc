@@ -12,6 +12,12 @@ namespace {
 
 using namespace ::flashserve::engine::fakes;  // NOLINT: fakes and helpers
 
+TestEngineOptions overlapped() {
+  TestEngineOptions o;
+  o.overlap = true;
+  return o;
+}
+
 // Steps that ran a sequence with a KV length in [seqlen_first, seqlen_last] (the tests using
 // it run one request).
 int steps_with(const std::vector<model::ForwardBatch>& batches, int seqlen_first, int seqlen_last) {
@@ -27,7 +33,7 @@ int steps_with(const std::vector<model::ForwardBatch>& batches, int seqlen_first
 // Decode steps take their tokens from the device: two steps are in flight at once, the fed
 // tokens are named in previous_samples (token_ids 0), and the output is the model's.
 TEST(EngineOverlapTest, DecodeTokensComeFromThePreviousStepOnTheDevice) {
-  TestEngine e({.overlap = true});
+  TestEngine e(overlapped());
   e->start();
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::shared_ptr<Stream>> streams;
@@ -66,7 +72,7 @@ TEST(EngineOverlapTest, DecodeTokensComeFromThePreviousStepOnTheDevice) {
 // one more token for the request, which is dropped; the client sees exactly what a
 // sequential engine gives, and every block comes back.
 TEST(EngineOverlapTest, AStopFoundLateDropsTheTokenComputedMeanwhile) {
-  TestEngine e({.overlap = true});
+  TestEngine e(overlapped());
   const std::vector<int32_t> prompt = make_prompt(1, 4);
   e.state->next_token = scripted(prompt.size(), {letter('h'), letter('i'), kEos, letter('x')});
   e->start();
@@ -84,7 +90,7 @@ TEST(EngineOverlapTest, AStopFoundLateDropsTheTokenComputedMeanwhile) {
 // A request that reaches max_new_tokens is known to end before its last token is back: the
 // scheduler leaves it out of the next step, so no token past the limit is computed.
 TEST(EngineOverlapTest, TheLastTokenOfALengthLimitIsNeverFedBack) {
-  TestEngine e({.overlap = true});
+  TestEngine e(overlapped());
   const std::vector<int32_t> prompt = make_prompt(2, 6);
   e->start();
   auto s = e.submit(greedy_request(prompt, 5));
