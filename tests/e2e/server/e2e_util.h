@@ -4,17 +4,40 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <thread>
 #include <string>
 #include <vector>
 
 #include "flashserve/v1/generation.grpc.pb.h"
+#include "gtest/gtest.h"
 #include "tests/e2e/server/server_process.h"
 
 namespace flashserve::e2e {
 
 // Generous bound for one generation on a loaded 2-core machine; only ever hit on a hang.
 inline constexpr std::chrono::seconds kRpcTimeout{180};
+
+// The server's memory comes back to at most baseline + slack: polled every 100 ms for
+// `patience` (calls are freed asynchronously, and the server's HeapTrimmer looks once a
+// second), then checked where RSS bounds apply (kRssBoundsApply), printed otherwise.
+inline void expect_rss_back(const ServerProcess& server, int64_t baseline_kib, int64_t slack_kib,
+                            std::chrono::milliseconds patience) {
+  int64_t rss = server.rss_kib();
+  for (auto waited = std::chrono::milliseconds(0);
+       waited < patience && rss > baseline_kib + slack_kib;
+       waited += std::chrono::milliseconds(100)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    rss = server.rss_kib();
+  }
+  if (kRssBoundsApply) {
+    EXPECT_LE(rss, baseline_kib + slack_kib) << "baseline " << baseline_kib << " KiB";
+  } else {
+    std::printf("RSS %lld KiB, baseline %lld: not bounded in a sanitizer build\n",
+                static_cast<long long>(rss), static_cast<long long>(baseline_kib));
+  }
+}
 
 // Writes all of `bytes` to the socket (no SIGPIPE); false when the peer is gone.
 inline bool send_all(int fd, const std::string& bytes) {

@@ -69,17 +69,7 @@ class Http2AbuseE2E : public ::testing::Test {
     const UnaryResult r = generate(stub.get(), still_there);
     EXPECT_TRUE(r.status.ok()) << r.status.error_message();
     EXPECT_EQ(r.response.token_ids_size(), 2);
-    int64_t rss = server_->rss_kib();
-    for (int i = 0; i < patience.count() * 10 && rss > baseline_kib_ + kMemorySlackKib; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      rss = server_->rss_kib();
-    }
-    if (kRssBoundsApply) {
-      EXPECT_LE(rss, baseline_kib_ + kMemorySlackKib) << "baseline " << baseline_kib_ << " KiB";
-    } else {
-      std::printf("RSS %lld KiB, baseline %lld: not bounded in a sanitizer build\n",
-                  static_cast<long long>(rss), static_cast<long long>(baseline_kib_));
-    }
+    expect_rss_back(*server_, baseline_kib_, kMemorySlackKib, patience);
   }
 
   static std::unique_ptr<ServerProcess> server_;

@@ -171,17 +171,7 @@ class HttpAbuseE2E : public ::testing::Test {
   static void expect_serving_and_memory_back() {
     EXPECT_EQ(complete(2), 200);
     EXPECT_EQ(server_->health(), grpc::health::v1::HealthCheckResponse::SERVING);
-    int64_t rss = server_->rss_kib();
-    for (int i = 0; i < 100 && rss > baseline_kib_ + kMemorySlackKib; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      rss = server_->rss_kib();
-    }
-    if (kRssBoundsApply) {
-      EXPECT_LE(rss, baseline_kib_ + kMemorySlackKib) << "baseline " << baseline_kib_ << " KiB";
-    } else {
-      std::printf("RSS %lld KiB, baseline %lld: not bounded in a sanitizer build\n",
-                  static_cast<long long>(rss), static_cast<long long>(baseline_kib_));
-    }
+    expect_rss_back(*server_, baseline_kib_, kMemorySlackKib, std::chrono::seconds(10));
   }
 
   static std::unique_ptr<ServerProcess> server_;
