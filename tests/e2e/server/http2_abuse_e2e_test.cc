@@ -35,32 +35,36 @@ constexpr int64_t kMemorySlackKib = 64 * 1024;
 
 const std::string kPath = "/flashserve.v1.Generation/GetModelInfo";
 
+// Each attack meets a server of its own, so that its memory is judged against the baseline
+// of that server: with one server for all four, the rapid reset's settled leftover (~+22 MB)
+// and the CONTINUATION flood's parsing arena (up to 64 MiB a gRPC thread; docs/api.md "Known
+// limit: CONTINUATION flood") added up past the bound in 4 of 17 runs on the build machine
+// (2026-12-05), by 2-3 MB, and failed the next test as well. The rapid reset test still
+// attacks one server twice: a repeated attack must not add up.
 class Http2AbuseE2E : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
+  void SetUp() override {
     const std::string model = default_model_path();
-    if (model.empty()) return;
+    if (model.empty()) GTEST_SKIP() << "default model not in models/";
     auto server = ServerProcess::start(model, {"--max-num-seqs", "4"});
-    if (!server.ok() || !(*server)->wait_serving().ok()) return;
+    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_TRUE((*server)->wait_serving().ok()) << (*server)->log();
     server_ = std::move(*server);
     auto stub = server_->stub();
     for (int i = 0; i < 2; ++i) generate(stub.get(), greedy_request("Warm up", 4));
     baseline_kib_ = server_->rss_kib();
   }
-  static void TearDownTestSuite() {
+  void TearDown() override {
     if (server_) {
       EXPECT_EQ(server_->stop(SIGTERM), 0) << server_->log();
     }
     server_.reset();
   }
-  void SetUp() override {
-    if (server_ == nullptr) GTEST_SKIP() << "default model not in models/ (or no server)";
-  }
 
   // The server still answers health and a generation, and its memory comes back near the
   // baseline (polled for `patience`: calls are freed asynchronously, and the server's
   // HeapTrimmer looks once a second).
-  static void expect_serving_and_memory_back(
+  void expect_serving_and_memory_back(
       std::chrono::seconds patience = std::chrono::seconds(5)) {
     EXPECT_EQ(server_->health(), grpc::health::v1::HealthCheckResponse::SERVING);
     auto stub = server_->stub();
@@ -72,12 +76,9 @@ class Http2AbuseE2E : public ::testing::Test {
     expect_rss_back(*server_, baseline_kib_, kMemorySlackKib, patience);
   }
 
-  static std::unique_ptr<ServerProcess> server_;
-  static int64_t baseline_kib_;
+  std::unique_ptr<ServerProcess> server_;
+  int64_t baseline_kib_ = 0;
 };
-
-std::unique_ptr<ServerProcess> Http2AbuseE2E::server_;
-int64_t Http2AbuseE2E::baseline_kib_ = 0;
 
 // CVE-2023-44487's pattern: open a stream, reset it at once, 20,000 times on one connection.
 // The server keeps serving, and its memory comes back: the gRPC of Debian 12 (1.51.1, without
