@@ -4,14 +4,15 @@
 // events, metrics), during which the GPU idles; this measures that host work.
 //
 //   flashserve-bench-engine-host --model PATH [--streams 256] [--prompt_tokens 128]
-//       [--new_tokens 128] [--rounds 3] [--metrics]
+//       [--new_tokens 128] [--rounds 3] [--nometrics]
 //
 // The engine is the real one (server/engine) with the GGUF's tokenizer; the runner checks each
 // batch like the real runners (model::validate_forward_batch) and answers at once with the
 // tokens of a canned text cycled by position, so detokenizing and stop checks do real work.
 // `streams` requests (ignore_eos, greedy) are submitted at once, `rounds` times; the table
-// gives the wall time per engine step, the runner's share of it and the rest (the engine's
-// host work a GPU would wait for), for all steps and for the decode-only ones.
+// gives the wall time per engine step, the runner's share of it, and the engine's host work
+// between a step's return and the next step's call (what a GPU would wait for), for the
+// decode-only steps and the others (by the kind of the step that returned).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
