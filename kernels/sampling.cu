@@ -411,8 +411,29 @@ __global__ void __launch_bounds__(kThreads) sampling_kernel(SamplingBatch b) {
   }
 }
 
+// One thread per (t, i) pair: a handful of tokens per step, so one CTA in practice.
+__global__ void gather_sampled_tokens_kernel(SampledTokenGather g) {
+  wait_for_prior_grid();  // the metadata copy and the previous step's sampling wrote both sides
+  allow_next_grid();
+  const int p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p < g.num_pairs) g.token_ids[g.pairs[2 * p]] = g.results[g.pairs[2 * p + 1]].token;
+}
+
 }  // namespace
 }  // namespace device
+
+absl::Status gather_sampled_tokens(const SampledTokenGather& g, cudaStream_t stream) {
+  if (g.num_pairs < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gather_sampled_tokens: num_pairs ", g.num_pairs));
+  }
+  if (g.num_pairs == 0) return absl::OkStatus();
+  constexpr int kGatherThreads = 256;
+  CUDA_CHECK(device::launch_dependent(device::gather_sampled_tokens_kernel,
+                                      (g.num_pairs + kGatherThreads - 1) / kGatherThreads,
+                                      kGatherThreads, 0, stream, g));
+  return absl::OkStatus();
+}
 
 absl::Status sample_tokens(const SamplingBatch& b, cudaStream_t stream) {
   if (b.num_rows < 0 || b.vocab < 1) {

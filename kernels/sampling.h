@@ -1,6 +1,7 @@
 #pragma once
 // Token sampling over rows of logits, on the device: one CTA per sampled row. Plain C++ API;
-// the fp32 CPU reference with exactly the same rules is kernels/cpu/sampling.h.
+// the fp32 CPU reference with exactly the same rules is kernels/cpu/sampling.h (which also
+// has the reference of the sampled-token gather below).
 //
 // What one row goes through (both implementations, in this order):
 //  0. NaN logits become -inf (in place).
@@ -78,5 +79,21 @@ struct SamplingBatch {
 
 // Device pointers everywhere; asynchronous on `stream`. InvalidArgument for a bad shape.
 absl::Status sample_tokens(const SamplingBatch& b, cudaStream_t stream);
+
+// Overlapped steps (model/runner.h, ForwardBatch::previous_samples): a step launched before
+// the host has seen the previous step's samples takes those tokens on the device, from the
+// previous sample_tokens' results into its own token ids, before its forward pass reads them.
+struct SampledTokenGather {
+  const SampleResult* results = nullptr;  // [num_results] the previous step's results
+  const int32_t* pairs = nullptr;         // [num_pairs, 2]: (token index t, result index i)
+  int32_t* token_ids = nullptr;           // [num_tokens]: token_ids[t] = results[i].token
+  int num_pairs = 0;
+};
+
+// Device pointers; asynchronous on `stream`, a dependent launch (kernels/dependent_launch.cuh)
+// that the next kernel may overlap until it waits for it. Every t is in [0, num_tokens) and
+// every i in [0, num_results) (the runner's batch validation checks both: no check here).
+// InvalidArgument for num_pairs < 0.
+absl::Status gather_sampled_tokens(const SampledTokenGather& g, cudaStream_t stream);
 
 }  // namespace flashserve::kernels

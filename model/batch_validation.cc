@@ -120,8 +120,21 @@ absl::Status check_sampling(const ForwardBatch& b) {
 }  // namespace
 
 absl::Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
-                                    int num_blocks, int block_size) {
+                                    int num_blocks, int block_size, int num_previous_samples) {
   RETURN_IF_ERROR(check_sizes(b));
+  if (!b.previous_samples.empty() &&
+      static_cast<int>(b.previous_samples.size()) != b.num_tokens()) {
+    return invalid(absl::StrCat("previous_samples has ", b.previous_samples.size(),
+                                " entries for ", b.num_tokens(), " tokens"));
+  }
+  for (size_t t = 0; t < b.previous_samples.size(); ++t) {
+    const int32_t i = b.previous_samples[t];
+    if (i < -1 || i >= num_previous_samples) {
+      return invalid(absl::StrCat("previous_samples[", t, "] = ", i, " is neither -1 nor one of ",
+                                  num_previous_samples, " samples of the previous step",
+                                  num_previous_samples == 0 ? " (none in flight)" : ""));
+    }
+  }
   for (int t = 0; t < b.num_tokens(); ++t) {
     if (b.token_ids[t] < 0 || b.token_ids[t] >= config.vocab_size) {
       return invalid(absl::StrCat("token_ids[", t, "] = ", b.token_ids[t], " outside [0, ",

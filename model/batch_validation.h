@@ -15,9 +15,13 @@ namespace flashserve::model {
 // block_tables has num_seqs * max_blocks_per_seq entries and every block a sequence touches
 // (ceil(seqlens_k / block_size) of them) lies in [0, num_blocks); slot_mapping[t] is the
 // slot of positions[t] under the sequence's block table (kernels/paged_kv.h); sample_seqs is
-// ascending in [0, num_seqs) with one spec each whose penalty range lies in the arrays.
+// ascending in [0, num_seqs) with one spec each whose penalty range lies in the arrays;
+// previous_samples is empty or has num_tokens entries, each -1 or a sample index in
+// [0, num_previous_samples) (the samples of the step launched before: 0 for a runner that
+// does not overlap steps, so that any entry >= 0 is refused).
 // Otherwise InvalidArgument naming the field, the index and the value.
 absl::Status validate_forward_batch(const ForwardBatch& batch, const ModelConfig& config,
-                                    int num_blocks, int block_size);
+                                    int num_blocks, int block_size,
+                                    int num_previous_samples = 0);
 
 }  // namespace flashserve::model

@@ -30,6 +30,11 @@ struct ForwardBatch {
   std::vector<kernels::SampleSpec> sample_specs;    // [num_samples]
   std::vector<int32_t> penalty_tokens;              // [num_penalties], ranges in the specs
   std::vector<int32_t> penalty_counts;              // [num_penalties]
+  // Overlapped steps only (ModelRunner::overlaps()): empty, or [num_tokens] where -1 says
+  // token_ids[t] is the token and i >= 0 says the token is sample i (sample_seqs order) of
+  // the step launched just before this one, which the host has not seen yet (token_ids[t]
+  // is then 0 and ignored): the device reads it from that step's sampling output.
+  std::vector<int32_t> previous_samples;
   int num_seqs() const { return static_cast<int>(seqlens_k.size()); }
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
 };
@@ -70,6 +75,20 @@ class ModelRunner {
   // backend. `stats` may be null.
   virtual absl::Status forward(const ForwardBatch& batch, std::vector<SampledToken>* sampled,
                                ForwardStats* stats) = 0;
+
+  // Overlapped steps (optional: true for the CUDA runner). The engine may then launch step
+  // N + 1 before it has step N's sampled tokens, so that its host work between two steps
+  // (tokens -> text, scheduling, the batch, the runner's own upload and launch) runs while
+  // the device computes (docs/design.md "Overlapped steps"). Protocol: launch(N), then any
+  // number of {launch(N + 1), wait() -> N's tokens} pairs, each launch at most one ahead of
+  // its wait; waits return the launched steps' tokens in launch order; a step's batch and
+  // stats must stay alive and unchanged until its wait() returned. A step's tokens that come
+  // from the previous step's samples are named in batch.previous_samples. After an error
+  // from either call the runner is failed (the engine stops using it). forward() is
+  // launch() + wait() with nothing else in flight.
+  virtual bool overlaps() const { return false; }
+  virtual absl::Status launch(const ForwardBatch& batch, ForwardStats* stats);
+  virtual absl::Status wait(std::vector<SampledToken>* sampled);
 };
 
 // The two real backends' forward pass up to the logits, for comparing backends with each

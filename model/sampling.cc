@@ -70,9 +70,8 @@ kernels::SampleSpec Sampler::next_spec(std::span<const int32_t> prompt_tokens,
   // 53 random bits -> a double uniform in [0, 1), the same on every standard library.
   if (params_.temperature > 0) s.uniform = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
   s.penalty_begin = s.penalty_end = static_cast<int32_t>(penalty_tokens->size());
+  if (!uses_history()) return s;
   const bool repetition = params_.repetition_penalty != 1.f;
-  const bool additive = params_.presence_penalty != 0.f || params_.frequency_penalty != 0.f;
-  if (!repetition && !additive) return s;
   const size_t v = static_cast<size_t>(vocab);
   counts_.resize(v, 0);
   seen_.resize(v, 0);

@@ -70,6 +70,11 @@ class Sampler {
                                 std::span<const int32_t> generated_tokens, int vocab,
                                 std::vector<int32_t>* penalty_tokens,
                                 std::vector<int32_t>* penalty_counts);
+  // A penalty is on: next_spec reads the token history (so every token must be known).
+  bool uses_history() const {
+    return params_.repetition_penalty != 1.f || params_.presence_penalty != 0.f ||
+           params_.frequency_penalty != 0.f;
+  }
 
  private:
   SamplingParams params_;

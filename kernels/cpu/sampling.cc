@@ -144,4 +144,10 @@ SampleResult sample_row_cpu(float* logits, int vocab, const SampleSpec& s,
   return r;
 }
 
+void gather_sampled_tokens_cpu(const SampledTokenGather& g) {
+  for (int p = 0; p < g.num_pairs; ++p) {
+    g.token_ids[g.pairs[2 * p]] = g.results[g.pairs[2 * p + 1]].token;
+  }
+}
+
 }  // namespace flashserve::kernels

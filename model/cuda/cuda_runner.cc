@@ -1,6 +1,8 @@
 // The CUDA ModelRunner (model/cuda/cuda_backend.h): owns the stream, the device weights,
 // the KV cache and the step workspace, and runs model/cuda/llama_forward.h once per step
-// with exactly one host synchronisation (after the sampled tokens' copy).
+// with exactly one host synchronisation (on the event after the sampled tokens' copy). Steps
+// overlap (model/runner.h): a decode step replayed from a graph is enqueued while the step
+// before it still runs (model/cuda/in_flight.h says when).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -18,7 +20,9 @@
 #include "model/cuda/cuda_backend.h"
 #include "base/status_macros.h"
 #include "kernels/cuda_check.h"
+#include "model/cuda/batch_upload.h"
 #include "model/cuda/decode_graph.h"
+#include "model/cuda/in_flight.h"
 #include "model/cuda/llama_forward.h"
 #include "model/cuda/warm_up.h"
 #include "model/gguf/gguf.h"
@@ -170,7 +174,8 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
       cudaStreamSynchronize(side_stream_);
       cudaStreamDestroy(side_stream_);
     }
-    for (cudaEvent_t e : {fork_, join_, prefetch_fork_, prefetch_join_[0], prefetch_join_[1]}) {
+    for (cudaEvent_t e : {fork_, join_, prefetch_fork_, prefetch_join_[0], prefetch_join_[1],
+                          step_done_[0], step_done_[1]}) {
       if (e != nullptr) cudaEventDestroy(e);
     }
   }
@@ -182,8 +187,15 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
   int num_kv_blocks() const override { return cache_.num_blocks; }
   int kv_block_size() const override { return cache_.block_size; }
 
+  // REQUIRES (else FailedPrecondition): no step in flight.
   absl::Status forward(const ForwardBatch& batch, std::vector<SampledToken>* sampled,
                        ForwardStats* stats) override;
+  bool overlaps() const override { return true; }
+  // FailedPrecondition with two steps in flight; a refused call changes nothing.
+  absl::Status launch(const ForwardBatch& batch, ForwardStats* stats) override;
+  // FailedPrecondition with no step in flight.
+  absl::Status wait(std::vector<SampledToken>* sampled) override;
+  // REQUIRES (else FailedPrecondition): no step in flight.
   absl::Status forward_logits(const ForwardBatch& batch, int num_layers,
                               std::vector<float>* logits) override;
 
@@ -192,16 +204,22 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
     return {&config_, &weights_, &cache_, &ws_, gemm_.get(), &timer_, device_.num_sms, stream_,
             side_stream_, fork_, join_, prefetch_fork_, {prefetch_join_[0], prefetch_join_[1]}};
   }
-  // Enqueues the forward pass of `batch` and its sampling: decode batches padded
-  // (model/cuda/decode_graph.h) and, with graphs on, replayed from a graph unless the step
-  // is timed in full; any other batch eagerly. The results are valid after the stream
-  // synchronised.
+  // Enqueues the forward pass of `batch` and its sampling through staging slot `slot`:
+  // decode batches padded (model/cuda/decode_graph.h) and, with graphs on, replayed from a
+  // graph unless the step is timed in full; any other batch eagerly. A running step is
+  // finished first unless cuda::may_overlap. The results are valid once the stream passed
+  // the step.
   absl::StatusOr<const kernels::SampleResult*> enqueue_step(const ForwardBatch& batch,
                                                            cuda::TimerMode mode,
-                                                           ForwardStats* stats);
+                                                           ForwardStats* stats, int slot);
   absl::StatusOr<const kernels::SampleResult*> enqueue_decode_step(const ForwardBatch& batch,
                                                                   cuda::TimerMode mode,
-                                                                  ForwardStats* stats);
+                                                                  ForwardStats* stats, int slot);
+  // The step's one host synchronisation (on its step_done_ event), then its timer, stats and
+  // tokens (into step->sampled).
+  absl::Status finish(cuda::InFlightStep* step);
+  // finish() of the step still running, if any: before a step that must run alone.
+  absl::Status finish_running();
   absl::StatusOr<const kernels::SampleResult*> enqueue_sampling(const cuda::DeviceBatch& b);
   // Allocates the workspace for the largest step and captures the decode graph of every
   // batch-size bucket up to max_num_seqs (short sequences, one split): a serving run then
@@ -230,6 +248,11 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
   cuda::DecodeGraphs graphs_;
   uint64_t num_steps_ = 0;
   uint64_t num_eager_steps_ = 0;
+  cuda::InFlightSteps in_flight_;
+  // Recorded after each slot's step (its result copy): a wait() on step N returns while
+  // step N + 1 still runs, where a stream synchronisation would wait for both.
+  static_assert(cuda::InFlightSteps::kMaxSteps == cuda::DeviceWorkspace::kNumStagingSlots);
+  cudaEvent_t step_done_[cuda::InFlightSteps::kMaxSteps] = {nullptr, nullptr};
 };
 
 absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions& o,
@@ -241,6 +264,9 @@ absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions
   CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&prefetch_fork_, cudaEventDisableTiming));
   for (cudaEvent_t& e : prefetch_join_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  for (cudaEvent_t& e : step_done_) {
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
   RETURN_IF_ERROR(check_weights_fit(file, o, device_));
   ASSIGN_OR_RETURN(weights_, cuda::upload_llama_weights(file, config_, o.native_weights));
   ASSIGN_OR_RETURN(gemm_, cuda::Gemm::create());
@@ -278,7 +304,8 @@ absl::StatusOr<double> CudaModelRunner::warm_up_prefill(const CudaRunnerOptions&
        cuda::warm_up_batches(o.max_batch_tokens, config_.context_length, config_.vocab_size,
                              cache_.num_blocks, cache_.block_size)) {
     RETURN_IF_ERROR(validate_forward_batch(b, config_, cache_.num_blocks, cache_.block_size));
-    RETURN_IF_ERROR(enqueue_step(b, cuda::TimerMode::kOff, nullptr).status());
+    RETURN_IF_ERROR(
+        enqueue_step(b, cuda::TimerMode::kOff, nullptr, in_flight_.next_slot()).status());
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     RETURN_IF_ERROR(timer_.collect().status());
   }
@@ -297,7 +324,8 @@ absl::Status CudaModelRunner::prepare_decode_graphs(const CudaRunnerOptions& o) 
         cuda::pad_decode_batch(ForwardBatch{}, cuda::decode_bucket(n), kMinGraphTableWidth);
     RETURN_IF_ERROR(timer_.begin(stream_, cuda::TimerMode::kOff));
     ASSIGN_OR_RETURN(const cuda::DeviceBatch b,
-                     cuda::upload_batch(ctx, inert, inert.sample_seqs, /*with_sampling=*/true));
+                     cuda::upload_batch(ctx, cuda::pack_batch(ctx, inert, inert.sample_seqs, true),
+                                        in_flight_.next_slot()));
     const cuda::DecodeShape shape{inert.num_seqs(), inert.max_blocks_per_seq,
                                   cuda::attention_decode_splits(ctx, b.runs.front())};
     for (int use = 0; use < 2; ++use) {  // eager, then captured (decode_graph.h)
@@ -322,20 +350,69 @@ void CudaModelRunner::fill_stats(const cuda::StepTimes& t, ForwardStats* stats) 
 absl::Status CudaModelRunner::forward(const ForwardBatch& batch,
                                       std::vector<SampledToken>* sampled, ForwardStats* stats) {
   if (sampled == nullptr) return absl::InvalidArgumentError("cuda runner: sampled is null");
-  RETURN_IF_ERROR(validate_forward_batch(batch, config_, cache_.num_blocks, cache_.block_size));
+  if (!in_flight_.empty()) {
+    return absl::FailedPreconditionError(
+        "cuda runner: forward() while a launched step awaits its wait()");
+  }
+  RETURN_IF_ERROR(launch(batch, stats));
+  return wait(sampled);
+}
+
+absl::Status CudaModelRunner::launch(const ForwardBatch& batch, ForwardStats* stats) {
+  if (in_flight_.full()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cuda runner: launch() with ", cuda::InFlightSteps::kMaxSteps,
+                     " steps in flight (wait() for the older one first)"));
+  }
+  RETURN_IF_ERROR(validate_forward_batch(batch, config_, cache_.num_blocks, cache_.block_size,
+                                         in_flight_.num_previous_samples()));
   // Untimed without stats (metrics off). An untimed step reports no attention (calls,
   // bytes and FLOPs only where the seconds are measured too).
   const cuda::TimerMode mode = stats == nullptr ? cuda::TimerMode::kOff : next_timer_mode(batch);
+  const int slot = in_flight_.next_slot();
   ASSIGN_OR_RETURN(const kernels::SampleResult* results,
-                   enqueue_step(batch, mode, mode == cuda::TimerMode::kOff ? nullptr : stats));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));  // the step's one host sync
-  ASSIGN_OR_RETURN(const cuda::StepTimes times, timer_.collect());
-  fill_stats(times, stats);
-  sampled->resize(batch.sample_seqs.size());
-  for (size_t i = 0; i < sampled->size(); ++i) {
-    (*sampled)[i] = to_sampled_token(results[i], batch.sample_specs[i], config_.vocab_size);
-  }
+                   enqueue_step(batch, mode, mode == cuda::TimerMode::kOff ? nullptr : stats,
+                                slot));
+  CUDA_CHECK(cudaEventRecord(step_done_[slot], stream_));
+  cuda::InFlightStep step;
+  step.slot = slot;
+  step.results = results;
+  step.specs = batch.sample_specs;
+  step.timer = mode;
+  step.stats = stats;
+  in_flight_.push(std::move(step));
   return absl::OkStatus();
+}
+
+absl::Status CudaModelRunner::wait(std::vector<SampledToken>* sampled) {
+  if (sampled == nullptr) return absl::InvalidArgumentError("cuda runner: sampled is null");
+  if (in_flight_.empty()) {
+    return absl::FailedPreconditionError("cuda runner: wait() with no step in flight");
+  }
+  if (!in_flight_.oldest().finished) RETURN_IF_ERROR(finish(&in_flight_.oldest()));
+  *sampled = in_flight_.pop().sampled;
+  return absl::OkStatus();
+}
+
+absl::Status CudaModelRunner::finish(cuda::InFlightStep* step) {
+  CUDA_CHECK(cudaEventSynchronize(step_done_[step->slot]));  // the step's one host sync
+  // A timed step runs alone (cuda::may_overlap): the timer still holds its events.
+  cuda::StepTimes times;
+  if (step->timer != cuda::TimerMode::kOff) {
+    ASSIGN_OR_RETURN(times, timer_.collect());
+  }
+  fill_stats(times, step->stats);
+  step->sampled.resize(step->specs.size());
+  for (size_t i = 0; i < step->sampled.size(); ++i) {
+    step->sampled[i] = to_sampled_token(step->results[i], step->specs[i], config_.vocab_size);
+  }
+  step->finished = true;
+  return absl::OkStatus();
+}
+
+absl::Status CudaModelRunner::finish_running() {
+  cuda::InFlightStep* running = in_flight_.running();
+  return running == nullptr ? absl::OkStatus() : finish(running);
 }
 
 cuda::TimerMode CudaModelRunner::next_timer_mode(const ForwardBatch& batch) {
@@ -346,18 +423,20 @@ cuda::TimerMode CudaModelRunner::next_timer_mode(const ForwardBatch& batch) {
 }
 
 absl::StatusOr<const kernels::SampleResult*> CudaModelRunner::enqueue_step(
-    const ForwardBatch& batch, cuda::TimerMode mode, ForwardStats* stats) {
-  if (cuda::is_decode_batch(batch)) return enqueue_decode_step(batch, mode, stats);
+    const ForwardBatch& batch, cuda::TimerMode mode, ForwardStats* stats, int slot) {
+  if (cuda::is_decode_batch(batch)) return enqueue_decode_step(batch, mode, stats, slot);
+  RETURN_IF_ERROR(finish_running());  // prefill and mixed steps run alone
   const cuda::ForwardContext ctx = context();
   RETURN_IF_ERROR(timer_.begin(stream_, mode));
   ASSIGN_OR_RETURN(const cuda::DeviceBatch b,
-                   cuda::upload_batch(ctx, batch, batch.sample_seqs, /*with_sampling=*/true));
+                   cuda::upload_batch(ctx, cuda::pack_batch(ctx, batch, batch.sample_seqs, true),
+                                      slot));
   RETURN_IF_ERROR(cuda::llama_forward_cuda(ctx, b, config_.num_layers, stats));
   return enqueue_sampling(b);
 }
 
 absl::StatusOr<const kernels::SampleResult*> CudaModelRunner::enqueue_decode_step(
-    const ForwardBatch& batch, cuda::TimerMode mode, ForwardStats* stats) {
+    const ForwardBatch& batch, cuda::TimerMode mode, ForwardStats* stats, int slot) {
   const cuda::ForwardContext ctx = context();
   const ForwardBatch padded = cuda::pad_decode_batch(
       batch, cuda::decode_bucket(batch.num_seqs()),
@@ -366,12 +445,19 @@ absl::StatusOr<const kernels::SampleResult*> CudaModelRunner::enqueue_decode_ste
   // A graph step is untimed: events recorded during capture would become graph nodes. The
   // fully timed steps run the same kernels eagerly, so the breakdown still covers decode.
   const bool graph = use_graphs_ && mode != cuda::TimerMode::kFull;
+  const cuda::PackedBatch packed = cuda::pack_batch(ctx, padded, padded.sample_seqs, true);
+  const cuda::DecodeShape shape{padded.num_seqs(), padded.max_blocks_per_seq,
+                                cuda::attention_decode_splits(ctx, packed.b.runs.front())};
+  if (const cuda::InFlightStep* running = in_flight_.running();
+      running != nullptr &&
+      !cuda::may_overlap({running->timer != cuda::TimerMode::kOff, mode != cuda::TimerMode::kOff,
+                          graph && graphs_.ready(ctx, shape),
+                          cuda::upload_grows_workspace(ctx, packed, slot)})) {
+    RETURN_IF_ERROR(finish_running());
+  }
   RETURN_IF_ERROR(timer_.begin(stream_, graph ? cuda::TimerMode::kOff : mode));
-  ASSIGN_OR_RETURN(cuda::DeviceBatch b,
-                   cuda::upload_batch(ctx, padded, padded.sample_seqs, /*with_sampling=*/true));
+  ASSIGN_OR_RETURN(cuda::DeviceBatch b, cuda::upload_batch(ctx, packed, slot));
   if (graph) {
-    const cuda::DecodeShape shape{padded.num_seqs(), padded.max_blocks_per_seq,
-                                  cuda::attention_decode_splits(ctx, b.runs.front())};
     RETURN_IF_ERROR(graphs_.run(ctx, b, shape, config_.num_layers));
   } else {
     RETURN_IF_ERROR(cuda::llama_forward_cuda(ctx, b, config_.num_layers, stats));
@@ -390,6 +476,10 @@ absl::StatusOr<const kernels::SampleResult*> CudaModelRunner::enqueue_sampling(
 absl::Status CudaModelRunner::forward_logits(const ForwardBatch& batch, int num_layers,
                                              std::vector<float>* logits) {
   if (logits == nullptr) return absl::InvalidArgumentError("cuda runner: logits is null");
+  if (!in_flight_.empty()) {
+    return absl::FailedPreconditionError(
+        "cuda runner: forward_logits() while a launched step awaits its wait()");
+  }
   if (num_layers < 1 || num_layers > config_.num_layers) {
     return absl::InvalidArgumentError(absl::StrCat("cuda runner: num_layers ", num_layers,
                                                    " outside [1, ", config_.num_layers, "]"));
@@ -400,7 +490,9 @@ absl::Status CudaModelRunner::forward_logits(const ForwardBatch& batch, int num_
   RETURN_IF_ERROR(timer_.begin(stream_, cuda::TimerMode::kOff));
   std::vector<int32_t> all(batch.num_seqs());
   for (int s = 0; s < batch.num_seqs(); ++s) all[s] = s;
-  ASSIGN_OR_RETURN(const cuda::DeviceBatch b, cuda::upload_batch(ctx, batch, all, false));
+  ASSIGN_OR_RETURN(const cuda::DeviceBatch b,
+                   cuda::upload_batch(ctx, cuda::pack_batch(ctx, batch, all, false),
+                                      in_flight_.next_slot()));
   RETURN_IF_ERROR(cuda::llama_forward_cuda(ctx, b, num_layers, nullptr));
   logits->resize(static_cast<size_t>(batch.num_seqs()) * config_.vocab_size);
   CUDA_CHECK(cudaMemcpyAsync(logits->data(), ws_.logits.get(),

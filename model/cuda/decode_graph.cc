@@ -67,6 +67,10 @@ ForwardBatch pad_decode_batch(const ForwardBatch& batch, int num_seqs, int max_b
   p.sample_specs.resize(num_seqs);  // padding rows: default (greedy) specs, never sampled
   p.penalty_tokens = batch.penalty_tokens;
   p.penalty_counts = batch.penalty_counts;
+  if (!batch.previous_samples.empty()) {
+    p.previous_samples = batch.previous_samples;
+    p.previous_samples.resize(num_seqs, -1);
+  }
   return p;
 }
 
@@ -89,6 +93,12 @@ absl::Status DecodeGraphs::run(const ForwardContext& ctx, const DeviceBatch& b,
   if (entry.exec == nullptr) return llama_forward_cuda(ctx, b, num_layers, nullptr);
   CUDA_CHECK(cudaGraphLaunch(entry.exec, ctx.stream));
   return absl::OkStatus();
+}
+
+bool DecodeGraphs::ready(const ForwardContext& ctx, const DecodeShape& shape) const {
+  const auto it = graphs_.find(shape);
+  return it != graphs_.end() && it->second.exec != nullptr &&
+         it->second.pointers == graph_pointers(ctx);
 }
 
 absl::Status DecodeGraphs::capture(const ForwardContext& ctx, const DeviceBatch& b,

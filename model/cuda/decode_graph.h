@@ -37,7 +37,8 @@ int decode_bucket(int num_seqs);
 
 // `batch` (is_decode_batch) padded to num_seqs sequences and block tables
 // max_blocks_per_seq wide (entries past a sequence's blocks are -1, never read: attention
-// reads only the blocks that hold its seqlens_k keys).
+// reads only the blocks that hold its seqlens_k keys); previous_samples, when given, padded
+// with -1.
 // REQUIRES: num_seqs >= batch.num_seqs(), max_blocks_per_seq >= batch.max_blocks_per_seq.
 ForwardBatch pad_decode_batch(const ForwardBatch& batch, int num_seqs, int max_blocks_per_seq);
 
@@ -69,6 +70,9 @@ class DecodeGraphs {
   // (events would be captured into the graph).
   absl::Status run(const ForwardContext& ctx, const DeviceBatch& b, const DecodeShape& shape,
                    int num_layers);
+  // Whether run() would replay a graph captured before: none is captured or recaptured (as
+  // long as no buffer of ctx.ws moves in between).
+  bool ready(const ForwardContext& ctx, const DecodeShape& shape) const;
   int num_graphs() const { return static_cast<int>(graphs_.size()); }
 
  private:

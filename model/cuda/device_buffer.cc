@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "base/status_macros.h"
+
 namespace flashserve::model::cuda {
 
 absl::Status DeviceBuffer::allocate(size_t bytes) {
@@ -18,6 +20,18 @@ absl::Status DeviceBuffer::allocate(size_t bytes) {
         " bytes free): ", cudaGetErrorString(err)));
   }
   bytes_ = bytes;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceBuffer::reserve_keeping(size_t bytes, cudaStream_t stream) {
+  if (bytes <= bytes_) return absl::OkStatus();
+  DeviceBuffer grown;
+  RETURN_IF_ERROR(grown.allocate(bytes));
+  if (bytes_ > 0) {
+    CUDA_CHECK(cudaMemcpyAsync(grown.ptr_, ptr_, bytes_, cudaMemcpyDeviceToDevice, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  *this = std::move(grown);
   return absl::OkStatus();
 }
 

@@ -6,6 +6,8 @@
 #include "absl/status/status.h"
 #include "kernels/cuda_check.h"
 
+typedef struct CUstream_st* cudaStream_t;
+
 namespace flashserve::model::cuda {
 
 class DeviceBuffer {
@@ -26,6 +28,10 @@ class DeviceBuffer {
   absl::Status allocate(size_t bytes);
   // allocate() unless it already holds at least `bytes`.
   absl::Status reserve(size_t bytes) { return bytes <= bytes_ ? absl::OkStatus() : allocate(bytes); }
+  // reserve() that keeps the contents: a larger buffer gets the old bytes, copied on
+  // `stream`, which is synchronised before the old buffer is freed (a growth costs a host
+  // synchronisation). REQUIRES: no work on another stream uses the buffer.
+  absl::Status reserve_keeping(size_t bytes, cudaStream_t stream);
   void reset();
   template <typename T = void>
   T* get() const { return static_cast<T*>(ptr_); }
@@ -46,6 +52,7 @@ class PinnedBuffer {
   void reset();
   template <typename T = void>
   T* get() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
 
  private:
   void* ptr_ = nullptr;

@@ -5,12 +5,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstring>
-#include <numeric>
 #include <utility>
 
 #include "kernels/attention/attention.h"
-#include "kernels/cpu/rope.h"
 #include "kernels/gemv.h"
 #include "kernels/quant/quant_gemm.h"
 #include "kernels/quant/quant_gemv.h"
@@ -24,43 +21,6 @@ namespace flashserve::model::cuda {
 namespace {
 
 constexpr kernels::DType kAct = kernels::DType::kBf16;  // activations, weights and KV cache
-constexpr size_t kBf16Bytes = 2;
-constexpr size_t kAlign = 16;  // every array of the metadata block starts 16-byte aligned
-
-size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
-bool is_prefill(const ForwardBatch& b, int s) { return b.cu_seqlens_q[s + 1] - b.cu_seqlens_q[s] > 1; }
-
-// Runs of same-phase sequences (as in the CPU forward's attention_all) with their rebased
-// cu_seqlens_q appended to *run_cu.
-std::vector<AttentionRun> plan_runs(const ModelConfig& c, const ForwardBatch& b,
-                                    std::vector<int32_t>* run_cu) {
-  std::vector<AttentionRun> runs;
-  for (int s0 = 0; s0 < b.num_seqs();) {
-    int s1 = s0 + 1;
-    while (s1 < b.num_seqs() && is_prefill(b, s1) == is_prefill(b, s0)) ++s1;
-    AttentionRun r;
-    r.s0 = s0;
-    r.s1 = s1;
-    r.t0 = b.cu_seqlens_q[s0];
-    r.prefill = is_prefill(b, s0);
-    r.cu_offset = static_cast<int>(run_cu->size());
-    for (int s = s0; s <= s1; ++s) run_cu->push_back(b.cu_seqlens_q[s] - r.t0);
-    for (int s = s0; s < s1; ++s) {
-      r.max_seqlen_q = std::max(r.max_seqlen_q, b.cu_seqlens_q[s + 1] - b.cu_seqlens_q[s]);
-      r.max_seqlen_k = std::max(r.max_seqlen_k, b.seqlens_k[s]);
-    }
-    const kernels::AttentionCost cost = kernels::attention_cost(
-        run_cu->data() + r.cu_offset, b.seqlens_k.data() + s0, s1 - s0, c.num_heads,
-        c.num_kv_heads, c.head_dim, kBf16Bytes, /*causal=*/true);
-    r.flops = cost.flops;
-    r.bytes = cost.bytes;
-    runs.push_back(r);
-    s0 = s1;
-  }
-  return runs;
-}
-
 kernels::AttentionParams attention_params(const ForwardContext& ctx, const DeviceBatch& b,
                                           const AttentionRun& r, int layer,
                                           bool round_q8_out = false) {
@@ -88,111 +48,6 @@ kernels::AttentionParams attention_params(const ForwardContext& ctx, const Devic
   p.round_q8_out = round_q8_out;
   return p;
 }
-
-// The step buffers' sizes for `t` tokens and `rows` output rows, in DeviceWorkspace order.
-struct TokenBufferSizes {
-  size_t x, xn, qkv, q, attn, gate_up, ffn, last, logits, results;
-  size_t total() const { return x + xn + qkv + q + attn + gate_up + ffn + last + logits + results; }
-};
-
-TokenBufferSizes token_buffer_sizes(const ModelConfig& c, size_t t, size_t rows) {
-  const size_t q_dim = static_cast<size_t>(c.num_heads) * c.head_dim;
-  const size_t qkv_dim = static_cast<size_t>(c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-  return {t * c.hidden_size * sizeof(float), t * c.hidden_size * kBf16Bytes,
-          t * qkv_dim * kBf16Bytes,          t * q_dim * kBf16Bytes,
-          t * q_dim * kBf16Bytes,            t * 2 * c.ffn_size * kBf16Bytes,
-          t * c.ffn_size * kBf16Bytes,       rows * c.hidden_size * kBf16Bytes,
-          rows * c.vocab_size * sizeof(float), rows * sizeof(kernels::SampleResult)};
-}
-
-// Grows the step buffers to `t` tokens and `rows` output rows.
-absl::Status reserve_token_buffers(const ForwardContext& ctx, size_t t, size_t rows) {
-  DeviceWorkspace& ws = *ctx.ws;
-  const TokenBufferSizes z = token_buffer_sizes(*ctx.config, t, rows);
-  RETURN_IF_ERROR(ws.x.reserve(z.x));
-  RETURN_IF_ERROR(ws.xn.reserve(z.xn));
-  RETURN_IF_ERROR(ws.qkv.reserve(z.qkv));
-  RETURN_IF_ERROR(ws.q.reserve(z.q));
-  RETURN_IF_ERROR(ws.attn.reserve(z.attn));
-  RETURN_IF_ERROR(ws.gate_up.reserve(z.gate_up));
-  RETURN_IF_ERROR(ws.ffn.reserve(z.ffn));
-  RETURN_IF_ERROR(ws.last.reserve(z.last));
-  RETURN_IF_ERROR(ws.logits.reserve(z.logits));
-  return ws.results.reserve(z.results);
-}
-
-// Split-KV partials of a decode over `num_seqs` sequences in `num_splits` splits.
-size_t decode_scratch_bytes(const ModelConfig& c, int num_seqs, int num_splits) {
-  kernels::AttentionParams p;
-  p.num_seqs = num_seqs;
-  p.num_heads = c.num_heads;
-  p.head_dim = c.head_dim;
-  return kernels::attention_decode_workspace_bytes(p, num_splits);
-}
-
-// RoPE table bytes (cos and sin, fp32) for positions [0, num_positions).
-size_t rope_table_bytes(const ModelConfig& c, int64_t num_positions) {
-  return 2 * static_cast<size_t>(num_positions) * (c.head_dim / 2) * sizeof(float);
-}
-
-// Grows the step's device buffers to what `b` needs.
-absl::Status reserve_workspace(const ForwardContext& ctx, const DeviceBatch& b) {
-  DeviceWorkspace& ws = *ctx.ws;
-  RETURN_IF_ERROR(reserve_token_buffers(ctx, b.num_tokens, std::max(b.num_out_rows, 1)));
-  RETURN_IF_ERROR(
-      ws.penalty_scratch.reserve(std::max(b.num_penalties, 1) * sizeof(float)));
-  size_t decode_bytes = 0;
-  for (const AttentionRun& r : b.runs) {
-    if (r.prefill) continue;
-    const kernels::AttentionParams p = attention_params(ctx, b, r, 0);
-    decode_bytes = std::max(
-        decode_bytes, kernels::attention_decode_workspace_bytes(p, attention_decode_splits(ctx, r)));
-  }
-  return ws.decode_scratch.reserve(std::max<size_t>(decode_bytes, 1));
-}
-
-// The RoPE tables cover positions [0, num_rope_positions); rebuilt larger when a batch
-// reaches past them (values from kernels/cpu/rope.h, identical to the CPU backend's).
-absl::Status reserve_rope_tables(const ForwardContext& ctx, int max_position) {
-  DeviceWorkspace& ws = *ctx.ws;
-  if (max_position < ws.num_rope_positions) return absl::OkStatus();
-  const ModelConfig& c = *ctx.config;
-  const int n = std::max(c.context_length, 2 * (max_position + 1));
-  std::vector<int32_t> positions(n);
-  std::iota(positions.begin(), positions.end(), 0);
-  const size_t half = c.head_dim / 2;
-  std::vector<float> cos(n * half), sin(n * half);
-  static_assert(sizeof(float) * 2 == 8);  // rope_table_bytes counts cos and sin in fp32
-  kernels::rope_cos_sin_cpu(positions.data(), n, c.head_dim, c.rope_theta, cos.data(), sin.data(),
-                            c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data());
-  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));  // old tables may be in use
-  RETURN_IF_ERROR(ws.rope_cos.allocate(cos.size() * sizeof(float)));
-  RETURN_IF_ERROR(ws.rope_sin.allocate(sin.size() * sizeof(float)));
-  CUDA_CHECK(cudaMemcpy(ws.rope_cos.get(), cos.data(), cos.size() * sizeof(float),
-                                     cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(ws.rope_sin.get(), sin.data(), sin.size() * sizeof(float),
-                                     cudaMemcpyHostToDevice));
-  ws.num_rope_positions = n;
-  return absl::OkStatus();
-}
-
-// Packs host arrays into one block (each 16-byte aligned) and returns their offsets, in
-// `bytes` (emptied first, its capacity reused).
-class MetadataPacker {
- public:
-  explicit MetadataPacker(std::vector<char>* bytes) : bytes_(*bytes) { bytes_.clear(); }
-  template <typename T>
-  size_t add(const T* data, size_t count) {
-    const size_t offset = bytes_.size();
-    bytes_.resize(offset + aligned(count * sizeof(T)));
-    if (count > 0) std::memcpy(bytes_.data() + offset, data, count * sizeof(T));
-    return offset;
-  }
-  const std::vector<char>& bytes() const { return bytes_; }
-
- private:
-  std::vector<char>& bytes_;
-};
 
 // Adds the deferred split-k sum (DeviceWorkspace::pending), if any, into its output: for a
 // reader of that output that does not fold it.
@@ -579,92 +434,9 @@ int attention_decode_splits(const ForwardContext& ctx, const AttentionRun& r) {
       r.s1 - r.s0, ctx.config->num_kv_heads, r.max_seqlen_k, ctx.num_sms))));
 }
 
-absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int max_seqs,
-                               size_t metadata_bytes) {
-  const ModelConfig& c = *ctx.config;
-  RETURN_IF_ERROR(reserve_token_buffers(ctx, std::max(max_tokens, max_seqs), max_seqs));
-  RETURN_IF_ERROR(ctx.ws->penalty_scratch.reserve(sizeof(float)));
-  RETURN_IF_ERROR(ctx.ws->decode_scratch.reserve(
-      decode_scratch_bytes(c, max_seqs, kernels::kMaxDecodeSplits)));
-  RETURN_IF_ERROR(ctx.ws->metadata.reserve(metadata_bytes));
-  if (ctx.weights->max_dequant_bytes > 0) {
-    RETURN_IF_ERROR(ctx.ws->gemm_scratch.reserve(static_cast<size_t>(ctx.weights->max_dequant_bytes)));
-  }
-  return reserve_rope_tables(ctx, 0);
-}
-
-size_t metadata_bytes(int max_tokens, int max_seqs, int table_width) {
-  // Penalty lists beyond the per-token and per-sequence arrays: more only reallocates.
-  constexpr size_t kMetadataSlack = size_t{1} << 20;
-  const size_t ints = 3 * static_cast<size_t>(std::max(max_tokens, max_seqs)) +
-                      static_cast<size_t>(max_seqs) * (4 + 2 * table_width);
-  return ints * sizeof(int32_t) + max_seqs * sizeof(kernels::SampleSpec) + kMetadataSlack;
-}
-
-int64_t workspace_bytes(const ModelConfig& c, int max_tokens, int max_seqs,
-                        size_t metadata_bytes, int64_t dequant_bytes) {
-  const size_t tokens = std::max(max_tokens, max_seqs);
-  return static_cast<int64_t>(token_buffer_sizes(c, tokens, max_seqs).total() + sizeof(float) +
-                              decode_scratch_bytes(c, max_seqs, kernels::kMaxDecodeSplits) +
-                              metadata_bytes + rope_table_bytes(c, c.context_length) +
-                              Gemm::kWorkspaceBytes + dequant_bytes);
-}
-
 int64_t DeviceKvCache::bytes_per_block(const ModelConfig& c, int block_size) {
   return 2 * static_cast<int64_t>(c.num_layers) * c.num_kv_heads * block_size * c.head_dim *
-         static_cast<int64_t>(kBf16Bytes);
-}
-
-absl::StatusOr<DeviceBatch> upload_batch(const ForwardContext& ctx, const ForwardBatch& batch,
-                                         const std::vector<int32_t>& out_seqs,
-                                         bool with_sampling) {
-  DeviceBatch b;
-  b.num_tokens = batch.num_tokens();
-  b.num_seqs = batch.num_seqs();
-  b.max_blocks_per_seq = batch.max_blocks_per_seq;
-  b.num_out_rows = static_cast<int>(out_seqs.size());
-  b.num_penalties = with_sampling ? static_cast<int>(batch.penalty_tokens.size()) : 0;
-  b.max_position = *std::max_element(batch.positions.begin(), batch.positions.end());
-  std::vector<int32_t> run_cu, out_rows;
-  b.runs = plan_runs(*ctx.config, batch, &run_cu);
-  for (int32_t s : out_seqs) out_rows.push_back(batch.cu_seqlens_q[s + 1] - 1);
-
-  MetadataPacker pack(&ctx.ws->metadata_host);
-  const size_t specs = with_sampling ? pack.add(batch.sample_specs.data(), b.num_out_rows) : 0;
-  const size_t tokens = pack.add(batch.token_ids.data(), b.num_tokens);
-  const size_t positions = pack.add(batch.positions.data(), b.num_tokens);
-  const size_t slots = pack.add(batch.slot_mapping.data(), b.num_tokens);
-  const size_t seqlens = pack.add(batch.seqlens_k.data(), b.num_seqs);
-  const size_t tables = pack.add(batch.block_tables.data(), batch.block_tables.size());
-  const size_t cu = pack.add(run_cu.data(), run_cu.size());
-  const size_t rows = pack.add(out_rows.data(), out_rows.size());
-  const size_t pen_tokens = pack.add(batch.penalty_tokens.data(), b.num_penalties);
-  const size_t pen_counts = pack.add(batch.penalty_counts.data(), b.num_penalties);
-  const size_t bytes = pack.bytes().size();
-  b.results_offset = aligned(bytes);
-
-  DeviceWorkspace& ws = *ctx.ws;
-  RETURN_IF_ERROR(ws.metadata.reserve(bytes));
-  RETURN_IF_ERROR(ws.staging.reserve(
-      b.results_offset + std::max(b.num_out_rows, 1) * sizeof(kernels::SampleResult)));
-  std::memcpy(ws.staging.get(), pack.bytes().data(), bytes);
-  const char* base = ws.metadata.get<char>();
-  auto at = [base](size_t offset) { return reinterpret_cast<const int32_t*>(base + offset); };
-  b.specs = with_sampling ? reinterpret_cast<const kernels::SampleSpec*>(base + specs) : nullptr;
-  b.token_ids = at(tokens);
-  b.positions = at(positions);
-  b.slot_mapping = at(slots);
-  b.seqlens_k = at(seqlens);
-  b.block_tables = at(tables);
-  b.run_cu_seqlens = at(cu);
-  b.out_rows = at(rows);
-  b.penalty_tokens = at(pen_tokens);
-  b.penalty_counts = at(pen_counts);
-  RETURN_IF_ERROR(reserve_workspace(ctx, b));
-  RETURN_IF_ERROR(reserve_rope_tables(ctx, b.max_position));
-  CUDA_CHECK(cudaMemcpyAsync(ws.metadata.get(), ws.staging.get(), bytes,
-                                          cudaMemcpyHostToDevice, ctx.stream));
-  return b;
+         static_cast<int64_t>(sizeof(uint16_t));
 }
 
 // x[t, :] = token_embd[token_ids[t], :] in fp32: the bf16 table gathered, or a native one
@@ -730,8 +502,8 @@ absl::Status sample_cuda(const ForwardContext& ctx, const DeviceBatch& b,
   s.vocab = ctx.config->vocab_size;
   RETURN_IF_ERROR(kernels::sample_tokens(s, ctx.stream));
   RETURN_IF_ERROR(ctx.timer->mark(StepPart::kOther));
-  // Results land after the metadata in the staging buffer (upload_batch sized it so).
-  char* host = ws.staging.get<char>() + b.results_offset;
+  // Results land after the metadata in the step's staging buffer (upload_batch sized it so).
+  char* host = ws.staging[b.staging_slot].get<char>() + b.results_offset;
   CUDA_CHECK(cudaMemcpyAsync(host, ws.results.get(),
                                           b.num_out_rows * sizeof(kernels::SampleResult),
                                           cudaMemcpyDeviceToHost, ctx.stream));

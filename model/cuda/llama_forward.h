@@ -70,11 +70,18 @@ struct DeviceBatch {
   const kernels::SampleSpec* specs = nullptr;  // [num_out_rows] when sampling
   int num_tokens = 0, num_seqs = 0, max_blocks_per_seq = 0, num_out_rows = 0;
   int num_penalties = 0, max_position = 0;
-  size_t results_offset = 0;  // where sample_cuda puts the results in the staging buffer
+  int staging_slot = 0;       // the DeviceWorkspace::staging buffer of this step
+  size_t results_offset = 0;  // where sample_cuda puts the results in that buffer
   std::vector<AttentionRun> runs;
 };
 
 // Device scratch of one step, grown on demand (reallocation is rare: capacity only grows).
+// After start (reserve_workspace), every buffer grows in upload_batch only
+// (model/cuda/batch_upload.h), before its step enqueues anything, and only while no launched
+// step can still use it: a runner that
+// launches a step while the previous one runs (model/runner.h, overlapped steps) first asks
+// upload_grows_workspace and finishes the running step when it says yes
+// (model/cuda/cuda_runner.cc, cuda::may_overlap), so no step's buffer is ever freed under it.
 struct DeviceWorkspace {
   DeviceBuffer x;          // [num_tokens, hidden] fp32 residual stream
   DeviceBuffer xn;         // [num_tokens, hidden] bf16 normalized sublayer input
@@ -91,9 +98,16 @@ struct DeviceWorkspace {
   DeviceBuffer gemm_scratch;
   DeviceBuffer decode_scratch;   // kernels::attention_decode's split-KV partials
   DeviceBuffer metadata;         // DeviceBatch's arrays
-  DeviceBuffer results;          // [num_out_rows] kernels::SampleResult
+  // [num_out_rows] kernels::SampleResult of the last step that sampled, until the next one
+  // samples: the next step may name them (ForwardBatch::previous_samples), so they survive
+  // a growth of the buffer.
+  DeviceBuffer results;
   DeviceBuffer penalty_scratch;  // [num_penalties] fp32
-  PinnedBuffer staging;          // host side of metadata uploads and result downloads
+  // Host side of metadata uploads and result downloads, one per step in flight (overlapped
+  // steps: at most two). While step N's result copy is pending, or its results not yet read,
+  // step N + 1 packs its upload into the other buffer (DeviceBatch::staging_slot).
+  static constexpr int kNumStagingSlots = 2;
+  PinnedBuffer staging[kNumStagingSlots];
   // upload_batch's packing of the step's metadata before its copy into `staging`; kept so
   // that its capacity carries over and a step allocates no host memory for it (at 256
   // sequences of 8k tokens the block tables alone are 128 KiB).
@@ -156,32 +170,9 @@ struct ForwardContext {
   cudaEvent_t prefetch_fork = nullptr, prefetch_join[2] = {nullptr, nullptr};
 };
 
-// Sizes the workspace for `batch`, builds the metadata (runs, rebased cu_seqlens, output
-// rows: the last token of every sequence in `out_seqs`) and enqueues its upload.
-// REQUIRES: batch passed validate_forward_batch.
-absl::StatusOr<DeviceBatch> upload_batch(const ForwardContext& ctx, const ForwardBatch& batch,
-                                         const std::vector<int32_t>& out_seqs,
-                                         bool with_sampling);
-
 // The split-KV count of a decode run: kernels::attention_decode_num_splits on its shape,
 // rounded down to a power of two.
 int attention_decode_splits(const ForwardContext& ctx, const AttentionRun& r);
-
-// Allocates the step workspace for steps of up to max_tokens tokens and max_seqs sequences
-// (and metadata_bytes of batch metadata) at once, so that steps within those bounds never
-// reallocate it: a reallocation moves buffers that captured decode graphs point into.
-absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int max_seqs,
-                               size_t metadata_bytes);
-// Device bytes that reserve_workspace(ctx, max_tokens, max_seqs, metadata_bytes) allocates
-// for this config (RoPE tables for the context length, cuBLASLt's workspace and the
-// weights' dequant_bytes (DeviceWeights::max_dequant_bytes) included):
-// the KV cache's budget leaves this much free. Computed from the sizes the reserve uses.
-int64_t workspace_bytes(const ModelConfig& c, int max_tokens, int max_seqs,
-                        size_t metadata_bytes, int64_t dequant_bytes);
-// Bytes of batch metadata reserved at start for steps of up to max_tokens tokens and
-// max_seqs sequences with block tables table_width wide (penalty lists beyond
-// kMetadataSlack grow the buffer, which re-captures the decode graphs once).
-size_t metadata_bytes(int max_tokens, int max_seqs, int table_width);
 
 // Runs the first num_layers layers, the final norm and the LM head: ws->logits holds
 // [num_out_rows, vocab] fp32 when the stream reaches it. `stats` (may be null) gets the
@@ -189,8 +180,9 @@ size_t metadata_bytes(int max_tokens, int max_seqs, int table_width);
 absl::Status llama_forward_cuda(const ForwardContext& ctx, const DeviceBatch& b,
                                 int num_layers, ForwardStats* stats);
 
-// Samples every output row (kernels/sampling.h) and enqueues the copy of the results into
-// the staging buffer; *results points at them once the stream synchronised.
+// Samples every output row (kernels/sampling.h) into ws.results and enqueues their copy into
+// the step's staging buffer (b.staging_slot); *results points at them once the stream has
+// passed that copy.
 absl::Status sample_cuda(const ForwardContext& ctx, const DeviceBatch& b,
                          const kernels::SampleResult** results);
 

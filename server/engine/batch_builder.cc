@@ -15,6 +15,7 @@ void build_batch(const SchedulerOutput& out, int block_size, const SampleSpecFn&
   b.sample_specs.clear();
   b.penalty_tokens.clear();
   b.penalty_counts.clear();
+  b.previous_samples.clear();
   b.cu_seqlens_q.assign(1, 0);
   b.max_blocks_per_seq = 0;
   for (const ScheduledSequence& s : out.scheduled) {
@@ -27,7 +28,15 @@ void build_batch(const SchedulerOutput& out, int block_size, const SampleSpecFn&
     const int first = seq.num_computed_tokens();
     const int last = first + out.scheduled[i].num_new_tokens;  // exclusive
     for (int pos = first; pos < last; ++pos) {
-      b.token_ids.push_back(seq.tokens()[pos]);
+      if (seq.has_pending_token() && pos == seq.num_tokens() - 1) {
+        // The previous step's sample, still on the device: the runner feeds it from there.
+        b.previous_samples.resize(b.token_ids.size(), -1);
+        b.previous_samples.push_back(seq.pending_sample());
+        b.token_ids.push_back(0);
+      } else {
+        if (!b.previous_samples.empty()) b.previous_samples.push_back(-1);
+        b.token_ids.push_back(seq.tokens()[pos]);
+      }
       b.positions.push_back(pos);
       b.slot_mapping.push_back(seq.block_table()[pos / block_size] * block_size +
                                pos % block_size);

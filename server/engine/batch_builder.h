@@ -17,6 +17,8 @@ namespace flashserve::engine {
 using SampleSpecFn = std::function<kernels::SampleSpec(const Sequence& seq,
                                                        model::ForwardBatch* batch)>;
 
+// A sequence's pending token (Sequence::has_pending_token) goes in as token 0 with its
+// sample index in batch->previous_samples (empty when no token is pending).
 // Refills *batch (its vectors keep their capacity from step to step) for `out`, whose
 // sequences' block tables hold blocks of `block_size` tokens. REQUIRES: !out.empty(), the
 // scheduler allocated the blocks of every scheduled token (before complete()).

@@ -93,15 +93,41 @@ class Engine::Impl {
   // Moves submitted requests into the scheduler and applies cancellations. Returns false
   // when the loop should exit.
   bool take_input();
-  // schedule -> run -> postprocess (docs/design.md "The path of one request").
+
+  // One launched step, from its launch until its sampled tokens are taken. With a runner
+  // that overlaps steps (model/runner.h) a step's tokens are taken in the next engine step,
+  // after that one was launched; otherwise in its own (docs/design.md "Overlapped steps").
+  // Two slots alternate, so that what the runner reads until its wait() (the batch, the
+  // stats) stays where it was.
+  struct Launched {
+    model::ForwardBatch batch;  // capacity reused from step to step
+    model::ForwardStats stats;
+    SchedulerOutput out;  // its Sequence pointers are valid until complete() returned
+    std::vector<RequestId> scheduled_ids;  // the requests it runs (fails with it)
+    std::vector<RequestId> sample_ids;     // [num_samples] the request of each sample
+    bool needs_tokens = false;  // a request uses penalties: its next spec needs these ids
+    TimePoint begin;
+  };
+
+  // schedule -> launch -> (the step in flight: wait, tokens) -> complete -> (its tokens, or
+  // this step's when the runner does not overlap): docs/design.md "The path of one request".
   void step();
   // Aborts expired requests, picks the step's batch and publishes what it runs.
   SchedulerOutput schedule(TimePoint now);
-  // Builds batch_ and runs it through the model runner into sampled_ / stats_.
-  absl::Status run(const SchedulerOutput& out);
-  absl::Status run_batch(const SchedulerOutput& out);
-  // Takes the sampled tokens (events, stop checks), completes the step and publishes it.
-  void postprocess(const SchedulerOutput& out, TimePoint begin);
+  // Builds the step's batch and launches it (a runner that does not overlap runs it through
+  // forward() into sampled_).
+  absl::Status launch(Launched* l);
+  absl::Status launch_batch(Launched* l);
+  // The step's scheduled tokens are computed: the scheduler's bookkeeping, and each sampled
+  // sequence gets its token as a pending placeholder (Sequence::append_pending_token).
+  void complete(Launched* l);
+  // Waits for the step's tokens (overlap) into sampled_ and puts them into their sequences.
+  // False when the runner failed (everything is failed then).
+  bool wait_for(Launched* l);
+  // Takes the step's tokens (events, stop checks), counts the step and publishes it.
+  void take_tokens(const Launched& l);
+  // wait_for + take_tokens of the step in flight.
+  void take_in_flight();
   void abort_expired(TimePoint now);
   kernels::SampleSpec next_sample_spec(const Sequence& seq, model::ForwardBatch* batch);
   void take_token(RequestState* req, const model::SampledToken& t, TimePoint now);
@@ -111,8 +137,10 @@ class Engine::Impl {
   void deliver();
   void finish(RequestState* req, FinishReason reason, absl::Status status, TimePoint now);
   void finish_all(FinishReason reason, const absl::Status& status = absl::OkStatus());
-  // The runner failed the step `out`: fails every request and serves no more.
-  void fail_runner(const SchedulerOutput& out, const absl::Status& error, TimePoint now);
+  // The runner failed the step of `failed` (request ids): fails every request and serves
+  // no more.
+  void fail_runner(const std::vector<RequestId>& failed, const absl::Status& error,
+                   TimePoint now);
   // Publishes the queues and the KV cache to snapshot() and the metrics.
   void publish(TimePoint now, bool made_progress);
 
@@ -129,9 +157,11 @@ class Engine::Impl {
   BlockManager blocks_;
   Scheduler scheduler_;
   std::unordered_map<RequestId, std::unique_ptr<RequestState>> requests_;
-  model::ForwardBatch batch_;                 // the current step's (capacity reused)
-  std::vector<model::SampledToken> sampled_;  // [num_samples] of the current step
-  model::ForwardStats stats_;                 // the current step's
+  const bool overlap_;     // runner_->overlaps()
+  Launched launched_[2];
+  int in_flight_ = -1;     // the slot launched and completed, its tokens not taken; or -1
+  TimePoint last_tokens_taken_;  // when take_tokens() last finished
+  std::vector<model::SampledToken> sampled_;  // [num_samples] of the step being taken
   EventDelivery::Batch outbox_;  // this step's events, then posted to delivery_
   EventDelivery delivery_;       // runs the sinks on its own thread
   uint64_t num_steps_ = 0;
@@ -172,6 +202,7 @@ Engine::Impl::Impl(std::unique_ptr<model::ModelRunner> runner,
       seed_base_(std::random_device{}()),
       blocks_(runner_->num_kv_blocks(), runner_->kv_block_size(), prefix_seed(options, *runner_)),
       scheduler_({options.max_num_seqs, options.max_batch_tokens}, &blocks_),
+      overlap_(runner_->overlaps()),
       last_progress_(clock_.now()) {
   published_.num_kv_blocks_total = blocks_.num_total_blocks();
   published_.prefix_caching = blocks_.prefix_caching();
@@ -329,7 +360,13 @@ EngineSnapshot Engine::Impl::snapshot() const {
 // ---- engine thread -------------------------------------------------------------------------
 
 void Engine::Impl::loop() {
-  while (take_input()) step();
+  while (true) {
+    // Never wait for input with a step in flight: its tokens are taken first.
+    if (in_flight_ >= 0 && !scheduler_.has_work()) take_in_flight();
+    if (!take_input()) break;
+    step();
+  }
+  if (in_flight_ >= 0) take_in_flight();
   absl::Status abort_status;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -377,15 +414,34 @@ bool Engine::Impl::take_input() {
 }
 
 void Engine::Impl::step() {
+  // The next batch's sampling specs need the tokens of the step in flight (penalties).
+  if (in_flight_ >= 0 && launched_[in_flight_].needs_tokens) take_in_flight();
   const TimePoint begin = clock_.now();
-  const SchedulerOutput out = schedule(begin);
-  if (!out.empty()) {
-    if (const absl::Status status = run(out); !status.ok()) {
-      fail_runner(out, status, clock_.now());
-      return;
-    }
-    postprocess(out, begin);
+  SchedulerOutput out = schedule(begin);
+  if (out.empty()) {  // nothing to launch (what runs is final): take what is in flight
+    if (in_flight_ >= 0) take_in_flight();
+    deliver();
+    return;
   }
+  const int previous = in_flight_;
+  const int slot = previous >= 0 ? 1 - previous : 0;
+  Launched& current = launched_[slot];
+  current.out = std::move(out);
+  current.begin = begin;
+  if (const absl::Status status = launch(&current); !status.ok()) {
+    fail_runner(current.scheduled_ids, status, clock_.now());
+    return;
+  }
+  if (previous >= 0) {
+    in_flight_ = -1;
+    if (!wait_for(&launched_[previous])) return;
+  }
+  complete(&current);
+  in_flight_ = slot;
+  // The previous step's tokens while this one computes; a stop found now costs the stopped
+  // request the token this step computes for it (dropped).
+  if (previous >= 0) take_tokens(launched_[previous]);
+  if (!overlap_) take_in_flight();
   deliver();
 }
 
@@ -401,43 +457,93 @@ SchedulerOutput Engine::Impl::schedule(TimePoint now) {
 // An allocation that fails inside the step (the runner growing its workspace, the batch
 // growing) fails the step like any runner error, instead of ending the process with an
 // exception on the engine thread.
-absl::Status Engine::Impl::run(const SchedulerOutput& out) {
+absl::Status Engine::Impl::launch(Launched* l) {
+  l->scheduled_ids.clear();
+  for (const ScheduledSequence& s : l->out.scheduled) l->scheduled_ids.push_back(s.seq->id());
   try {
-    return run_batch(out);
+    return launch_batch(l);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "out of memory during an engine step of ", out.scheduled.size(), " sequences"));
+        "out of memory during an engine step of ", l->out.scheduled.size(), " sequences"));
   }
 }
 
-absl::Status Engine::Impl::run_batch(const SchedulerOutput& out) {
-  build_batch(out, blocks_.block_size(),
+absl::Status Engine::Impl::launch_batch(Launched* l) {
+  build_batch(l->out, blocks_.block_size(),
               [this](const Sequence& seq, model::ForwardBatch* batch) {
                 return next_sample_spec(seq, batch);
               },
-              &batch_);
-  stats_ = model::ForwardStats();
-  RETURN_IF_ERROR(runner_->forward(batch_, &sampled_,
-                                   metrics_->wants_forward_stats() ? &stats_ : nullptr));
-  if (sampled_.size() != batch_.sample_seqs.size()) {
+              &l->batch);
+  l->stats = model::ForwardStats();
+  model::ForwardStats* stats = metrics_->wants_forward_stats() ? &l->stats : nullptr;
+  if (overlap_) return runner_->launch(l->batch, stats);
+  RETURN_IF_ERROR(runner_->forward(l->batch, &sampled_, stats));
+  if (sampled_.size() != l->batch.sample_seqs.size()) {
     return absl::InternalError(absl::StrCat("model runner returned ", sampled_.size(),
-                                            " tokens for ", batch_.sample_seqs.size(),
+                                            " tokens for ", l->batch.sample_seqs.size(),
                                             " sampled sequences"));
   }
   return absl::OkStatus();
 }
 
-void Engine::Impl::postprocess(const SchedulerOutput& out, TimePoint begin) {
+void Engine::Impl::complete(Launched* l) {
+  scheduler_.complete(l->out);
+  l->sample_ids.clear();
+  l->needs_tokens = false;
+  for (size_t i = 0; i < l->batch.sample_seqs.size(); ++i) {
+    Sequence* seq = l->out.scheduled[l->batch.sample_seqs[i]].seq;
+    const RequestState& req = *requests_.at(seq->id());
+    seq->append_pending_token(static_cast<int>(i));
+    if (req.reached_max_new_tokens()) seq->set_final();
+    l->needs_tokens = l->needs_tokens || req.sampler.uses_history();
+    l->sample_ids.push_back(seq->id());
+  }
+}
+
+bool Engine::Impl::wait_for(Launched* l) {
+  if (overlap_) {
+    absl::Status status = runner_->wait(&sampled_);
+    if (status.ok() && sampled_.size() != l->sample_ids.size()) {
+      status = absl::InternalError(absl::StrCat("model runner returned ", sampled_.size(),
+                                                " tokens for ", l->sample_ids.size(),
+                                                " sampled sequences"));
+    }
+    if (!status.ok()) {
+      fail_runner(l->scheduled_ids, status, clock_.now());
+      return false;
+    }
+  }
+  // A request finished since the launch (cancelled, expired, stopped by the step before)
+  // is gone, and so is its token.
+  for (size_t i = 0; i < l->sample_ids.size(); ++i) {
+    auto it = requests_.find(l->sample_ids[i]);
+    if (it != requests_.end()) it->second->seq.resolve_pending_token(sampled_[i].token);
+  }
+  return true;
+}
+
+void Engine::Impl::take_tokens(const Launched& l) {
   const TimePoint end = clock_.now();
-  scheduler_.complete(out);
-  for (size_t i = 0; i < batch_.sample_seqs.size(); ++i) {
-    const ScheduledSequence& s = out.scheduled[batch_.sample_seqs[i]];
-    take_token(requests_.at(s.seq->id()).get(), sampled_[i], end);
+  for (size_t i = 0; i < l.sample_ids.size(); ++i) {
+    auto it = requests_.find(l.sample_ids[i]);
+    if (it != requests_.end()) take_token(it->second.get(), sampled_[i], end);
   }
   ++num_steps_;
-  metrics_->step_done(out, static_cast<int>(batch_.sample_seqs.size()), stats_, begin,
-                      clock_.now());
-  publish(clock_.now(), /*made_progress=*/true);
+  // A step's time runs from its scheduling, or from the previous step's tokens when it was
+  // launched before those (overlapped), to its own tokens: consecutive steps do not overlap,
+  // and the steps' times add up to the time spent stepping.
+  const TimePoint begin = std::max(l.begin, last_tokens_taken_);
+  last_tokens_taken_ = clock_.now();
+  // Reads the output's sizes only (its sequences may be finished by now).
+  metrics_->step_done(l.out, static_cast<int>(l.sample_ids.size()), l.stats, begin,
+                      last_tokens_taken_);
+  publish(last_tokens_taken_, /*made_progress=*/true);
+}
+
+void Engine::Impl::take_in_flight() {
+  Launched& l = launched_[in_flight_];
+  in_flight_ = -1;
+  if (wait_for(&l)) take_tokens(l);
 }
 
 void Engine::Impl::abort_expired(TimePoint now) {
@@ -504,8 +610,9 @@ void Engine::Impl::finish_all(FinishReason reason, const absl::Status& status) {
   delivery_.flush();  // the engine stops: every final event is out before it returns
 }
 
-void Engine::Impl::fail_runner(const SchedulerOutput& out, const absl::Status& error,
-                               TimePoint now) {
+void Engine::Impl::fail_runner(const std::vector<RequestId>& failed,
+                               const absl::Status& error, TimePoint now) {
+  in_flight_ = -1;  // the runner is not called again
   const std::string cause = absl::StrCat("the model runner failed: ", error.ToString());
   const absl::Status refusal = absl::UnavailableError(absl::StrCat(
       cause, "; this server no longer serves (health NOT_SERVING); retry on another replica"));
@@ -516,8 +623,9 @@ void Engine::Impl::fail_runner(const SchedulerOutput& out, const absl::Status& e
   // Before the requests' final events: whoever sees one can count on the hook having run.
   if (options_.on_runner_failure) options_.on_runner_failure(error);
   const absl::Status internal = absl::InternalError(cause);
-  for (const ScheduledSequence& s : out.scheduled) {
-    finish(requests_.at(s.seq->id()).get(), FinishReason::kError, internal, now);
+  for (RequestId id : failed) {
+    auto it = requests_.find(id);
+    if (it != requests_.end()) finish(it->second.get(), FinishReason::kError, internal, now);
   }
   finish_all(FinishReason::kError, refusal);  // running but not in this step, and waiting
 }

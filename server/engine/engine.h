@@ -1,6 +1,8 @@
 #pragma once
 // The engine: one thread that owns the model runner and loops step() = schedule -> run ->
-// postprocess (docs/design.md "The path of one request"). Pure C++: no gRPC, no CUDA.
+// postprocess (docs/design.md "The path of one request"); with a runner that overlaps steps
+// (model/runner.h), a step's postprocess runs while the next step computes (docs/design.md
+// "Overlapped steps"). Pure C++: no gRPC, no CUDA.
 //
 // Thread-safety: submit(), cancel(), snapshot() may be called from any thread. Event sinks are
 // invoked on one delivery thread of the engine (server/engine/event_delivery.h), in order,

@@ -22,10 +22,10 @@ RequestState::RequestState(RequestId id, GenerationRequest request, EventSink ev
       sink(std::make_shared<EventSink>(std::move(event_sink))),
       deadline(request.deadline),
       want_logprobs(request.logprobs || request.sampling.num_logprobs > 0),
+      max_new_tokens(request.max_new_tokens),
       api(request.api) {}
 
 StopReason RequestState::take_token(const model::SampledToken& token, TimePoint now) {
-  seq.append_token(token.token);
   if (!first_token_time) first_token_time = now;
   last_token_time = now;
   pending.token_ids.push_back(token.token);
@@ -46,7 +46,7 @@ GenerationEvent RequestState::final_event(FinishReason reason, absl::Status stat
   event.finished = true;
   event.finish_reason = reason;
   event.status = std::move(status);
-  event.usage = {seq.num_prompt_tokens(), seq.num_generated_tokens()};
+  event.usage = {seq.num_prompt_tokens(), seq.num_known_generated_tokens()};
   event.timings.queue_seconds = seconds_between(
       seq.arrival_time(), seq.was_scheduled() ? seq.first_scheduled_time() : now);
   event.timings.time_to_first_token =

@@ -33,9 +33,12 @@ struct RequestState {
     return first_token_time ? std::optional(last_token_time) : std::nullopt;
   }
 
-  // Appends a sampled token to the sequence and to `pending` (id, logprob, text released by
-  // the output processor). Returns why the request stops with it (kNone: it goes on).
+  // Takes a sampled token that the sequence already holds (the engine appends or resolves
+  // it in `seq` first) into `pending` (id, logprob, text released by the output processor).
+  // Returns why the request stops with it (kNone: it goes on).
   StopReason take_token(const model::SampledToken& token, TimePoint now);
+  // The sequence holds max_new_tokens generated tokens (a pending one included): no more.
+  bool reached_max_new_tokens() const { return seq.num_generated_tokens() >= max_new_tokens; }
   // The request's final event at `now`: what is pending (plus held-back text when it ends
   // early: cancel, deadline, error), `reason`, `status`, usage and timings. Leaves `pending`
   // empty.
@@ -47,6 +50,7 @@ struct RequestState {
   std::shared_ptr<EventSink> sink;
   std::optional<TimePoint> deadline;
   bool want_logprobs;
+  int max_new_tokens;
   metrics::Api api;  // the metrics label of its final status
   GenerationEvent pending;  // tokens and text since the last event
   std::optional<TimePoint> first_token_time;

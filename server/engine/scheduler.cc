@@ -29,13 +29,17 @@ void Scheduler::schedule_running(int* token_budget, SchedulerOutput* out) {
   // keeps its blocks.
   for (size_t i = 0; i < running_.size() && *token_budget > 0;) {
     Sequence* seq = running_[i];
+    if (seq->is_final()) {  // waits for the engine to finish it
+      ++i;
+      continue;
+    }
     assert(seq->num_uncomputed_tokens() > 0);
     const int n = std::min(seq->num_uncomputed_tokens(), *token_budget);
     const int num_tokens_after = seq->num_computed_tokens() + n;
     bool preempted_self = false;
     while (!blocks_->can_allocate(seq->block_table(), num_tokens_after)) {
-      preempted_self = running_.back() == seq;
-      preempt_youngest(out);
+      Sequence* victim = preempt_youngest(out);  // `seq` itself at the latest
+      preempted_self = victim == seq;
       if (preempted_self) break;
     }
     if (preempted_self) break;
@@ -46,8 +50,12 @@ void Scheduler::schedule_running(int* token_budget, SchedulerOutput* out) {
 }
 
 void Scheduler::admit_waiting(int* token_budget, SchedulerOutput* out) {
+  // A final sequence runs no more steps: its seat goes to the next waiting one already (the
+  // batch stays within max_num_seqs; its blocks count until it is finished).
+  const int num_final = static_cast<int>(
+      std::count_if(running_.begin(), running_.end(), [](Sequence* s) { return s->is_final(); }));
   while (!waiting_.empty() && *token_budget > 0 &&
-         num_running() < options_.max_num_seqs) {
+         num_running() - num_final < options_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     assert(seq->num_computed_tokens() == 0 && seq->block_table().empty());
     const PrefixMatch match = blocks_->find_prefix(seq->tokens(), seq->mutable_block_hashes());
@@ -64,13 +72,17 @@ void Scheduler::admit_waiting(int* token_budget, SchedulerOutput* out) {
   }
 }
 
-void Scheduler::preempt_youngest(SchedulerOutput* out) {
-  Sequence* victim = running_.back();
-  running_.pop_back();
+Sequence* Scheduler::preempt_youngest(SchedulerOutput* out) {
+  // Final sequences keep their blocks: they run no more steps and end soon.
+  auto it = running_.end() - 1;
+  while (it != running_.begin() && (*it)->is_final()) --it;
+  Sequence* victim = *it;
+  running_.erase(it);
   blocks_->free(victim->mutable_block_table());
   victim->reset_for_recompute();
   waiting_.push_front(victim);
   out->preempted.push_back(victim);
+  return victim;
 }
 
 void Scheduler::push_scheduled(Sequence* seq, int num_new_tokens, int* token_budget,

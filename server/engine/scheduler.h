@@ -13,6 +13,8 @@
 // tokens scheduled. When the cache runs
 // out, the youngest running sequence is preempted by recompute: its blocks are freed and it
 // returns to the front of the waiting queue, to be prefilled again (prompt + generated).
+// A final sequence (Sequence::is_final: its pending last token ends it) is neither scheduled
+// nor preempted; it keeps its blocks until the engine finishes it.
 //
 // Thread-safety: none; the engine thread owns it. Sequences are owned by the caller and must
 // stay alive until finish() (or until they were never added).
@@ -75,7 +77,9 @@ class Scheduler {
  private:
   void schedule_running(int* token_budget, SchedulerOutput* out);
   void admit_waiting(int* token_budget, SchedulerOutput* out);
-  void preempt_youngest(SchedulerOutput* out);
+  // Preempts the youngest running sequence that is not final (Sequence::is_final); returns
+  // it. REQUIRES: one exists (schedule_running's sequence is one).
+  Sequence* preempt_youngest(SchedulerOutput* out);
   void push_scheduled(Sequence* seq, int num_new_tokens, int* token_budget,
                       SchedulerOutput* out);
 

@@ -13,6 +13,18 @@ Sequence::Sequence(uint64_t id, std::vector<int32_t> prompt, Clock::time_point a
   assert(!tokens_.empty());
 }
 
+void Sequence::append_pending_token(int sample_index) {
+  assert(!has_pending_token() && sample_index >= 0);
+  tokens_.push_back(kPendingToken);
+  pending_sample_ = sample_index;
+}
+
+void Sequence::resolve_pending_token(int32_t token) {
+  assert(has_pending_token() && tokens_.back() == kPendingToken);
+  tokens_.back() = token;
+  pending_sample_ = -1;
+}
+
 void Sequence::reset_for_recompute() {
   assert(block_table_.empty());
   status_ = SequenceStatus::kWaiting;

@@ -49,6 +49,30 @@ class Sequence {
   int32_t last_token() const { return tokens_.back(); }
   void append_token(int32_t token) { tokens_.push_back(token); }
 
+  // Overlapped steps (model/runner.h): the token a launched step samples is appended before
+  // the step's results reach the host, as a placeholder (kPendingToken) that names the
+  // sample: the next step can feed it (the device reads it from the sampling output), and
+  // resolve_pending_token() puts the real id in once it is back. At most one is pending, and
+  // it is always the last token; it is never among the computed tokens while pending (the
+  // step that computes it completes only after it was resolved), so the prefix-cache hashes
+  // never see it.
+  static constexpr int32_t kPendingToken = -1;
+  // REQUIRES: !has_pending_token(), sample_index >= 0.
+  void append_pending_token(int sample_index);
+  // REQUIRES: has_pending_token().
+  void resolve_pending_token(int32_t token);
+  bool has_pending_token() const { return pending_sample_ >= 0; }
+  int pending_sample() const { return pending_sample_; }  // -1 when none
+  // Generated tokens whose ids are known (the pending one is not).
+  int num_known_generated_tokens() const {
+    return num_generated_tokens() - (has_pending_token() ? 1 : 0);
+  }
+  // The pending token is the sequence's last (its request stops there by length): the
+  // scheduler neither schedules nor preempts it again; the engine finishes it once the token
+  // is back.
+  void set_final() { final_ = true; }
+  bool is_final() const { return final_; }
+
   // Tokens whose K/V is in the cache; the rest are computed by the next steps (a prefill,
   // possibly in chunks, then one decode token per step).
   int num_computed_tokens() const { return num_computed_tokens_; }
@@ -81,6 +105,8 @@ class Sequence {
   BlockTable block_table_;
   std::vector<BlockHash> block_hashes_;
   int num_preemptions_ = 0;
+  int pending_sample_ = -1;  // the pending token's sample index in its step, or -1
+  bool final_ = false;
   Clock::time_point arrival_time_;
   std::optional<Clock::time_point> first_scheduled_time_;
 };

@@ -132,6 +132,12 @@ struct FakeRunnerState {
   absl::Status failure = absl::InternalError("fake runner: injected failure");
   // Called at the start of every forward pass (on the engine thread), e.g. to block.
   std::function<void(const model::ForwardBatch&)> on_forward;
+  // The runner overlaps steps (model/runner.h launch / wait): set before the engine is built.
+  bool overlaps = false;
+  // Guarded by mu: tokens fed through previous_samples, and the most launched-and-not-waited
+  // steps seen at once.
+  int num_previous_sample_tokens = 0;
+  int max_in_flight = 0;
 
   std::vector<model::ForwardBatch> batches_copy() {
     std::lock_guard<std::mutex> lock(mu);
@@ -172,10 +178,64 @@ class FakeRunner : public model::ModelRunner {
   int num_kv_blocks() const override { return num_kv_blocks_; }
   int kv_block_size() const override { return block_size_; }
 
+  bool overlaps() const override { return state_->overlaps; }
+
+  // Overlap: runs the step at once (its tokens fed from the previous launch's samples where
+  // previous_samples says so) and queues its tokens for wait(); refuses what the protocol
+  // forbids (a third step in flight, a wait with none, a sample index out of range).
+  absl::Status launch(const model::ForwardBatch& batch, model::ForwardStats* stats) override {
+    if (!state_->overlaps) return model::ModelRunner::launch(batch, stats);
+    if (in_flight_.size() >= 2) {
+      return absl::FailedPreconditionError("fake runner: a third step launched before a wait");
+    }
+    model::ForwardBatch resolved = batch;
+    int fed = 0;
+    for (size_t t = 0; t < batch.previous_samples.size(); ++t) {
+      const int32_t i = batch.previous_samples[t];
+      if (i < 0) continue;
+      if (i >= static_cast<int32_t>(last_launched_.size())) {
+        return absl::InvalidArgumentError(absl::StrCat("fake runner: previous_samples[", t,
+                                                       "] = ", i, " past the last step's ",
+                                                       last_launched_.size(), " samples"));
+      }
+      resolved.token_ids[t] = last_launched_[i].token;
+      ++fed;
+    }
+    // `resolved` keeps previous_samples, so that the recorded batch shows which tokens came
+    // from the device.
+    std::vector<model::SampledToken> sampled;
+    if (absl::Status s = run_and_sample(resolved, &sampled, stats); !s.ok()) return s;
+    last_launched_ = sampled;
+    in_flight_.push_back(std::move(sampled));
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->num_previous_sample_tokens += fed;
+    state_->max_in_flight = std::max(state_->max_in_flight, static_cast<int>(in_flight_.size()));
+    return absl::OkStatus();
+  }
+  absl::Status wait(std::vector<model::SampledToken>* sampled) override {
+    if (!state_->overlaps) return model::ModelRunner::wait(sampled);
+    if (in_flight_.empty()) return absl::FailedPreconditionError("fake runner: nothing to wait for");
+    *sampled = std::move(in_flight_.front());
+    in_flight_.erase(in_flight_.begin());
+    return absl::OkStatus();
+  }
+
   // Runs the fake model and samples with the CPU reference, as the real CPU runner does.
   absl::Status forward(const model::ForwardBatch& batch,
                        std::vector<model::SampledToken>* sampled,
                        model::ForwardStats* stats) override {
+    if (std::any_of(batch.previous_samples.begin(), batch.previous_samples.end(),
+                    [](int32_t i) { return i >= 0; })) {
+      return absl::InvalidArgumentError("fake runner: previous_samples in forward()");
+    }
+    return run_and_sample(batch, sampled, stats);
+  }
+
+ private:
+  // `batch` with every token in token_ids.
+  absl::Status run_and_sample(const model::ForwardBatch& batch,
+                              std::vector<model::SampledToken>* sampled,
+                              model::ForwardStats* stats) {
     if (stats != nullptr) {
       std::lock_guard<std::mutex> lock(state_->mu);
       ++state_->num_calls_with_stats;
@@ -193,7 +253,6 @@ class FakeRunner : public model::ModelRunner {
     return absl::OkStatus();
   }
 
- private:
   absl::Status run_batch(const model::ForwardBatch& batch, std::vector<float>* logits,
                          model::ForwardStats* stats) {
     int call;
@@ -300,6 +359,10 @@ class FakeRunner : public model::ModelRunner {
   int block_size_;
   std::vector<int32_t> kv_token_;     // [num_kv_blocks * block_size]
   std::vector<int32_t> kv_position_;  // [num_kv_blocks * block_size]
+  // Overlap: the tokens of the steps launched and not waited for, oldest first, and of the
+  // last launched step (what previous_samples indexes).
+  std::vector<std::vector<model::SampledToken>> in_flight_;
+  std::vector<model::SampledToken> last_launched_;
 };
 
 }  // namespace flashserve::engine::fakes

@@ -14,6 +14,10 @@
 #include "server/metrics/metrics.h"
 #include "tests/support/engine_fakes.h"
 
+#ifndef FLASHSERVE_TEST_OVERLAP
+#define FLASHSERVE_TEST_OVERLAP 0
+#endif
+
 namespace flashserve::engine::fakes {
 
 // The events of one request; checks that nothing follows the final event.
@@ -89,13 +93,16 @@ struct TestEngineOptions {
   int block_size = 4;
   int context_length = 256;
   bool with_metrics = true;  // false: the engine gets no metrics (a server with metrics off)
+  // The fake runner overlaps steps (model/runner.h). engine_overlap_test builds the engine
+  // tests with FLASHSERVE_TEST_OVERLAP=1: every test of them then runs overlapped too.
+  bool overlap = FLASHSERVE_TEST_OVERLAP != 0;
 };
 
 // An engine over a FakeRunner; configure `state` before start().
 class TestEngine {
  public:
   explicit TestEngine(TestEngineOptions options = {})
-      : state(std::make_shared<FakeRunnerState>()),
+      : state(make_state(options)),
         options_(options),
         engine_(std::make_unique<Engine>(
             std::make_unique<FakeRunner>(state, options.num_kv_blocks, options.block_size,
@@ -121,6 +128,12 @@ class TestEngine {
   metrics::Metrics metrics;
 
  private:
+  static std::shared_ptr<FakeRunnerState> make_state(const TestEngineOptions& options) {
+    auto state = std::make_shared<FakeRunnerState>();
+    state->overlaps = options.overlap;
+    return state;
+  }
+
   TestEngineOptions options_;
   std::unique_ptr<Engine> engine_;
 };

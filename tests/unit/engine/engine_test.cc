@@ -1,6 +1,7 @@
 // The engine loop with a fake runner: outputs, stop conditions, cancellation at every stage,
 // deadlines, admission errors, runner errors and shutdown. Batching, preemption and metrics:
 // engine_batching_test.cc.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -66,6 +67,40 @@ TEST(EngineTest, EndOfGenerationStopsUnlessIgnored) {
       EXPECT_EQ(s->tokens(), (std::vector<int32_t>{letter('h'), letter('i'), kEos}));
       EXPECT_EQ(s->final_event().usage.completion_tokens, 3);
     }
+  }
+}
+
+// A penalty reads the whole token history: every step's spec lists each distinct token of the
+// prompt and of the tokens generated before it. (With a runner that overlaps steps the engine
+// therefore takes a penalized request's token before it builds the next batch: no token of it
+// is fed from the device.)
+TEST(EngineTest, PenaltiesSeeTheWholeHistory) {
+  TestEngine e;
+  e->start();
+  const std::vector<int32_t> prompt = make_prompt(4, 6);
+  GenerationRequest r = greedy_request(prompt, 10);
+  r.sampling.repetition_penalty = 1.5f;
+  r.sampling.frequency_penalty = 0.5f;
+  auto s = e.submit(r);
+  ASSERT_TRUE(s->wait_final());
+  const std::vector<int32_t> out = s->tokens();
+  ASSERT_EQ(out.size(), 10u);
+  const std::vector<model::ForwardBatch> batches = e.state->batches_copy();
+  ASSERT_EQ(batches.size(), 10u);
+  for (size_t k = 0; k < batches.size(); ++k) {
+    const model::ForwardBatch& b = batches[k];
+    ASSERT_EQ(b.sample_specs.size(), 1u);
+    EXPECT_TRUE(std::none_of(b.previous_samples.begin(), b.previous_samples.end(),
+                             [](int32_t i) { return i >= 0; }))
+        << "step " << k;
+    std::vector<int32_t> history = prompt;
+    history.insert(history.end(), out.begin(), out.begin() + k);
+    std::sort(history.begin(), history.end());
+    history.erase(std::unique(history.begin(), history.end()), history.end());
+    std::vector<int32_t> listed(b.penalty_tokens.begin() + b.sample_specs[0].penalty_begin,
+                                b.penalty_tokens.begin() + b.sample_specs[0].penalty_end);
+    std::sort(listed.begin(), listed.end());
+    EXPECT_EQ(listed, history) << "step " << k;
   }
 }
 
@@ -328,7 +363,9 @@ TEST(EngineTest, CancelAfterTheDeadlineCountsAsDeadlineExceeded) {
 }
 
 // Every forward pass takes 2 ms of the manual clock: steps start at 0, 2, 4, ... ms, and the
-// step starting at the 40 ms deadline aborts the request after 20 tokens.
+// step starting at the 40 ms deadline aborts the request after 20 tokens — 19 when the runner
+// overlaps steps: the 20th token is still in flight when that step aborts the request, and
+// goes with it.
 TEST(EngineTest, DeadlineDuringGeneration) {
   ManualClock clock;
   TestEngine e({.engine = {.clock = &clock}});
@@ -342,7 +379,8 @@ TEST(EngineTest, DeadlineDuringGeneration) {
   ASSERT_TRUE(s->wait_final());
   expect_one_final(*s);
   EXPECT_EQ(s->final_event().finish_reason, FinishReason::kDeadlineExceeded);
-  EXPECT_EQ(s->final_event().usage.completion_tokens, 20);
+  EXPECT_EQ(s->final_event().usage.completion_tokens, e.state->overlaps ? 19 : 20);
+  EXPECT_EQ(s->tokens().size(), e.state->overlaps ? 19u : 20u);
   EXPECT_DOUBLE_EQ(s->final_event().timings.total_seconds, 0.040);
   EXPECT_EQ(e->snapshot().num_kv_blocks_used, 0);
 }
@@ -426,7 +464,10 @@ TEST(EngineTest, RunnerErrorFailsEveryRequestAndTheEngineStopsServing) {
                                          "injected failure"),
               std::string::npos)
         << last.status;
-    EXPECT_EQ(last.usage.completion_tokens, 1);  // from the first step
+    // From the first step; when the runner overlaps steps, that token was still in flight
+    // when the second launch failed, and the failed runner's tokens are not taken.
+    EXPECT_EQ(last.usage.completion_tokens, e.state->overlaps ? 0 : 1);
+    EXPECT_EQ(s->tokens().size(), e.state->overlaps ? 0u : 1u);
   }
   expect_one_final(*waiting);
   EXPECT_EQ(waiting->final_event().finish_reason, FinishReason::kError);

@@ -276,5 +276,51 @@ TEST(SchedulerTest, RandomWorkloadRespectsBudgetsAndFreesEveryBlock) {
   EXPECT_GT(total_preempted, 0) << "the workload never ran the cache out of blocks";
 }
 
+// A final sequence (its pending last token ends it, Sequence::is_final) runs no more steps:
+// it is not scheduled, not preempted when the cache runs out, and its seat under max_num_seqs
+// goes to the next waiting sequence; its blocks stay until it is finished.
+TEST(SchedulerTest, FinalSequencesAreNeitherScheduledNorPreempted) {
+  BlockManager bm(6, 4);  // 24 tokens
+  Scheduler sched({.max_num_seqs = 2, .max_batch_tokens = 100}, &bm);
+  auto a = make_seq(1, 4);
+  auto b = make_seq(2, 7);
+  auto c = make_seq(3, 3);
+  sched.add(a.get());
+  sched.add(b.get());
+  sched.add(c.get());
+  SchedulerOutput out = sched.schedule();
+  ASSERT_EQ(ids_of(out), (std::vector<uint64_t>{1, 2}));
+  sched.complete(out);
+  a->append_pending_token(0);
+  a->set_final();
+  b->append_pending_token(1);
+  EXPECT_EQ(a->num_known_generated_tokens(), 0);
+  EXPECT_EQ(a->num_generated_tokens(), 1);
+
+  out = sched.schedule();  // a sits out; c takes its seat (3 running, 2 scheduled)
+  EXPECT_EQ(ids_of(out), (std::vector<uint64_t>{2, 3}));
+  EXPECT_TRUE(out.preempted.empty());
+  EXPECT_EQ(sched.num_running(), 3);
+  EXPECT_EQ(a->block_table().size(), 1u);
+  sched.complete(out);
+  b->resolve_pending_token(9);
+  b->append_pending_token(0);
+  c->append_pending_token(1);
+
+  // 6 blocks: a 1, b 2, c 1. b grows to 20 tokens (5 blocks, 3 more, 2 free): c, the
+  // youngest that is not final, is preempted; a keeps its block.
+  b->resolve_pending_token(9);
+  for (int i = 0; i < 11; ++i) b->append_token(9);
+  out = sched.schedule();
+  EXPECT_EQ(ids_of(out), (std::vector<uint64_t>{2}));
+  EXPECT_EQ(out.scheduled[0].num_new_tokens, 12);
+  ASSERT_EQ(out.preempted.size(), 1u);
+  EXPECT_EQ(out.preempted[0], c.get());
+  EXPECT_EQ(a->status(), SequenceStatus::kRunning);
+  EXPECT_EQ(a->block_table().size(), 1u);
+  sched.finish(a.get());
+  EXPECT_TRUE(a->block_table().empty());
+}
+
 }  // namespace
 }  // namespace flashserve::engine

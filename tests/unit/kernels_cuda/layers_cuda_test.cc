@@ -1,17 +1,20 @@
-// The layer kernels (kernels/layers.h) and the sampling kernel (kernels/sampling.h) against
+// The layer kernels (kernels/layers.h) and the sampling kernels (kernels/sampling.h) against
 // their fp32 CPU references, on fresh random inputs of odd sizes.
 //
 // Tolerance policy. Inputs are rounded to bf16 on the host, so the CPU reference sees exactly
 // the kernel's inputs; the kernels compute in fp32 and round once to bf16, so each output may
 // differ from the fp32 reference by that one rounding (half a bf16 ulp, 2^-9 relative) plus
 // fp32 reordering (~1e-7 relative): we allow one bf16 ulp, 2^-8 |ref| + 1e-6. Copies (the
-// embedding gather, V into the cache) must be bit-exact. Outputs are poisoned first.
+// embedding gather, V into the cache, the sampled-token gather) must be bit-exact. Outputs
+// are poisoned first.
 // Sampling: the same token as the CPU reference for the same spec and uniform on every row
 // (a flip needs a weight sum within ~1e-6 relative of a boundary: never seen, and the test
 // would show it), logprobs within 1e-4.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -521,6 +524,45 @@ TEST(SamplingCuda, SameTokensAndLogprobsAsTheCpuReference) {
       }
     }
   }
+}
+
+// An overlapped step's tokens from the previous step's samples: exactly the reference's copy,
+// over more pairs than one CTA takes, every other token left as it was.
+TEST(SamplingCuda, GatherSampledTokensCopiesAsTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  auto rng = fresh_rng();
+  const int num_results = 300, num_tokens = 700;
+  std::uniform_int_distribution<int32_t> token(0, 49151);
+  std::vector<SampleResult> results(num_results);
+  for (SampleResult& r : results) r.token = token(rng);
+  std::vector<int32_t> token_ids(num_tokens);
+  for (int32_t& t : token_ids) t = token(rng);
+  std::vector<int32_t> targets(num_tokens);
+  std::iota(targets.begin(), targets.end(), 0);
+  std::shuffle(targets.begin(), targets.end(), rng);
+  std::vector<int32_t> pairs;
+  for (int p = 0; p < 400; ++p) {  // distinct targets; sources repeat
+    pairs.push_back(targets[p]);
+    pairs.push_back((p * 7) % num_results);
+  }
+  DeviceBuffer d_results = DeviceBuffer::from(results), d_pairs = DeviceBuffer::from(pairs);
+  DeviceBuffer d_tokens = DeviceBuffer::from(token_ids);
+  SampledTokenGather g;
+  g.results = d_results.get<SampleResult>();
+  g.pairs = d_pairs.get<int32_t>();
+  g.token_ids = d_tokens.get<int32_t>();
+  g.num_pairs = static_cast<int>(pairs.size() / 2);
+  ASSERT_TRUE(gather_sampled_tokens(g, nullptr).ok());
+  SampledTokenGather ref = g;
+  ref.results = results.data();
+  ref.pairs = pairs.data();
+  ref.token_ids = token_ids.data();
+  gather_sampled_tokens_cpu(ref);
+  EXPECT_EQ(d_tokens.to_host<int32_t>(), token_ids);
+  g.num_pairs = 0;
+  EXPECT_TRUE(gather_sampled_tokens(g, nullptr).ok());  // launches nothing
+  g.num_pairs = -1;
+  EXPECT_EQ(gather_sampled_tokens(g, nullptr).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

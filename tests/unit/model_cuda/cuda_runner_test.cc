@@ -513,5 +513,149 @@ TEST_F(CudaRunnerTest, GraphsOnAndOffGiveIdenticalTokensAndLogprobs) {
   }
 }
 
+// Overlapped steps (model/runner.h: launch(N + 1) before wait() returns N's tokens) give the
+// tokens and logprobs of the same steps run one by one through forward(), bit for bit: the
+// same kernels on the same shapes, only the decode tokens come from the previous step's
+// samples on the device (previous_samples, token_ids 0). Five sequences decode; at
+// kJoinStep a sixth one's prompt joins them (a mixed step: it runs alone, so the decode step
+// before it is finished early, and the decode step after it starts beside nothing). Odd
+// sequences sample at temperature 0.8 with a uniform fixed by sequence and step.
+TEST_F(CudaRunnerTest, OverlappedStepsGiveTheTokensOfSequentialSteps) {
+  constexpr int kFirst = 5, kSteps = 12, kJoinStep = 6;
+  struct Output {
+    std::vector<int32_t> tokens;
+    std::vector<float> logprobs;
+  };
+  for (LoadedModel* gpu : {gpu_, gpu_native_}) {
+    SCOPED_TRACE(gpu == gpu_native_ ? "native weights" : "bf16 weights");
+    ModelRunner* runner = gpu->runner.get();
+    ASSERT_TRUE(runner->overlaps());
+    auto run = [&](bool overlapped) {
+      std::vector<TestSequence> seqs(kFirst + 1);
+      std::vector<std::vector<int32_t>> prompts;
+      for (int s = 0; s <= kFirst; ++s) {
+        for (int b = 0; b < 4; ++b) seqs[s].blocks.push_back(100 + 4 * s + b);
+        prompts.push_back(prompt(7 + 29 * s));
+      }
+      std::vector<Output> out(kFirst + 1);
+      auto record = [&](const std::vector<SampledToken>& sampled) {
+        // Every live sequence is sampled every step, in order: sample i is sequence i.
+        for (size_t i = 0; i < sampled.size(); ++i) {
+          out[i].tokens.push_back(sampled[i].token);
+          out[i].logprobs.push_back(sampled[i].logprob);
+        }
+      };
+      // A step's batch and stats stay alive and unchanged until its wait() (two in flight).
+      ForwardBatch batches[2];
+      ForwardStats stats[2];
+      for (int step = 0; step <= kSteps; ++step) {
+        ForwardBatch& b = batches[step % 2];
+        b = ForwardBatch{};
+        std::vector<TestSequence*> live;
+        for (int s = 0; s < (step < kJoinStep ? kFirst : kFirst + 1); ++s) {
+          const bool prefill = step == 0 || (s == kFirst && step == kJoinStep);
+          const bool from_previous = overlapped && !prefill;
+          const int32_t token = prefill || from_previous ? 0 : out[s].tokens.back();
+          add_to_batch(&seqs[s], prefill ? std::span<const int32_t>(prompts[s])
+                                         : std::span<const int32_t>(&token, 1),
+                       runner->kv_block_size(), &b);
+          b.previous_samples.resize(b.token_ids.size(), -1);
+          if (from_previous) b.previous_samples.back() = s;
+          live.push_back(&seqs[s]);
+          kernels::SampleSpec spec;
+          spec.want_logprob = 1;
+          if (s % 2 == 1) {
+            spec.temperature = 0.8f;
+            spec.top_p = 0.9f;
+            spec.uniform = std::fmod(0.137 * (s + 1) * (step + 3), 1.0);
+          }
+          b.sample_seqs.push_back(s);
+          b.sample_specs.push_back(spec);
+        }
+        finish_batch(live, &b);
+        // Stats (a step that may be timed) on the mixed step and the decode step after it.
+        ForwardStats* st = step == kJoinStep || step == kJoinStep + 1 ? &stats[step % 2] : nullptr;
+        std::vector<SampledToken> sampled;
+        if (!overlapped) {
+          const absl::Status done = runner->forward(b, &sampled, st);
+          EXPECT_TRUE(done.ok()) << "step " << step << ": " << done;
+          record(sampled);
+          continue;
+        }
+        const absl::Status launched = runner->launch(b, st);
+        EXPECT_TRUE(launched.ok()) << "step " << step << ": " << launched;
+        if (step == 0) continue;
+        const absl::Status waited = runner->wait(&sampled);
+        EXPECT_TRUE(waited.ok()) << "step " << step - 1 << ": " << waited;
+        record(sampled);
+      }
+      if (overlapped) {
+        std::vector<SampledToken> sampled;
+        EXPECT_TRUE(runner->wait(&sampled).ok());
+        record(sampled);
+      }
+      return out;
+    };
+    const std::vector<Output> sequential = run(false);
+    const std::vector<Output> overlapped = run(true);
+    for (int s = 0; s <= kFirst; ++s) {
+      const size_t num_tokens = s < kFirst ? kSteps + 1 : kSteps - kJoinStep + 1;
+      ASSERT_EQ(sequential[s].tokens.size(), num_tokens) << "sequence " << s;
+      EXPECT_EQ(overlapped[s].tokens, sequential[s].tokens) << "sequence " << s;
+      EXPECT_EQ(overlapped[s].logprobs, sequential[s].logprobs) << "sequence " << s;  // bit for bit
+    }
+  }
+}
+
+// The protocol's order is enforced, and a refused call changes nothing: a third launch() and a
+// forward() or forward_logits() with steps in flight are FailedPrecondition, as is a wait()
+// with none; previous_samples past the last launched step's samples are InvalidArgument.
+TEST_F(CudaRunnerTest, OverlappedStepsOutOfOrderAreRefused) {
+  ModelRunner* runner = gpu_->runner.get();
+  TestSequence seq;
+  seq.blocks = {200, 201};
+  auto step_of = [&](std::span<const int32_t> tokens, int32_t previous_sample) {
+    ForwardBatch b;
+    add_to_batch(&seq, tokens, runner->kv_block_size(), &b);
+    TestSequence* one[] = {&seq};
+    finish_batch(one, &b);
+    b.sample_seqs = {0};
+    b.sample_specs.resize(1);  // greedy
+    if (previous_sample != -1) b.previous_samples = {previous_sample};
+    return b;
+  };
+  const int32_t zero = 0;
+  std::vector<SampledToken> sampled;
+  ASSERT_TRUE(runner->forward(step_of(prompt(9), -1), &sampled, nullptr).ok());
+  const ForwardBatch a = step_of(std::span(&sampled[0].token, 1), -1);
+  const ForwardBatch b = step_of(std::span(&zero, 1), 0);
+  const ForwardBatch c = step_of(std::span(&zero, 1), 0);
+  ASSERT_TRUE(runner->launch(a, nullptr).ok());
+  ASSERT_TRUE(runner->launch(b, nullptr).ok());
+  EXPECT_EQ(runner->launch(c, nullptr).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(runner->forward(c, &sampled, nullptr).code(), absl::StatusCode::kFailedPrecondition);
+  std::vector<float> logits;
+  EXPECT_EQ(testing::logits_runner(runner)->forward_logits(c, 1, &logits).code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::vector<SampledToken> from_a, from_b;
+  ASSERT_TRUE(runner->wait(&from_a).ok());
+  ASSERT_TRUE(runner->wait(&from_b).ok());
+  ASSERT_EQ(from_a.size(), 1u);
+  ASSERT_EQ(from_b.size(), 1u);
+  EXPECT_EQ(runner->wait(&sampled).code(), absl::StatusCode::kFailedPrecondition);
+  ForwardBatch past = c;
+  past.previous_samples = {1};  // b sampled one token: index 0 only
+  EXPECT_EQ(runner->launch(past, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(runner->forward(past, &sampled, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  // c (b's token, which b's wait() returned) through forward(): the same as naming it.
+  ForwardBatch named = c;
+  named.token_ids = {from_b[0].token};
+  named.previous_samples.clear();
+  std::vector<SampledToken> from_c, from_named;
+  ASSERT_TRUE(runner->forward(c, &from_c, nullptr).ok());
+  ASSERT_TRUE(runner->forward(named, &from_named, nullptr).ok());  // rewrites c's KV slot alike
+  EXPECT_EQ(from_c[0].token, from_named[0].token);
+}
+
 }  // namespace
 }  // namespace flashserve::model

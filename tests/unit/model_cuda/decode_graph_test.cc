@@ -84,6 +84,18 @@ TEST(DecodeBatchTest, PaddingKeepsRealRowsAndMakesPaddingRowsInert) {
   EXPECT_EQ(p.penalty_counts, b.penalty_counts);
   EXPECT_TRUE(is_decode_batch(p));
   EXPECT_EQ(pad_decode_batch(b, 2, 2).block_tables, b.block_tables);  // no padding: unchanged
+  EXPECT_TRUE(p.previous_samples.empty());  // none given, none made up
+}
+
+// An overlapped decode step's tokens from the previous step's samples stay where they are;
+// the padding rows take theirs from token_ids (0).
+TEST(DecodeBatchTest, PaddingKeepsPreviousSamples) {
+  ForwardBatch b = two_decodes();
+  b.token_ids = {0, 12};
+  b.previous_samples = {3, -1};
+  const ForwardBatch p = pad_decode_batch(b, 4, 4);
+  EXPECT_EQ(p.token_ids, (std::vector<int32_t>{0, 12, 0, 0}));
+  EXPECT_EQ(p.previous_samples, (std::vector<int32_t>{3, -1, -1, -1}));
 }
 
 }  // namespace
