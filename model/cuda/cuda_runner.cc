@@ -1,8 +1,8 @@
 // The CUDA ModelRunner (model/cuda/cuda_backend.h): owns the stream, the device weights,
 // the KV cache and the step workspace, and runs model/cuda/llama_forward.h once per step
 // with exactly one host synchronisation (on the event after the sampled tokens' copy). Steps
-// overlap (model/runner.h): a decode step replayed from a graph is enqueued while the step
-// before it still runs (model/cuda/in_flight.h says when).
+// overlap (model/runner.h): an untimed step that captures no graph and grows no buffer is
+// enqueued while the step before it still runs (model/cuda/in_flight.h says when).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -218,8 +218,9 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
   // The step's one host synchronisation (on its step_done_ event), then its timer, stats and
   // tokens (into step->sampled).
   absl::Status finish(cuda::InFlightStep* step);
-  // finish() of the step still running, if any: before a step that must run alone.
-  absl::Status finish_running();
+  // finish() of the step still running, if any, unless the step described by `q` may start
+  // beside it (cuda::may_overlap; q.running_timed is filled in here).
+  absl::Status finish_running_unless_overlap(cuda::OverlapQuery q);
   absl::StatusOr<const kernels::SampleResult*> enqueue_sampling(const cuda::DeviceBatch& b);
   // Allocates the workspace for the largest step and captures the decode graph of every
   // batch-size bucket up to max_num_seqs (short sequences, one split): a serving run then
@@ -410,9 +411,11 @@ absl::Status CudaModelRunner::finish(cuda::InFlightStep* step) {
   return absl::OkStatus();
 }
 
-absl::Status CudaModelRunner::finish_running() {
+absl::Status CudaModelRunner::finish_running_unless_overlap(cuda::OverlapQuery q) {
   cuda::InFlightStep* running = in_flight_.running();
-  return running == nullptr ? absl::OkStatus() : finish(running);
+  if (running == nullptr) return absl::OkStatus();
+  q.running_timed = running->timer != cuda::TimerMode::kOff;
+  return cuda::may_overlap(q) ? absl::OkStatus() : finish(running);
 }
 
 cuda::TimerMode CudaModelRunner::next_timer_mode(const ForwardBatch& batch) {
@@ -425,12 +428,14 @@ cuda::TimerMode CudaModelRunner::next_timer_mode(const ForwardBatch& batch) {
 absl::StatusOr<const kernels::SampleResult*> CudaModelRunner::enqueue_step(
     const ForwardBatch& batch, cuda::TimerMode mode, ForwardStats* stats, int slot) {
   if (cuda::is_decode_batch(batch)) return enqueue_decode_step(batch, mode, stats, slot);
-  RETURN_IF_ERROR(finish_running());  // prefill and mixed steps run alone
   const cuda::ForwardContext ctx = context();
+  const cuda::PackedBatch packed = cuda::pack_batch(ctx, batch, batch.sample_seqs, true);
+  cuda::OverlapQuery q;
+  q.timed = mode != cuda::TimerMode::kOff;
+  q.grows_workspace = cuda::upload_grows_workspace(ctx, packed, slot);
+  RETURN_IF_ERROR(finish_running_unless_overlap(q));
   RETURN_IF_ERROR(timer_.begin(stream_, mode));
-  ASSIGN_OR_RETURN(const cuda::DeviceBatch b,
-                   cuda::upload_batch(ctx, cuda::pack_batch(ctx, batch, batch.sample_seqs, true),
-                                      slot));
+  ASSIGN_OR_RETURN(const cuda::DeviceBatch b, cuda::upload_batch(ctx, packed, slot));
   RETURN_IF_ERROR(cuda::llama_forward_cuda(ctx, b, config_.num_layers, stats));
   return enqueue_sampling(b);
 }
@@ -448,13 +453,11 @@ absl::StatusOr<const kernels::SampleResult*> CudaModelRunner::enqueue_decode_ste
   const cuda::PackedBatch packed = cuda::pack_batch(ctx, padded, padded.sample_seqs, true);
   const cuda::DecodeShape shape{padded.num_seqs(), padded.max_blocks_per_seq,
                                 cuda::attention_decode_splits(ctx, packed.b.runs.front())};
-  if (const cuda::InFlightStep* running = in_flight_.running();
-      running != nullptr &&
-      !cuda::may_overlap({running->timer != cuda::TimerMode::kOff, mode != cuda::TimerMode::kOff,
-                          graph && graphs_.ready(ctx, shape),
-                          cuda::upload_grows_workspace(ctx, packed, slot)})) {
-    RETURN_IF_ERROR(finish_running());
-  }
+  cuda::OverlapQuery q;
+  q.timed = mode != cuda::TimerMode::kOff;
+  q.captures_graph = graph && !graphs_.ready(ctx, shape);
+  q.grows_workspace = cuda::upload_grows_workspace(ctx, packed, slot);
+  RETURN_IF_ERROR(finish_running_unless_overlap(q));
   RETURN_IF_ERROR(timer_.begin(stream_, graph ? cuda::TimerMode::kOff : mode));
   ASSIGN_OR_RETURN(cuda::DeviceBatch b, cuda::upload_batch(ctx, packed, slot));
   if (graph) {

@@ -22,7 +22,7 @@ InFlightStep InFlightSteps::pop() {
 }
 
 bool may_overlap(const OverlapQuery& q) {
-  return !q.running_timed && !q.timed && q.replays_graph && !q.grows_workspace;
+  return !q.running_timed && !q.timed && !q.captures_graph && !q.grows_workspace;
 }
 
 }  // namespace flashserve::model::cuda

@@ -59,19 +59,24 @@ class InFlightSteps {
 
 // What decides whether a step may be enqueued while the step before it still runs.
 struct OverlapQuery {
-  bool running_timed = false;  // the running step records timer events (TimerMode != kOff)
-  bool timed = false;          // this step would
-  bool replays_graph = false;  // a decode step replayed from a graph captured before
+  bool running_timed = false;   // the running step records timer events (TimerMode != kOff)
+  bool timed = false;           // this step would
+  bool captures_graph = false;  // a decode step whose graph is not captured yet (its first use
+                                // runs eagerly, its second is captured: DecodeGraphs)
   bool grows_workspace = false;  // its upload reallocates a buffer (upload_grows_workspace)
 };
 
-// True only for an untimed decode step that replays a captured graph within the workspace
-// as it is, beside an untimed running step. Otherwise the runner finishes the running step
-// first: the StepTimer has one set of events (a timed step must be the only one between its
-// begin() and collect()), and any other step (prefill or mixed, a decode whose graph is not
-// captured yet or must be recaptured, every decode with graphs off) may set up kernels,
-// plans and graphs and grow the workspace, where a reallocation would free a buffer under
-// the running step (model/cuda/llama_forward.h, DeviceWorkspace); a replay does neither.
+// True for an untimed step that neither captures a graph nor grows the workspace, beside an
+// untimed running step: a graph replay, and the eager steps (prefill and mixed batches, decode
+// with graphs off). Otherwise the runner finishes the running step first: the StepTimer has
+// one set of events (a timed step must be the only one between its begin() and collect()), a
+// capture must not meet other work on its stream, and a reallocation would free a buffer
+// under the running step (model/cuda/llama_forward.h, DeviceWorkspace). What an eager step
+// does besides launching kernels is safe beside a running one: kernels' first-use attributes
+// and cuBLASLt's plans are host calls; its side-stream work forks from the stream after the
+// running step (fork events recorded on the stream; a wait binds the record it sees); the
+// workspace, the gemm scratch and the metadata block it shares with the running step are
+// written in stream order, after that step.
 bool may_overlap(const OverlapQuery& q);
 
 }  // namespace flashserve::model::cuda

@@ -517,9 +517,10 @@ TEST_F(CudaRunnerTest, GraphsOnAndOffGiveIdenticalTokensAndLogprobs) {
 // tokens and logprobs of the same steps run one by one through forward(), bit for bit: the
 // same kernels on the same shapes, only the decode tokens come from the previous step's
 // samples on the device (previous_samples, token_ids 0). Five sequences decode; at
-// kJoinStep a sixth one's prompt joins them (a mixed step: it runs alone, so the decode step
-// before it is finished early, and the decode step after it starts beside nothing). Odd
-// sequences sample at temperature 0.8 with a uniform fixed by sequence and step.
+// kJoinStep a sixth one's prompt joins them (a mixed step, eager: it starts beside the decode
+// step before it unless it is timed (stats are passed there) and then runs alone, finishing
+// that step early). Odd sequences sample at temperature 0.8 with a uniform fixed by sequence
+// and step.
 TEST_F(CudaRunnerTest, OverlappedStepsGiveTheTokensOfSequentialSteps) {
   constexpr int kFirst = 5, kSteps = 12, kJoinStep = 6;
   struct Output {

@@ -46,19 +46,19 @@ TEST(InFlightStepsTest, AFinishedStepIsNotRunning) {
   EXPECT_FALSE(steps.empty());  // its tokens still wait for wait()
 }
 
-TEST(MayOverlapTest, OnlyAnUntimedGraphReplayWithinTheWorkspaceBesideAnUntimedStep) {
-  const OverlapQuery replay{false, false, true, false};
-  EXPECT_TRUE(may_overlap(replay));
-  OverlapQuery q = replay;
+TEST(MayOverlapTest, AnUntimedStepThatCapturesNothingAndGrowsNothingBesideAnUntimedStep) {
+  const OverlapQuery plain;  // a graph replay, or an eager prefill / mixed / decode step
+  EXPECT_TRUE(may_overlap(plain));
+  OverlapQuery q = plain;
   q.running_timed = true;
   EXPECT_FALSE(may_overlap(q)) << "one set of timer events";
-  q = replay;
+  q = plain;
   q.timed = true;
   EXPECT_FALSE(may_overlap(q)) << "one set of timer events";
-  q = replay;
-  q.replays_graph = false;
-  EXPECT_FALSE(may_overlap(q)) << "prefill, mixed, eager decode, capture";
-  q = replay;
+  q = plain;
+  q.captures_graph = true;
+  EXPECT_FALSE(may_overlap(q)) << "a decode shape's first (eager) and second (captured) use";
+  q = plain;
   q.grows_workspace = true;
   EXPECT_FALSE(may_overlap(q)) << "a reallocation would free the running step's buffers";
 }
