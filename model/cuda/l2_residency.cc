@@ -58,11 +58,15 @@ absl::Status apply_l2_window(const L2Window& w, cudaGraph_t graph) {
   CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
   cudaKernelNodeAttrValue v{};
   v.accessPolicyWindow = window_of(w);
+  // Best effort: a node that refuses the attribute keeps what capture gave it (the stream's
+  // window), so a refusal costs residency, never the graph.
   for (cudaGraphNode_t n : nodes) {
     cudaGraphNodeType type;
-    CUDA_CHECK(cudaGraphNodeGetType(n, &type));
-    if (type != cudaGraphNodeTypeKernel) continue;
-    CUDA_CHECK(cudaGraphKernelNodeSetAttribute(n, cudaKernelNodeAttributeAccessPolicyWindow, &v));
+    if (cudaGraphNodeGetType(n, &type) != cudaSuccess || type != cudaGraphNodeTypeKernel ||
+        cudaGraphKernelNodeSetAttribute(n, cudaKernelNodeAttributeAccessPolicyWindow, &v) !=
+            cudaSuccess) {
+      cudaGetLastError();
+    }
   }
   return absl::OkStatus();
 }
