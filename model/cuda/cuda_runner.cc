@@ -23,7 +23,6 @@
 #include "model/cuda/batch_upload.h"
 #include "model/cuda/decode_graph.h"
 #include "model/cuda/in_flight.h"
-#include "model/cuda/l2_residency.h"
 #include "model/cuda/llama_forward.h"
 #include "model/cuda/warm_up.h"
 #include "model/gguf/gguf.h"
@@ -175,7 +174,6 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
       cudaStreamSynchronize(side_stream_);
       cudaStreamDestroy(side_stream_);
     }
-    cuda::release_l2_window(l2_window_);
     for (cudaEvent_t e : {fork_, join_, prefetch_fork_, prefetch_join_[0], prefetch_join_[1],
                           step_done_[0], step_done_[1]}) {
       if (e != nullptr) cudaEventDestroy(e);
@@ -204,8 +202,7 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
  private:
   cuda::ForwardContext context() {
     return {&config_, &weights_, &cache_, &ws_, gemm_.get(), &timer_, device_.num_sms, stream_,
-            side_stream_, fork_, join_, prefetch_fork_, {prefetch_join_[0], prefetch_join_[1]},
-            &l2_window_};
+            side_stream_, fork_, join_, prefetch_fork_, {prefetch_join_[0], prefetch_join_[1]}};
   }
   // Enqueues the forward pass of `batch` and its sampling through staging slot `slot`:
   // decode batches padded (model/cuda/decode_graph.h) and, with graphs on, replayed from a
@@ -250,7 +247,6 @@ class CudaModelRunner final : public ModelRunner, public LogitsRunner {
   cuda::StepTimer timer_;
   bool use_graphs_ = true;
   cuda::DecodeGraphs graphs_;
-  cuda::L2Window l2_window_;  // over the grouped copies (model/cuda/l2_residency.h)
   uint64_t num_steps_ = 0;
   uint64_t num_eager_steps_ = 0;
   cuda::InFlightSteps in_flight_;
@@ -291,14 +287,14 @@ absl::Status CudaModelRunner::init(const GgufFile& file, const CudaRunnerOptions
     info->summary = absl::StrFormat(
         "cuda: %s (sm_%d%d, %d SMs, %.1f GiB): weights %s; KV cache %d blocks x %d "
         "tokens = %d tokens, %.1f MiB bf16 (%s); decode steps %s; prefill kernels warmed "
-        "up in %.0f ms; L2 window %.1f MiB, %.1f MiB persisting",
+        "up in %.0f ms",
         device_.name, device_.major, device_.minor, device_.num_sms, device_.total / kMiB / 1024,
         weights_.summary(), cache_.num_blocks, block_size, cache_.num_blocks * block_size,
         2.0 * cache_bytes / kMiB, kv.source,
         use_graphs_ ? absl::StrCat("through CUDA graphs (", graphs_.num_graphs(),
                                    " captured at start)")
                     : std::string("launched eagerly (cuda_graphs off)"),
-        1e3 * warm_up_seconds, l2_window_.bytes / kMiB, l2_window_.set_aside / kMiB);
+        1e3 * warm_up_seconds);
   }
   return absl::OkStatus();
 }
@@ -322,12 +318,6 @@ absl::Status CudaModelRunner::prepare_decode_graphs(const CudaRunnerOptions& o) 
   const int max_seqs = cuda::decode_bucket(o.max_num_seqs);
   RETURN_IF_ERROR(
       cuda::reserve_workspace(ctx, o.max_batch_tokens, max_seqs, start_metadata_bytes(o)));
-  // The scratch's head (grouped copies, then split-k partial sums) kept in the L2; the scratch
-  // is sized for the whole run here and never moves.
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  l2_window_ = cuda::plan_l2_window(ws_.gemm_scratch.get(), ws_.gemm_scratch.bytes(), device);
-  RETURN_IF_ERROR(cuda::apply_l2_window(l2_window_, stream_, side_stream_));
   if (!use_graphs_) return absl::OkStatus();
   for (int n = 1; n <= max_seqs; n = cuda::decode_bucket(n) + 1) {
     // Every row padding: nothing is read from or written to the KV cache.

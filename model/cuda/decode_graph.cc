@@ -7,7 +7,6 @@
 
 #include "base/status_macros.h"
 #include "kernels/cuda_check.h"
-#include "model/cuda/l2_residency.h"
 
 namespace flashserve::model::cuda {
 namespace {
@@ -114,13 +113,6 @@ absl::Status DecodeGraphs::capture(const ForwardContext& ctx, const DeviceBatch&
     if (graph != nullptr) cudaGraphDestroy(graph);
     RETURN_IF_ERROR(forward);
     CUDA_CHECK(end);
-  }
-  if (ctx.l2_window != nullptr) {
-    const absl::Status window = apply_l2_window(*ctx.l2_window, graph);
-    if (!window.ok()) {
-      cudaGraphDestroy(graph);
-      return window;
-    }
   }
   const cudaError_t instantiated = cudaGraphInstantiate(&entry->exec, graph, 0);
   cudaGraphDestroy(graph);

@@ -49,7 +49,7 @@ absl::Status dequantize_layer(const ForwardContext& ctx, int layer, int slot, in
   DeviceWorkspace& ws = *ctx.ws;
   const Group& g = ws.group[slot] = plan_dequant_group(ctx.weights->layers[layer], m);
   if (g.count == 0) return absl::OkStatus();
-  uint16_t* base = ws.gemm_scratch.get<uint16_t>();  // one buffer for every layer's copies
+  uint16_t* base = ws.gemm_scratch.get<uint16_t>() + slot * ws.group_stride;
   kernels::DequantizeParams jobs[Group::kMaxMatrices];
   for (int i = 0; i < g.count; ++i) jobs[i] = whole_matrix_dequantize(*g.matrix[i], base + g.offset[i]);
   return kernels::dequantize_bf16_batch(jobs, g.count, stream);
@@ -113,10 +113,11 @@ absl::Status prepare_layer_group(const ForwardContext& ctx, int layer, int num_l
   // is joined by its layer's wait, so a captured graph ends joined.
   if (layer == 0) {
     RETURN_IF_ERROR(dequantize_layer(ctx, 0, 0, m, ctx.stream));
+    if (num_layers > 1) RETURN_IF_ERROR(fork_layer_group(ctx, 1, m));
   } else {
     CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, ctx.prefetch_join[slot], 0));
   }
-  ws.fork_layer = layer + 1 < num_layers ? layer + 1 : -1;
+  ws.fork_layer = layer + 2 < num_layers ? layer + 2 : -1;
   return absl::OkStatus();
 }
 
@@ -154,7 +155,7 @@ const void* grouped_copy(const ForwardContext& ctx, const DeviceMatrix& w) {
   const Group& g = ws.group[ws.current_group];
   for (int i = 0; i < g.count; ++i) {
     if (g.matrix[i] == &w) {
-      return ws.gemm_scratch.get<uint16_t>() + g.offset[i];
+      return ws.gemm_scratch.get<uint16_t>() + ws.current_group * ws.group_stride + g.offset[i];
     }
   }
   return nullptr;

@@ -232,7 +232,7 @@ absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file, const M
     for (const DeviceMatrix* m : {&l.wqkv, &l.wv, &l.wo, &l.w_gate_up, &l.w_down}) {
       if (m->native() && native_gemm_dequant_grouped(m->rows, m->k)) group += m->rows * m->k;
     }
-    d.max_dequant_bytes = std::max(d.max_dequant_bytes, ((group + 127) / 128 * 128) * 2);
+    d.max_dequant_bytes = std::max(d.max_dequant_bytes, 2 * ((group + 127) / 128 * 128) * 2);
   }
   return d;
 }

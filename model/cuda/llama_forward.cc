@@ -167,7 +167,7 @@ absl::Status gemm_linear(const ForwardContext& ctx, void* x, const DeviceMatrix&
       return q;
     };
     // Past the two buffers of grouped bf16 copies (which later GEMMs still read).
-    const int64_t group_floats = ctx.ws->group_stride / 2;  // one buffer of stride bf16
+    const int64_t group_floats = ctx.ws->group_stride;  // 2 x stride bf16 elements
     float* scratch = ctx.ws->gemm_scratch.get<float>() + group_floats;
     const int64_t scratch_floats =
         static_cast<int64_t>(ctx.ws->gemm_scratch.bytes() / sizeof(float)) - group_floats;

@@ -34,8 +34,6 @@
 
 namespace flashserve::model::cuda {
 
-struct L2Window;
-
 // bf16 paged KV cache, one K and one V tensor per layer, each
 // [num_blocks, num_kv_heads, block_size, head_dim] (kernels/paged_kv.h).
 struct DeviceKvCache {
@@ -170,9 +168,6 @@ struct ForwardContext {
   // More events for the grouped dequantizes on side_stream (DeviceWorkspace::group): the fork,
   // and a join for each of the two buffers (two dequantizes may be in flight).
   cudaEvent_t prefetch_fork = nullptr, prefetch_join[2] = {nullptr, nullptr};
-  // The L2 window over the grouped copies (model/cuda/l2_residency.h), set on every kernel
-  // node of a captured graph; null: none.
-  const L2Window* l2_window = nullptr;
 };
 
 // The split-KV count of a decode run: kernels::attention_decode_num_splits on its shape,
