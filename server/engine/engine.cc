@@ -102,7 +102,11 @@ class Engine::Impl {
   struct Launched {
     model::ForwardBatch batch;  // capacity reused from step to step
     model::ForwardStats stats;
-    SchedulerOutput out;  // its Sequence pointers are valid until complete() returned
+    // The step's batch, from schedule() until complete() has used it; empty after (with the
+    // step in flight its sequences may finish and be freed): its sizes stay below.
+    SchedulerOutput out;
+    int num_sequences = 0;
+    int num_tokens = 0;
     std::vector<RequestId> scheduled_ids;  // the requests it runs (fails with it)
     std::vector<RequestId> sample_ids;     // [num_samples] the request of each sample
     bool needs_tokens = false;  // a request uses penalties: its next spec needs these ids
@@ -498,6 +502,10 @@ void Engine::Impl::complete(Launched* l) {
     l->needs_tokens = l->needs_tokens || req.sampler.uses_history();
     l->sample_ids.push_back(seq->id());
   }
+  l->num_sequences = static_cast<int>(l->out.scheduled.size());
+  l->num_tokens = l->out.num_tokens;
+  l->out.scheduled.clear();
+  l->out.preempted.clear();
 }
 
 bool Engine::Impl::wait_for(Launched* l) {
@@ -534,9 +542,8 @@ void Engine::Impl::take_tokens(const Launched& l) {
   // and the steps' times add up to the time spent stepping.
   const TimePoint begin = std::max(l.begin, last_tokens_taken_);
   last_tokens_taken_ = clock_.now();
-  // Reads the output's sizes only (its sequences may be finished by now).
-  metrics_->step_done(l.out, static_cast<int>(l.sample_ids.size()), l.stats, begin,
-                      last_tokens_taken_);
+  metrics_->step_done(l.num_sequences, l.num_tokens, static_cast<int>(l.sample_ids.size()),
+                      l.stats, begin, last_tokens_taken_);
   publish(last_tokens_taken_, /*made_progress=*/true);
 }
 

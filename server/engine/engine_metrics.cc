@@ -36,7 +36,7 @@ class NullEngineMetrics final : public EngineMetrics {
   void request_refused(const absl::Status&, metrics::Api) override {}
   void step_scheduled(const SchedulerOutput&, TimePoint) override {}
   void token_sampled(TimePoint, const std::optional<TimePoint>&, TimePoint) override {}
-  void step_done(const SchedulerOutput&, int, const model::ForwardStats&, TimePoint,
+  void step_done(int, int, int, const model::ForwardStats&, TimePoint,
                  TimePoint) override {}
   void request_finished(FinishReason, const absl::Status&, metrics::Api, double, int) override {}
   void state(int, int, const BlockManager&) override {}
@@ -75,14 +75,13 @@ class PrometheusEngineMetrics final : public EngineMetrics {
     }
   }
 
-  void step_done(const SchedulerOutput& out, int num_sampled, const model::ForwardStats& stats,
-                 TimePoint begin, TimePoint end) override {
+  void step_done(int num_sequences, int num_tokens, int num_sampled,
+                 const model::ForwardStats& stats, TimePoint begin, TimePoint end) override {
     // Once per step, not per token: one lock each.
     m_.add_generated_tokens(num_sampled);
     m_.observe_inter_token_latencies(step_inter_token_seconds_);
     step_inter_token_seconds_.clear();
-    m_.record_step(static_cast<int>(out.scheduled.size()), out.num_tokens,
-                   seconds_between(begin, end));
+    m_.record_step(num_sequences, num_tokens, seconds_between(begin, end));
     m_.record_attention(metrics::AttentionPhase::kPrefill, stats.prefill.calls,
                         stats.prefill.seconds, stats.prefill.bytes, stats.prefill.flops, end);
     m_.record_attention(metrics::AttentionPhase::kDecode, stats.decode.calls,

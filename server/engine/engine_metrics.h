@@ -42,9 +42,11 @@ class EngineMetrics {
   // its previous token (none for the first).
   virtual void token_sampled(TimePoint arrival, const std::optional<TimePoint>& previous,
                              TimePoint now) = 0;
-  // A step that ran `out` and sampled `num_sampled` tokens completed: it began at `begin`, its
-  // tokens are processed at `end`. `stats` is what the runner measured.
-  virtual void step_done(const SchedulerOutput& out, int num_sampled,
+  // A step of `num_sequences` sequences and `num_tokens` tokens that sampled `num_sampled`
+  // tokens completed: it began at `begin`, its tokens are processed at `end`. `stats` is what
+  // the runner measured. (Sizes, not the step's SchedulerOutput: by the time an overlapped
+  // step's tokens are taken, sequences it ran may be finished and gone.)
+  virtual void step_done(int num_sequences, int num_tokens, int num_sampled,
                          const model::ForwardStats& stats, TimePoint begin, TimePoint end) = 0;
   // A request that came through `api` ended with `reason` / `status` after `total_seconds`,
   // with `num_prompt_tokens`.
