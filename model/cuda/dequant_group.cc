@@ -82,6 +82,12 @@ void begin_dequant_groups(const ForwardContext& ctx, int num_layers, int m, bool
     stride = std::max(stride, plan_dequant_group(ctx.weights->layers[layer], m).elements);
   }
   ws.group_stride = (stride + 127) / 128 * 128;
+  // Forked when every grouped matrix is tiny (the same shapes in every layer: layer 0 says).
+  const Group g0 = num_layers > 0 ? plan_dequant_group(ctx.weights->layers[0], m) : Group{};
+  ws.group_forked = g0.count > 0;
+  for (int i = 0; i < g0.count; ++i) {
+    ws.group_forked = ws.group_forked && native_gemm_group_forked(g0.matrix[i]->rows, g0.matrix[i]->k);
+  }
   ws.group[0] = ws.group[1] = Group{};
   ws.current_group = 0;
   ws.group_m = m;
@@ -102,9 +108,12 @@ absl::Status prepare_layer_group(const ForwardContext& ctx, int layer, int num_l
   ws.current_group = slot;
   ws.group_gemms_done = 0;
   if (ws.group_stride == 0) return absl::OkStatus();
-  // A step with prefills runs eagerly and host-bound: one launch a layer, on the stream,
-  // where the layer's first GEMM reads the copies next.
-  if (!ws.decodes_only) return dequantize_layer(ctx, layer, slot, m, ctx.stream);
+  // A step with prefills runs eagerly and host-bound, and a group of small matrices is
+  // bandwidth (native_gemm_group_forked): one launch a layer, on the stream, where the
+  // layer's first GEMM reads the copies next.
+  if (!ws.decodes_only || !ws.group_forked) {
+    return dequantize_layer(ctx, layer, slot, m, ctx.stream);
+  }
   // A decode-only step (a captured graph, where GPU time counts): layer 0's copies on the
   // stream and layer 1's forked at once (its buffer is free); then each layer waits for its
   // copies, and once its last grouped GEMM is enqueued (group_gemm_done) the copies of the

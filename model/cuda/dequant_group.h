@@ -22,8 +22,9 @@ bool by_deq_blas(int m, int64_t n, int64_t k);
 void begin_dequant_groups(const ForwardContext& ctx, int num_layers, int m, bool decodes_only);
 
 // Before layer `layer`'s first GEMM: its group's copies written on the stream, or, in a
-// decode-only step, waited for (layer > 0: written on the side stream from two layers
-// earlier on; layer 0's on the stream, with layer 1's forked at once).
+// decode-only step whose groups are forked (native_gemm_group_forked), waited for (layer > 0:
+// written on the side stream from two layers earlier on; layer 0's on the stream, with layer
+// 1's forked at once).
 absl::Status prepare_layer_group(const ForwardContext& ctx, int layer, int num_layers, int m);
 
 // After a GEMM that read the current layer's group: in a decode-only step, once the layer's

@@ -145,6 +145,9 @@ struct DeviceWorkspace {
   // The pass's step is all decodes (a captured graph: the next layer's group is dequantized
   // on the side stream, model/cuda/dequant_group.h).
   bool decodes_only = false;
+  // Its groups are dequantized on the side stream in such a step (native_gemm_group_forked);
+  // otherwise each on the stream at its layer's start.
+  bool group_forked = false;
   // The pass's tokens, the layer whose group is forked once the current layer's last grouped
   // GEMM is enqueued (-1: none), and the current layer's grouped GEMMs enqueued so far.
   int group_m = 0, fork_layer = -1, group_gemms_done = 0;

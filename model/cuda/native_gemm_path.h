@@ -66,6 +66,17 @@ constexpr bool native_gemm_dequant_grouped(int64_t n, int64_t k) {
   return n * k <= kSmallMatrixElements;
 }
 
+// Whether, in a decode-only step, a layer's group that holds the n x k matrix is dequantized
+// on the side stream during the layer before (dequant_group.h), rather than on the stream at
+// the layer's start: only for tiny matrices (every one of SmolLM2-135M's), whose ~30 serial
+// launches of ~3-4 us of latency each the side stream hides. A small matrix's group (the 1B's
+// qkv and o: 21 MB of copies a layer) is bandwidth, not latency: beside the layer before, it
+// slows the kernels it shares the SMs and HBM with about as much as it takes on the stream
+// (bench/gemm/NOTES.md, thirty-third session).
+constexpr bool native_gemm_group_forked(int64_t n, int64_t k) {
+  return n * k <= kTinyMatrixElements;
+}
+
 // Whether the quantized GEMM of a step of m tokens leaves its split-k sum to the kernel that
 // reads its output next (where the caller can fold it: O, down, gate/up).
 constexpr bool native_gemm_folds_split_sum(int m) { return m <= kFoldSplitSumMaxTokens; }
