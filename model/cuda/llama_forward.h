@@ -135,9 +135,10 @@ struct DeviceWorkspace {
   };
   // Layer l's group in group[l % 2], its copies in buffer l % 2 of gemm_scratch
   // (group_stride elements each, none when 0); `current` is the layer being computed. In a
-  // step of decodes only (replayed from a graph) layer l + 1's copies are written on
-  // ForwardContext::side_stream while layer l computes; in other steps each layer's are
-  // written on the stream at its start (llama_forward.cc, llama_forward_cuda). A quantized
+  // step of decodes only (replayed from a graph) whose groups are forked (group_forked) a
+  // later layer's copies are written on ForwardContext::side_stream while layer l computes;
+  // otherwise each layer's are written on the stream at its start (model/cuda/
+  // dequant_group.h). A quantized
   // GEMM keeps its split-k partial sums past both buffers. Host state of one forward pass.
   DequantGroup group[2];
   int64_t group_stride = 0;

@@ -447,10 +447,13 @@ TEST_F(CudaRunnerTest, BatchedRequestsMatchRunningAlone) {
 
 // Decode steps replayed from CUDA graphs give bit-identical tokens and logprobs to the same
 // steps launched one by one (--nocuda_graphs): greedy and seeded sampling with penalties,
-// 80 requests of different lengths (decode steps of up to 80 sequences: past
-// native_gemm_path.h's 64-token line for decode-only steps). Everything is submitted before the engines start, so
-// both see the same sequence of batches.
+// kRequests requests of different lengths (decode steps of up to 144 sequences: past
+// native_gemm_path.h's 64-token line for tiny matrices and its 128-token line for small ones,
+// so a decode-only step dequantizes a layer's group on the side stream (SmolLM2) or on the
+// stream (a 1B-shaped file) inside the graph). Everything is submitted before the engines
+// start, so both see the same sequence of batches.
 TEST_F(CudaRunnerTest, GraphsOnAndOffGiveIdenticalTokensAndLogprobs) {
+  constexpr int kRequests = 144, kMinNewTokens = 40;
   struct Output {
     std::vector<int32_t> tokens;
     std::vector<float> logprobs;
@@ -459,22 +462,25 @@ TEST_F(CudaRunnerTest, GraphsOnAndOffGiveIdenticalTokensAndLogprobs) {
     LoadOptions o;
     o.device = Device::kCuda;
     o.weights = weights;
-    o.kv_cache_tokens = 80 * 512;
-    o.max_num_seqs = 80;
+    o.kv_cache_tokens = kRequests * 512;
+    o.max_num_seqs = kRequests;
     o.cuda_graphs = graphs;
     auto m = load_model(model_path(), o);
     EXPECT_TRUE(m.ok()) << m.status();
     engine::EngineOptions eo;
-    eo.max_num_seqs = 80;
+    eo.max_num_seqs = kRequests;
     eo.max_batch_tokens = 1024;
     engine::Engine engine(std::move(m->runner), *m->tokenizer, eo, nullptr);
-    std::vector<Output> out(80);
+    std::vector<Output> out(kRequests);
     absl::Mutex mu;
     int remaining = static_cast<int>(out.size());
     for (size_t i = 0; i < out.size(); ++i) {
       engine::GenerationRequest r;
       r.prompt_tokens = prompt(3 + static_cast<int>(i * 53) % 290);
-      r.max_new_tokens = 16 + static_cast<int>(i % 5) * 8;
+      // At least 40 new tokens: every request is still running when the last prompt is
+      // done (~21,000 prompt tokens: ~25 steps of <= 1,024), so the decode-only steps after
+      // it hold all 144.
+      r.max_new_tokens = kMinNewTokens + static_cast<int>(i % 5) * 8;
       r.ignore_eos = true;
       r.logprobs = true;
       if (i % 2 == 1) {
@@ -505,7 +511,8 @@ TEST_F(CudaRunnerTest, GraphsOnAndOffGiveIdenticalTokensAndLogprobs) {
     const std::vector<Output> on = run(true, weights);
     const std::vector<Output> off = run(false, weights);
     for (size_t i = 0; i < on.size(); ++i) {
-      ASSERT_EQ(on[i].tokens.size(), static_cast<size_t>(16 + (i % 5) * 8)) << "request " << i;
+      ASSERT_EQ(on[i].tokens.size(), static_cast<size_t>(kMinNewTokens + (i % 5) * 8))
+          << "request " << i;
       EXPECT_EQ(on[i].tokens, off[i].tokens) << "request " << i;
       ASSERT_EQ(on[i].logprobs.size(), on[i].tokens.size()) << "request " << i;
       EXPECT_EQ(on[i].logprobs, off[i].logprobs) << "request " << i;  // bit-identical

@@ -56,6 +56,19 @@ TEST(NativeGemmPath, SmallMatricesAreDequantizedAsAGroup) {
   EXPECT_FALSE(native_gemm_dequant_grouped(16384, 2048)); // 1B gate_up: dequantized alone
 }
 
+// In a decode-only step only a group of tiny matrices (latency) goes to the side stream; a
+// group holding a small one (bandwidth: the 1B's qkv and o) is dequantized on the stream.
+TEST(NativeGemmPath, OnlyTinyMatricesGroupsAreForked) {
+  EXPECT_TRUE(native_gemm_group_forked(960, 576));     // SmolLM2 qkv
+  EXPECT_TRUE(native_gemm_group_forked(3072, 576));    // SmolLM2 gate_up
+  EXPECT_TRUE(native_gemm_group_forked(4096, 512));    // 2 Mi exactly
+  EXPECT_FALSE(native_gemm_group_forked(4097, 512));   // one row more
+  EXPECT_FALSE(native_gemm_group_forked(2560, 2048));  // 1B [q; k]
+  EXPECT_FALSE(native_gemm_group_forked(2048, 2048));  // 1B o
+  EXPECT_TRUE(native_gemm_group_forked(512, 2048));    // 1B wv (Q6_K): tiny, but its group
+                                                       // holds [q; k]
+}
+
 TEST(NativeGemmPath, From129TokensSmallMatricesTakeDeqBlas) {
   for (int m : {129, 192, 256, 512}) {
     EXPECT_TRUE(deq_blas(m, 3072, 2048)) << m;   // 1B qkv
