@@ -86,7 +86,8 @@ void begin_dequant_groups(const ForwardContext& ctx, int num_layers, int m, bool
   const Group g0 = num_layers > 0 ? plan_dequant_group(ctx.weights->layers[0], m) : Group{};
   ws.group_forked = g0.count > 0;
   for (int i = 0; i < g0.count; ++i) {
-    ws.group_forked = ws.group_forked && native_gemm_group_forked(g0.matrix[i]->rows, g0.matrix[i]->k);
+    const DeviceMatrix& w = *g0.matrix[i];
+    ws.group_forked = ws.group_forked && native_gemm_group_forked(w.rows, w.k);
   }
   ws.group[0] = ws.group[1] = Group{};
   ws.current_group = 0;

@@ -138,13 +138,12 @@ struct DeviceWorkspace {
   // step of decodes only (replayed from a graph) whose groups are forked (group_forked) a
   // later layer's copies are written on ForwardContext::side_stream while layer l computes;
   // otherwise each layer's are written on the stream at its start (model/cuda/
-  // dequant_group.h). A quantized
-  // GEMM keeps its split-k partial sums past both buffers. Host state of one forward pass.
+  // dequant_group.h). A quantized GEMM keeps its split-k partial sums past both buffers.
+  // Host state of one forward pass.
   DequantGroup group[2];
   int64_t group_stride = 0;
   int current_group = 0;
-  // The pass's step is all decodes (a captured graph: the next layer's group is dequantized
-  // on the side stream, model/cuda/dequant_group.h).
+  // The pass's step is all decodes (a captured graph).
   bool decodes_only = false;
   // Its groups are dequantized on the side stream in such a step (native_gemm_group_forked);
   // otherwise each on the stream at its layer's start.
