@@ -76,19 +76,20 @@ void begin_dequant_groups(const ForwardContext& ctx, int num_layers, int m, bool
   DeviceWorkspace& ws = *ctx.ws;
   ws.decodes_only = decodes_only;
   // Every layer has the same shapes (the formats may differ): the largest plan, rounded up
-  // to 128 elements (256-byte aligned buffers).
+  // to 128 elements (256-byte aligned buffers). The groups are forked when every grouped
+  // matrix is tiny (native_gemm_group_forked).
   int64_t stride = 0;
+  bool any = false, all_tiny = true;
   for (int layer = 0; layer < num_layers; ++layer) {
-    stride = std::max(stride, plan_dequant_group(ctx.weights->layers[layer], m).elements);
+    const Group g = plan_dequant_group(ctx.weights->layers[layer], m);
+    stride = std::max(stride, g.elements);
+    for (int i = 0; i < g.count; ++i) {
+      any = true;
+      all_tiny = all_tiny && native_gemm_group_forked(g.matrix[i]->rows, g.matrix[i]->k);
+    }
   }
   ws.group_stride = (stride + 127) / 128 * 128;
-  // Forked when every grouped matrix is tiny (the same shapes in every layer: layer 0 says).
-  const Group g0 = num_layers > 0 ? plan_dequant_group(ctx.weights->layers[0], m) : Group{};
-  ws.group_forked = g0.count > 0;
-  for (int i = 0; i < g0.count; ++i) {
-    const DeviceMatrix& w = *g0.matrix[i];
-    ws.group_forked = ws.group_forked && native_gemm_group_forked(w.rows, w.k);
-  }
+  ws.group_forked = any && all_tiny;
   ws.group[0] = ws.group[1] = Group{};
   ws.current_group = 0;
   ws.group_m = m;
