@@ -21,7 +21,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from weights_ratio import first_table, tokens_per_s  # noqa: E402
+from weights_ratio import first_table, run_columns, tokens_per_s  # noqa: E402
 
 
 def rounds_of(folder):
@@ -36,39 +36,14 @@ def rounds_of(folder):
     return [(b, n) for _, b, n in sorted(found)]
 
 
-def column(table, name):
-    """{concurrency: cell} of one column of a first_table(); {} without it."""
-    header, rows = table
-    if name not in header:
-        return {}
-    i = header.index(name)
-    return {c: cells[i] for c, cells in rows.items() if i < len(cells)}
-
-
 def ttft_p50(results_md):
-    """The TTFT p50 ms of run.sh's long-prompt table (the table after a "TTFT with" title) of a
+    """The TTFT p50 ms of run.sh's long-prompt table (under a "TTFT with" title) of a
     results.md; None without one."""
-    if not os.path.exists(results_md):
+    cells = run_columns(first_table(results_md, after="TTFT with"), ("TTFT p50 ms",), "")
+    try:
+        return float(next(iter(cells.values())))
+    except (StopIteration, ValueError):
         return None
-    with open(results_md, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("### ") and "TTFT with" in line:
-            header = None
-            for row in lines[i + 1:]:
-                if not row.startswith("|"):
-                    if header:
-                        break
-                    continue
-                cells = [c.strip() for c in row.strip().strip("|").split("|")]
-                if cells[0] == "concurrency":
-                    header = cells
-                elif header and cells[0].isdigit() and "TTFT p50 ms" in header:
-                    try:
-                        return float(cells[header.index("TTFT p50 ms")])
-                    except ValueError:
-                        return None
-    return None
 
 
 def weights_gib(run_folder):
@@ -114,7 +89,8 @@ def model_rows(label, folders):
         overall = f"**{total_n / total_b:.3f}x**" if total_b > 0 else "-"
         hbm = "-"
         for tb, tn in runs:  # the first round that has the concurrency
-            hb, hn = column(tb, "HBM fraction").get(c), column(tn, "HBM fraction").get(c)
+            hb = run_columns(tb, ("HBM fraction",), "").get(c)
+            hn = run_columns(tn, ("HBM fraction",), "").get(c)
             if hb is not None and hn is not None:
                 hbm = f"{hn} / {hb}"
                 break

@@ -21,14 +21,19 @@ import os
 import sys
 
 
-def first_table(path):
-    """(header cells, {concurrency: row cells}) of the first table of a results.md;
+def first_table(path, after=None):
+    """(header cells, {concurrency: row cells}) of the first table of a results.md, or with
+    `after` of the first table under a "### " title that contains it (run.sh's TTFT table);
     ([], {}) if absent."""
     header, rows = [], {}
     if not os.path.exists(path):
         return header, rows
     with open(path, encoding="utf-8") as f:
         for line in f:
+            if after is not None:
+                if line.startswith("### ") and after in line:
+                    after = None
+                continue
             if not line.startswith("|"):
                 if rows:
                     break  # the first table has ended

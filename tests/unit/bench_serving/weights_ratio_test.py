@@ -41,6 +41,9 @@ class WeightsRatioTest(unittest.TestCase):
         self.assertEqual(rows(os.path.join(self.dir, "r1_bf16", "results.md")),
                          {64: 40000.0, 256: 16776.9})
         self.assertEqual(rows(os.path.join(self.dir, "none.md")), {})
+        # With `after`, the table under the first "### " title holding that text instead.
+        ttft = weights_ratio.first_table(os.path.join(self.dir, "r1_bf16", "results.md"), after="TTFT")
+        self.assertEqual(weights_ratio.tokens_per_s(ttft), {1: 99.0})
 
     def test_ratios_per_round_and_over_the_rounds(self):
         self.write("r1_bf16", [(256, 16000.0)])
