@@ -12,6 +12,7 @@
 #include "model/cpu/llama_forward.h"
 #include "model/cuda/cuda_backend.h"
 #include "model/memory_budget.h"
+#include "model/step_budget.h"
 #include "model/weights.h"
 
 namespace flashserve::model {
@@ -103,7 +104,9 @@ absl::Status check_options(const LoadOptions& o) {
   return absl::OkStatus();
 }
 
-absl::Status load_cpu_runner(const LoadOptions& options, LoadedModel* m, std::string why) {
+absl::Status load_cpu_runner(const LoadOptions& asked, LoadedModel* m, std::string why) {
+  LoadOptions options = asked;
+  if (options.max_batch_tokens == 0) options.max_batch_tokens = kDefaultStepTokens;
   CpuRunnerOptions runner_options;
   ASSIGN_OR_RETURN(const KvCacheBudget kv,
                    cpu_memory_budget(options, *m->file, m->config, runner_options.block_size));
@@ -121,6 +124,7 @@ absl::Status load_cpu_runner(const LoadOptions& options, LoadedModel* m, std::st
       kv.bytes / double(1 << 20), kv.source);
   m->runner = std::move(runner);
   m->device = "cpu";
+  m->max_batch_tokens = options.max_batch_tokens;
   return absl::OkStatus();
 }
 
@@ -128,7 +132,7 @@ absl::Status load_cuda_runner(const LoadOptions& options, LoadedModel* m) {
   CudaRunnerOptions o;
   o.kv_cache = kv_request(options);
   o.gpu_memory_fraction = options.gpu_memory_fraction;
-  if (options.max_batch_tokens > 0) o.max_batch_tokens = options.max_batch_tokens;
+  o.max_batch_tokens = options.max_batch_tokens;  // 0: the device's default
   o.max_num_seqs = std::max(options.max_num_seqs, 1);
   o.cuda_graphs = options.cuda_graphs;
   o.native_weights = options.weights != Weights::kBf16;
@@ -136,6 +140,7 @@ absl::Status load_cuda_runner(const LoadOptions& options, LoadedModel* m) {
   ASSIGN_OR_RETURN(m->runner, create_cuda_runner(*m->file, m->config, o, &info));
   m->device = "cuda";
   m->backend_summary = info.summary;
+  m->max_batch_tokens = info.max_batch_tokens;
   return absl::OkStatus();
 }
 

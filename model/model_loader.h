@@ -51,8 +51,10 @@ struct LoadOptions {
   int64_t kv_cache_mb = 0;
   double gpu_memory_fraction = 0.9;  // (0, 1]: device memory the CUDA backend may fill
   int max_num_seqs = 0;  // >= 0; the cache must hold one block per sequence (0 = no check)
-  int max_batch_tokens = 0;  // >= 0; the step workspace is sized (CUDA) or checked against
-                             // the memory available (CPU) for it (0 = no CPU check)
+  // >= 0; the step budget the step workspace is sized (CUDA) or checked against the memory
+  // available (CPU) for; 0 = the backend's default (model/step_budget.h: 8,192 on an H100 or
+  // H200, 2,048 on other GPUs and the CPU), which LoadedModel::max_batch_tokens reports.
+  int max_batch_tokens = 0;
   int num_threads = 0;   // threads of the CPU backend (and its BLAS); 0 = every core
   bool cuda_graphs = true;  // CUDA backend: decode steps through CUDA graphs
   // CUDA backend: quantized matrices stay in their block format (kNative) or become bf16.
@@ -71,6 +73,7 @@ struct LoadedModel {
   std::unique_ptr<ModelRunner> runner;
   std::string device;           // "cpu" or "cuda": where the runner runs
   std::string backend_summary;  // for the start-up log: device, memory, why
+  int max_batch_tokens = 0;     // the step budget the backend was sized for (the engine's)
 };
 
 // Opens and validates the file, loads the weights onto the device (fp32 on the CPU, bf16 on

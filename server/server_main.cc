@@ -41,7 +41,9 @@ ABSL_FLAG(std::string, log_format, "text",
 ABSL_FLAG(std::string, model_name, "",
           "The model label of every metric (default: the model file name without .gguf)");
 ABSL_FLAG(int, max_num_seqs, 64, "Sequences batched together per engine step");
-ABSL_FLAG(int, max_batch_tokens, 2048, "Tokens (prefill chunks + decodes) per engine step");
+ABSL_FLAG(int, max_batch_tokens, 0,
+          "Tokens (prefill chunks + decodes) per engine step; 0 = the backend's default (8192 "
+          "on an H100 or H200, 2048 on other GPUs and the CPU)");
 ABSL_FLAG(int, max_waiting, 256,
           "Requests that may wait for admission; beyond it RESOURCE_EXHAUSTED at once");
 ABSL_FLAG(int, max_context, 0, "Cap on tokens per sequence (0 = the model's context length)");

@@ -135,6 +135,7 @@ Outcome run_mode(const Args& a, bool prefix_caching) {
   fm::LoadOptions load;
   load.num_threads = a.threads;
   load.max_num_seqs = a.requests;
+  load.max_batch_tokens = a.max_batch_tokens;
   absl::StatusOr<fm::LoadedModel> m = fm::load_model(a.model, load);
   if (!m.ok()) fail(m.status().ToString());
   const std::vector<std::vector<int32_t>> prompts = make_prompts(*m->tokenizer, a);

@@ -25,8 +25,9 @@ struct CudaRunnerOptions {
   // whatever other processes hold.
   KvCacheRequest kv_cache;
   double gpu_memory_fraction = 0.9;  // (0, 1]
-  // Largest step the workspace is sized for at start (it grows if a batch is larger).
-  int max_batch_tokens = 2048;
+  // Largest step the workspace is sized for at start (it grows if a batch is larger); 0: the
+  // device's default (model/step_budget.h), which CudaRunnerInfo::max_batch_tokens reports.
+  int max_batch_tokens = 0;
   int max_num_seqs = 64;
   // Decode steps replay CUDA graphs (model/cuda/decode_graph.h); off launches the same
   // kernels on the same padded shapes one by one (identical results, for comparison).
@@ -39,6 +40,7 @@ struct CudaRunnerOptions {
 // What start-up logs: device, memory taken by weights and KV cache, kernels chosen.
 struct CudaRunnerInfo {
   std::string summary;
+  int max_batch_tokens = 0;  // the step budget the workspace was sized for (resolved)
 };
 
 // Whether this build has the CUDA backend (the device count is kernels/device.h's).

@@ -28,6 +28,7 @@
 #include "model/gguf/gguf.h"
 #include "model/memory_budget.h"
 #include "model/sampling.h"
+#include "model/step_budget.h"
 
 namespace flashserve::model {
 namespace {
@@ -514,9 +515,20 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const GgufFile& 
                                                                 const CudaRunnerOptions& options,
                                                                 CudaRunnerInfo* info) {
   ASSIGN_OR_RETURN(DeviceProps device, query_device());
-  RETURN_IF_ERROR(check_supported(config, device, options));
+  CudaRunnerOptions o = options;
+  const bool default_budget = o.max_batch_tokens == 0;
+  if (default_budget) {
+    o.max_batch_tokens = cuda_default_step_tokens(static_cast<int64_t>(device.total),
+                                                  device.major, device.minor);
+  }
+  RETURN_IF_ERROR(check_supported(config, device, o));
   auto runner = std::make_unique<CudaModelRunner>(config, std::move(device));
-  RETURN_IF_ERROR(runner->init(file, options, info));
+  RETURN_IF_ERROR(runner->init(file, o, info));
+  if (info != nullptr) {
+    info->max_batch_tokens = o.max_batch_tokens;
+    absl::StrAppend(&info->summary, "; steps of up to ", o.max_batch_tokens, " tokens (",
+                    default_budget ? "this GPU's default" : "max_batch_tokens", ")");
+  }
   return std::unique_ptr<ModelRunner>(std::move(runner));
 }
 

@@ -40,7 +40,8 @@ absl::Status validate_ports(const ServerOptions& o) {
 absl::Status validate_engine(const ServerOptions& o) {
   const engine::EngineOptions& e = o.engine;
   RETURN_IF_ERROR(at_least("max-num-seqs", e.max_num_seqs, 1, "sequences per step"));
-  RETURN_IF_ERROR(at_least("max-batch-tokens", e.max_batch_tokens, 1, "tokens per step"));
+  RETURN_IF_ERROR(at_least("max-batch-tokens", e.max_batch_tokens, 0,
+                           "tokens per step; 0 = the backend's default"));
   RETURN_IF_ERROR(at_least("max-waiting", e.max_waiting, 1,
                            "0 would refuse every request with RESOURCE_EXHAUSTED"));
   if (e.max_context != 0 && e.max_context < 2) {

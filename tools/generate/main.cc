@@ -14,6 +14,7 @@
 #include "base/command_line.h"
 #include "model/model_loader.h"
 #include "model/sampling.h"
+#include "model/step_budget.h"
 #include "tools/generate/generate.h"
 
 ABSL_FLAG(std::string, model, "", "Path of the GGUF model file (required)");
@@ -71,6 +72,8 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_threads) < 0) flashserve::exit_with_usage("--threads must be >= 0");
   fm::LoadOptions options;
   options.num_threads = absl::GetFlag(FLAGS_threads);
+  // One request at a time through an engine of the default budget (generate.cc).
+  options.max_batch_tokens = fm::kDefaultStepTokens;
   auto device = fm::parse_device(absl::GetFlag(FLAGS_device));
   if (!device.ok()) flashserve::exit_with_usage("--" + std::string(device.status().message()));
   options.device = *device;

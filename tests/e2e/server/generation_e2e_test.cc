@@ -84,6 +84,10 @@ TEST_F(GenerationE2E, ModelInfoDescribesTheModel) {
   EXPECT_EQ(info.limits().max_num_seqs(), 32);
   EXPECT_EQ(info.limits().max_waiting(), 64);
   EXPECT_GT(info.limits().max_new_tokens(), 0);
+  // No --max-batch-tokens: the backend's default (model/step_budget.h), 8,192 on a Hopper
+  // GPU (every one has >= 80 GB), else 2,048.
+  const bool hopper = kernels::cuda_device_count() > 0 && kernels::compute_capability(0) == 90;
+  EXPECT_EQ(info.limits().max_batch_tokens(), hopper ? 8192 : 2048);
 }
 
 TEST_F(GenerationE2E, UnaryGreedyAnswersParis) {

@@ -54,6 +54,9 @@ TEST(ServerOptionsTest, ConfigurationsThatCannotServeAreRefused) {
   o.engine.max_batch_tokens = -1;
   expect_refused(o, "--max-batch-tokens -1");
   o = valid();
+  o.engine.max_batch_tokens = 0;  // the backend's default (model/step_budget.h)
+  EXPECT_TRUE(validate_server_options(o).ok());
+  o = valid();
   o.port = 70000;
   expect_refused(o, "--port 70000 is not a port");
   o = valid();

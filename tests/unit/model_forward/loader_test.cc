@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "model/cpu/llama_forward.h"
 #include "model/model_loader.h"
+#include "model/step_budget.h"
 #include "tests/support/forward_test_util.h"
 
 namespace flashserve::model {
@@ -45,6 +46,8 @@ TEST_F(LoadDefaultModelTest, LoadsEverythingTheServerNeeds) {
       m.config.num_layers, m.config.num_kv_heads, m.runner->kv_block_size(), m.config.head_dim);
   EXPECT_EQ(per_block, 2 * 30 * 3 * 64 * 64 * 4);
   EXPECT_EQ(m.runner->num_kv_blocks(), (int64_t{64} << 20) / per_block);
+  // max_batch_tokens 0: the CPU backend's default budget, which the engine is then given.
+  EXPECT_EQ(m.max_batch_tokens, kDefaultStepTokens);
 
   // One decode-sized forward works through the ModelRunner interface.
   ForwardBatch batch;
@@ -74,6 +77,12 @@ TEST_F(LoadDefaultModelTest, ExplicitBlockCountAndCapacityChecks) {
   loaded = load_model(kModelPath, options);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ((*loaded).runner->num_kv_blocks(), 5);
+  EXPECT_EQ((*loaded).max_batch_tokens, kDefaultStepTokens);
+
+  options.max_batch_tokens = 96;  // an explicit budget is the one reported
+  loaded = load_model(kModelPath, options);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded).max_batch_tokens, 96);
 
   options.num_threads = -1;
   EXPECT_EQ(load_model(kModelPath, options).status().code(),

@@ -1,0 +1,31 @@
+// The step budget's default (model/step_budget.h): 8,192 tokens only on the devices where it
+// was measured to pay (compute capability 9.0 with >= 70 GiB: H100, H200), 2,048 elsewhere.
+#include "model/step_budget.h"
+
+#include <cstdint>
+
+#include "gtest/gtest.h"
+
+namespace flashserve::model {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+TEST(StepBudgetTest, LargeHopperGpusTakeTheLargeBudget) {
+  // totalGlobalMem as the devices report it.
+  EXPECT_EQ(cuda_default_step_tokens(int64_t{143771} << 20, 9, 0), 8192);  // H200 141 GB
+  EXPECT_EQ(cuda_default_step_tokens(int64_t{81559} << 20, 9, 0), 8192);   // H100 80GB HBM3
+  EXPECT_EQ(cuda_default_step_tokens(kLargeGpuBytes, 9, 0), 8192);         // the edge
+}
+
+TEST(StepBudgetTest, EveryOtherDeviceTakesTheSmallBudget) {
+  EXPECT_EQ(cuda_default_step_tokens(kLargeGpuBytes - 1, 9, 0), 2048);
+  EXPECT_EQ(cuda_default_step_tokens(80 * kGiB, 8, 0), 2048);   // A100 80GB: not measured
+  EXPECT_EQ(cuda_default_step_tokens(48 * kGiB, 8, 9), 2048);   // L40S
+  EXPECT_EQ(cuda_default_step_tokens(24 * kGiB, 8, 9), 2048);   // L4
+  EXPECT_EQ(cuda_default_step_tokens(180 * kGiB, 10, 0), 2048);  // Blackwell: not measured
+  EXPECT_EQ(kDefaultStepTokens, 2048);
+}
+
+}  // namespace
+}  // namespace flashserve::model
