@@ -139,9 +139,11 @@ void permute_to_adjacent_pairs(int head_dim, int64_t row_length, std::vector<flo
 }
 
 absl::Status load_layer(const GgufFile& file, const ModelConfig& c, int layer,
-                        LayerWeights* w) {
+                        LayerWeights* w,
+                        const std::function<bool(std::string_view)>& skip = {}) {
   const std::string prefix = absl::StrCat("blk.", layer, ".");
   for (const LayerTensor& t : layer_tensors(c)) {
+    if (skip && skip(prefix + t.name)) continue;
     ASSIGN_OR_RETURN(std::vector<float> all, load_weight_tensor(file, prefix + t.name, t.dims));
     const int64_t row_length = t.dims.size() == 2 ? t.dims[0] : 1;
     int64_t row = 0;
@@ -199,10 +201,11 @@ absl::Status validate_model_tensors(const GgufFile& file, const ModelConfig& con
   return absl::OkStatus();
 }
 
-absl::StatusOr<LayerWeights> load_llama_layer(const GgufFile& file, const ModelConfig& config,
-                                              int layer) {
+absl::StatusOr<LayerWeights> load_llama_layer(
+    const GgufFile& file, const ModelConfig& config, int layer,
+    const std::function<bool(std::string_view name)>& skip) {
   LayerWeights w;
-  RETURN_IF_ERROR(load_layer(file, config, layer, &w));
+  RETURN_IF_ERROR(load_layer(file, config, layer, &w, skip));
   return w;
 }
 

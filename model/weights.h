@@ -12,7 +12,9 @@
 // their Q/K biases and Q/K norm weights. Both forward passes therefore apply adjacent-pair
 // RoPE only, whatever the architecture.
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -69,9 +71,13 @@ absl::StatusOr<LlamaWeights> load_llama_weights(const GgufFile& file,
 // (the CUDA backend never holds the whole fp32 model):
 // InvalidArgument naming the sizes when a hyper-parameter the weights need is <= 0.
 absl::Status check_llama_config(const ModelConfig& config);
-// One layer's tensors (`blk.<layer>.*`), dequantized, with the errors above.
-absl::StatusOr<LayerWeights> load_llama_layer(const GgufFile& file, const ModelConfig& config,
-                                              int layer);
+// One layer's tensors (`blk.<layer>.*`), dequantized, with the errors above. A tensor whose
+// full name `skip` answers true for is not read and its members stay empty: a backend that
+// keeps that matrix in the file's block format needs no fp32 copy of it (dequantizing an 8B
+// model's matrices on one core took most of a CUDA server's ~55 s start).
+absl::StatusOr<LayerWeights> load_llama_layer(
+    const GgufFile& file, const ModelConfig& config, int layer,
+    const std::function<bool(std::string_view name)>& skip = {});
 // Rows of every head reordered from HF's half-split RoPE order to adjacent pairs: row i and
 // row i + head_dim/2 of a head become rows 2i and 2i+1 (what llama.cpp's converter does to
 // llama files). `data` is num_bytes / row_bytes rows of row_bytes bytes (fp32 values or

@@ -7,10 +7,12 @@
 #include <initializer_list>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/bf16.h"
+#include "base/parallel_ranges.h"
 #include "base/status_macros.h"
 #include "kernels/cuda_check.h"
 #include "model/cuda/native_gemm_path.h"
@@ -31,7 +33,12 @@ absl::Status upload_bf16(std::initializer_list<const std::vector<float>*> parts,
   std::vector<uint16_t> host(n);
   size_t at = 0;
   for (const auto* p : parts) {
-    for (float v : *p) host[at++] = fp32_to_bf16_bits(v);
+    const float* src = p->data();
+    uint16_t* dst = host.data() + at;
+    parallel_ranges(static_cast<int64_t>(p->size()), int64_t{1} << 20, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) dst[i] = fp32_to_bf16_bits(src[i]);
+    });
+    at += p->size();
   }
   RETURN_IF_ERROR(dst->data.allocate(n * sizeof(uint16_t)));
   CUDA_CHECK(cudaMemcpy(dst->data.get(), host.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice));
@@ -121,59 +128,92 @@ absl::Status upload_native(const GgufFile& file, const ModelConfig& c,
   return absl::OkStatus();
 }
 
-// The attention projections: [q; k; v] native when the three share a format, [q; k] + v
-// when only V differs, bf16 otherwise.
-absl::Status upload_qkv(const GgufFile& file, const ModelConfig& c, const std::string& p,
-                        const LayerWeights& w, bool native, DeviceWeights* d, DeviceLayer* l) {
+// Which of a layer's matrices keep the file's blocks (native, in the format named) and which
+// become bf16 (kBf16), decided from the tensors' types before the layer is read, so that only
+// the bf16 ones are dequantized (load_llama_layer's skip). The attention projections are
+// [q; k; v] in one format when the three share it, else [q; k] + v when both parts have a
+// format, else bf16; gate and up are one matrix when they share a format.
+struct LayerPlan {
+  WeightFormat qkv = WeightFormat::kBf16;
+  WeightFormat qk = WeightFormat::kBf16, v = WeightFormat::kBf16;
+  WeightFormat wo = WeightFormat::kBf16, gate_up = WeightFormat::kBf16;
+  WeightFormat down = WeightFormat::kBf16;
+  std::set<std::string, std::less<>> native_names;  // the tensors uploaded from their blocks
+};
+
+LayerPlan plan_layer(const GgufFile& file, const std::string& p, bool native) {
+  LayerPlan l;
+  if (!native) return l;
   const std::string q = p + "attn_q.weight", k = p + "attn_k.weight", v = p + "attn_v.weight";
-  const WeightFormat all = native ? shared_format(file, {q, k, v}) : WeightFormat::kBf16;
-  if (all != WeightFormat::kBf16) {
-    return upload_native(file, c, {q, k, v}, {true, true, false}, all, d, &l->wqkv);
+  l.qkv = shared_format(file, {q, k, v});
+  if (l.qkv == WeightFormat::kBf16) {
+    const WeightFormat qk = shared_format(file, {q, k}), vf = shared_format(file, {v});
+    if (qk != WeightFormat::kBf16 && vf != WeightFormat::kBf16) l.qk = qk, l.v = vf;
   }
-  const WeightFormat qk = native ? shared_format(file, {q, k}) : WeightFormat::kBf16;
-  const WeightFormat vf = native ? shared_format(file, {v}) : WeightFormat::kBf16;
-  if (qk != WeightFormat::kBf16 && vf != WeightFormat::kBf16) {
-    RETURN_IF_ERROR(upload_native(file, c, {q, k}, {true, true}, qk, d, &l->wqkv));
-    return upload_native(file, c, {v}, {false}, vf, d, &l->wv);
+  if (l.qkv != WeightFormat::kBf16 || l.qk != WeightFormat::kBf16) l.native_names.insert({q, k, v});
+  auto matrix = [&](std::initializer_list<std::string> names, WeightFormat* f) {
+    *f = shared_format(file, names);
+    if (*f != WeightFormat::kBf16) l.native_names.insert(names);
+  };
+  matrix({p + "attn_output.weight"}, &l.wo);
+  matrix({p + "ffn_gate.weight", p + "ffn_up.weight"}, &l.gate_up);
+  matrix({p + "ffn_down.weight"}, &l.down);
+  return l;
+}
+
+absl::Status upload_qkv(const GgufFile& file, const ModelConfig& c, const std::string& p,
+                        const LayerWeights& w, const LayerPlan& plan, DeviceWeights* d,
+                        DeviceLayer* l) {
+  const std::string q = p + "attn_q.weight", k = p + "attn_k.weight", v = p + "attn_v.weight";
+  if (plan.qkv != WeightFormat::kBf16) {
+    return upload_native(file, c, {q, k, v}, {true, true, false}, plan.qkv, d, &l->wqkv);
+  }
+  if (plan.qk != WeightFormat::kBf16) {
+    RETURN_IF_ERROR(upload_native(file, c, {q, k}, {true, true}, plan.qk, d, &l->wqkv));
+    return upload_native(file, c, {v}, {false}, plan.v, d, &l->wv);
   }
   return upload_bf16({&w.wq, &w.wk, &w.wv}, c.hidden_size, &l->wqkv, &d->bytes);
 }
 
-// One matrix (or the row-concatenation of two) native when possible, else bf16.
+// One matrix (or the row-concatenation of two): native in format f, or bf16 from `fp32`.
 absl::Status upload_projection(const GgufFile& file, const ModelConfig& c,
                                std::initializer_list<std::string> names,
                                std::initializer_list<const std::vector<float>*> fp32, int64_t k,
-                               bool native, DeviceWeights* d, DeviceMatrix* dst) {
-  const WeightFormat f = native ? shared_format(file, names) : WeightFormat::kBf16;
+                               WeightFormat f, DeviceWeights* d, DeviceMatrix* dst) {
   if (f != WeightFormat::kBf16) return upload_native(file, c, names, {}, f, d, dst);
   return upload_bf16(fp32, k, dst, &d->bytes);
 }
 
 absl::Status upload_layer(const GgufFile& file, const ModelConfig& c, int layer, bool native,
                           DeviceWeights* d) {
-  ASSIGN_OR_RETURN(const LayerWeights w, load_llama_layer(file, c, layer));
-  DeviceLayer& l = d->layers[layer];
   const std::string p = absl::StrCat("blk.", layer, ".");
+  const LayerPlan plan = plan_layer(file, p, native);
+  ASSIGN_OR_RETURN(const LayerWeights w,
+                   load_llama_layer(file, c, layer, [&](std::string_view name) {
+                     return plan.native_names.contains(name);
+                   }));
+  DeviceLayer& l = d->layers[layer];
   RETURN_IF_ERROR(upload_fp32({&w.attn_norm}, &l.attn_norm, &d->bytes));
-  RETURN_IF_ERROR(upload_qkv(file, c, p, w, native, d, &l));
+  RETURN_IF_ERROR(upload_qkv(file, c, p, w, plan, d, &l));
   RETURN_IF_ERROR(upload_fp32({&w.bq, &w.bk, &w.bv}, &l.bqkv, &d->bytes));
   RETURN_IF_ERROR(upload_fp32({&w.q_norm}, &l.q_norm, &d->bytes));
   RETURN_IF_ERROR(upload_fp32({&w.k_norm}, &l.k_norm, &d->bytes));
   const int64_t q_dim = int64_t{c.num_heads} * c.head_dim;
-  RETURN_IF_ERROR(upload_projection(file, c, {p + "attn_output.weight"}, {&w.wo}, q_dim, native, d, &l.wo));
+  RETURN_IF_ERROR(upload_projection(file, c, {p + "attn_output.weight"}, {&w.wo}, q_dim,
+                                    plan.wo, d, &l.wo));
   RETURN_IF_ERROR(upload_fp32({&w.ffn_norm}, &l.ffn_norm, &d->bytes));
   RETURN_IF_ERROR(upload_projection(file, c, {p + "ffn_gate.weight", p + "ffn_up.weight"},
-                                    {&w.w_gate, &w.w_up}, c.hidden_size, native, d, &l.w_gate_up));
-  return upload_projection(file, c, {p + "ffn_down.weight"}, {&w.w_down}, c.ffn_size, native, d,
-                           &l.w_down);
+                                    {&w.w_gate, &w.w_up}, c.hidden_size, plan.gate_up, d,
+                                    &l.w_gate_up));
+  return upload_projection(file, c, {p + "ffn_down.weight"}, {&w.w_down}, c.ffn_size, plan.down,
+                           d, &l.w_down);
 }
 
 // token_embd or output: native when possible, else bf16 from the fp32 values.
 absl::Status upload_vocab_matrix(const GgufFile& file, const ModelConfig& c, const std::string& name,
                                  bool native, DeviceWeights* d, DeviceMatrix* dst) {
-  if (native && shared_format(file, {name}) != WeightFormat::kBf16) {
-    return upload_projection(file, c, {name}, {}, c.hidden_size, true, d, dst);
-  }
+  const WeightFormat f = native ? shared_format(file, {name}) : WeightFormat::kBf16;
+  if (f != WeightFormat::kBf16) return upload_native(file, c, {name}, {}, f, d, dst);
   ASSIGN_OR_RETURN(const std::vector<float> t,
                    load_weight_tensor(file, name, {c.hidden_size, c.vocab_size}));
   return upload_bf16({&t}, c.hidden_size, dst, &d->bytes);

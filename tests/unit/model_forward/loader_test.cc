@@ -1,5 +1,6 @@
 // load_model (model/model_loader.h): the one call the server makes. Runs on the real default
 // model (skipped without it) for the happy path; error paths need no model.
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "model/cpu/llama_forward.h"
 #include "model/model_loader.h"
 #include "model/step_budget.h"
+#include "model/weights.h"
 #include "tests/support/forward_test_util.h"
 
 namespace flashserve::model {
@@ -63,6 +65,33 @@ TEST_F(LoadDefaultModelTest, LoadsEverythingTheServerNeeds) {
                   ->forward_logits(batch, m.config.num_layers, &logits)
                   .ok());
   EXPECT_EQ(logits.size(), static_cast<size_t>(m.config.vocab_size));
+}
+
+// A backend that uploads a matrix from the file's blocks skips its fp32 copy: the skipped
+// tensors' members stay empty, every other one is read as without a skip.
+TEST_F(LoadDefaultModelTest, LayerTensorsTheCallerSkipsAreNotRead) {
+  auto file = GgufFile::open(kModelPath);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto config = config_from_gguf(**file);
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto all = load_llama_layer(**file, *config, 1);
+  ASSERT_TRUE(all.ok()) << all.status();
+  std::vector<std::string> asked;
+  auto some = load_llama_layer(**file, *config, 1, [&](std::string_view name) {
+    asked.emplace_back(name);
+    return name == "blk.1.attn_k.weight" || name == "blk.1.ffn_down.weight";
+  });
+  ASSERT_TRUE(some.ok()) << some.status();
+  EXPECT_TRUE(some->wk.empty());
+  EXPECT_TRUE(some->w_down.empty());
+  EXPECT_EQ(some->wq, all->wq);
+  EXPECT_EQ(some->wv, all->wv);
+  EXPECT_EQ(some->w_up, all->w_up);
+  EXPECT_EQ(some->attn_norm, all->attn_norm);
+  EXPECT_FALSE(all->wk.empty());
+  // Every tensor of the layer is asked about by its full name, once.
+  EXPECT_EQ(asked.size(), 9u);
+  EXPECT_NE(std::find(asked.begin(), asked.end(), "blk.1.ffn_norm.weight"), asked.end());
 }
 
 TEST_F(LoadDefaultModelTest, ExplicitBlockCountAndCapacityChecks) {
