@@ -73,7 +73,7 @@ struct LoadedModel {
   std::unique_ptr<ModelRunner> runner;
   std::string device;           // "cpu" or "cuda": where the runner runs
   std::string backend_summary;  // for the start-up log: device, memory, why
-  int max_batch_tokens = 0;     // the step budget the backend was sized for (the engine's)
+  int max_batch_tokens = 0;     // >= 1: the step budget the backend was sized for (the engine's)
 };
 
 // Opens and validates the file, loads the weights onto the device (fp32 on the CPU, bf16 on

@@ -31,6 +31,7 @@
 #include "model/gguf/gguf.h"
 #include "model/model_loader.h"
 #include "model/runner.h"
+#include "model/step_budget.h"
 #include "model/text/chat_template.h"
 #include "model/text/tokenizer.h"
 #include "server/api/server_options.h"
@@ -131,6 +132,8 @@ absl::StatusOr<model::LoadedModel> load_canned(const api::ServerOptions& options
     return absl::InvalidArgumentError(absl::StrCat("--kv-cache-tokens: ", tokens, " too many"));
   }
   m.device = "canned";
+  m.max_batch_tokens = options.engine.max_batch_tokens > 0 ? options.engine.max_batch_tokens
+                                                           : model::kDefaultStepTokens;
   m.backend_summary = absl::StrFormat(
       "canned runner: %d-token text cycled, every step answered %s; KV bookkeeping for %d "
       "blocks (no KV memory)",

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/parallel_ranges.h"
 #include "model/gguf/quant_blocks.h"
 
 namespace flashserve::model {
@@ -156,24 +157,32 @@ absl::Status dequantize_row(GgmlType type, const uint8_t* src, int64_t num_eleme
                                                    ggml_type_name(type), " is not a whole number of ",
                                                    block_size, "-element blocks"));
   }
-  switch (type) {
-    case GgmlType::kF32: dequantize_f32(src, num_elements, dst); break;
-    case GgmlType::kF16: dequantize_f16(src, num_elements, dst); break;
-    case GgmlType::kBF16: dequantize_bf16(src, num_elements, dst); break;
-    case GgmlType::kQ8_0: dequantize_q8_0(src, num_elements, dst); break;
-    case GgmlType::kQ4_0: dequantize_q4_0(src, num_elements, dst); break;
-    case GgmlType::kQ4_1: dequantize_q4_1(src, num_elements, dst); break;
-    case GgmlType::kQ5_0: dequantize_q5_0(src, num_elements, dst); break;
-    case GgmlType::kQ5_1: dequantize_q5_1(src, num_elements, dst); break;
-    case GgmlType::kIQ4_NL: dequantize_iq4_nl(src, num_elements, dst); break;
-    case GgmlType::kQ2_K: dequantize_q2_k(src, num_elements, dst); break;
-    case GgmlType::kQ3_K: dequantize_q3_k(src, num_elements, dst); break;
-    case GgmlType::kQ4_K: dequantize_q4_k(src, num_elements, dst); break;
-    case GgmlType::kQ5_K: dequantize_q5_k(src, num_elements, dst); break;
-    case GgmlType::kQ6_K: dequantize_q6_k(src, num_elements, dst); break;
-    case GgmlType::kIQ4_XS: dequantize_iq4_xs(src, num_elements, dst); break;
-    default: break;  // unreachable: filtered by ggml_type_can_dequantize
-  }
+  // Whole blocks are independent: large tensors are spread over the cores (an 8B model's
+  // matrices took ~20 s of one core at load); small ones stay on this thread.
+  const int64_t block_bytes = ggml_type_traits(type).block_bytes;
+  parallel_ranges(num_elements / block_size, int64_t{1} << 14, [&](int64_t begin, int64_t end) {
+    const uint8_t* in = src + begin * block_bytes;
+    const int64_t n = (end - begin) * block_size;
+    float* out = dst + begin * block_size;
+    switch (type) {
+      case GgmlType::kF32: dequantize_f32(in, n, out); break;
+      case GgmlType::kF16: dequantize_f16(in, n, out); break;
+      case GgmlType::kBF16: dequantize_bf16(in, n, out); break;
+      case GgmlType::kQ8_0: dequantize_q8_0(in, n, out); break;
+      case GgmlType::kQ4_0: dequantize_q4_0(in, n, out); break;
+      case GgmlType::kQ4_1: dequantize_q4_1(in, n, out); break;
+      case GgmlType::kQ5_0: dequantize_q5_0(in, n, out); break;
+      case GgmlType::kQ5_1: dequantize_q5_1(in, n, out); break;
+      case GgmlType::kIQ4_NL: dequantize_iq4_nl(in, n, out); break;
+      case GgmlType::kQ2_K: dequantize_q2_k(in, n, out); break;
+      case GgmlType::kQ3_K: dequantize_q3_k(in, n, out); break;
+      case GgmlType::kQ4_K: dequantize_q4_k(in, n, out); break;
+      case GgmlType::kQ5_K: dequantize_q5_k(in, n, out); break;
+      case GgmlType::kQ6_K: dequantize_q6_k(in, n, out); break;
+      case GgmlType::kIQ4_XS: dequantize_iq4_xs(in, n, out); break;
+      default: break;  // unreachable: filtered by ggml_type_can_dequantize
+    }
+  });
   return absl::OkStatus();
 }
 

@@ -59,8 +59,9 @@ void dequantize_q5_k(const uint8_t* src, int64_t num_elements, float* dst);
 void dequantize_q6_k(const uint8_t* src, int64_t num_elements, float* dst);
 void dequantize_iq4_xs(const uint8_t* src, int64_t num_elements, float* dst);
 
-// Dispatches on `type`. Unimplemented naming the type if unsupported; InvalidArgument if
-// num_elements is negative or not a whole number of blocks.
+// Dispatches on `type`, over the host's cores when the tensor is large (base/parallel_ranges.h).
+// Unimplemented naming the type if unsupported; InvalidArgument if num_elements is negative
+// or not a whole number of blocks.
 absl::Status dequantize_row(GgmlType type, const uint8_t* src, int64_t num_elements,
                             float* dst);
 

@@ -1,15 +1,11 @@
 // Lookups on a parsed GgufFile: typed metadata getters, tensors, dequantization.
 #include <limits>
-#include <mutex>
-#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "base/parallel_ranges.h"
 #include "base/status_macros.h"
 #include "model/gguf/dequant.h"
-#include "model/gguf/ggml_type.h"
 #include "model/gguf/gguf.h"
 
 namespace flashserve::model {
@@ -185,23 +181,7 @@ absl::StatusOr<std::vector<float>> GgufFile::dequantize(const GgufTensorInfo& t)
     return absl::InvalidArgumentError(absl::StrCat("gguf: tensor '", t.name, "' has no data in this file"));
   }
   std::vector<float> out(static_cast<size_t>(t.num_elements));
-  // Whole blocks are independent: spread over the cores (an 8B model's matrices took ~20 s
-  // of one core). A bad count is refused by the first range with the same message.
-  const GgmlTypeTraits traits = ggml_type_traits(t.type);
-  if (t.num_elements % traits.block_size != 0) {
-    return dequantize_row(t.type, t.data, t.num_elements, out.data());
-  }
-  std::mutex mu;
-  absl::Status first_error;
-  parallel_ranges(t.num_elements / traits.block_size, 1 << 14, [&](int64_t begin, int64_t end) {
-    absl::Status s = dequantize_row(t.type, t.data + begin * traits.block_bytes,
-                                    (end - begin) * traits.block_size,
-                                    out.data() + begin * traits.block_size);
-    if (s.ok()) return;
-    std::lock_guard<std::mutex> lock(mu);
-    if (first_error.ok()) first_error = std::move(s);
-  });
-  RETURN_IF_ERROR(first_error);
+  RETURN_IF_ERROR(dequantize_row(t.type, t.data, t.num_elements, out.data()));
   return out;
 }
 

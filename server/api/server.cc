@@ -10,7 +10,6 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/resource_quota.h"
 #include "model/model_loader.h"
-#include "model/step_budget.h"
 #include "server/api/generation_service.h"
 #include "server/api/health.h"
 #include "server/api/heap_trimmer.h"
@@ -222,12 +221,8 @@ void Server::Impl::serve(model::LoadedModel model) {
   limits.max_new_tokens = std::min(limits.max_new_tokens, limits.context_length - 1);
   engine::EngineOptions engine_options = options_.engine;
   engine_options.max_context = limits.context_length;
-  // --max-batch-tokens 0: the budget the backend chose and sized its workspace for (a loader
-  // that reports none, such as the canned runner's, gets the small default).
-  if (engine_options.max_batch_tokens == 0) {
-    engine_options.max_batch_tokens =
-        model_.max_batch_tokens > 0 ? model_.max_batch_tokens : model::kDefaultStepTokens;
-  }
+  // --max-batch-tokens 0: the budget the backend chose and sized its workspace for.
+  if (engine_options.max_batch_tokens == 0) engine_options.max_batch_tokens = model_.max_batch_tokens;
   engine_options.on_runner_failure = [logger = &logger_,
                                       health = health_service_.get()](const absl::Status& error) {
     health->fail();  // liveness too: only a restart brings the device back
