@@ -19,6 +19,9 @@
 // capability 9.0: H100, H200). --max-batch-tokens 2048 keeps the lower latency.
 #include <cstdint>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
 namespace flashserve::model {
 
 inline constexpr int kDefaultStepTokens = 2048;
@@ -30,6 +33,18 @@ inline constexpr int64_t kLargeGpuBytes = int64_t{70} << 30;
 constexpr int cuda_default_step_tokens(int64_t total_bytes, int major, int minor) {
   return total_bytes >= kLargeGpuBytes && major == 9 && minor == 0 ? kLargeGpuStepTokens
                                                                     : kDefaultStepTokens;
+}
+
+// A start-up error when the budget was the device's default, not the user's: where the
+// default's step workspace does not fit (ResourceExhausted), the message gains that the size
+// was this GPU's default and the flag that makes the workspace smaller (it grows linearly
+// with the budget). Every other status is returned as it is.
+inline absl::Status explain_default_step_budget(absl::Status st, int budget) {
+  if (!absl::IsResourceExhausted(st) || budget <= kDefaultStepTokens) return st;
+  return absl::ResourceExhaustedError(
+      absl::StrCat(st.message(), "; ", budget, " tokens a step is this GPU's default: ",
+                   "--max-batch-tokens ", kDefaultStepTokens,
+                   " starts with a smaller step workspace"));
 }
 
 }  // namespace flashserve::model

@@ -523,7 +523,9 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> create_cuda_runner(const GgufFile& 
   }
   RETURN_IF_ERROR(check_supported(config, device, o));
   auto runner = std::make_unique<CudaModelRunner>(config, std::move(device));
-  RETURN_IF_ERROR(runner->init(file, o, info));
+  if (absl::Status st = runner->init(file, o, info); !st.ok()) {
+    return default_budget ? explain_default_step_budget(std::move(st), o.max_batch_tokens) : st;
+  }
   if (info != nullptr) {
     info->max_batch_tokens = o.max_batch_tokens;
     absl::StrAppend(&info->summary, "; steps of up to ", o.max_batch_tokens, " tokens (",

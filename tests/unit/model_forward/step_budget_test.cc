@@ -3,7 +3,9 @@
 #include "model/step_budget.h"
 
 #include <cstdint>
+#include <string_view>
 
+#include "absl/status/status.h"
 #include "gtest/gtest.h"
 
 namespace flashserve::model {
@@ -25,6 +27,26 @@ TEST(StepBudgetTest, EveryOtherDeviceTakesTheSmallBudget) {
   EXPECT_EQ(cuda_default_step_tokens(24 * kGiB, 8, 9), 2048);   // L4
   EXPECT_EQ(cuda_default_step_tokens(180 * kGiB, 10, 0), 2048);  // Blackwell: not measured
   EXPECT_EQ(kDefaultStepTokens, 2048);
+}
+
+TEST(StepBudgetTest, AStartThatTheDefaultBudgetDoesNotFitNamesTheFlag) {
+  const absl::Status st = explain_default_step_budget(
+      absl::ResourceExhaustedError("max_batch_tokens 8192 and max_num_seqs 256: the step "
+                                   "workspace takes 900.0 MiB but GPU has 512.0 MiB"),
+      8192);
+  EXPECT_TRUE(absl::IsResourceExhausted(st));
+  EXPECT_NE(st.message().find("takes 900.0 MiB"), std::string_view::npos) << st;
+  EXPECT_NE(st.message().find("8192 tokens a step is this GPU's default"),
+            std::string_view::npos) << st;
+  EXPECT_NE(st.message().find("--max-batch-tokens 2048"), std::string_view::npos) << st;
+}
+
+TEST(StepBudgetTest, OtherErrorsAndTheSmallDefaultPassUnchanged) {
+  const absl::Status bad = absl::InvalidArgumentError("bad file");
+  EXPECT_EQ(explain_default_step_budget(bad, 8192), bad);
+  const absl::Status full = absl::ResourceExhaustedError("no room");
+  EXPECT_EQ(explain_default_step_budget(full, 2048), full);  // nothing smaller to suggest
+  EXPECT_TRUE(explain_default_step_budget(absl::OkStatus(), 8192).ok());
 }
 
 }  // namespace
