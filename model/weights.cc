@@ -15,9 +15,12 @@
 
 namespace flashserve::model {
 
-absl::StatusOr<std::vector<float>> load_weight_tensor(const GgufFile& file,
-                                                      const std::string& name,
-                                                      const std::vector<int64_t>& dims) {
+namespace {
+
+// Tensor `name` with exactly `dims`: NotFound when missing, InvalidArgument naming both dims.
+absl::StatusOr<const GgufTensorInfo*> find_weight_tensor(const GgufFile& file,
+                                                         const std::string& name,
+                                                         const std::vector<int64_t>& dims) {
   const GgufTensorInfo* info = file.find_tensor(name);
   if (info == nullptr) {
     return absl::NotFoundError(absl::StrCat("weights: tensor '", name, "' is missing"));
@@ -27,6 +30,15 @@ absl::StatusOr<std::vector<float>> load_weight_tensor(const GgufFile& file,
         absl::StrCat("weights: tensor '", name, "' has dims [", absl::StrJoin(info->dims, ", "),
                      "], the config expects [", absl::StrJoin(dims, ", "), "]"));
   }
+  return info;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<float>> load_weight_tensor(const GgufFile& file,
+                                                      const std::string& name,
+                                                      const std::vector<int64_t>& dims) {
+  ASSIGN_OR_RETURN(const GgufTensorInfo* info, find_weight_tensor(file, name, dims));
   return file.dequantize(*info);
 }
 
@@ -138,21 +150,28 @@ void permute_to_adjacent_pairs(int head_dim, int64_t row_length, std::vector<flo
                                  static_cast<int64_t>(v->size() * sizeof(float)));
 }
 
+// Reads into `w`, reusing its vectors' memory where a member already holds the tensor's size
+// (the CUDA loader passes one LayerWeights for every layer); a skipped tensor's members are
+// emptied, their memory kept.
 absl::Status load_layer(const GgufFile& file, const ModelConfig& c, int layer,
                         LayerWeights* w,
                         const std::function<bool(std::string_view)>& skip = {}) {
   const std::string prefix = absl::StrCat("blk.", layer, ".");
+  std::vector<float> fused;  // a fused tensor (several parts) before it is split
   for (const LayerTensor& t : layer_tensors(c)) {
-    if (skip && skip(prefix + t.name)) continue;
-    ASSIGN_OR_RETURN(std::vector<float> all, load_weight_tensor(file, prefix + t.name, t.dims));
+    if (skip && skip(prefix + t.name)) {
+      for (const TensorPart& part : t.parts) (w->*part.member).clear();
+      continue;
+    }
+    ASSIGN_OR_RETURN(const GgufTensorInfo* info, find_weight_tensor(file, prefix + t.name, t.dims));
     const int64_t row_length = t.dims.size() == 2 ? t.dims[0] : 1;
+    std::vector<float>* all = t.parts.size() == 1 ? &(w->*t.parts[0].member) : &fused;
+    RETURN_IF_ERROR(file.dequantize_into(*info, all));
     int64_t row = 0;
     for (const TensorPart& part : t.parts) {
       std::vector<float>& dst = w->*part.member;
-      if (t.parts.size() == 1) {
-        dst = std::move(all);
-      } else {
-        dst.assign(all.begin() + row * row_length, all.begin() + (row + part.rows) * row_length);
+      if (t.parts.size() > 1) {
+        dst.assign(all->begin() + row * row_length, all->begin() + (row + part.rows) * row_length);
       }
       if (part.rope_rows && c.neox_rows) permute_to_adjacent_pairs(c.head_dim, row_length, &dst);
       row += part.rows;
@@ -207,6 +226,12 @@ absl::StatusOr<LayerWeights> load_llama_layer(
   LayerWeights w;
   RETURN_IF_ERROR(load_layer(file, config, layer, &w, skip));
   return w;
+}
+
+absl::Status load_llama_layer_into(const GgufFile& file, const ModelConfig& config, int layer,
+                                   const std::function<bool(std::string_view name)>& skip,
+                                   LayerWeights* w) {
+  return load_layer(file, config, layer, w, skip);
 }
 
 absl::Status check_llama_config(const ModelConfig& config) {

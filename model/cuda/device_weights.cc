@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -25,23 +26,42 @@ namespace {
 
 using kernels::WeightFormat;
 
-// Uploads the concatenation of `parts` as a bf16 matrix of `k` columns.
+// Host buffers the loader reuses from one matrix and layer to the next. A fresh vector's
+// pages are first touched (zeroed by the kernel, one fault each, on the allocating core) at
+// ~2.5x the cost of writing touched memory: allocated anew for every matrix, an 8B model's
+// fp32 layers, bf16 copies and native blocks were ~45 GB of fresh pages (bench/serving/
+// NOTES.md step 35). Reused, each buffer is touched once, at its largest size.
+struct HostScratch {
+  LayerWeights layer;           // one layer's fp32 tensors (those that become bf16)
+  std::vector<uint16_t> bf16;   // a bf16 matrix before its upload
+  std::vector<uint8_t> blocks;  // a native matrix's file rows, concatenated
+  std::vector<uint8_t> packed;  // the same repacked (kernels::quant_repack)
+};
+
+// `v`'s storage for at least n elements; it grows and never shrinks.
+template <typename T>
+T* at_least(std::vector<T>* v, size_t n) {
+  if (v->size() < n) v->resize(n);
+  return v->data();
+}
+
+// Uploads the concatenation of `parts` as a bf16 matrix of `k` columns, through `staging`.
 absl::Status upload_bf16(std::initializer_list<const std::vector<float>*> parts, int64_t k,
-                         DeviceMatrix* dst, int64_t* bytes) {
+                         std::vector<uint16_t>* staging, DeviceMatrix* dst, int64_t* bytes) {
   size_t n = 0;
   for (const auto* p : parts) n += p->size();
-  std::vector<uint16_t> host(n);
+  uint16_t* host = at_least(staging, n);
   size_t at = 0;
   for (const auto* p : parts) {
     const float* src = p->data();
-    uint16_t* dst = host.data() + at;
+    uint16_t* dst = host + at;
     parallel_ranges(static_cast<int64_t>(p->size()), int64_t{1} << 20, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) dst[i] = fp32_to_bf16_bits(src[i]);
     });
     at += p->size();
   }
   RETURN_IF_ERROR(dst->data.allocate(n * sizeof(uint16_t)));
-  CUDA_CHECK(cudaMemcpy(dst->data.get(), host.data(), n * sizeof(uint16_t), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(dst->data.get(), host, n * sizeof(uint16_t), cudaMemcpyHostToDevice));
   dst->format = WeightFormat::kBf16;
   dst->rows = static_cast<int64_t>(n) / k;
   dst->k = k;
@@ -61,23 +81,24 @@ absl::Status upload_fp32(std::initializer_list<const std::vector<float>*> parts,
   return absl::OkStatus();
 }
 
-// One tensor's ggml row bytes, rows permuted to adjacent-pair RoPE order when the
-// architecture's Q/K rows are in NEOX order (the byte version of model/weights.cc's
-// permutation: rows are whole blocks).
-std::vector<uint8_t> raw_rows(const GgufTensorInfo& t, bool permute, int head_dim) {
-  std::vector<uint8_t> out(t.data, t.data + t.num_bytes);
-  if (!permute) return out;
+// One tensor's ggml row bytes (t.num_bytes of them) into `out`, rows permuted to adjacent-
+// pair RoPE order when the architecture's Q/K rows are in NEOX order (the byte version of
+// model/weights.cc's permutation: rows are whole blocks).
+void copy_rows(const GgufTensorInfo& t, bool permute, int head_dim, uint8_t* out) {
+  if (!permute) {
+    std::memcpy(out, t.data, t.num_bytes);
+    return;
+  }
   const int64_t row_bytes = static_cast<int64_t>(t.num_bytes) / t.num_rows();
   const int half = head_dim / 2;
   for (int64_t h = 0; h * head_dim < t.num_rows(); ++h) {
     const uint8_t* head = t.data + h * head_dim * row_bytes;
-    uint8_t* dst = out.data() + h * head_dim * row_bytes;
+    uint8_t* dst = out + h * head_dim * row_bytes;
     for (int i = 0; i < half; ++i) {
       std::memcpy(dst + (2 * i) * row_bytes, head + i * row_bytes, row_bytes);
       std::memcpy(dst + (2 * i + 1) * row_bytes, head + (i + half) * row_bytes, row_bytes);
     }
   }
-  return out;
 }
 
 // The native format shared by the tensors `names` (all present, validated), or kBf16 when
@@ -101,24 +122,27 @@ WeightFormat shared_format(const GgufFile& file, std::initializer_list<std::stri
 absl::Status upload_native(const GgufFile& file, const ModelConfig& c,
                            std::initializer_list<std::string> names,
                            std::initializer_list<bool> rope_rows, WeightFormat f,
-                           DeviceWeights* d, DeviceMatrix* dst) {
-  std::vector<uint8_t> src;
+                           HostScratch* s, DeviceWeights* d, DeviceMatrix* dst) {
+  size_t src_bytes = 0;
+  for (const std::string& name : names) src_bytes += file.find_tensor(name)->num_bytes;
+  uint8_t* src = at_least(&s->blocks, src_bytes);
   int64_t rows = 0, k = 0;
+  size_t at = 0;
   auto rope = rope_rows.begin();
   for (const std::string& name : names) {
     const GgufTensorInfo* t = file.find_tensor(name);
     const bool rope_row = rope != rope_rows.end() && *rope++;
-    const std::vector<uint8_t> bytes = raw_rows(*t, c.neox_rows && rope_row, c.head_dim);
-    src.insert(src.end(), bytes.begin(), bytes.end());
+    copy_rows(*t, c.neox_rows && rope_row, c.head_dim, src + at);
+    at += t->num_bytes;
     rows += t->num_rows();
     k = t->row_length();
   }
   const kernels::QuantLayout l = kernels::quant_layout(f, rows, k);
-  std::vector<uint8_t> host(l.total_bytes);
-  RETURN_IF_ERROR(kernels::quant_repack(f, src.data(), static_cast<int64_t>(src.size()), rows, k,
-                                        host.data(), l.total_bytes));
-  RETURN_IF_ERROR(dst->data.allocate(host.size()));
-  CUDA_CHECK(cudaMemcpy(dst->data.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
+  uint8_t* host = at_least(&s->packed, static_cast<size_t>(l.total_bytes));
+  RETURN_IF_ERROR(kernels::quant_repack(f, src, static_cast<int64_t>(src_bytes), rows, k, host,
+                                        l.total_bytes));
+  RETURN_IF_ERROR(dst->data.allocate(l.total_bytes));
+  CUDA_CHECK(cudaMemcpy(dst->data.get(), host, l.total_bytes, cudaMemcpyHostToDevice));
   dst->format = f;
   dst->rows = rows;
   dst->k = k;
@@ -162,61 +186,64 @@ LayerPlan plan_layer(const GgufFile& file, const std::string& p, bool native) {
 }
 
 absl::Status upload_qkv(const GgufFile& file, const ModelConfig& c, const std::string& p,
-                        const LayerWeights& w, const LayerPlan& plan, DeviceWeights* d,
+                        const LayerPlan& plan, HostScratch* s, DeviceWeights* d,
                         DeviceLayer* l) {
   const std::string q = p + "attn_q.weight", k = p + "attn_k.weight", v = p + "attn_v.weight";
   if (plan.qkv != WeightFormat::kBf16) {
-    return upload_native(file, c, {q, k, v}, {true, true, false}, plan.qkv, d, &l->wqkv);
+    return upload_native(file, c, {q, k, v}, {true, true, false}, plan.qkv, s, d, &l->wqkv);
   }
   if (plan.qk != WeightFormat::kBf16) {
-    RETURN_IF_ERROR(upload_native(file, c, {q, k}, {true, true}, plan.qk, d, &l->wqkv));
-    return upload_native(file, c, {v}, {false}, plan.v, d, &l->wv);
+    RETURN_IF_ERROR(upload_native(file, c, {q, k}, {true, true}, plan.qk, s, d, &l->wqkv));
+    return upload_native(file, c, {v}, {false}, plan.v, s, d, &l->wv);
   }
-  return upload_bf16({&w.wq, &w.wk, &w.wv}, c.hidden_size, &l->wqkv, &d->bytes);
+  const LayerWeights& w = s->layer;
+  return upload_bf16({&w.wq, &w.wk, &w.wv}, c.hidden_size, &s->bf16, &l->wqkv, &d->bytes);
 }
 
 // One matrix (or the row-concatenation of two): native in format f, or bf16 from `fp32`.
 absl::Status upload_projection(const GgufFile& file, const ModelConfig& c,
                                std::initializer_list<std::string> names,
                                std::initializer_list<const std::vector<float>*> fp32, int64_t k,
-                               WeightFormat f, DeviceWeights* d, DeviceMatrix* dst) {
-  if (f != WeightFormat::kBf16) return upload_native(file, c, names, {}, f, d, dst);
-  return upload_bf16(fp32, k, dst, &d->bytes);
+                               WeightFormat f, HostScratch* s, DeviceWeights* d,
+                               DeviceMatrix* dst) {
+  if (f != WeightFormat::kBf16) return upload_native(file, c, names, {}, f, s, d, dst);
+  return upload_bf16(fp32, k, &s->bf16, dst, &d->bytes);
 }
 
 absl::Status upload_layer(const GgufFile& file, const ModelConfig& c, int layer, bool native,
-                          DeviceWeights* d) {
+                          HostScratch* s, DeviceWeights* d) {
   const std::string p = absl::StrCat("blk.", layer, ".");
   const LayerPlan plan = plan_layer(file, p, native);
-  ASSIGN_OR_RETURN(const LayerWeights w,
-                   load_llama_layer(file, c, layer, [&](std::string_view name) {
-                     return plan.native_names.contains(name);
-                   }));
+  RETURN_IF_ERROR(load_llama_layer_into(
+      file, c, layer, [&](std::string_view name) { return plan.native_names.contains(name); },
+      &s->layer));
+  const LayerWeights& w = s->layer;
   DeviceLayer& l = d->layers[layer];
   RETURN_IF_ERROR(upload_fp32({&w.attn_norm}, &l.attn_norm, &d->bytes));
-  RETURN_IF_ERROR(upload_qkv(file, c, p, w, plan, d, &l));
+  RETURN_IF_ERROR(upload_qkv(file, c, p, plan, s, d, &l));
   RETURN_IF_ERROR(upload_fp32({&w.bq, &w.bk, &w.bv}, &l.bqkv, &d->bytes));
   RETURN_IF_ERROR(upload_fp32({&w.q_norm}, &l.q_norm, &d->bytes));
   RETURN_IF_ERROR(upload_fp32({&w.k_norm}, &l.k_norm, &d->bytes));
   const int64_t q_dim = int64_t{c.num_heads} * c.head_dim;
   RETURN_IF_ERROR(upload_projection(file, c, {p + "attn_output.weight"}, {&w.wo}, q_dim,
-                                    plan.wo, d, &l.wo));
+                                    plan.wo, s, d, &l.wo));
   RETURN_IF_ERROR(upload_fp32({&w.ffn_norm}, &l.ffn_norm, &d->bytes));
   RETURN_IF_ERROR(upload_projection(file, c, {p + "ffn_gate.weight", p + "ffn_up.weight"},
-                                    {&w.w_gate, &w.w_up}, c.hidden_size, plan.gate_up, d,
+                                    {&w.w_gate, &w.w_up}, c.hidden_size, plan.gate_up, s, d,
                                     &l.w_gate_up));
   return upload_projection(file, c, {p + "ffn_down.weight"}, {&w.w_down}, c.ffn_size, plan.down,
-                           d, &l.w_down);
+                           s, d, &l.w_down);
 }
 
 // token_embd or output: native when possible, else bf16 from the fp32 values.
 absl::Status upload_vocab_matrix(const GgufFile& file, const ModelConfig& c, const std::string& name,
-                                 bool native, DeviceWeights* d, DeviceMatrix* dst) {
+                                 bool native, HostScratch* s, DeviceWeights* d,
+                                 DeviceMatrix* dst) {
   const WeightFormat f = native ? shared_format(file, {name}) : WeightFormat::kBf16;
-  if (f != WeightFormat::kBf16) return upload_native(file, c, {name}, {}, f, d, dst);
+  if (f != WeightFormat::kBf16) return upload_native(file, c, {name}, {}, f, s, d, dst);
   ASSIGN_OR_RETURN(const std::vector<float> t,
                    load_weight_tensor(file, name, {c.hidden_size, c.vocab_size}));
-  return upload_bf16({&t}, c.hidden_size, dst, &d->bytes);
+  return upload_bf16({&t}, c.hidden_size, &s->bf16, dst, &d->bytes);
 }
 
 }  // namespace
@@ -255,14 +282,18 @@ absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file, const M
                                                    bool native) {
   RETURN_IF_ERROR(check_llama_config(config));
   DeviceWeights d;
-  RETURN_IF_ERROR(upload_vocab_matrix(file, config, "token_embd.weight", native, &d, &d.token_embd));
+  HostScratch s;
+  RETURN_IF_ERROR(upload_vocab_matrix(file, config, "token_embd.weight", native, &s, &d,
+                                      &d.token_embd));
   d.layers.resize(config.num_layers);
-  for (int i = 0; i < config.num_layers; ++i) RETURN_IF_ERROR(upload_layer(file, config, i, native, &d));
+  for (int i = 0; i < config.num_layers; ++i) {
+    RETURN_IF_ERROR(upload_layer(file, config, i, native, &s, &d));
+  }
   ASSIGN_OR_RETURN(const std::vector<float> norm,
                    load_weight_tensor(file, "output_norm.weight", {config.hidden_size}));
   RETURN_IF_ERROR(upload_fp32({&norm}, &d.output_norm, &d.bytes));
   if (!config.tied_embeddings) {
-    RETURN_IF_ERROR(upload_vocab_matrix(file, config, "output.weight", native, &d, &d.output));
+    RETURN_IF_ERROR(upload_vocab_matrix(file, config, "output.weight", native, &s, &d, &d.output));
   }
   // A layer's small matrices dequantized together for deq+blas (llama_forward.h:
   // DeviceWorkspace::group) take two buffers of the scratch at once (this layer's and the

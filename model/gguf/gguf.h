@@ -123,6 +123,12 @@ class GgufFile {
   // Dequantizes the whole tensor to fp32 in ggml element order (row-major with dims[0]
   // fastest). Unimplemented (naming the type) for unsupported types.
   absl::StatusOr<std::vector<float>> dequantize(const GgufTensorInfo& t) const;
+  // The same into `out`, resized to the tensor's element count: when `out` already holds
+  // that many values its memory is reused as it is. A loader that converts one layer at a
+  // time passes the same vectors for every layer, so their pages are first touched once
+  // (fresh pages of a new vector cost ~2.5x a write of touched ones, on one core: most of
+  // an 8B bf16 start-up's host time, bench/serving/NOTES.md step 35).
+  absl::Status dequantize_into(const GgufTensorInfo& t, std::vector<float>* out) const;
 
  private:
   GgufFile() = default;

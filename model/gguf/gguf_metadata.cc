@@ -176,13 +176,18 @@ absl::Status check_tensor_types(const GgufFile& file) {
 }
 
 absl::StatusOr<std::vector<float>> GgufFile::dequantize(const GgufTensorInfo& t) const {
+  std::vector<float> out;
+  RETURN_IF_ERROR(dequantize_into(t, &out));
+  return out;
+}
+
+absl::Status GgufFile::dequantize_into(const GgufTensorInfo& t, std::vector<float>* out) const {
   if (!ggml_type_can_dequantize(t.type)) return unreadable_type_error(t);
   if (t.data == nullptr && t.num_elements > 0) {
     return absl::InvalidArgumentError(absl::StrCat("gguf: tensor '", t.name, "' has no data in this file"));
   }
-  std::vector<float> out(static_cast<size_t>(t.num_elements));
-  RETURN_IF_ERROR(dequantize_row(t.type, t.data, t.num_elements, out.data()));
-  return out;
+  out->resize(static_cast<size_t>(t.num_elements));
+  return dequantize_row(t.type, t.data, t.num_elements, out->data());
 }
 
 }  // namespace flashserve::model

@@ -134,6 +134,26 @@ TEST_P(GgufVersionTest, TensorsAreLaidOutAndDecoded) {
 
 INSTANTIATE_TEST_SUITE_P(Versions, GgufVersionTest, ::testing::Values(2u, 3u));
 
+// dequantize_into resizes its vector to the tensor and, when the size already matches, writes
+// into the same memory (the CUDA loader's reuse across layers relies on it).
+TEST(GgufReaderTest, DequantizeIntoResizesAndReusesTheVector) {
+  GgufWriter w;
+  const std::vector<float> a = {1.f, -2.f, 3.5f, 0.f, 1e-3f, -7.25f};
+  const std::vector<float> b = {0.5f, 0.25f, -0.125f, 4.f, 8.f, -1.f};
+  w.add_tensor_f32("a", {3, 2}, a).add_tensor_f32("b", {3, 2}, b).add_tensor_f32("c", {2}, {6, 7});
+  auto file = GgufFile::from_bytes(w.bytes());
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::vector<float> v(100, 42.f);  // larger: shrinks to the tensor
+  ASSERT_TRUE((*file)->dequantize_into(*(*file)->find_tensor("a"), &v).ok());
+  EXPECT_EQ(v, a);
+  const float* memory = v.data();
+  ASSERT_TRUE((*file)->dequantize_into(*(*file)->find_tensor("b"), &v).ok());
+  EXPECT_EQ(v, b);
+  EXPECT_EQ(v.data(), memory);
+  ASSERT_TRUE((*file)->dequantize_into(*(*file)->find_tensor("c"), &v).ok());
+  EXPECT_EQ(v, (std::vector<float>{6, 7}));
+}
+
 TEST(GgufReaderTest, CustomAlignmentPlacesDataSectionAndOffsets) {
   GgufWriter w;
   w.set_alignment(256);

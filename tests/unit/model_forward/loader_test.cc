@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "model/cpu/llama_forward.h"
 #include "model/model_loader.h"
@@ -92,6 +94,46 @@ TEST_F(LoadDefaultModelTest, LayerTensorsTheCallerSkipsAreNotRead) {
   // Every tensor of the layer is asked about by its full name, once.
   EXPECT_EQ(asked.size(), 9u);
   EXPECT_NE(std::find(asked.begin(), asked.end(), "blk.1.ffn_norm.weight"), asked.end());
+}
+
+// The CUDA loader reads every layer into one LayerWeights (load_llama_layer_into): each layer
+// read that way equals a fresh read, a tensor skipped in one layer is empty there and read
+// again in the next, and the members' memory is kept from layer to layer.
+TEST_F(LoadDefaultModelTest, ALayerReadIntoReusedWeightsEqualsAFreshRead) {
+  auto file = GgufFile::open(kModelPath);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto config = config_from_gguf(**file);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_GE(config->num_layers, 3);
+  LayerWeights reused;
+  const float* wq_memory = nullptr;
+  for (int layer = 0; layer < 3; ++layer) {
+    const std::string down = absl::StrCat("blk.", layer, ".ffn_down.weight");
+    const bool skip_down = layer == 1;
+    ASSERT_TRUE(load_llama_layer_into(**file, *config, layer,
+                                      [&](std::string_view name) {
+                                        return skip_down && name == down;
+                                      },
+                                      &reused)
+                    .ok());
+    auto fresh = load_llama_layer(**file, *config, layer);
+    ASSERT_TRUE(fresh.ok()) << fresh.status();
+    EXPECT_EQ(reused.wq, fresh->wq) << layer;
+    EXPECT_EQ(reused.wk, fresh->wk) << layer;
+    EXPECT_EQ(reused.wv, fresh->wv) << layer;
+    EXPECT_EQ(reused.wo, fresh->wo) << layer;
+    EXPECT_EQ(reused.w_gate, fresh->w_gate) << layer;
+    EXPECT_EQ(reused.w_up, fresh->w_up) << layer;
+    EXPECT_EQ(reused.attn_norm, fresh->attn_norm) << layer;
+    EXPECT_EQ(reused.ffn_norm, fresh->ffn_norm) << layer;
+    if (skip_down) {
+      EXPECT_TRUE(reused.w_down.empty());
+    } else {
+      EXPECT_EQ(reused.w_down, fresh->w_down) << layer;
+    }
+    if (layer == 0) wq_memory = reused.wq.data();
+    EXPECT_EQ(reused.wq.data(), wq_memory) << layer;
+  }
 }
 
 TEST_F(LoadDefaultModelTest, ExplicitBlockCountAndCapacityChecks) {
