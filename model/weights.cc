@@ -42,6 +42,12 @@ absl::StatusOr<std::vector<float>> load_weight_tensor(const GgufFile& file,
   return file.dequantize(*info);
 }
 
+absl::Status load_weight_tensor_into(const GgufFile& file, const std::string& name,
+                                     const std::vector<int64_t>& dims, std::vector<float>* out) {
+  ASSIGN_OR_RETURN(const GgufTensorInfo* info, find_weight_tensor(file, name, dims));
+  return file.dequantize_into(*info, out);
+}
+
 void permute_rows_to_adjacent_pairs(int head_dim, int64_t row_bytes, uint8_t* data,
                                     int64_t num_bytes) {
   const int half = head_dim / 2;

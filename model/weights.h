@@ -97,5 +97,8 @@ void permute_rows_to_adjacent_pairs(int head_dim, int64_t row_bytes, uint8_t* da
 absl::StatusOr<std::vector<float>> load_weight_tensor(const GgufFile& file,
                                                       const std::string& name,
                                                       const std::vector<int64_t>& dims);
+// The same into `out` (GgufFile::dequantize_into: its memory reused when the size matches).
+absl::Status load_weight_tensor_into(const GgufFile& file, const std::string& name,
+                                     const std::vector<int64_t>& dims, std::vector<float>* out);
 
 }  // namespace flashserve::model

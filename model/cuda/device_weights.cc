@@ -33,6 +33,7 @@ using kernels::WeightFormat;
 // NOTES.md step 35). Reused, each buffer is touched once, at its largest size.
 struct HostScratch {
   LayerWeights layer;           // one layer's fp32 tensors (those that become bf16)
+  std::vector<float> vocab;     // token_embd's, then output's, fp32 values when bf16
   std::vector<uint16_t> bf16;   // a bf16 matrix before its upload
   std::vector<uint8_t> blocks;  // a native matrix's file rows, concatenated
   std::vector<uint8_t> packed;  // the same repacked (kernels::quant_repack)
@@ -241,9 +242,8 @@ absl::Status upload_vocab_matrix(const GgufFile& file, const ModelConfig& c, con
                                  DeviceMatrix* dst) {
   const WeightFormat f = native ? shared_format(file, {name}) : WeightFormat::kBf16;
   if (f != WeightFormat::kBf16) return upload_native(file, c, {name}, {}, f, s, d, dst);
-  ASSIGN_OR_RETURN(const std::vector<float> t,
-                   load_weight_tensor(file, name, {c.hidden_size, c.vocab_size}));
-  return upload_bf16({&t}, c.hidden_size, &s->bf16, dst, &d->bytes);
+  RETURN_IF_ERROR(load_weight_tensor_into(file, name, {c.hidden_size, c.vocab_size}, &s->vocab));
+  return upload_bf16({&s->vocab}, c.hidden_size, &s->bf16, dst, &d->bytes);
 }
 
 }  // namespace
@@ -283,8 +283,14 @@ absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file, const M
   RETURN_IF_ERROR(check_llama_config(config));
   DeviceWeights d;
   HostScratch s;
+  // The two vocabulary matrices one after the other, through one fp32 buffer (~2 GB for a
+  // 128k vocabulary at hidden 4096), released before the layers.
   RETURN_IF_ERROR(upload_vocab_matrix(file, config, "token_embd.weight", native, &s, &d,
                                       &d.token_embd));
+  if (!config.tied_embeddings) {
+    RETURN_IF_ERROR(upload_vocab_matrix(file, config, "output.weight", native, &s, &d, &d.output));
+  }
+  s.vocab = std::vector<float>();
   d.layers.resize(config.num_layers);
   for (int i = 0; i < config.num_layers; ++i) {
     RETURN_IF_ERROR(upload_layer(file, config, i, native, &s, &d));
@@ -292,9 +298,6 @@ absl::StatusOr<DeviceWeights> upload_llama_weights(const GgufFile& file, const M
   ASSIGN_OR_RETURN(const std::vector<float> norm,
                    load_weight_tensor(file, "output_norm.weight", {config.hidden_size}));
   RETURN_IF_ERROR(upload_fp32({&norm}, &d.output_norm, &d.bytes));
-  if (!config.tied_embeddings) {
-    RETURN_IF_ERROR(upload_vocab_matrix(file, config, "output.weight", native, &s, &d, &d.output));
-  }
   // A layer's small matrices dequantized together for deq+blas (llama_forward.h:
   // DeviceWorkspace::group) take two buffers of the scratch at once (this layer's and the
   // next's), each at most all of a layer's, 256-byte aligned.
