@@ -156,12 +156,11 @@ void permute_to_adjacent_pairs(int head_dim, int64_t row_length, std::vector<flo
                                  static_cast<int64_t>(v->size() * sizeof(float)));
 }
 
-// Reads into `w`, reusing its vectors' memory where a member already holds the tensor's size
-// (the CUDA loader passes one LayerWeights for every layer); a skipped tensor's members are
-// emptied, their memory kept.
-absl::Status load_layer(const GgufFile& file, const ModelConfig& c, int layer,
-                        LayerWeights* w,
-                        const std::function<bool(std::string_view)>& skip = {}) {
+}  // namespace
+
+absl::Status load_llama_layer(const GgufFile& file, const ModelConfig& c, int layer,
+                              const std::function<bool(std::string_view name)>& skip,
+                              LayerWeights* w) {
   const std::string prefix = absl::StrCat("blk.", layer, ".");
   std::vector<float> fused;  // a fused tensor (several parts) before it is split
   for (const LayerTensor& t : layer_tensors(c)) {
@@ -185,8 +184,6 @@ absl::Status load_layer(const GgufFile& file, const ModelConfig& c, int layer,
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 int64_t LlamaWeights::num_parameters() const {
   int64_t n = static_cast<int64_t>(token_embd.size() + output_norm.size() + output.size());
@@ -226,20 +223,6 @@ absl::Status validate_model_tensors(const GgufFile& file, const ModelConfig& con
   return absl::OkStatus();
 }
 
-absl::StatusOr<LayerWeights> load_llama_layer(
-    const GgufFile& file, const ModelConfig& config, int layer,
-    const std::function<bool(std::string_view name)>& skip) {
-  LayerWeights w;
-  RETURN_IF_ERROR(load_layer(file, config, layer, &w, skip));
-  return w;
-}
-
-absl::Status load_llama_layer_into(const GgufFile& file, const ModelConfig& config, int layer,
-                                   const std::function<bool(std::string_view name)>& skip,
-                                   LayerWeights* w) {
-  return load_layer(file, config, layer, w, skip);
-}
-
 absl::Status check_llama_config(const ModelConfig& config) {
   if (config.num_layers <= 0 || config.hidden_size <= 0 || config.head_dim <= 0 ||
       config.num_heads <= 0 || config.num_kv_heads <= 0 || config.vocab_size <= 0 ||
@@ -262,7 +245,7 @@ absl::StatusOr<LlamaWeights> load_llama_weights(const GgufFile& file,
   ASSIGN_OR_RETURN(w.token_embd, load_weight_tensor(file, "token_embd.weight", {hidden, vocab}));
   w.layers.resize(config.num_layers);
   for (int i = 0; i < config.num_layers; ++i) {
-    RETURN_IF_ERROR(load_layer(file, config, i, &w.layers[i]));
+    RETURN_IF_ERROR(load_llama_layer(file, config, i, {}, &w.layers[i]));
   }
   ASSIGN_OR_RETURN(w.output_norm, load_weight_tensor(file, "output_norm.weight", {hidden}));
   if (!config.tied_embeddings) {

@@ -71,21 +71,18 @@ absl::StatusOr<LlamaWeights> load_llama_weights(const GgufFile& file,
 // (the CUDA backend never holds the whole fp32 model):
 // InvalidArgument naming the sizes when a hyper-parameter the weights need is <= 0.
 absl::Status check_llama_config(const ModelConfig& config);
-// One layer's tensors (`blk.<layer>.*`), dequantized, with the errors above. A tensor whose
-// full name `skip` answers true for is not read and its members stay empty: a backend that
-// keeps that matrix in the file's block format needs no fp32 copy of it (dequantizing an 8B
-// model's matrices on one core took most of a CUDA server's ~55 s start).
-absl::StatusOr<LayerWeights> load_llama_layer(
-    const GgufFile& file, const ModelConfig& config, int layer,
-    const std::function<bool(std::string_view name)>& skip = {});
-// The same into `w`, reusing its vectors' memory: a loop over the layers that passes one
-// LayerWeights allocates and first-touches each member's pages once, not once a layer (an
-// 8B model's fp32 layers are ~28 GB of fresh pages, ~12 s of page faults on one core). A
-// skipped tensor's members are emptied; members the config does not use are not touched; on
-// an error `w` holds a partial layer.
-absl::Status load_llama_layer_into(const GgufFile& file, const ModelConfig& config, int layer,
-                                   const std::function<bool(std::string_view name)>& skip,
-                                   LayerWeights* w);
+// One layer's tensors (`blk.<layer>.*`), dequantized into `w`, with the errors above. A
+// tensor whose full name `skip` (may be empty) answers true for is not read and its members
+// are left empty: a backend that keeps that matrix in the file's block format needs no fp32
+// copy of it (dequantizing an 8B model's matrices on one core took most of a CUDA server's
+// ~55 s start). `w`'s vectors' memory is reused where a member already holds the tensor's
+// size: a loop over the layers that passes one LayerWeights allocates and first-touches each
+// member's pages once, not once a layer (an 8B model's fp32 layers are ~28 GB of fresh pages,
+// ~12 s of page faults on one core). Members the config does not use are not touched; on an
+// error `w` holds a partial layer.
+absl::Status load_llama_layer(const GgufFile& file, const ModelConfig& config, int layer,
+                              const std::function<bool(std::string_view name)>& skip,
+                              LayerWeights* w);
 // Rows of every head reordered from HF's half-split RoPE order to adjacent pairs: row i and
 // row i + head_dim/2 of a head become rows 2i and 2i+1 (what llama.cpp's converter does to
 // llama files). `data` is num_bytes / row_bytes rows of row_bytes bytes (fp32 values or

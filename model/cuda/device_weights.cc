@@ -215,7 +215,7 @@ absl::Status upload_layer(const GgufFile& file, const ModelConfig& c, int layer,
                           HostScratch* s, DeviceWeights* d) {
   const std::string p = absl::StrCat("blk.", layer, ".");
   const LayerPlan plan = plan_layer(file, p, native);
-  RETURN_IF_ERROR(load_llama_layer_into(
+  RETURN_IF_ERROR(load_llama_layer(
       file, c, layer, [&](std::string_view name) { return plan.native_names.contains(name); },
       &s->layer));
   const LayerWeights& w = s->layer;

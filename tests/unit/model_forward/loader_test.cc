@@ -76,14 +76,19 @@ TEST_F(LoadDefaultModelTest, LayerTensorsTheCallerSkipsAreNotRead) {
   ASSERT_TRUE(file.ok()) << file.status();
   auto config = config_from_gguf(**file);
   ASSERT_TRUE(config.ok()) << config.status();
-  auto all = load_llama_layer(**file, *config, 1);
-  ASSERT_TRUE(all.ok()) << all.status();
+  LayerWeights all_weights, some_weights;
+  LayerWeights* all = &all_weights;
+  LayerWeights* some = &some_weights;
+  ASSERT_TRUE(load_llama_layer(**file, *config, 1, {}, all).ok());
   std::vector<std::string> asked;
-  auto some = load_llama_layer(**file, *config, 1, [&](std::string_view name) {
-    asked.emplace_back(name);
-    return name == "blk.1.attn_k.weight" || name == "blk.1.ffn_down.weight";
-  });
-  ASSERT_TRUE(some.ok()) << some.status();
+  ASSERT_TRUE(load_llama_layer(**file, *config, 1,
+                               [&](std::string_view name) {
+                                 asked.emplace_back(name);
+                                 return name == "blk.1.attn_k.weight" ||
+                                        name == "blk.1.ffn_down.weight";
+                               },
+                               some)
+                  .ok());
   EXPECT_TRUE(some->wk.empty());
   EXPECT_TRUE(some->w_down.empty());
   EXPECT_EQ(some->wq, all->wq);
@@ -96,7 +101,7 @@ TEST_F(LoadDefaultModelTest, LayerTensorsTheCallerSkipsAreNotRead) {
   EXPECT_NE(std::find(asked.begin(), asked.end(), "blk.1.ffn_norm.weight"), asked.end());
 }
 
-// The CUDA loader reads every layer into one LayerWeights (load_llama_layer_into): each layer
+// The CUDA loader reads every layer into one LayerWeights (load_llama_layer): each layer
 // read that way equals a fresh read, a tensor skipped in one layer is empty there and read
 // again in the next, and the members' memory is kept from layer to layer.
 TEST_F(LoadDefaultModelTest, ALayerReadIntoReusedWeightsEqualsAFreshRead) {
@@ -110,14 +115,15 @@ TEST_F(LoadDefaultModelTest, ALayerReadIntoReusedWeightsEqualsAFreshRead) {
   for (int layer = 0; layer < 3; ++layer) {
     const std::string down = absl::StrCat("blk.", layer, ".ffn_down.weight");
     const bool skip_down = layer == 1;
-    ASSERT_TRUE(load_llama_layer_into(**file, *config, layer,
+    ASSERT_TRUE(load_llama_layer(**file, *config, layer,
                                       [&](std::string_view name) {
                                         return skip_down && name == down;
                                       },
                                       &reused)
                     .ok());
-    auto fresh = load_llama_layer(**file, *config, layer);
-    ASSERT_TRUE(fresh.ok()) << fresh.status();
+    LayerWeights fresh_weights;
+    LayerWeights* fresh = &fresh_weights;
+    ASSERT_TRUE(load_llama_layer(**file, *config, layer, {}, fresh).ok());
     EXPECT_EQ(reused.wq, fresh->wq) << layer;
     EXPECT_EQ(reused.wk, fresh->wk) << layer;
     EXPECT_EQ(reused.wv, fresh->wv) << layer;
