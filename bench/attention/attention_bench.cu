@@ -33,10 +33,11 @@
 // with max_seqlen_q < 2048); the naive kernel only validates.
 //
 //   attention_bench [--prefill] [--decode] [--window] [--serving] [--dtype bf16|fp16|both]
-//                   [--csv FILE] [--quick] [--profile]     (default: all rows, both dtypes)
+//                   [--csv FILE] [--quick] [--profile[=S]] (default: all rows, both dtypes)
 //                   [--decode-splits=2,4,8]  (each decode grid row also at these splits)
 //   attention_bench --lengths     the varlen batch's lengths, one a line (touches no GPU)
-// --profile: one untimed launch of each prefill kernel (s8k; d128, d64), for ncu.
+// --profile: one untimed launch of each prefill kernel (s8k full; d128, d64), for ncu;
+// --profile=S: the same at the grid's length-S rows (b = 16384 / S), full then causal.
 // Prints a markdown table; --csv writes one line per (config, impl) for peers_sdpa.py.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -566,18 +567,22 @@ bool bench_window(bool quick, bool hopper, int num_sms) {
   return all_ok;
 }
 
-// One launch of each prefill implementation at s8k non-causal, d128 then d64, untimed: for ncu.
-void profile_prefill(bool hopper) {
-  for (int head_dim : {128, 64}) {
-    PagedProblem pr = make_problem(2, 8192, 8192, 2048 / head_dim, 2048 / head_dim, head_dim,
-                                   false, 5);
-    pr.p.prefill_impl = PrefillImpl::kPortable;
-    BENCH_OK(attention_prefill(pr.p, nullptr));
-    if (hopper) {
-      pr.p.prefill_impl = PrefillImpl::kHopper;
+// One launch of each prefill implementation at the grid's row of length `seq` (batch
+// 16384 / seq), d128 then d64, non-causal (and then causal when `causal`), untimed: for ncu.
+void profile_prefill(bool hopper, int seq, bool causal) {
+  for (bool c : {false, true}) {
+    if (c && !causal) break;
+    for (int head_dim : {128, 64}) {
+      PagedProblem pr = make_problem(16384 / seq, seq, seq, 2048 / head_dim, 2048 / head_dim,
+                                     head_dim, c, 5);
+      pr.p.prefill_impl = PrefillImpl::kPortable;
       BENCH_OK(attention_prefill(pr.p, nullptr));
+      if (hopper) {
+        pr.p.prefill_impl = PrefillImpl::kHopper;
+        BENCH_OK(attention_prefill(pr.p, nullptr));
+      }
+      BENCH_CUDA(cudaDeviceSynchronize());
     }
-    BENCH_CUDA(cudaDeviceSynchronize());
   }
 }
 
@@ -596,6 +601,8 @@ int main(int argc, char** argv) {
   using namespace flashserve::kernels;
   bool prefill = false, decode = false, window = false, serving = false, quick = false,
        profile = false;
+  int profile_seq = 8192;
+  bool profile_causal = false;
   std::vector<DType> dtypes = {DType::kBf16, DType::kFp16};
   const char* csv = nullptr;
   for (int i = 1; i < argc; ++i) {
@@ -605,6 +612,15 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--serving")) serving = true;
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
+    else if (!std::strncmp(argv[i], "--profile=", 10)) {
+      profile = true;
+      profile_seq = std::atoi(argv[i] + 10);
+      profile_causal = true;
+      if (profile_seq < 64 || profile_seq > 16384 || 16384 % profile_seq != 0) {
+        std::fprintf(stderr, "--profile=S: S must divide 16384 (64..16384)\n");
+        return 2;
+      }
+    }
     else if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
     else if (!std::strncmp(argv[i], "--decode-splits=", 16)) {
       for (const char* c = argv[i] + 16; *c != '\0';) {
@@ -625,7 +641,7 @@ int main(int argc, char** argv) {
       ++i;
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--prefill] [--decode] [--window] [--serving] [--quick] [--profile]\n"
+                   "usage: %s [--prefill] [--decode] [--window] [--serving] [--quick] [--profile[=S]]\n"
                    "          [--dtype bf16|fp16|both] [--csv FILE] [--decode-splits=LIST]\n",
                    argv[0]);
       return 2;
@@ -637,7 +653,7 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs\n\n", prop.name, prop.multiProcessorCount);
   const bool hopper = prop.major == 9 && prop.minor == 0;
   if (profile) {
-    profile_prefill(hopper);
+    profile_prefill(hopper, profile_seq, profile_causal);
     return 0;
   }
   std::printf("| kind    | config                             | impl   |        ms | TFLOP/s |    GB/s |\n");
