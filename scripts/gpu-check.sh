@@ -14,7 +14,10 @@
 #   scripts/gpu-bundle.sh .gpu build-cuda/bin/attention_cuda_test build-cuda/bin/attention_bench)
 # and run with LD_LIBRARY_PATH=.gpu/lib:/usr/local/cuda/lib64. BENCH_ARGS (e.g. --quick)
 # goes to both benchmark programs; NCU_KERNEL / NCU_COUNT narrow the ncu stage (default: every
-# prefill kernel, 4 launches). TESTS_TIMEOUT / BENCH_TIMEOUT / PEERS_TIMEOUT (s, default
+# prefill kernel, 4 launches) and NCU_PROFILE the bench's profile flag (default --profile:
+# s8k full; --profile=512: the s512 rows, full and causal, 8 launches on Hopper); with
+# NCU_PEER_SEQ=S the stage also profiles cuDNN's kernel at the length-S rows
+# (bench/attention/peers_profile.py, 12 launches: warm-ups included). TESTS_TIMEOUT / BENCH_TIMEOUT / PEERS_TIMEOUT (s, default
 # 240 / 300 / 400) bound the tests, bench and peers stages; both programs write their CSV row
 # by row, so a stage cut short keeps its rows, and the table is then merged from what is there. Files written in OUT_DIR: summary.txt, tests.log, sanitizer.log,
 # bench.log, ours.csv, peers.csv, ncu.txt and the merged markdown table OUT_DIR/table.md.
@@ -90,6 +93,14 @@ if has ncu; then
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --section ComputeWorkloadAnalysis --section SchedulerStats \
     --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
-    "$bin/attention_bench" --profile > "$out/ncu.txt" 2>&1
+    "$bin/attention_bench" ${NCU_PROFILE:---profile} > "$out/ncu.txt" 2>&1
   note "ncu: rc=$?"
+  if [[ -n ${NCU_PEER_SEQ:-} ]]; then  # cuDNN's kernel at the same rows (peers_profile.py)
+    timeout 240 ncu --clock-control none --kernel-name regex:cudnn --launch-count 12 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section ComputeWorkloadAnalysis --section SchedulerStats \
+      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
+      python3 bench/attention/peers_profile.py --seq "$NCU_PEER_SEQ" > "$out/ncu_peer.txt" 2>&1
+    note "ncu peer (cuDNN, s=$NCU_PEER_SEQ): rc=$?"
+  fi
 fi
