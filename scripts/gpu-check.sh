@@ -92,14 +92,14 @@ if has ncu; then
   timeout 240 ncu --clock-control none --kernel-name regex:${NCU_KERNEL:-attention_prefill} --launch-count ${NCU_COUNT:-4} \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --section ComputeWorkloadAnalysis --section SchedulerStats \
-    --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
+    --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active' \
     "$bin/attention_bench" ${NCU_PROFILE:---profile} > "$out/ncu.txt" 2>&1
   note "ncu: rc=$?"
   if [[ -n ${NCU_PEER_SEQ:-} ]]; then  # cuDNN's kernel at the same rows (peers_profile.py)
     timeout 240 ncu --clock-control none --kernel-name regex:cudnn --launch-count 12 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
       --section ComputeWorkloadAnalysis --section SchedulerStats \
-      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
+      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active' \
       python3 bench/attention/peers_profile.py --seq "$NCU_PEER_SEQ" > "$out/ncu_peer.txt" 2>&1
     note "ncu peer (cuDNN, s=$NCU_PEER_SEQ): rc=$?"
   fi
