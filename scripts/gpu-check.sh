@@ -89,17 +89,16 @@ if has peers; then
   cat "$out/table.md" 2>/dev/null
 fi
 if has ncu; then
-  timeout 240 ncu --clock-control none --kernel-name regex:${NCU_KERNEL:-attention_prefill} --launch-count ${NCU_COUNT:-4} \
-    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-    --section ComputeWorkloadAnalysis --section SchedulerStats \
-    --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active' \
-    "$bin/attention_bench" ${NCU_PROFILE:---profile} > "$out/ncu.txt" 2>&1
+  # The same sections and metrics for our kernels and for the peer's (one profile to compare).
+  ncu_args=(--clock-control none
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats
+    --section ComputeWorkloadAnalysis --section SchedulerStats
+    --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active')
+  timeout 240 ncu "${ncu_args[@]}" --kernel-name regex:${NCU_KERNEL:-attention_prefill} \
+    --launch-count ${NCU_COUNT:-4} "$bin/attention_bench" ${NCU_PROFILE:---profile} > "$out/ncu.txt" 2>&1
   note "ncu: rc=$?"
   if [[ -n ${NCU_PEER_SEQ:-} ]]; then  # cuDNN's kernel at the same rows (peers_profile.py)
-    timeout 240 ncu --clock-control none --kernel-name regex:cudnn --launch-count 12 \
-      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-      --section ComputeWorkloadAnalysis --section SchedulerStats \
-      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active' \
+    timeout 240 ncu "${ncu_args[@]}" --kernel-name regex:cudnn --launch-count 12 \
       python3 bench/attention/peers_profile.py --seq "$NCU_PEER_SEQ" > "$out/ncu_peer.txt" 2>&1
     note "ncu peer (cuDNN, s=$NCU_PEER_SEQ): rc=$?"
   fi
