@@ -17,10 +17,12 @@
 # prefill kernel, 4 launches) and NCU_PROFILE the bench's profile flag (default --profile:
 # s8k full; --profile=512: the s512 rows, full and causal, 8 launches on Hopper); with
 # NCU_PEER_SEQ=S the stage also profiles cuDNN's kernel at the length-S rows
-# (bench/attention/peers_profile.py, 12 launches: warm-ups included). TESTS_TIMEOUT / BENCH_TIMEOUT / PEERS_TIMEOUT (s, default
-# 240 / 300 / 400) bound the tests, bench and peers stages; both programs write their CSV row
-# by row, so a stage cut short keeps its rows, and the table is then merged from what is there. Files written in OUT_DIR: summary.txt, tests.log, sanitizer.log,
-# bench.log, ours.csv, peers.csv, ncu.txt and the merged markdown table OUT_DIR/table.md.
+# (bench/attention/peers_profile.py, 12 launches: warm-ups included). TESTS_TIMEOUT /
+# BENCH_TIMEOUT / PEERS_TIMEOUT (s, default 240 / 300 / 400) bound the tests, bench and peers
+# stages; both programs write their CSV row by row, so a stage cut short keeps its rows, and
+# the table is then merged from what is there. Files written in OUT_DIR: summary.txt,
+# tests.log, sanitizer.log, bench.log, ours.csv, peers.csv, ncu.txt (and ncu_peer.txt with
+# NCU_PEER_SEQ) and the merged markdown table OUT_DIR/table.md.
 set -uo pipefail
 out=${1:?usage: $0 OUT_DIR [stage...]}
 shift
