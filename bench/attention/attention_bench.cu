@@ -230,6 +230,7 @@ PagedProblem make_problem(const std::vector<int>& q_lens, const std::vector<int>
   p.num_kv_heads = num_kv_heads;
   p.head_dim = head_dim;
   p.block_size = 64;
+  p.num_cache_blocks = num_blocks;
   p.max_blocks_per_seq = blocks_per_seq;
   p.softmax_scale = 1.f / std::sqrt(float(head_dim));
   p.causal = causal;

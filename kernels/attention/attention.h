@@ -70,6 +70,9 @@ struct AttentionParams {
   int head_dim = 0;
   int block_size = 0;
   int max_blocks_per_seq = 0;
+  // Blocks in k_cache (and v_cache): the bounds of the Hopper prefill's TMA maps over the
+  // cache. REQUIRED > 0 when that path runs (InvalidArgument otherwise).
+  int64_t num_cache_blocks = 0;
   float softmax_scale = 0.f;  // usually 1/sqrt(head_dim)
   bool causal = true;
   // Keys a query may see, counting back from its own position (see the top of this file);

@@ -3,13 +3,19 @@
 // (kernels/attention/attention_prefill_sm90_ws.cuh). Each is instantiated for {bf16, fp16} x
 // head_dim {64, 128}; causal and the sliding window are runtime values (they only move the loop
 // bounds and decide which tiles need the mask), so they cost no extra instantiation.
+#include <cuda.h>  // CUtensorMap
+
+#include <cstdint>
+
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_dispatch.cuh"
 #include "kernels/attention/attention_prefill.cuh"
 #include "kernels/attention/attention_prefill_sm90_ws.cuh"
 #include "kernels/cuda_plumbing.cuh"
 #include "kernels/device.h"
+#include "kernels/tensor_map.h"
 
 namespace flashserve::kernels {
 namespace {
@@ -23,16 +29,30 @@ absl::StatusOr<bool> current_device_is_hopper() {
 // kAuto's choice on a Hopper GPU, from the measured grid (bench/attention/RESULTS.md and
 // bench/attention/NOTES.md): at head_dim 128 the warp-specialized wgmma kernel is faster at
 // every length; at head_dim 64 it wins from 512 queries without the causal mask, and with it
-// once a query tile has many key tiles to walk: from 2048 queries (whole prompts), or from
-// 1536 keys (a chunk of a long prompt: 512 queries after 1k-8k cached keys ran 1.15-1.79x the
-// mma.sync kernel, the serving rows of NOTES.md 2026-12-02). Below that (whole causal prompts
-// under 2048: grid s1024 0.98x, varlen 64-1024 0.97-0.99x) the mma.sync kernel with Q in
-// registers is as fast or faster.
+// once a query tile has many key tiles to walk: from 1024 queries (whole prompts), or from
+// 1536 keys (a chunk of a long prompt). Below that (whole causal prompts of 512: grid s512
+// 0.94x with K/V by TMA, v12 in NOTES.md) the mma.sync kernel with Q in registers is faster.
 constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q,
                                      int max_seqlen_k) {
   if (head_dim >= 128) return true;
   if (!causal) return max_seqlen_q >= 512;
-  return max_seqlen_q >= 2048 || max_seqlen_k >= 1536;
+  return max_seqlen_q >= 1024 || max_seqlen_k >= 1536;
+}
+
+// The TMA map of a paged K or V cache seen as rows [num_cache_blocks x num_kv_heads x
+// block_size, head_dim] of 2-byte elements (kernels/paged_kv.h: a (block, kv head) is
+// block_size contiguous rows): boxes of 64 rows x 64 columns in the 128-byte swizzle that the
+// consumers' wgmma descriptors read (one column panel of a half K/V tile).
+absl::Status cache_tensor_map(const void* cache, const AttentionParams& p, CUtensorMap* map) {
+  TensorMap2d t;
+  t.base = cache;
+  t.type = CU_TENSOR_MAP_DATA_TYPE_UINT16;
+  t.rows = static_cast<uint64_t>(p.num_cache_blocks) * p.num_kv_heads * p.block_size;
+  t.cols = static_cast<uint64_t>(p.head_dim);
+  t.row_bytes = t.cols * 2;
+  t.box_rows = t.box_cols = 64;
+  t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  return encode_tensor_map_2d(t, "attention_prefill: the K/V cache", map);
 }
 
 // One smem limit per kernel instantiation (kernels/cuda_plumbing.cuh, set_smem_limit_once).
@@ -45,9 +65,21 @@ absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
   const int smem = device::sm90ws_smem_bytes(kHeadDim);
   using Tag = KernelTag<T, kHeadDim, true>;
   if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
+  // The maps' bounds; TMA row coordinates are 32-bit (validate_attention_params already
+  // holds block_size to a multiple of 64, one half tile's box).
+  const int64_t cache_rows = p.num_cache_blocks * p.num_kv_heads * int64_t{p.block_size};
+  if (p.num_cache_blocks <= 0 || cache_rows > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention_prefill: the Hopper path needs num_cache_blocks > 0 with at most 2^31 - 1 "
+        "cache rows (blocks x kv heads x block_size); got num_cache_blocks ",
+        p.num_cache_blocks));
+  }
+  CUtensorMap k_map, v_map;
+  if (absl::Status s = cache_tensor_map(p.k_cache, p, &k_map); !s.ok()) return s;
+  if (absl::Status s = cache_tensor_map(p.v_cache, p, &v_map); !s.ok()) return s;
   constexpr int kBlockM = device::sm90ws_block_m(kHeadDim);
   const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.num_heads, p.num_seqs);
-  kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(p);
+  kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(p, k_map, v_map);
   CUDA_CHECK(cudaGetLastError());
   return absl::OkStatus();
 }

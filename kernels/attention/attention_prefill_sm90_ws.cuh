@@ -14,21 +14,29 @@
 //     ring of kStages K buffers and kStages V buffers. No __syncthreads in the main loop:
 //     each buffer has a "full" mbarrier (producer -> consumers) and an "empty" mbarrier
 //     (all 256 consumer threads arrive when their wgmma reading it has completed).
-//   * Copies stay cp.async (16 B, generic proxy) with the swizzled shared addresses computed
-//     by the producer, not TMA: the K/V cache is paged, a tensor map would need a host-built
-//     descriptor per cache and call (driver API), and TMA cannot zero-fill rows past the
-//     sequence end inside a 64-row block (V rows there must be 0, the cache holds anything,
-//     NaN in the tests); cp.async's src-size 0 does it per row for free. The producer
-//     warpgroup has nothing else to do, so its 32 cp.async per thread and K+V tile are off the
-//     consumers' issue slots.
+//   * K/V tiles come by TMA (cp.async.bulk.tensor) through one tensor map per cache over the
+//     whole paged cache (kernels/attention/attention_prefill.cu, cache_tensor_map: rows
+//     [blocks x kv heads x block_size, head_dim], 64 x 64 boxes in the 128-byte swizzle, the
+//     layout the consumers' wgmma descriptors read). A 128-key tile is two 64-row halves, each
+//     64 contiguous rows of one cache block, so producer thread 0 adds the tile's bytes to its
+//     "full" mbarrier (expect-tx) and issues head_dim / 64 boxes per half at the row its
+//     block-table entry gives; the barrier completes when the bytes have landed. TMA cannot
+//     zero rows, so two kinds of tile come by cp.async (16 B, src-size 0 for the rows to zero)
+//     with the addresses computed by all 128 producer threads: the one holding the sequence's
+//     end (V rows past kv_len must be 0: the cache holds anything, NaN in the tests, and
+//     0 x NaN is NaN) and a window's first (a half wholly before the window is zero-filled and
+//     its block never read). Q comes by cp.async too (once a CTA). Measured: 1.01-1.25x the
+//     all-cp.async producer on every Hopper row (bench/attention/NOTES.md, v12).
 //   * Proxy ordering (PTX ISA, "Proxies" and fence.proxy.async): wgmma reads shared memory
-//     through the async proxy, cp.async writes it through the generic proxy, so the
-//     thread that wrote (each producer thread) waits for its cp.async group, fences
-//     (fence.proxy.async.shared::cta) and only then arrives on the "full" barrier. To avoid
-//     stalling on every group, the producer signals group g when group g+1 has been issued
-//     (cp.async.wait_group 1); the order above keeps that deadlock-free with 2 stages
-//     (the consumer never needs the newest group before releasing the buffer the producer
-//     waits for).
+//     through the async proxy, as TMA writes it; cp.async writes it through the generic
+//     proxy, so for those tiles each producer thread waits for its group, fences
+//     (fence.proxy.async.shared::cta) and only then arrives. A "full" barrier counts 128
+//     arrivals, one per producer thread and tile: for a TMA tile at once (thread 0's after
+//     its expect-tx, so the phase cannot complete before the bytes are counted); for a
+//     cp.async group one group late, when group g+1 has been issued (cp.async.wait_group 1)
+//     or when a TMA tile comes next (which first waits for all groups). The order above keeps
+//     that deadlock-free with 2 stages (the consumer never needs the newest group before
+//     releasing the buffer the producer waits for).
 //   * Ping-pong: named barriers 1 and 2 order the two consumer warpgroups' GEMM issue
 //     (FA3): warpgroup w waits on barrier 1+w, issues S_n = Q K_n^T and O += P_{n-1} V_{n-1},
 //     then arrives on the other's barrier, so one warpgroup's softmax runs while the other's
@@ -46,6 +54,8 @@
 //     512 threads. Each K/V tile then serves 192 rows, and two warpgroups' softmax can run
 //     under the third's GEMMs (at d64 a tile's GEMMs take half as long as at d128 while the
 //     softmax costs the same). The ping-pong turns go round-robin 0 -> 1 -> 2 -> 0.
+#include <cuda.h>  // CUtensorMap
+
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_common.cuh"
 #include "kernels/paged_kv.h"
@@ -127,7 +137,9 @@ __device__ __forceinline__ void load_tile_group(T* tile, int first_valid_row, in
 
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
-    attention_prefill_sm90_ws_kernel(const AttentionParams p) {
+    attention_prefill_sm90_ws_kernel(const AttentionParams p,
+                                     const __grid_constant__ CUtensorMap k_map,
+                                     const __grid_constant__ CUtensorMap v_map) {
 #ifdef FLASHSERVE_SM90A
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
   constexpr int kBlockM = sm90ws_block_m(kHeadDim);
@@ -192,7 +204,13 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
       return cache + kv_cache_offset(table[key / p.block_size], kv_head, key % p.block_size,
                                      p.num_kv_heads, p.block_size, kHeadDim);
     };
-    auto load_kv = [&](const void* cache, T* dst, int tile) {
+    // A tile whose two 64-row halves are whole (neither wholly before the window, both
+    // before kv_len) comes by TMA; any other by cp.async with per-row zero fill (header).
+    auto tma_tile = [&](int tile) {
+      const int key0 = (first_tile + tile) * kBlockN;
+      return key0 + 64 > window_start && key0 + kBlockN <= kv_len;
+    };
+    auto load_kv_cp = [&](const void* cache, T* dst, int tile) {
       const int key0 = (first_tile + tile) * kBlockN;
       const T* base = static_cast<const T*>(cache);
       // First half wholly before the window: zero-filled; then key0 + 64 <= window_start <
@@ -203,7 +221,22 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
       load_tile_group<kBlockN, kHeadDim, 128>(dst, skip_lo ? 64 : 0, kv_len - key0, r0,
                                               r1 != nullptr ? r1 : r0, kHeadDim, tid);
     };
-    // Group g is signalled once group g + 1 is in flight (see the header comment).
+    auto load_kv_tma = [&](const CUtensorMap* map, T* dst, int tile, uint32_t bar) {
+      const int key0 = (first_tile + tile) * kBlockN;
+      mbar_expect_tx(bar, kBlockN * kHeadDim * 2);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int key = key0 + 64 * h;
+        const int row = (table[key / p.block_size] * p.num_kv_heads + kv_head) * p.block_size +
+                        key % p.block_size;
+#pragma unroll
+        for (int c = 0; c < kHeadDim / 64; ++c) {
+          tma_load_2d(smem_addr(dst + c * kBlockN * 64 + h * 64 * 64), map, 64 * c, row, bar);
+        }
+      }
+    };
+    // cp.async group g is signalled once group g + 1 is in flight, or before the next TMA
+    // tile's arrivals (flush), or at the end (header comment, proxy ordering).
     uint32_t prev_bar = 0;
     bool have_prev = false;
     auto issued = [&](uint32_t bar) {
@@ -216,27 +249,40 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
       prev_bar = bar;
       have_prev = true;
     };
+    auto flush = [&] {
+      if (!have_prev) return;
+      cp_async_wait<0>();
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      mbar_arrive(prev_bar);
+      have_prev = false;
+    };
+    auto load_kv = [&](const void* cache, const CUtensorMap* map, T* dst, int tile,
+                       uint32_t bar) {
+      if (tma_tile(tile)) {
+        if (tid == 0) load_kv_tma(map, dst, tile, bar);
+        flush();
+        mbar_arrive(bar);
+      } else {
+        load_kv_cp(cache, dst, tile);
+        issued(bar);
+      }
+    };
     load_tile_group<kBlockM, kHeadDim, 128>(sq, 0, rows, q_base, q_base + 64 * q_row_stride,
                                             q_row_stride, tid);
     issued(q_full);
-    load_kv(p.k_cache, sk, 0);
-    issued(k_full(0));
+    load_kv(p.k_cache, &k_map, sk, 0, k_full(0));
     for (int t = 1; t <= num_tiles; ++t) {
       if (t < num_tiles) {
         const int s = t % kStages;
         if (t >= kStages) mbar_wait(k_empty(s), ((t / kStages) - 1) & 1);
-        load_kv(p.k_cache, sk + s * kTile, t);
-        issued(k_full(s));
+        load_kv(p.k_cache, &k_map, sk + s * kTile, t, k_full(s));
       }
       const int v = t - 1;
       const int s = v % kStages;
       if (v >= kStages) mbar_wait(v_empty(s), ((v / kStages) - 1) & 1);
-      load_kv(p.v_cache, sv + s * kTile, v);
-      issued(v_full(s));
+      load_kv(p.v_cache, &v_map, sv + s * kTile, v, v_full(s));
     }
-    cp_async_wait<0>();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    mbar_arrive(prev_bar);
+    flush();
   } else {
   // ---------------- consumer warpgroups ----------------
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(sm90ws_consumer_regs(kHeadDim)));

@@ -19,19 +19,18 @@
 //     has completed by then, so its A registers are free again (each of a stage's four
 //     unrolled steps has registers of its own).
 // Split-k and its reduction as in the mma.sync kernel.
-#include <cuda.h>  // CUtensorMap (the driver is reached through the runtime, not linked)
-#include <cudaTypedefs.h>
+#include <cuda.h>  // CUtensorMap (kernels/tensor_map.h encodes them)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
-#include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
+#include "absl/status/status.h"
 #include "kernels/device.h"
 #include "kernels/quant/quant_gemm_common.cuh"
 #include "kernels/sm90_wgmma.cuh"
+#include "kernels/tensor_map.h"
 
 namespace flashserve::kernels {
 namespace device::quant_gemm {
@@ -428,43 +427,19 @@ __global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm<kBM>())
 template <WeightFormat F, int kBM>
 struct WsSmemTag {};
 
-// cuTensorMapEncodeTiled, from the driver through the runtime (no link against libcuda).
-absl::StatusOr<PFN_cuTensorMapEncodeTiled_v12000> tensor_map_encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      f = nullptr;
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  if (fn == nullptr) return absl::InternalError("quant_gemm: no cuTensorMapEncodeTiled in the driver");
-  return fn;
-}
-
 // A TMA map of bytes [rows][row_bytes] at `base` (16-byte aligned, row_bytes a multiple of
 // 16): boxes of box_bytes x kRows rows, zeros past the bounds.
 absl::Status byte_tensor_map(const void* base, int64_t rows, int64_t row_bytes, int box_bytes,
                              CUtensorMapSwizzle swizzle, CUtensorMap* map) {
-  auto encode = tensor_map_encoder();
-  if (!encode.ok()) return encode.status();
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(row_bytes), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_bytes), static_cast<cuuint32_t>(kRows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = (*encode)(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base),
-                               dims, strides, box, element_strides,
-                               CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    return absl::InvalidArgumentError(absl::StrCat("quant_gemm: cuTensorMapEncodeTiled of weight bytes [",
-                                                   rows, ", ", row_bytes, "] failed (", r, ")"));
-  }
-  return absl::OkStatus();
+  TensorMap2d t;
+  t.base = base;
+  t.type = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  t.rows = static_cast<uint64_t>(rows);
+  t.cols = t.row_bytes = static_cast<uint64_t>(row_bytes);
+  t.box_rows = kRows;
+  t.box_cols = static_cast<uint32_t>(box_bytes);
+  t.swizzle = swizzle;
+  return encode_tensor_map_2d(t, "quant_gemm: weight bytes", map);
 }
 
 // The weights' maps (WeightMaps): the quant bytes in boxes of a stage's 32 bytes a row (Q8_0:
@@ -489,22 +464,16 @@ absl::Status weight_maps(const QuantGemmParams& p, WeightMaps* maps) {
 // The TMA map of x [m, k] bf16 for the producer: boxes of kBK columns x bm tokens in the
 // 128-byte swizzle the consumers' wgmma descriptors read (sw128_desc), zeros past m and k.
 absl::Status x_tensor_map(const QuantGemmParams& p, int bm, CUtensorMap* map) {
-  auto encode = tensor_map_encoder();
-  if (!encode.ok()) return encode.status();
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(p.k), static_cast<cuuint64_t>(p.m)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.k) * 2};
-  const cuuint32_t box[2] = {kBK, static_cast<cuuint32_t>(bm)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = (*encode)(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(p.x),
-                               dims, strides, box, element_strides,
-                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    return absl::InvalidArgumentError(absl::StrCat("quant_gemm: cuTensorMapEncodeTiled of x [",
-                                                   p.m, ", ", p.k, "] failed (", r, ")"));
-  }
-  return absl::OkStatus();
+  TensorMap2d t;
+  t.base = p.x;
+  t.type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  t.rows = static_cast<uint64_t>(p.m);
+  t.cols = static_cast<uint64_t>(p.k);
+  t.row_bytes = static_cast<uint64_t>(p.k) * 2;
+  t.box_rows = static_cast<uint32_t>(bm);
+  t.box_cols = kBK;
+  t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  return encode_tensor_map_2d(t, "quant_gemm: x", map);
 }
 
 // 64-, 128- or 256-token tiles (quant_gemm_wgmma_ws below), k split by wgmma_splits().

@@ -43,6 +43,7 @@ kernels::AttentionParams attention_params(const ForwardContext& ctx, const Devic
   p.head_dim = c.head_dim;
   p.block_size = ctx.cache->block_size;
   p.max_blocks_per_seq = b.max_blocks_per_seq;
+  p.num_cache_blocks = ctx.cache->num_blocks;
   p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   p.causal = true;
   p.round_q8_out = round_q8_out;

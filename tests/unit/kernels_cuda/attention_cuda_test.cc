@@ -479,6 +479,26 @@ TEST(AttentionConfigTest, RejectsAWindowWithoutCausalByName) {
   }
 }
 
+// The Hopper kernel loads whole K/V tiles by TMA through maps whose bounds are the cache's
+// block count: a caller that leaves it unset gets an error naming it, not a map over nothing.
+TEST(AttentionConfigTest, HopperPathNeedsTheCacheBlockCountByName) {
+  SKIP_WITHOUT_GPU();
+  if (!device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  ProblemShape s;
+  s.q_lens = s.kv_lens = {200};
+  const Problem pr(s, 7);
+  DeviceBuffer out(size_t(pr.num_tokens) * s.num_heads * s.head_dim * 2);
+  AttentionParams p = pr.params(out.get(), nullptr);
+  p.prefill_impl = PrefillImpl::kHopper;
+  p.num_cache_blocks = 0;
+  const absl::Status status = attention_prefill(p, nullptr);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("num_cache_blocks"), std::string::npos) << status;
+  p.num_cache_blocks = pr.num_blocks;
+  EXPECT_TRUE(attention_prefill(p, nullptr).ok());
+  FS_CUDA_OR_DIE(cudaDeviceSynchronize());
+}
+
 TEST(AttentionConfigTest, SplitHeuristicCountsOnlyTheWindowsTiles) {
   // 512 keys straddle at most 9 tiles (575 keys): capped at 2 splits of >= 4 tiles.
   EXPECT_EQ(attention_decode_num_splits(1, 8, 1 << 20, 132, 512), 2);

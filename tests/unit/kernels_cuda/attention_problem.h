@@ -268,6 +268,7 @@ struct Problem {
     p.head_dim = shape.head_dim;
     p.block_size = kBlock;
     p.max_blocks_per_seq = max_blocks_per_seq;
+    p.num_cache_blocks = num_blocks;
     p.softmax_scale = 1.f / std::sqrt(static_cast<float>(shape.head_dim));
     p.causal = shape.causal;
     p.sliding_window = shape.sliding_window;
