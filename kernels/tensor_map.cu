@@ -40,10 +40,10 @@ absl::Status encode_tensor_map_2d(const TensorMap2d& t, const char* what, CUtens
                             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, t.swizzle,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": cuTensorMapEncodeTiled of [", t.rows,
-                                                   ", ", t.cols, "] (row stride ", t.row_bytes,
-                                                   " B, box ", t.box_rows, " x ", t.box_cols,
-                                                   ") failed (CUresult ", static_cast<int>(r), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": cuTensorMapEncodeTiled of [", t.rows, ", ", t.cols, "] (row stride ",
+        t.row_bytes, " B, box ", t.box_rows, " x ", t.box_cols, ") failed (CUresult ",
+        static_cast<int>(r), ")"));
   }
   return absl::OkStatus();
 }

@@ -430,8 +430,8 @@ def merge(ours_csv, rows, table_path):
         title = "serving-shaped prefill" if kind == "serving" else kind
         lines.append(f"\n### {title} ({metric}; bf16 unless the config says fp16; ratio = ours / peer)\n")
         if kind == "serving":
-            lines.append("kAuto runs wgmma at d128; at d64 mma on the varlen rows (whole prompts under "
-                         "1,536 keys) and wgmma on the chunk rows (>= 1,536 keys). "
+            lines.append("kAuto runs wgmma at d128; at d64 wgmma from 768 queries or 1,536 keys: "
+                         "on the varlen rows (up to 1,013 queries) and the chunk rows. "
                          "Feed = how SDPA was given the work, the fastest valid of those tried "
                          "(peers_sdpa.py: varlen_feeds, chunk_feeds).\n")
         head = "| config |" + (" splits |" if kind == "decode" else "")
