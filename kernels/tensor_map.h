@@ -5,7 +5,7 @@
 // kernels/quant/quant_gemm_sm90.cu). Encoded on the host by the driver's
 // cuTensorMapEncodeTiled, reached through the runtime's driver entry point, so nothing links
 // against libcuda. A map is a 128-byte value passed to the kernel as a __grid_constant__
-// parameter; it holds the base pointer, so it is encoded per launch (~1 us, host only).
+// parameter; it holds the base pointer, so it is encoded per launch (host work, no device call).
 #include <cuda.h>
 
 #include <cstdint>
