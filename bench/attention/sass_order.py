@@ -92,7 +92,7 @@ def main():
         seq = events(lines)
         bad = overlap_broken(seq)
         broken |= bad
-        print(("OVERLAP BROKEN " if bad else "ok ") + name)
+        print(("P V wait before the softmax: " if bad else "softmax under its P V: ") + name)
         print("   " + " | ".join(f"{e} x{n}" if n > 1 else e for e, n in seq))
     sys.exit(1 if broken else 0)
 
