@@ -33,17 +33,21 @@
 // with max_seqlen_q < 2048); the naive kernel only validates.
 //
 //   attention_bench [--prefill] [--decode] [--window] [--serving] [--dtype bf16|fp16|both]
-//                   [--csv FILE] [--quick] [--profile[=S]] (default: all rows, both dtypes)
+//                   [--csv FILE] [--quick] [--profile[=S]] [--host] (default: all rows, both dtypes)
 //                   [--decode-splits=2,4,8]  (each decode grid row also at these splits)
 //   attention_bench --lengths     the varlen batch's lengths, one a line (touches no GPU)
 // --profile: one untimed launch of each prefill kernel (s8k full; d128, d64), for ncu;
 // --profile=S: the same at the grid's length-S rows (b = 16384 / S), full then causal.
+// --host: the host time of one attention_prefill call per prefill kernel at a serving-sized
+// chunk (b1, 16 new queries onto 1,024 keys, 32/8 d64 causal), and of encoding one TMA tensor
+// map alone (the Hopper kernel encodes two a call); no GPU time is counted.
 // Prints a markdown table; --csv writes one line per (config, impl) for peers_sdpa.py.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -55,6 +59,7 @@
 
 #include "bench/bench_check.h"
 #include "kernels/attention/attention.h"
+#include "kernels/tensor_map.h"
 
 namespace flashserve::kernels {
 namespace {
@@ -570,6 +575,42 @@ bool bench_window(bool quick, bool hopper, int num_sms) {
 
 // One launch of each prefill implementation at the grid's row of length `seq` (batch
 // 16384 / seq), d128 then d64, non-causal (and then causal when `causal`), untimed: for ncu.
+// --host (header). The calls are queued without a synchronisation (200: well inside the
+// launch queue, so the host never waits for the GPU); each kernel is launched once before.
+void host_costs(bool hopper) {
+  using clock = std::chrono::steady_clock;
+  PagedProblem pr = make_problem(1, 16, 1024, 32, 8, 64, true, 7);
+  auto us_per_call = [&](PrefillImpl impl) {
+    constexpr int kCalls = 200;
+    pr.p.prefill_impl = impl;
+    BENCH_OK(attention_prefill(pr.p, nullptr));
+    BENCH_CUDA(cudaDeviceSynchronize());
+    const auto t0 = clock::now();
+    for (int i = 0; i < kCalls; ++i) BENCH_OK(attention_prefill(pr.p, nullptr));
+    const auto t1 = clock::now();
+    BENCH_CUDA(cudaDeviceSynchronize());
+    return std::chrono::duration<double, std::micro>(t1 - t0).count() / kCalls;
+  };
+  std::printf("host: attention_prefill mma %.2f us a call\n", us_per_call(PrefillImpl::kPortable));
+  if (!hopper) return;
+  std::printf("host: attention_prefill wgmma %.2f us a call\n", us_per_call(PrefillImpl::kHopper));
+  TensorMap2d t;  // the K cache as the Hopper launcher describes it
+  t.base = pr.p.k_cache;
+  t.type = CU_TENSOR_MAP_DATA_TYPE_UINT16;
+  t.rows = static_cast<uint64_t>(pr.p.num_cache_blocks) * pr.p.num_kv_heads * pr.p.block_size;
+  t.cols = static_cast<uint64_t>(pr.p.head_dim);
+  t.row_bytes = t.cols * 2;
+  t.box_rows = t.box_cols = 64;
+  t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  CUtensorMap map;
+  constexpr int kEncodes = 10000;
+  const auto t0 = clock::now();
+  for (int i = 0; i < kEncodes; ++i) BENCH_OK(encode_tensor_map_2d(t, "bench", &map));
+  const auto t1 = clock::now();
+  std::printf("host: encode_tensor_map_2d %.3f us a call\n",
+              std::chrono::duration<double, std::micro>(t1 - t0).count() / kEncodes);
+}
+
 void profile_prefill(bool hopper, int seq, bool causal) {
   for (bool c : {false, true}) {
     if (c && !causal) break;
@@ -601,7 +642,7 @@ void bench_copy() {
 int main(int argc, char** argv) {
   using namespace flashserve::kernels;
   bool prefill = false, decode = false, window = false, serving = false, quick = false,
-       profile = false;
+       profile = false, host = false;
   int profile_seq = 8192;
   bool profile_causal = false;
   std::vector<DType> dtypes = {DType::kBf16, DType::kFp16};
@@ -613,6 +654,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--serving")) serving = true;
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
+    else if (!std::strcmp(argv[i], "--host")) host = true;
     else if (!std::strncmp(argv[i], "--profile=", 10)) {
       profile = true;
       profile_seq = std::atoi(argv[i] + 10);
@@ -642,7 +684,7 @@ int main(int argc, char** argv) {
       ++i;
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--prefill] [--decode] [--window] [--serving] [--quick] [--profile[=S]]\n"
+                   "usage: %s [--prefill] [--decode] [--window] [--serving] [--quick] [--profile[=S]] [--host]\n"
                    "          [--dtype bf16|fp16|both] [--csv FILE] [--decode-splits=LIST]\n",
                    argv[0]);
       return 2;
@@ -655,6 +697,10 @@ int main(int argc, char** argv) {
   const bool hopper = prop.major == 9 && prop.minor == 0;
   if (profile) {
     profile_prefill(hopper, profile_seq, profile_causal);
+    return 0;
+  }
+  if (host) {
+    host_costs(hopper);
     return 0;
   }
   std::printf("| kind    | config                             | impl   |        ms | TFLOP/s |    GB/s |\n");
