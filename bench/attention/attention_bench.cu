@@ -39,8 +39,8 @@
 // --profile: one untimed launch of each prefill kernel (s8k full; d128, d64), for ncu;
 // --profile=S: the same at the grid's length-S rows (b = 16384 / S), full then causal.
 // --host: the host time of one attention_prefill call per prefill kernel at a serving-sized
-// chunk (b1, 16 new queries onto 1,024 keys, 32/8 d64 causal), and of encoding one TMA tensor
-// map alone (the Hopper kernel encodes two a call); no GPU time is counted.
+// chunk (b1, 16 new queries onto 1,024 keys, 32/8 d64 causal); no GPU time is counted. The
+// wgmma call's excess over mma's bounds what its two tensor-map encodes a call cost.
 // Prints a markdown table; --csv writes one line per (config, impl) for peers_sdpa.py.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -59,7 +59,6 @@
 
 #include "bench/bench_check.h"
 #include "kernels/attention/attention.h"
-#include "kernels/tensor_map.h"
 
 namespace flashserve::kernels {
 namespace {
@@ -594,21 +593,6 @@ void host_costs(bool hopper) {
   std::printf("host: attention_prefill mma %.2f us a call\n", us_per_call(PrefillImpl::kPortable));
   if (!hopper) return;
   std::printf("host: attention_prefill wgmma %.2f us a call\n", us_per_call(PrefillImpl::kHopper));
-  TensorMap2d t;  // the K cache as the Hopper launcher describes it
-  t.base = pr.p.k_cache;
-  t.type = CU_TENSOR_MAP_DATA_TYPE_UINT16;
-  t.rows = static_cast<uint64_t>(pr.p.num_cache_blocks) * pr.p.num_kv_heads * pr.p.block_size;
-  t.cols = static_cast<uint64_t>(pr.p.head_dim);
-  t.row_bytes = t.cols * 2;
-  t.box_rows = t.box_cols = 64;
-  t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-  CUtensorMap map;
-  constexpr int kEncodes = 10000;
-  const auto t0 = clock::now();
-  for (int i = 0; i < kEncodes; ++i) BENCH_OK(encode_tensor_map_2d(t, "bench", &map));
-  const auto t1 = clock::now();
-  std::printf("host: encode_tensor_map_2d %.3f us a call\n",
-              std::chrono::duration<double, std::micro>(t1 - t0).count() / kEncodes);
 }
 
 void profile_prefill(bool hopper, int seq, bool causal) {
