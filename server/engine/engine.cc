@@ -532,9 +532,12 @@ bool Engine::Impl::wait_for(Launched* l) {
 
 void Engine::Impl::take_tokens(const Launched& l) {
   const TimePoint end = clock_.now();
+  int taken = 0;  // a request finished since the launch (cancelled, expired) drops its token
   for (size_t i = 0; i < l.sample_ids.size(); ++i) {
     auto it = requests_.find(l.sample_ids[i]);
-    if (it != requests_.end()) take_token(it->second.get(), sampled_[i], end);
+    if (it == requests_.end()) continue;
+    take_token(it->second.get(), sampled_[i], end);
+    ++taken;
   }
   ++num_steps_;
   // A step's time runs from its scheduling, or from the previous step's tokens when it was
@@ -542,8 +545,7 @@ void Engine::Impl::take_tokens(const Launched& l) {
   // and the steps' times add up to the time spent stepping.
   const TimePoint begin = std::max(l.begin, last_tokens_taken_);
   last_tokens_taken_ = clock_.now();
-  metrics_->step_done(l.num_sequences, l.num_tokens, static_cast<int>(l.sample_ids.size()),
-                      l.stats, begin, last_tokens_taken_);
+  metrics_->step_done(l.num_sequences, l.num_tokens, taken, l.stats, begin, last_tokens_taken_);
   publish(last_tokens_taken_, /*made_progress=*/true);
 }
 

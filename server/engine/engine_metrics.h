@@ -42,8 +42,9 @@ class EngineMetrics {
   // its previous token (none for the first).
   virtual void token_sampled(TimePoint arrival, const std::optional<TimePoint>& previous,
                              TimePoint now) = 0;
-  // A step of `num_sequences` sequences and `num_tokens` tokens that sampled `num_sampled`
-  // tokens completed: it began at `begin`, its tokens are processed at `end`. `stats` is what
+  // A step of `num_sequences` sequences and `num_tokens` tokens completed, `num_sampled` of its
+  // sampled tokens taken by their requests (not those of requests finished since its launch):
+  // it began at `begin`, its tokens are processed at `end`. `stats` is what
   // the runner measured. (Sizes, not the step's SchedulerOutput: by the time an overlapped
   // step's tokens are taken, sequences it ran may be finished and gone.)
   virtual void step_done(int num_sequences, int num_tokens, int num_sampled,

@@ -205,7 +205,8 @@ void Metrics::register_requests() {
       {&prompt_tokens_, "flashserve_prompt_tokens_total",
        "Prompt tokens of admitted requests, counted at their final event."},
       {&generated_tokens_, "flashserve_generated_tokens_total",
-       "Tokens generated (sampled), counted as they are sampled."},
+       "Tokens generated for requests, counted as each is taken by its request (a token "
+       "computed for a request that finished meanwhile is not counted)."},
       {&auth_failures_, "flashserve_auth_failures_total",
        "Calls refused with UNAUTHENTICATED (no accepted bearer token), whatever the service: "
        "generation, health (when not open), reflection (when not open)."},

@@ -138,7 +138,7 @@ class Metrics {
   void observe_inter_token_latencies(const std::vector<double>& seconds);
   void observe_request_duration(double seconds);      // submit -> final event
   void add_prompt_tokens(int64_t num_tokens);         // at the request's final event
-  void add_generated_tokens(int64_t num_tokens);      // as tokens are sampled
+  void add_generated_tokens(int64_t num_tokens);      // as requests take their tokens
 
   // ---- engine ----
   void set_num_running(int num_running);

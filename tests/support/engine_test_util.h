@@ -98,6 +98,19 @@ struct TestEngineOptions {
   bool overlap = FLASHSERVE_TEST_OVERLAP != 0;
 };
 
+// The value of the sample line `series` (name and labels, as exposed) in a text exposition;
+// fails the test and returns -1 when it is absent.
+inline double metric(const std::string& text, const std::string& series) {
+  size_t at = text.rfind(series + " ", 0) == 0 ? 0 : text.find("\n" + series + " ");
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "missing " << series;
+    return -1;
+  }
+  if (at != 0) ++at;
+  const size_t begin = at + series.size() + 1;
+  return std::stod(text.substr(begin, text.find('\n', begin) - begin));
+}
+
 // An engine over a FakeRunner; configure `state` before start().
 class TestEngine {
  public:

@@ -4,7 +4,6 @@
 #include <map>
 #include <optional>
 #include <random>
-#include <sstream>
 
 #include "gtest/gtest.h"
 #include "tests/support/engine_test_util.h"
@@ -216,17 +215,6 @@ TEST(EngineBatchingTest, OutputsAreTheSameAloneAndAmongSixteen) {
       EXPECT_FALSE(preempted);
     }
   }
-}
-
-// The value of a sample line in a text exposition.
-double metric(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  ADD_FAILURE() << "missing " << series;
-  return -1;
 }
 
 TEST(EngineBatchingTest, MetricsAfterAKnownWorkload) {

@@ -84,6 +84,8 @@ TEST(EngineOverlapTest, AStopFoundLateDropsTheTokenComputedMeanwhile) {
   EXPECT_EQ(s->final_event().usage.completion_tokens, 3);
   // Steps with KV lengths 4 (prompt), 5, 6 (feeding 'i'), 7 (feeding <eos>: the late one).
   EXPECT_EQ(steps_with(e.state->batches_copy(), 4, 100), 4);
+  // The late step's token was computed and dropped: not a generated token.
+  EXPECT_EQ(metric(e.metrics.serialize(), "flashserve_generated_tokens_total"), 3);
   EXPECT_EQ(e->snapshot().num_kv_blocks_used, 0);
 }
 

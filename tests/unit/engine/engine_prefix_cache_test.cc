@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "gtest/gtest.h"
 #include "tests/support/engine_test_util.h"
 
@@ -15,17 +14,6 @@ namespace flashserve::engine {
 namespace {
 
 using namespace ::flashserve::engine::fakes;  // NOLINT: fakes and helpers
-
-// The value of the unlabelled metric `name` in `text` (Prometheus text format); -1 if absent.
-double metric(const std::string& text, const std::string& name) {
-  const std::string key = "\n" + name + " ";
-  const size_t at = text.find(key);
-  if (at == std::string::npos) return -1;
-  const size_t begin = at + key.size();
-  double value = -1;
-  if (!absl::SimpleAtod(text.substr(begin, text.find('\n', begin) - begin), &value)) return -1;
-  return value;
-}
 
 std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
