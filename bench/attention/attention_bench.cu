@@ -572,8 +572,6 @@ bool bench_window(bool quick, bool hopper, int num_sms) {
   return all_ok;
 }
 
-// One launch of each prefill implementation at the grid's row of length `seq` (batch
-// 16384 / seq), d128 then d64, non-causal (and then causal when `causal`), untimed: for ncu.
 // --host (header). The calls are queued without a synchronisation (200: well inside the
 // launch queue, so the host never waits for the GPU); each kernel is launched once before.
 void host_costs(bool hopper) {
@@ -595,6 +593,8 @@ void host_costs(bool hopper) {
   std::printf("host: attention_prefill wgmma %.2f us a call\n", us_per_call(PrefillImpl::kHopper));
 }
 
+// One launch of each prefill implementation at the grid's row of length `seq` (batch
+// 16384 / seq), d128 then d64, non-causal (and then causal when `causal`), untimed: for ncu.
 void profile_prefill(bool hopper, int seq, bool causal) {
   for (bool c : {false, true}) {
     if (c && !causal) break;

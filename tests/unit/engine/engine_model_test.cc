@@ -13,6 +13,7 @@ namespace flashserve::engine {
 namespace {
 
 using fakes::Stream;
+using fakes::metric;
 
 constexpr char kModelPath[] = FLASHSERVE_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -97,13 +98,6 @@ TEST_F(EngineModelTest, GreedyOutputIsTheSameAloneAndBatched) {
       << "no preemption happened";
 }
 
-// The value of the unlabelled counter `name` in `metrics`' text; -1 if absent.
-double counter(const metrics::Metrics& metrics, const std::string& name) {
-  const std::string text = metrics.serialize();
-  const size_t at = text.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
-}
-
 // A long shared prefix (several 64-token blocks) then a per-request question.
 TEST_F(EngineModelTest, PrefixCacheColdWarmAndPartlyEvictedGiveTheSameTokens) {
   std::unique_ptr<Engine> cold = make_engine({.prefix_caching = false}, 5);
@@ -142,16 +136,16 @@ TEST_F(EngineModelTest, PrefixCacheColdWarmAndPartlyEvictedGiveTheSameTokens) {
   ASSERT_NE(warm, nullptr);
   warm->start();
   const std::string hits = "flashserve_prefix_cache_hit_tokens_total";
-  const double hits_before = counter(metrics_, hits);
+  const double hits_before = metric(metrics_.serialize(), hits);
   EXPECT_EQ(run(*warm, a), want) << "cold cache";
-  EXPECT_EQ(counter(metrics_, hits), hits_before);
+  EXPECT_EQ(metric(metrics_.serialize(), hits), hits_before);
   const int num_full = (static_cast<int>(a.prompt_tokens.size()) - 1) / 64;
   EXPECT_EQ(run(*warm, a), want) << "warm cache";
-  EXPECT_EQ(counter(metrics_, hits), hits_before + num_full * 64);
+  EXPECT_EQ(metric(metrics_.serialize(), hits), hits_before + num_full * 64);
   run(*warm, other);  // needs blocks: evicts the tail of a's cached chain
-  const double hits_partial = counter(metrics_, hits);
+  const double hits_partial = metric(metrics_.serialize(), hits);
   EXPECT_EQ(run(*warm, a), want) << "partly evicted cache";
-  const double reused = counter(metrics_, hits) - hits_partial;
+  const double reused = metric(metrics_.serialize(), hits) - hits_partial;
   EXPECT_GT(reused, 0);
   EXPECT_LT(reused, num_full * 64);
   EXPECT_EQ(warm->snapshot().num_kv_blocks_used, 0);

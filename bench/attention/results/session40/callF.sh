@@ -18,13 +18,8 @@ done 2>&1 | tee $R/host.txt
 export LD_LIBRARY_PATH=/tmp/f6/.gpu/lib:/usr/local/cuda/lib64
 timeout 120 /tmp/f6/.gpu/bin/attention_cuda_test --gtest_filter='*wgmmaps*:*Persistent*:*Config*' > $R/tests_f6.txt 2>&1
 echo "tests rc=$? $(el) s $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' $R/tests_f6.txt | tr '\n' ' ')"
-for r in 1 2; do
-  for b in f f6 f2; do
-    LD_LIBRARY_PATH=/tmp/$b/.gpu/lib:/usr/local/cuda/lib64 timeout 80 /tmp/$b/.gpu/bin/attention_bench \
-      --prefill --serving --dtype bf16 --csv $R/bench_${b}_$r.csv > $R/bench_${b}_$r.log 2>&1
-    echo "bench $b round $r rc=$? $(el) s $(grep -ciE 'fail' $R/bench_${b}_$r.log) fail lines"
-  done
-done
+bench/attention/alternate_bench.sh $R 2 f=/tmp/f/.gpu f6=/tmp/f6/.gpu f2=/tmp/f2/.gpu
+echo "bench done $(el) s"
 timeout 120 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
   --kernel-name regex:sm90_ws --launch-count 4 /tmp/f6/.gpu/bin/attention_bench --profile=512 > $R/ncu_f6_s512.txt 2>&1
 echo "ncu rc=$? $(el) s"

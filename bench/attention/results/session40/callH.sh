@@ -15,13 +15,8 @@ B=/tmp/sk/.gpu/bin; export LD_LIBRARY_PATH=/tmp/sk/.gpu/lib:/usr/local/cuda/lib6
 timeout 120 $B/attention_cuda_test --gtest_filter='*wgmma*:*auto*:*Config*:*RoundQ8*' > $R/tests_sk.txt 2>&1
 echo "tests rc=$? $(el) s $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' $R/tests_sk.txt | tr '\n' ' ')"
 grep -E '^\[  FAILED  \]' $R/tests_sk.txt | head
-for r in 1 2; do
-  for b in d sk; do
-    LD_LIBRARY_PATH=/tmp/$b/.gpu/lib:/usr/local/cuda/lib64 timeout 80 /tmp/$b/.gpu/bin/attention_bench \
-      --prefill --serving --dtype bf16 --csv $R/bench_${b}_$r.csv > $R/bench_${b}_$r.log 2>&1
-    echo "bench $b round $r rc=$? $(el) s $(grep -ciE 'fail' $R/bench_${b}_$r.log) fail lines"
-  done
-done
+bench/attention/alternate_bench.sh $R 2 d=/tmp/d/.gpu sk=/tmp/sk/.gpu
+echo "bench done $(el) s"
 P='All/PrefillTest.MatchesReferenceWithinNaiveError'
 S="$P/wgmma_bf16_d64_causal_gqa3_varlen:$P/wgmma_bf16_d64_causal_gqa3_chunked:$P/wgmma_bf16_d128_full_gqa8_varlen"
 S="$S:All/WindowPrefillTest.MatchesReferenceWithinNaiveError/wgmma_bf16_d64_w1100_varlen"
