@@ -28,16 +28,14 @@ absl::StatusOr<bool> current_device_is_hopper() {
 
 // kAuto's choice on a Hopper GPU, from the measured grid (bench/attention/RESULTS.md and
 // bench/attention/NOTES.md): at head_dim 128 the warp-specialized wgmma kernel is faster at
-// every length; at head_dim 64 it wins from 512 queries without the causal mask, and with it
-// once a query tile has many key tiles to walk: from 768 queries (whole prompts), or from
-// 1536 keys (a chunk of a long prompt). With K/V by TMA (v12 in NOTES.md) wgmma measured
-// 1.05x mma.sync at s1024 and 1.00-1.04x on the varlen batch of 64-1,013 queries, 0.94x at
-// s512, where the mma.sync kernel with Q in registers keeps it; 768 splits the gap.
+// every length; at head_dim 64 it wins from 512 queries, and with the causal mask also for a
+// shorter chunk of a long prompt (from 1536 keys: the serving rows). Since each consumer
+// warpgroup skips the key tiles wholly masked for its rows (v18 in NOTES.md) it runs 1.02x
+// the mma.sync kernel at d64 causal s512 and 1.17x at s1024 (H100).
 constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q,
                                      int max_seqlen_k) {
   if (head_dim >= 128) return true;
-  if (!causal) return max_seqlen_q >= 512;
-  return max_seqlen_q >= 768 || max_seqlen_k >= 1536;
+  return max_seqlen_q >= 512 || (causal && max_seqlen_k >= 1536);
 }
 
 // The TMA map of a paged K or V cache seen as rows [num_cache_blocks x num_kv_heads x

@@ -54,6 +54,13 @@
 //     512 threads. Each K/V tile then serves 192 rows, and two warpgroups' softmax can run
 //     under the third's GEMMs (at d64 a tile's GEMMs take half as long as at d128 while the
 //     softmax costs the same). The ping-pong turns go round-robin 0 -> 1 -> 2 -> 0.
+//   * Per-warpgroup tile count: a warpgroup computes only the key tiles its own 64 rows need
+//     (up to its last row's diagonal under the causal mask; none when its rows are all past
+//     q_len, as in a sequence's last block). Past them it still waits for each K/V tile,
+//     releases its buffers and takes its turns empty, so the ring's phases and the turn order
+//     stay the CTA's. At d64 causal this spares the first warpgroup of a 192-row block up to
+//     two tiles past its diagonal (1.35 / 1.33x fewer computed pairs at s512 / 1k; measured
+//     1.09 / 1.12x, v18 in bench/attention/NOTES.md).
 #include <cuda.h>  // CUtensorMap
 
 #include "kernels/attention/attention.h"
@@ -286,11 +293,21 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   } else {
   // ---------------- consumer warpgroups ----------------
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(sm90ws_consumer_regs(kHeadDim)));
-  const int warpgroup = threadIdx.x / 128;
+  // Broadcast from lane 0 so that ptxas sees it warp-uniform: the branches on my_tiles below
+  // hold wgmma, which it would otherwise serialize as a divergent path.
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
   const int warp = (threadIdx.x / 32) % 4;
   const int lane = threadIdx.x % 32;
   const int thread_row = warpgroup * 64 + warp * 16 + (lane >> 2);  // + 8 for h = 1
   const float scale_log2 = p.softmax_scale * kLog2e;
+  // The key tiles this warpgroup's 64 rows need, from first_tile (<= num_tiles): none for rows
+  // past q_len, and under the causal mask only up to its own last row's diagonal. The tiles
+  // after them are wholly masked for these rows (they would add exactly 0 with a correction of
+  // exactly 1), so the warpgroup only takes its turns and releases their K/V buffers.
+  const int wg_rows = min(64, q_len - m_base - 64 * warpgroup);
+  const int wg_end = p.causal ? min(kv_len, q_offset + m_base + 64 * warpgroup + wg_rows) : kv_len;
+  const int my_tiles =
+      wg_rows <= 0 ? 0 : max(0, (wg_end + kBlockN - 1) / kBlockN - first_tile);
 
   float o[kORegs];
   float s[kSRegs];
@@ -397,20 +414,41 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     if (warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);  // 0 first
     mbar_wait(q_full, 0);
     mbar_wait(k_full(0), 0);
+    // (Each wgmma issue and its wait sit in one arm: ptxas serializes the wgmma otherwise.)
     begin_turn();
-    issue_s(sk);
-    end_turn(false);
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    fence_operands(s);
-    mbar_arrive(k_empty(0));
-    float correction[2];  // (O is still 0: nothing to rescale)
-    softmax(0, correction);
-    pack_p();
+    if (my_tiles > 0) {
+      issue_s(sk);
+      end_turn(false);
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      fence_operands(s);
+      mbar_arrive(k_empty(0));
+      float correction[2];  // (O is still 0: nothing to rescale)
+      softmax(0, correction);
+      pack_p();
+    } else {
+      end_turn(false);
+      mbar_arrive(k_empty(0));
+    }
   }
   for (int n = 1; n < num_tiles; ++n) {
     const int ks = n % kStages, vs = (n - 1) % kStages;
     mbar_wait(k_full(ks), (n / kStages) & 1);
     mbar_wait(v_full(vs), ((n - 1) / kStages) & 1);
+    if (n >= my_tiles) {  // past this warpgroup's tiles: at n == my_tiles its last P V
+      begin_turn();
+      if (n == my_tiles) {
+        fence_operands(o);
+        issue_pv(sv + vs * kTile);
+        end_turn(false);
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        fence_operands(o);
+      } else {
+        end_turn(false);
+      }
+      mbar_arrive(k_empty(ks));
+      mbar_arrive(v_empty(vs));
+      continue;
+    }
     begin_turn();
     fence_operands(o);
     issue_s(sk + ks * kTile);
@@ -431,11 +469,15 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     const int vs = (num_tiles - 1) % kStages;
     mbar_wait(v_full(vs), ((num_tiles - 1) / kStages) & 1);
     begin_turn();
-    fence_operands(o);
-    issue_pv(sv + vs * kTile);
-    end_turn(true);
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    fence_operands(o);
+    if (my_tiles == num_tiles) {
+      fence_operands(o);
+      issue_pv(sv + vs * kTile);
+      end_turn(true);
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      fence_operands(o);
+    } else {
+      end_turn(true);
+    }
   }
 
   // ---- epilogue: out = O / l, lse = m * scale + log(l) ----
