@@ -430,7 +430,7 @@ def merge(ours_csv, rows, table_path):
         title = "serving-shaped prefill" if kind == "serving" else kind
         lines.append(f"\n### {title} ({metric}; bf16 unless the config says fp16; ratio = ours / peer)\n")
         if kind == "serving":
-            lines.append("kAuto runs wgmma at d128; at d64 wgmma from 768 queries or 1,536 keys: "
+            lines.append("kAuto runs wgmma at d128; at d64 wgmma from 512 queries or 1,536 keys: "
                          "on the varlen rows (up to 1,013 queries) and the chunk rows. "
                          "Feed = how SDPA was given the work, the fastest valid of those tried "
                          "(peers_sdpa.py: varlen_feeds, chunk_feeds).\n")
