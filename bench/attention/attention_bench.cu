@@ -285,17 +285,26 @@ bool run_prefill_impls(PagedProblem& pr, const std::string& kind, const std::str
   // The "wgmma" row is the warp-specialized Hopper kernel at both head_dims (the v5 and
   // ws_nopp rows, BENCH_SM90_VARIANTS*, went with those kernels after v7/v8; their numbers are
   // in bench/attention/results/).
+  // Each in the key splits the runner asks for (model/cuda/llama_forward.cc, attention_run):
+  // more than 1 only for the Hopper kernel on a grid under one wave (the b1 rows at 9 heads).
+  int num_sms = 0;
+  BENCH_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
   for (PrefillImpl impl : impls) {
     pr.p.prefill_impl = impl;
     const char* name = impl == PrefillImpl::kHopper ? "wgmma" : "mma";
+    const int splits = attention_prefill_num_splits(pr.p, num_sms);
+    Buffer split_ws(std::max<size_t>(attention_prefill_workspace_bytes(pr.p, splits), 1));
+    auto run = [&] {
+      BENCH_OK(attention_prefill(pr.p, splits, split_ws.ptr, split_ws.bytes, nullptr));
+    };
+    if (splits > 1) std::printf("  %s %s: %d key splits\n", config.c_str(), name, splits);
     BENCH_CUDA(cudaMemset(pr.out->ptr, 0xff, pr.out->bytes));
-    BENCH_OK(attention_prefill(pr.p, nullptr));
+    run();
     if (!validate(pr, (config + " " + name).c_str())) {
       all_ok = false;
       continue;
     }
-    report(kind, config, name, time_ms([&] { BENCH_OK(attention_prefill(pr.p, nullptr)); }),
-           cost.flops, cost.bytes);
+    report(kind, config, name, time_ms(run), cost.flops, cost.bytes);
   }
   if (time_naive) {
     report(kind, config, "naive",

@@ -89,7 +89,30 @@ struct AttentionParams {
 };
 
 // Fused prefill. REQUIRES: q_len(s) <= seqlens_k[s] <= max_seqlen_k, q_len(s) <= max_seqlen_q.
+// One pass over each row block's keys (num_splits 1, no workspace).
 absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream);
+
+// Split prefill (split-KV, as decode): the Hopper kernel runs one CTA an SM, so a call of few
+// row blocks (a chunk of one sequence at few heads: SmolLM2's 9 heads x 3 row blocks of a
+// 512-token chunk are 27 CTAs on 132 SMs) leaves most SMs idle; splitting each row block's key
+// tiles num_splits ways fills them, and a combine kernel merges the fp32 partials by their
+// LSE (kernels/attention/attention_combine.cuh). num_splits applies where the Hopper kernel
+// runs; the portable kernel runs unsplit (the workspace then goes unused).
+inline constexpr int kMaxPrefillSplits = 16;
+// Splits for the call: 1 unless the Hopper kernel would run (kHopper, or kAuto's choice
+// for the shape; the device is not queried) with fewer row blocks than num_sms; then enough
+// to cover the SMs once, at most one per 4 key tiles (512 keys) and kMaxPrefillSplits.
+int attention_prefill_num_splits(const AttentionParams& p, int num_sms);
+// Bytes of scratch for num_splits splits (0 when num_splits == 1): fp32 partials of
+// num_splits x num_seqs x max_seqlen_q x num_heads rows.
+size_t attention_prefill_workspace_bytes(const AttentionParams& p, int num_splits);
+// The most attention_prefill_workspace_bytes(p, attention_prefill_num_splits(p, num_sms)) can
+// be for any call at this head_dim (the splits keep the grid within one wave).
+size_t attention_prefill_workspace_bound(int head_dim, int num_sms);
+// REQUIRES: 1 <= num_splits <= kMaxPrefillSplits, workspace_bytes >=
+// attention_prefill_workspace_bytes(p, num_splits) (InvalidArgument otherwise).
+absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* workspace,
+                               size_t workspace_bytes, cudaStream_t stream);
 
 // Number of KV splits for decode: the fewest that give ~1.75 CTAs an SM (num_sms multiprocessors),
 // never fewer than 4 K/V tiles (256 keys) per split, at most kMaxDecodeSplits. With a

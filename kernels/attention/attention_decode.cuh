@@ -8,13 +8,15 @@
 // [16w, 16w + 16) of every tile and keeps its own online-softmax state (m, l, acc). At the
 // end the four warps' states are merged through shared memory with the same rescaling rule,
 // and the CTA writes either the final output (one split) or a normalised partial output and
-// its log-sum-exp, which attention_decode_combine_kernel merges across splits:
+// its log-sum-exp, which attention_decode_combine_kernel (kernels/attention/attention_combine.cuh)
+// merges across splits:
 //   lse = log(sum_i exp(lse_i)),  out = sum_i exp(lse_i - lse) * out_i.
 // Decode is bound by reading K/V (2 * kv_len * head_dim * 2 bytes per KV head); the MMA
 // wastes 16 / G of its rows, which costs nothing measurable at this arithmetic intensity.
 // With a sliding window W the splits share only the tiles from the one holding the window
 // start (key kv_len - W) on, so a local layer reads ~W keys whatever the context.
 #include "kernels/attention/attention.h"
+#include "kernels/attention/attention_combine.cuh"
 #include "kernels/attention/attention_common.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/paged_kv.h"
@@ -31,22 +33,6 @@ constexpr int decode_smem_bytes(int head_dim) {
   const int pipeline = (16 + 2 * decode_stages(head_dim) * decode_block_n()) * head_dim * 2;
   const int merge = 4 * 16 * (head_dim + 2) * 4;  // per-warp acc, m and l, fp32
   return pipeline > merge ? pipeline : merge;
-}
-
-// An output element as stored: T(v), or with p.round_q8_out (bf16) the value that
-// round_activations_q8 would leave there. The combine kernel writes its outputs with a warp
-// a unit of 32 (lane = column of a head_dim row, 32 | head_dim, and every lane of a warp that
-// reaches the store does), so the unit's rounding is a few shuffles in registers.
-template <typename T>
-__device__ __forceinline__ T output_value(const AttentionParams& p, float v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if (p.round_q8_out) {
-      float u[1] = {__bfloat162float(__float2bfloat16_rn(v))};
-      round_q8_lanes<1>(u);
-      v = u[0];
-    }
-  }
-  return DTypeTraits<T>::from_float(v);
 }
 
 // The decode kernel's kN consecutive outputs of a lane (kN | 32, a unit of 32 the 32 / kN
@@ -277,31 +263,6 @@ __global__ void __launch_bounds__(decode_threads(), 2)
       if (col == 0) lse_partial[part] = lse;
     }
   }
-}
-
-// One CTA of head_dim threads per (sequence, head): out = sum_i exp(lse_i - lse) * out_i.
-// Splits past the end of a short sequence wrote lse_i = -inf and weigh exactly 0.
-template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kHeadDim)
-    attention_decode_combine_kernel(const AttentionParams p, int num_splits,
-                                    const float* o_partial, const float* lse_partial) {
-  wait_for_prior_grid();  // kernels/dependent_launch.cuh: before any global access
-  allow_next_grid();
-  const int64_t head_row = blockIdx.x;  // seq * num_heads + head
-  const int64_t split_stride = static_cast<int64_t>(p.num_seqs) * p.num_heads;
-  float m = kNegInf;
-  for (int i = 0; i < num_splits; ++i) m = fmaxf(m, lse_partial[i * split_stride + head_row]);
-  float sum = 0.f, o = 0.f;
-  if (m != kNegInf) {
-    for (int i = 0; i < num_splits; ++i) {
-      const float weight = expf(lse_partial[i * split_stride + head_row] - m);
-      sum += weight;
-      o += weight * o_partial[(i * split_stride + head_row) * kHeadDim + threadIdx.x];
-    }
-  }
-  static_cast<T*>(p.out)[head_row * kHeadDim + threadIdx.x] =
-      output_value<T>(p, sum > 0.f ? o / sum : 0.f);
-  if (p.lse != nullptr && threadIdx.x == 0) p.lse[head_row] = sum > 0.f ? m + logf(sum) : kNegInf;
 }
 
 }  // namespace flashserve::kernels::device

@@ -5,15 +5,18 @@
 // bounds and decide which tiles need the mask), so they cost no extra instantiation.
 #include <cuda.h>  // CUtensorMap
 
+#include <algorithm>
 #include <cstdint>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/attention/attention.h"
+#include "kernels/attention/attention_combine.cuh"
 #include "kernels/attention/attention_dispatch.cuh"
 #include "kernels/attention/attention_prefill.cuh"
 #include "kernels/attention/attention_prefill_sm90_ws.cuh"
 #include "kernels/cuda_plumbing.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/device.h"
 #include "kernels/tensor_map.h"
 
@@ -58,8 +61,15 @@ absl::Status cache_tensor_map(const void* cache, const AttentionParams& p, CUten
 template <typename T, int kHeadDim, bool kHopper>
 struct KernelTag {};
 
+// Split prefill's partials in the workspace: o [splits][seqs][max_seqlen_q][heads][head_dim]
+// then lse [splits][seqs][max_seqlen_q][heads], fp32.
+size_t prefill_partial_rows(const AttentionParams& p, int num_splits) {
+  return size_t(num_splits) * p.num_seqs * p.max_seqlen_q * p.num_heads;
+}
+
 template <typename T, int kHeadDim>
-absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
+absl::Status launch_hopper(const AttentionParams& p, int num_splits, void* workspace,
+                           cudaStream_t stream) {
   auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim>;
   const int smem = device::sm90ws_smem_bytes(kHeadDim);
   using Tag = KernelTag<T, kHeadDim, true>;
@@ -77,9 +87,20 @@ absl::Status launch_hopper(const AttentionParams& p, cudaStream_t stream) {
   if (absl::Status s = cache_tensor_map(p.k_cache, p, &k_map); !s.ok()) return s;
   if (absl::Status s = cache_tensor_map(p.v_cache, p, &v_map); !s.ok()) return s;
   constexpr int kBlockM = device::sm90ws_block_m(kHeadDim);
-  const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.num_heads, p.num_seqs);
-  kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(p, k_map, v_map);
+  float* o_partial = num_splits > 1 ? static_cast<float*>(workspace) : nullptr;
+  float* lse_partial =
+      num_splits > 1 ? o_partial + prefill_partial_rows(p, num_splits) * kHeadDim : nullptr;
+  const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM * num_splits, p.num_heads, p.num_seqs);
+  kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(p, k_map, v_map, num_splits,
+                                                                   o_partial, lse_partial);
   CUDA_CHECK(cudaGetLastError());
+  if (num_splits > 1) {
+    const dim3 combine_grid(p.max_seqlen_q * p.num_heads, p.num_seqs);
+    CUDA_CHECK(device::launch_dependent(device::attention_prefill_combine_kernel<T, kHeadDim>,
+                                        combine_grid, kHeadDim, 0, stream, p, num_splits,
+                                        static_cast<const float*>(o_partial),
+                                        static_cast<const float*>(lse_partial)));
+  }
   return absl::OkStatus();
 }
 
@@ -98,7 +119,55 @@ absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
 
 }  // namespace
 
+int attention_prefill_num_splits(const AttentionParams& p, int num_sms) {
+  if (p.prefill_impl == PrefillImpl::kPortable || p.num_seqs <= 0 || p.max_seqlen_q <= 0 ||
+      (p.head_dim != 64 && p.head_dim != 128)) {
+    return 1;
+  }
+  if (p.prefill_impl == PrefillImpl::kAuto &&
+      !hopper_path_preferred(p.head_dim, p.causal, p.max_seqlen_q, p.max_seqlen_k)) {
+    return 1;
+  }
+  // The Hopper kernel runs one CTA an SM (its registers fill the SM); a grid of fewer CTAs
+  // than SMs leaves the rest idle for the whole call, and each CTA's time is its row block's
+  // key tiles. Split those tiles so that the grid covers the SMs once (not more: a second,
+  // partial wave would cost a whole CTA's time), keeping >= 4 tiles (512 keys) a split so
+  // that a split's Q load, pipeline fill and epilogue stay a small part of it.
+  constexpr int kMinTilesPerSplit = 4;
+  const int block_m = device::sm90ws_block_m(p.head_dim);
+  const int64_t ctas =
+      int64_t{(p.max_seqlen_q + block_m - 1) / block_m} * p.num_heads * p.num_seqs;
+  if (ctas >= num_sms) return 1;
+  // A row block walks at most the keys its rows see: with a window, W - 1 before its first
+  // row to its last row, plus a tile of misalignment.
+  int64_t keys = p.max_seqlen_k;
+  if (p.sliding_window > 0) {
+    keys = std::min<int64_t>(keys, int64_t{p.sliding_window} + block_m + device::sm90ws_block_n());
+  }
+  const int64_t tiles = (keys + device::sm90ws_block_n() - 1) / device::sm90ws_block_n();
+  const int64_t cap = std::max<int64_t>(1, tiles / kMinTilesPerSplit);
+  return static_cast<int>(
+      std::clamp<int64_t>(num_sms / ctas, 1, std::min<int64_t>(cap, kMaxPrefillSplits)));
+}
+
+size_t attention_prefill_workspace_bytes(const AttentionParams& p, int num_splits) {
+  if (num_splits <= 1) return 0;
+  return prefill_partial_rows(p, num_splits) * (p.head_dim + 1) * sizeof(float);
+}
+
+size_t attention_prefill_workspace_bound(int head_dim, int num_sms) {
+  // attention_prefill_num_splits keeps splits x ctas <= num_sms with ctas >= num_seqs x
+  // max_seqlen_q x num_heads / block_m, so the partial rows are at most num_sms x block_m.
+  const int block_m = device::sm90ws_block_m(head_dim);
+  return size_t(std::max(num_sms, 0)) * block_m * (head_dim + 1) * sizeof(float);
+}
+
 absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
+  return attention_prefill(p, 1, nullptr, 0, stream);
+}
+
+absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* workspace,
+                               size_t workspace_bytes, cudaStream_t stream) {
   if (absl::Status s = validate_attention_params(p); !s.ok()) return s;
   if (p.round_q8_out &&
       (p.dtype != DType::kBf16 || reinterpret_cast<uintptr_t>(p.out) % 16 != 0)) {
@@ -108,6 +177,15 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
   if (absl::Status s = device::check_window_is_causal(p, "attention_prefill"); !s.ok()) return s;
   if (p.cu_seqlens_q == nullptr) {
     return absl::InvalidArgumentError("attention_prefill: cu_seqlens_q is null");
+  }
+  if (num_splits < 1 || num_splits > kMaxPrefillSplits) {
+    return absl::InvalidArgumentError(absl::StrCat("attention_prefill: num_splits ", num_splits,
+                                                   " out of [1, ", kMaxPrefillSplits, "]"));
+  }
+  const size_t need = attention_prefill_workspace_bytes(p, num_splits);
+  if (workspace_bytes < need || (need > 0 && workspace == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat("attention_prefill: workspace of ",
+                                                   workspace_bytes, " bytes, need ", need));
   }
   if (p.num_seqs == 0 || p.max_seqlen_q == 0) return absl::OkStatus();
   bool hopper = false;
@@ -126,7 +204,7 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
     const bool use_hopper =
         hopper && (p.prefill_impl == PrefillImpl::kHopper ||
                    hopper_path_preferred(kHeadDim, p.causal, p.max_seqlen_q, p.max_seqlen_k));
-    return use_hopper ? launch_hopper<T, kHeadDim>(p, stream)
+    return use_hopper ? launch_hopper<T, kHeadDim>(p, num_splits, workspace, stream)
                       : launch_portable<T, kHeadDim>(p, stream);
   });
 }

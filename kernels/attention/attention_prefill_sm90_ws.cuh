@@ -146,7 +146,8 @@ template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     attention_prefill_sm90_ws_kernel(const AttentionParams p,
                                      const __grid_constant__ CUtensorMap k_map,
-                                     const __grid_constant__ CUtensorMap v_map) {
+                                     const __grid_constant__ CUtensorMap v_map, int num_splits,
+                                     float* o_partial, float* lse_partial) {
 #ifdef FLASHSERVE_SM90A
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
   constexpr int kBlockM = sm90ws_block_m(kHeadDim);
@@ -161,7 +162,8 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
 
   const int seq = blockIdx.z;
   const int head = blockIdx.y;
-  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest (causal) row blocks first
+  const int split = blockIdx.x % num_splits;
+  const int m_block = gridDim.x / num_splits - 1 - blockIdx.x / num_splits;  // longest first
   const int q_start = p.cu_seqlens_q[seq];
   const int q_len = p.cu_seqlens_q[seq + 1] - q_start;
   const int m_base = m_block * kBlockM;
@@ -173,8 +175,13 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   const int n_end = p.causal ? min(kv_len, q_offset + m_base + rows) : kv_len;
   const int window = window_keys(p.sliding_window);
   const int window_start = max(0, q_offset + m_base - window + 1);  // of the CTA's first row
-  const int first_tile = window_start / kBlockN;
-  const int num_tiles = max(0, (n_end + kBlockN - 1) / kBlockN - first_tile);  // from first_tile
+  // The CTA's key tiles, from first_tile: split `split` of num_splits takes an equal share
+  // of the row block's tiles (none when they are fewer than the splits).
+  const int block_first_tile = window_start / kBlockN;
+  const int block_tiles = max(0, (n_end + kBlockN - 1) / kBlockN - block_first_tile);
+  const int split_tiles = (block_tiles + num_splits - 1) / num_splits;
+  const int first_tile = block_first_tile + min(block_tiles, split * split_tiles);
+  const int num_tiles = min(block_tiles, (split + 1) * split_tiles) - (first_tile - block_first_tile);
 
   extern __shared__ uint4 smem_raw[];
   const uint32_t pad = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
@@ -307,7 +314,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   const int wg_rows = min(64, q_len - m_base - 64 * warpgroup);
   const int wg_end = p.causal ? min(kv_len, q_offset + m_base + 64 * warpgroup + wg_rows) : kv_len;
   const int my_tiles =
-      wg_rows <= 0 ? 0 : max(0, (wg_end + kBlockN - 1) / kBlockN - first_tile);
+      wg_rows <= 0 ? 0 : min(num_tiles, max(0, (wg_end + kBlockN - 1) / kBlockN - first_tile));
 
   float o[kORegs];
   float s[kSRegs];
@@ -481,17 +488,34 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   }
 
   // ---- epilogue: out = O / l, lse = m * scale + log(l) ----
+  // Split: the fp32 partials of rows [split][seq][row][head] for the combine kernel
+  // (kernels/attention/attention_combine.cuh); a row that saw no key of the split (l = 0)
+  // leaves O = 0 and lse = -inf, which weigh nothing there.
   T* out = static_cast<T*>(p.out);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float l = quad_sum(row_sum[h]);
     const float inv_l = l > 0.f ? 1.f / l : 0.f;
+    const float lse = l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
     const int row = m_base + thread_row + h * 8;
     float v[kHeadDim / 8][2];
 #pragma unroll
     for (int j = 0; j < kHeadDim / 8; ++j) {
       v[j][0] = o[4 * j + 2 * h] * inv_l;
       v[j][1] = o[4 * j + 2 * h + 1] * inv_l;
+    }
+    if (num_splits > 1) {
+      if (row >= q_len) continue;
+      const int64_t part =
+          ((static_cast<int64_t>(split) * p.num_seqs + seq) * p.max_seqlen_q + row) * p.num_heads +
+          head;
+      float* dst = o_partial + part * kHeadDim + 2 * (lane & 3);
+#pragma unroll
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+        *reinterpret_cast<float2*>(dst + j * 8) = make_float2(v[j][0], v[j][1]);
+      }
+      if ((lane & 3) == 0) lse_partial[part] = lse;
+      continue;
     }
     prefill_round_q8_out<T>(p.round_q8_out, v);  // every lane, before the row test
     if (row >= q_len) continue;
@@ -501,9 +525,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     for (int j = 0; j < kHeadDim / 8; ++j) {
       *reinterpret_cast<uint32_t*>(dst + j * 8) = Traits::pack(v[j][0], v[j][1]);
     }
-    if (p.lse != nullptr && (lane & 3) == 0) {
-      p.lse[token * p.num_heads + head] = l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
-    }
+    if (p.lse != nullptr && (lane & 3) == 0) p.lse[token * p.num_heads + head] = lse;
   }
   }  // consumer warpgroups
 #else

@@ -95,13 +95,27 @@ absl::Status reserve_token_buffers(const ForwardContext& ctx, const TokenBufferS
   return absl::OkStatus();
 }
 
-// Split-KV partials of a decode over `num_seqs` sequences in `num_splits` splits.
-size_t decode_scratch_bytes(const ModelConfig& c, int num_seqs, int num_splits) {
+// Split-KV partials of one attention run: a decode over r's sequences in its splits, or a
+// split prefill.
+size_t attention_scratch_bytes(const ForwardContext& ctx, const AttentionRun& r) {
   kernels::AttentionParams p;
-  p.num_seqs = num_seqs;
+  p.num_seqs = r.s1 - r.s0;
+  p.max_seqlen_q = r.max_seqlen_q;
+  p.num_heads = ctx.config->num_heads;
+  p.head_dim = ctx.config->head_dim;
+  return r.prefill ? kernels::attention_prefill_workspace_bytes(p, attention_prefill_splits(ctx, r))
+                   : kernels::attention_decode_workspace_bytes(p, attention_decode_splits(ctx, r));
+}
+
+// The most attention_scratch_bytes can be for steps of up to max_seqs sequences on num_sms
+// SMs: decode at its largest split count, or the split prefill's bound.
+size_t attention_scratch_bound(const ModelConfig& c, int max_seqs, int num_sms) {
+  kernels::AttentionParams p;
+  p.num_seqs = max_seqs;
   p.num_heads = c.num_heads;
   p.head_dim = c.head_dim;
-  return kernels::attention_decode_workspace_bytes(p, num_splits);
+  return std::max(kernels::attention_decode_workspace_bytes(p, kernels::kMaxDecodeSplits),
+                  kernels::attention_prefill_workspace_bound(c.head_dim, num_sms));
 }
 
 // RoPE table bytes (cos and sin, fp32) for positions [0, num_positions).
@@ -112,20 +126,18 @@ size_t rope_table_bytes(const ModelConfig& c, int64_t num_positions) {
 // What one step needs of the workspace.
 struct StepBytes {
   TokenBufferSizes tokens;
-  size_t penalty_scratch, decode_scratch, metadata, staging;
+  size_t penalty_scratch, attention_scratch, metadata, staging;
 };
 
 StepBytes step_bytes(const ForwardContext& ctx, const PackedBatch& p) {
   const DeviceBatch& b = p.b;
-  size_t decode_bytes = 0;
+  size_t scratch_bytes = 0;
   for (const AttentionRun& r : b.runs) {
-    if (r.prefill) continue;
-    decode_bytes = std::max(decode_bytes, decode_scratch_bytes(*ctx.config, r.s1 - r.s0,
-                                                               attention_decode_splits(ctx, r)));
+    scratch_bytes = std::max(scratch_bytes, attention_scratch_bytes(ctx, r));
   }
   const size_t rows = std::max(b.num_out_rows, 1);
   return {token_buffer_sizes(*ctx.config, b.num_tokens, rows),
-          std::max(b.num_penalties, 1) * sizeof(float), std::max<size_t>(decode_bytes, 1),
+          std::max(b.num_penalties, 1) * sizeof(float), std::max<size_t>(scratch_bytes, 1),
           p.layout.bytes, b.results_offset + rows * sizeof(kernels::SampleResult)};
 }
 
@@ -163,7 +175,7 @@ absl::Status reserve_step(const ForwardContext& ctx, const PackedBatch& p, int s
   const StepBytes z = step_bytes(ctx, p);
   RETURN_IF_ERROR(reserve_token_buffers(ctx, z.tokens));
   RETURN_IF_ERROR(ws.penalty_scratch.reserve(z.penalty_scratch));
-  RETURN_IF_ERROR(ws.decode_scratch.reserve(z.decode_scratch));
+  RETURN_IF_ERROR(ws.attention_scratch.reserve(z.attention_scratch));
   RETURN_IF_ERROR(ws.metadata.reserve(z.metadata));
   RETURN_IF_ERROR(ws.staging[staging_slot].reserve(z.staging));
   return reserve_rope_tables(ctx, p.b.max_position);
@@ -195,8 +207,8 @@ absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int ma
   RETURN_IF_ERROR(reserve_token_buffers(
       ctx, token_buffer_sizes(c, std::max(max_tokens, max_seqs), max_seqs)));
   RETURN_IF_ERROR(ctx.ws->penalty_scratch.reserve(sizeof(float)));
-  RETURN_IF_ERROR(ctx.ws->decode_scratch.reserve(
-      decode_scratch_bytes(c, max_seqs, kernels::kMaxDecodeSplits)));
+  RETURN_IF_ERROR(
+      ctx.ws->attention_scratch.reserve(attention_scratch_bound(c, max_seqs, ctx.num_sms)));
   RETURN_IF_ERROR(ctx.ws->metadata.reserve(metadata_bytes));
   for (PinnedBuffer& staging : ctx.ws->staging) {
     RETURN_IF_ERROR(
@@ -218,11 +230,11 @@ size_t metadata_bytes(int max_tokens, int max_seqs, int table_width) {
   return ints * sizeof(int32_t) + max_seqs * sizeof(kernels::SampleSpec) + kMetadataSlack;
 }
 
-int64_t workspace_bytes(const ModelConfig& c, int max_tokens, int max_seqs,
+int64_t workspace_bytes(const ModelConfig& c, int max_tokens, int max_seqs, int num_sms,
                         size_t metadata_bytes, int64_t dequant_bytes) {
   const size_t tokens = std::max(max_tokens, max_seqs);
   return static_cast<int64_t>(token_buffer_sizes(c, tokens, max_seqs).total() + sizeof(float) +
-                              decode_scratch_bytes(c, max_seqs, kernels::kMaxDecodeSplits) +
+                              attention_scratch_bound(c, max_seqs, num_sms) +
                               metadata_bytes + rope_table_bytes(c, c.context_length) +
                               Gemm::kWorkspaceBytes + dequant_bytes);
 }
@@ -273,7 +285,7 @@ bool upload_grows_workspace(const ForwardContext& ctx, const PackedBatch& p, int
     if (bytes > buffer->bytes()) return true;
   }
   return z.penalty_scratch > ws.penalty_scratch.bytes() ||
-         z.decode_scratch > ws.decode_scratch.bytes() || z.metadata > ws.metadata.bytes() ||
+         z.attention_scratch > ws.attention_scratch.bytes() || z.metadata > ws.metadata.bytes() ||
          z.staging > ws.staging[staging_slot].bytes() ||
          p.b.max_position >= ws.num_rope_positions;
 }

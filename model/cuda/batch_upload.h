@@ -61,10 +61,11 @@ absl::StatusOr<DeviceBatch> upload_batch(const ForwardContext& ctx, const Packed
 absl::Status reserve_workspace(const ForwardContext& ctx, int max_tokens, int max_seqs,
                                size_t metadata_bytes);
 // Device bytes that reserve_workspace(ctx, max_tokens, max_seqs, metadata_bytes) allocates
-// for this config (RoPE tables for the context length, cuBLASLt's workspace and the
-// weights' dequant_bytes (DeviceWeights::max_dequant_bytes) included):
-// the KV cache's budget leaves this much free. Computed from the sizes the reserve uses.
-int64_t workspace_bytes(const ModelConfig& c, int max_tokens, int max_seqs,
+// for this config on a device of num_sms SMs (ForwardContext::num_sms; RoPE tables for the
+// context length, cuBLASLt's workspace and the weights' dequant_bytes
+// (DeviceWeights::max_dequant_bytes) included): the KV cache's budget leaves this much free.
+// Computed from the sizes the reserve uses.
+int64_t workspace_bytes(const ModelConfig& c, int max_tokens, int max_seqs, int num_sms,
                         size_t metadata_bytes, int64_t dequant_bytes);
 // Bytes of batch metadata reserved at start for steps of up to max_tokens tokens and
 // max_seqs sequences with block tables table_width wide (penalty lists beyond

@@ -140,7 +140,7 @@ absl::StatusOr<KvCacheBudget> cuda_kv_budget(const ModelConfig& c, const CudaRun
   size_t free = 0, total = 0;
   CUDA_CHECK(cudaMemGetInfo(&free, &total));
   const int64_t workspace = cuda::workspace_bytes(c, o.max_batch_tokens,
-                                                  cuda::decode_bucket(o.max_num_seqs),
+                                                  cuda::decode_bucket(o.max_num_seqs), d.num_sms,
                                                   start_metadata_bytes(o), dequant_bytes);
   RETURN_IF_ERROR(check_fits(
       absl::StrCat("max_batch_tokens ", o.max_batch_tokens, " and max_num_seqs ",

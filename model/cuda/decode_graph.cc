@@ -17,7 +17,7 @@ std::vector<const void*> graph_pointers(const ForwardContext& ctx) {
   const DeviceWorkspace& ws = *ctx.ws;
   return {ws.x.get(),        ws.xn.get(),     ws.qkv.get(),      ws.q.get(),
           ws.attn.get(),     ws.gate_up.get(), ws.ffn.get(),     ws.last.get(),
-          ws.logits.get(),   ws.decode_scratch.get(), ws.metadata.get(),
+          ws.logits.get(),   ws.attention_scratch.get(), ws.metadata.get(),
           ws.rope_cos.get(), ws.rope_sin.get()};
 }
 

@@ -273,12 +273,13 @@ absl::Status attention_run(const ForwardContext& ctx, const DeviceBatch& b,
                            const AttentionRun& r, int layer, ForwardStats* stats,
                            bool round_q8_out) {
   const kernels::AttentionParams p = attention_params(ctx, b, r, layer, round_q8_out);
+  DeviceBuffer& scratch = ctx.ws->attention_scratch;
   if (r.prefill) {
-    RETURN_IF_ERROR(kernels::attention_prefill(p, ctx.stream));
+    RETURN_IF_ERROR(kernels::attention_prefill(p, attention_prefill_splits(ctx, r), scratch.get(),
+                                               scratch.bytes(), ctx.stream));
   } else {
-    RETURN_IF_ERROR(kernels::attention_decode(p, attention_decode_splits(ctx, r),
-                                                 ctx.ws->decode_scratch.get(),
-                                                 ctx.ws->decode_scratch.bytes(), ctx.stream));
+    RETURN_IF_ERROR(kernels::attention_decode(p, attention_decode_splits(ctx, r), scratch.get(),
+                                              scratch.bytes(), ctx.stream));
   }
   attention_stats(r, stats);
   return ctx.timer->mark(r.prefill ? StepPart::kAttentionPrefill : StepPart::kAttentionDecode);
@@ -433,6 +434,17 @@ int attention_decode_splits(const ForwardContext& ctx, const AttentionRun& r) {
   // Rounded down to a power of two: each distinct count is another decode graph.
   return static_cast<int>(std::bit_floor(static_cast<unsigned>(kernels::attention_decode_num_splits(
       r.s1 - r.s0, ctx.config->num_kv_heads, r.max_seqlen_k, ctx.num_sms))));
+}
+
+int attention_prefill_splits(const ForwardContext& ctx, const AttentionRun& r) {
+  kernels::AttentionParams p;
+  p.num_seqs = r.s1 - r.s0;
+  p.max_seqlen_q = r.max_seqlen_q;
+  p.max_seqlen_k = r.max_seqlen_k;
+  p.num_heads = ctx.config->num_heads;
+  p.head_dim = ctx.config->head_dim;
+  p.causal = true;
+  return kernels::attention_prefill_num_splits(p, ctx.num_sms);
 }
 
 int64_t DeviceKvCache::bytes_per_block(const ModelConfig& c, int block_size) {

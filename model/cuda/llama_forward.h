@@ -96,7 +96,9 @@ struct DeviceWorkspace {
   // GEMM reads past kernels::quant_gemm_max_tokens(), or quant_gemm's split-k partial sums below it
   // (half each for [wq; wk] and a wv beside it).
   DeviceBuffer gemm_scratch;
-  DeviceBuffer decode_scratch;   // kernels::attention_decode's split-KV partials
+  // Split-KV partials of kernels::attention_decode and split attention_prefill (one run's at a
+  // time: the runs go one after another on the step's stream).
+  DeviceBuffer attention_scratch;
   DeviceBuffer metadata;         // DeviceBatch's arrays
   // [num_out_rows] kernels::SampleResult of the last step that sampled, until the next one
   // samples: the next step may name them (ForwardBatch::previous_samples), so they survive
@@ -176,6 +178,8 @@ struct ForwardContext {
 // The split-KV count of a decode run: kernels::attention_decode_num_splits on its shape,
 // rounded down to a power of two.
 int attention_decode_splits(const ForwardContext& ctx, const AttentionRun& r);
+// kernels::attention_prefill_num_splits for a prefill run (1 where the portable kernel runs).
+int attention_prefill_splits(const ForwardContext& ctx, const AttentionRun& r);
 
 // Runs the first num_layers layers, the final norm and the LM head: ws->logits holds
 // [num_out_rows, vocab] fp32 when the stream reaches it. `stats` (may be null) gets the

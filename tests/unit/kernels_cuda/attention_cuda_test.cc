@@ -116,23 +116,28 @@ bool device_is_hopper() {
 using PrefillCase = std::tuple<PrefillImpl, DType, int, bool, int, bool>;
 class PrefillTest : public ::testing::TestWithParam<PrefillCase> {};
 
-// The fused prefill with `impl` against the reference, on a fresh random problem of shape s.
-void check_prefill(ProblemShape s, PrefillImpl impl) {
+// The fused prefill with `impl` (in num_splits key splits, the workspace poisoned) against the
+// reference, on a fresh random problem of shape s.
+void check_prefill(ProblemShape s, PrefillImpl impl, int num_splits = 1) {
   for (size_t i = 0; i < s.q_lens.size(); ++i) s.q_lens[i] = std::min(s.q_lens[i], s.kv_lens[i]);
   const uint32_t seed = fresh_seed();
   const Problem pr(s, seed);
   AttentionParams base = pr.params(nullptr, nullptr);
   base.prefill_impl = impl;
+  DeviceBuffer ws(std::max<size_t>(attention_prefill_workspace_bytes(base, num_splits), 1));
+  ws.poison();
   const Outputs fused = run_poisoned(pr, pr.num_tokens, [&](void* out, float* lse) {
     AttentionParams p = base;
     p.out = out;
     p.lse = lse;
-    return attention_prefill(p, nullptr);
+    return num_splits == 1 ? attention_prefill(p, nullptr)
+                           : attention_prefill(p, num_splits, ws.get(), ws.bytes(), nullptr);
   });
-  expect_within_naive(pr, fused, run_naive(pr, base), "seed " + std::to_string(seed));
+  expect_within_naive(pr, fused, run_naive(pr, base),
+                      "seed " + std::to_string(seed) + " splits " + std::to_string(num_splits));
 }
 
-void run_prefill_case(const PrefillCase& param) {
+void run_prefill_case(const PrefillCase& param, int num_splits = 1) {
   const auto [impl, dtype, head_dim, causal, ratio, chunked] = param;
   ProblemShape s;
   s.dtype = dtype;
@@ -147,7 +152,7 @@ void run_prefill_case(const PrefillCase& param) {
     s.q_lens = capped({1, 17, 97, 1025});
     s.kv_lens = s.q_lens;
   }
-  check_prefill(s, impl);
+  check_prefill(s, impl, num_splits);
 }
 
 TEST_P(PrefillTest, MatchesReferenceWithinNaiveError) {
@@ -176,6 +181,35 @@ INSTANTIATE_TEST_SUITE_P(All, PrefillTest,
                                             ::testing::Values(64, 128), ::testing::Bool(),
                                             ::testing::Values(1, 3, 8), ::testing::Bool()),
                          prefill_name);
+
+// Split prefill: each row block's key tiles in num_splits parts, merged by LSE. 7 splits leave
+// the short sequences' row blocks (1-3 tiles) with empty splits, and split the 1,025-key ones
+// into 2-tile parts whose first warpgroup rows see none of some parts' keys (causal). kAuto
+// too: where it picks the portable kernel (or on another GPU) the splits are not used.
+// (implementation, dtype, head_dim, causal, chunked, num_splits)
+using SplitPrefillCase = std::tuple<PrefillImpl, DType, int, bool, bool, int>;
+class SplitPrefillTest : public ::testing::TestWithParam<SplitPrefillCase> {};
+
+TEST_P(SplitPrefillTest, MatchesReferenceWithinNaiveError) {
+  SKIP_WITHOUT_GPU();
+  const auto [impl, dtype, head_dim, causal, chunked, num_splits] = GetParam();
+  if (impl == PrefillImpl::kHopper && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  run_prefill_case({impl, dtype, head_dim, causal, 3, chunked}, num_splits);
+}
+
+std::string split_prefill_name(const ::testing::TestParamInfo<SplitPrefillCase>& info) {
+  const auto [impl, dtype, head_dim, causal, chunked, num_splits] = info.param;
+  return prefill_name({{impl, dtype, head_dim, causal, 3, chunked}, info.index}) + "_s" +
+         std::to_string(num_splits);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, SplitPrefillTest,
+                         ::testing::Combine(::testing::Values(PrefillImpl::kHopper,
+                                                              PrefillImpl::kAuto),
+                                            ::testing::Values(DType::kBf16, DType::kFp16),
+                                            ::testing::Values(64, 128), ::testing::Bool(),
+                                            ::testing::Bool(), ::testing::Values(2, 7)),
+                         split_prefill_name);
 
 // ---- decode -------------------------------------------------------------------------------
 
@@ -244,10 +278,8 @@ std::string window_name(int window) { return "_w" + std::to_string(window); }
 using WindowPrefillCase = std::tuple<PrefillImpl, DType, int, int, bool>;
 class WindowPrefillTest : public ::testing::TestWithParam<WindowPrefillCase> {};
 
-TEST_P(WindowPrefillTest, MatchesReferenceWithinNaiveError) {
-  SKIP_WITHOUT_GPU();
-  const auto [impl, dtype, head_dim, window, chunked] = GetParam();
-  if (impl == PrefillImpl::kHopper && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+void check_window_prefill(const WindowPrefillCase& param, int num_splits = 1) {
+  const auto [impl, dtype, head_dim, window, chunked] = param;
   ProblemShape s;
   s.dtype = dtype;
   s.head_dim = head_dim;
@@ -261,7 +293,32 @@ TEST_P(WindowPrefillTest, MatchesReferenceWithinNaiveError) {
     s.q_lens = capped({1, 17, 97, 1100});
     s.kv_lens = s.q_lens;
   }
-  check_prefill(s, impl);
+  check_prefill(s, impl, num_splits);
+}
+
+TEST_P(WindowPrefillTest, MatchesReferenceWithinNaiveError) {
+  SKIP_WITHOUT_GPU();
+  if (std::get<0>(GetParam()) == PrefillImpl::kHopper && !device_is_hopper()) {
+    GTEST_SKIP() << "not a Hopper GPU";
+  }
+  check_window_prefill(GetParam());
+}
+
+// The window with split prefill: splits share the tiles from the window's first on, so
+// some rows see no key of a split (before their window) and the blocks before every window
+// stay unread.
+TEST(SplitWindowPrefillTest, MatchesReferenceWithinNaiveError) {
+  SKIP_WITHOUT_GPU();
+  if (!device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  for (int head_dim : {64, 128}) {
+    for (int window : {97, 300, 1100}) {
+      for (bool chunked : {false, true}) {
+        SCOPED_TRACE("d" + std::to_string(head_dim) + window_name(window) +
+                     (chunked ? " chunked" : " varlen"));
+        check_window_prefill({PrefillImpl::kHopper, DType::kBf16, head_dim, window, chunked}, 3);
+      }
+    }
+  }
 }
 
 std::string window_prefill_name(const ::testing::TestParamInfo<WindowPrefillCase>& info) {
@@ -406,6 +463,16 @@ TEST(PrefillRoundQ8Test, RoundedOutputIsThePlainOutputRoundedAfterwards) {
             q.round_q8_out = round;
             return attention_prefill(q, nullptr);
           });
+      if (impl != PrefillImpl::kHopper) continue;
+      // Split: the combine kernel rounds what it stores.
+      DeviceBuffer ws(attention_prefill_workspace_bytes(p, 3));
+      expect_rounded_output_is_plain_rounded(
+          pr, size_t(p.num_heads) * head_dim, [&](void* out, bool round) {
+            AttentionParams q = p;
+            q.out = out;
+            q.round_q8_out = round;
+            return attention_prefill(q, 3, ws.get(), ws.bytes(), nullptr);
+          });
     }
   }
 }
@@ -452,6 +519,76 @@ TEST(AttentionConfigTest, RejectsBadGqaBlockSizeAndSplits) {
             absl::StatusCode::kInvalidArgument);
   p.num_heads = 34;  // group of 17 > 16
   EXPECT_EQ(attention_decode(p, 1, nullptr, 0, nullptr).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AttentionConfigTest, RejectsPrefillSplitsOutOfRangeOrWithoutWorkspaceByName) {
+  AttentionParams p = valid_looking_params();
+  for (int splits : {0, kMaxPrefillSplits + 1}) {
+    const absl::Status s = attention_prefill(p, splits, nullptr, 0, nullptr);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("num_splits " + std::to_string(splits)), std::string::npos) << s;
+  }
+  const absl::Status s = attention_prefill(p, 2, nullptr, 0, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("workspace of 0 bytes, need"), std::string::npos) << s;
+}
+
+// A prefill shape for the split heuristic: one call of `seqs` sequences of q queries over k
+// keys at `heads` heads, causal.
+AttentionParams prefill_shape(int seqs, int q, int k, int heads, int head_dim) {
+  AttentionParams p;
+  p.num_seqs = seqs;
+  p.max_seqlen_q = q;
+  p.max_seqlen_k = k;
+  p.num_heads = heads;
+  p.num_kv_heads = heads / 3;
+  p.head_dim = head_dim;
+  p.causal = true;
+  return p;
+}
+
+TEST(AttentionConfigTest, PrefillSplitsFillOneWaveOfSmsWhereTheHopperKernelRuns) {
+  // SmolLM2's 9 heads, a 512-token chunk: 3 row blocks of 192 x 9 = 27 CTAs on 132 SMs.
+  EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 512, 8704, 9, 64), 132), 4);
+  EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 512, 1536, 9, 64), 132), 3);  // 12 tiles
+  EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 512, 512, 9, 64), 132), 1);   // 4 tiles
+  EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 512, 8704, 36, 64), 132), 1);  // 108 CTAs
+  EXPECT_EQ(attention_prefill_num_splits(prefill_shape(8, 512, 8704, 9, 64), 132), 1);   // 216 CTAs
+  // A short chunk onto a long context (d64 causal: the Hopper kernel from 1,536 keys).
+  EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 64, 65536, 9, 64), 132), 14);
+  EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 64, 1 << 20, 3, 64), 132),
+            kMaxPrefillSplits);
+  // Where kAuto runs the portable kernel, or it is pinned: never split.
+  EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 64, 1024, 9, 64), 132), 1);
+  AttentionParams portable = prefill_shape(1, 512, 8704, 9, 64);
+  portable.prefill_impl = PrefillImpl::kPortable;
+  EXPECT_EQ(attention_prefill_num_splits(portable, 132), 1);
+  // d128: 128-row blocks; Llama 3.2 3B's 24 heads, a 512 chunk: 96 CTAs.
+  EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 512, 8704, 24, 128), 132), 1);
+  EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 512, 8704, 6, 128), 132), 5);
+  // A window caps the tiles a row block walks: W 512 + 192 rows + a tile = 7 tiles -> 1.
+  AttentionParams windowed = prefill_shape(1, 512, 8704, 9, 64);
+  windowed.sliding_window = 512;
+  EXPECT_EQ(attention_prefill_num_splits(windowed, 132), 1);
+}
+
+TEST(AttentionConfigTest, PrefillWorkspaceStaysWithinItsBound) {
+  for (int head_dim : {64, 128}) {
+    for (int sms : {1, 78, 132}) {
+      const size_t bound = attention_prefill_workspace_bound(head_dim, sms);
+      for (int seqs : {1, 2, 3, 5, 8}) {
+        for (int q : {1, 63, 64, 100, 191, 192, 193, 512, 700, 2048}) {
+          for (int heads : {3, 6, 9, 24, 48}) {
+            const AttentionParams p = prefill_shape(seqs, q, 1 << 16, heads, head_dim);
+            const int splits = attention_prefill_num_splits(p, sms);
+            EXPECT_LE(attention_prefill_workspace_bytes(p, splits), bound)
+                << "d" << head_dim << " sms " << sms << " seqs " << seqs << " q " << q
+                << " heads " << heads << " splits " << splits;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(AttentionConfigTest, RejectsRoundQ8OutWhereItDoesNotApplyByName) {

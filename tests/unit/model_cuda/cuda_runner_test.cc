@@ -205,6 +205,38 @@ TEST_F(CudaRunnerTest, LayerByLayerLogitsWithinTheBf16Yardstick) {
   std::printf("[cuda runner] top-1 agreement %d / %d\n", agree, total);
 }
 
+// A 512-token chunk onto 1,536 cached tokens (chunked prefill of a long prompt): on a Hopper
+// GPU with the SmolLM2 shape's 9 heads its attention runs split (27 row blocks on 132 SMs:
+// kernels::attention_prefill_num_splits gives 4), with the combine and the step's
+// attention scratch. Its last logits against the CPU's one-chunk prefill of the same 2,048.
+TEST_F(CudaRunnerTest, AChunkOntoALongPrefixWithinTheBf16Yardstick) {
+  const std::vector<int32_t> tokens = prompt(2048);
+  const int n = gpu_->config.num_layers;
+  const std::vector<float> ref = prefill_logits(cpu_->runner.get(), tokens, n);
+  const std::vector<float> w16 = prefill_logits(cpu_bf16w_, tokens, n);
+  ModelRunner* r = gpu_->runner.get();
+  TestSequence seq;
+  for (int b = 0; b * r->kv_block_size() < 2048; ++b) seq.blocks.push_back(b);
+  std::vector<float> got;
+  for (int chunk = 0; chunk < 2; ++chunk) {
+    ForwardBatch batch;
+    const std::span<const int32_t> part = chunk == 0 ? std::span(tokens).first(1536)
+                                                     : std::span(tokens).subspan(1536);
+    add_to_batch(&seq, part, r->kv_block_size(), &batch);
+    TestSequence* seqs[] = {&seq};
+    finish_batch(seqs, &batch);
+    const absl::Status st = testing::logits_runner(r)->forward_logits(batch, n, &got);
+    ASSERT_TRUE(st.ok()) << st;
+  }
+  ASSERT_EQ(got.size(), ref.size());
+  for (float x : got) ASSERT_TRUE(std::isfinite(x));
+  const double err = relative_error(got, ref), yardstick = relative_error(w16, ref);
+  std::printf("[cuda runner] chunk 512 onto 1536: rel err %.3e, bf16-weights %.3e (x%.2f), "
+              "top-1 %s\n",
+              err, yardstick, err / yardstick, argmax(got) == argmax(ref) ? "same" : "DIFFERENT");
+  EXPECT_LE(err, kActivationFactor * yardstick);
+}
+
 // Greedy continuation, token by token through forward() (device sampling), against the CPU.
 TEST_F(CudaRunnerTest, GreedyContinuationMatchesCpuWhereTheMarginAllows) {
   for (LoadedModel* gpu : {gpu_, gpu_native_}) {
