@@ -61,6 +61,11 @@
 //     stay the CTA's. At d64 causal this spares the first warpgroup of a 192-row block up to
 //     two tiles past its diagonal (1.35 / 1.33x fewer computed pairs at s512 / 1k; measured
 //     1.09 / 1.12x, v18 in bench/attention/NOTES.md).
+//   * Split prefill (num_splits > 1, grid x = row blocks x splits): split s of a row block
+//     takes an equal share of its key tiles (none when they are fewer than the splits) and
+//     writes fp32 partials, O normalised over its keys and the LSE (-inf for a row that sees
+//     none of them), for attention_prefill_combine_kernel (attention_combine.cuh). A row
+//     block whose CTA would walk many tiles while most SMs idle gets its SMs back that way.
 #include <cuda.h>  // CUtensorMap
 
 #include "kernels/attention/attention.h"
