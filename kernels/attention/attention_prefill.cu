@@ -58,7 +58,8 @@ absl::Status cache_tensor_map(const void* cache, const AttentionParams& p, CUten
 }
 
 // One smem limit per kernel instantiation (kernels/cuda_plumbing.cuh, set_smem_limit_once).
-template <typename T, int kHeadDim, bool kHopper>
+// kKernel: 0 the portable kernel, 1 the Hopper kernel, 2 its split instantiation.
+template <typename T, int kHeadDim, int kKernel>
 struct KernelTag {};
 
 // Split prefill's partials in the workspace: o [splits][seqs][max_seqlen_q][heads][head_dim]
@@ -70,10 +71,16 @@ size_t prefill_partial_rows(const AttentionParams& p, int num_splits) {
 template <typename T, int kHeadDim>
 absl::Status launch_hopper(const AttentionParams& p, int num_splits, void* workspace,
                            cudaStream_t stream) {
-  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim>;
+  auto* kernel = num_splits > 1 ? device::attention_prefill_sm90_ws_kernel<T, kHeadDim, true>
+                                : device::attention_prefill_sm90_ws_kernel<T, kHeadDim, false>;
   const int smem = device::sm90ws_smem_bytes(kHeadDim);
-  using Tag = KernelTag<T, kHeadDim, true>;
-  if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
+  if (num_splits > 1) {
+    using Tag = KernelTag<T, kHeadDim, 2>;
+    if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
+  } else {
+    using Tag = KernelTag<T, kHeadDim, 1>;
+    if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
+  }
   // The maps' bounds; TMA row coordinates are 32-bit (validate_attention_params already
   // holds block_size to a multiple of 64, one half tile's box).
   const int64_t cache_rows = p.num_cache_blocks * p.num_kv_heads * int64_t{p.block_size};
@@ -108,7 +115,7 @@ template <typename T, int kHeadDim>
 absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
   auto* kernel = device::attention_prefill_kernel<T, kHeadDim>;
   const int smem = device::prefill_smem_bytes(kHeadDim);
-  using Tag = KernelTag<T, kHeadDim, false>;
+  using Tag = KernelTag<T, kHeadDim, 0>;
   if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
   const dim3 grid((p.max_seqlen_q + device::prefill_block_m() - 1) / device::prefill_block_m(),
                   p.num_heads, p.num_seqs);

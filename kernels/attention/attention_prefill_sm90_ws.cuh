@@ -147,7 +147,10 @@ __device__ __forceinline__ void load_tile_group(T* tile, int first_valid_row, in
   }
 }
 
-template <typename T, int kHeadDim>
+// kSplit: the split prefill's instantiation (num_splits > 1, the partials' epilogue); the
+// other one is the kernel without any of it (a second mode is a kernel of its own:
+// CONTRIBUTING.md; as a runtime branch it cost the one-split rows 3-4 %, NOTES.md v19).
+template <typename T, int kHeadDim, bool kSplit>
 __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     attention_prefill_sm90_ws_kernel(const AttentionParams p,
                                      const __grid_constant__ CUtensorMap k_map,
@@ -167,8 +170,10 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
 
   const int seq = blockIdx.z;
   const int head = blockIdx.y;
-  const int split = blockIdx.x % num_splits;
-  const int m_block = gridDim.x / num_splits - 1 - blockIdx.x / num_splits;  // longest first
+  // Longest (causal) row blocks first; with splits, a row block's splits side by side.
+  const int split = kSplit ? blockIdx.x % num_splits : 0;
+  const int m_block =
+      kSplit ? gridDim.x / num_splits - 1 - blockIdx.x / num_splits : gridDim.x - 1 - blockIdx.x;
   const int q_start = p.cu_seqlens_q[seq];
   const int q_len = p.cu_seqlens_q[seq + 1] - q_start;
   const int m_base = m_block * kBlockM;
@@ -182,11 +187,14 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   const int window_start = max(0, q_offset + m_base - window + 1);  // of the CTA's first row
   // The CTA's key tiles, from first_tile: split `split` of num_splits takes an equal share
   // of the row block's tiles (none when they are fewer than the splits).
-  const int block_first_tile = window_start / kBlockN;
-  const int block_tiles = max(0, (n_end + kBlockN - 1) / kBlockN - block_first_tile);
-  const int split_tiles = (block_tiles + num_splits - 1) / num_splits;
-  const int first_tile = block_first_tile + min(block_tiles, split * split_tiles);
-  const int num_tiles = min(block_tiles, (split + 1) * split_tiles) - (first_tile - block_first_tile);
+  int first_tile = window_start / kBlockN;
+  int num_tiles = max(0, (n_end + kBlockN - 1) / kBlockN - first_tile);
+  if constexpr (kSplit) {
+    const int block_tiles = num_tiles;
+    const int split_tiles = (block_tiles + num_splits - 1) / num_splits;
+    first_tile += min(block_tiles, split * split_tiles);
+    num_tiles = max(0, min(block_tiles - split * split_tiles, split_tiles));
+  }
 
   extern __shared__ uint4 smem_raw[];
   const uint32_t pad = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
@@ -318,8 +326,8 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   // exactly 1), so the warpgroup only takes its turns and releases their K/V buffers.
   const int wg_rows = min(64, q_len - m_base - 64 * warpgroup);
   const int wg_end = p.causal ? min(kv_len, q_offset + m_base + 64 * warpgroup + wg_rows) : kv_len;
-  const int my_tiles =
-      wg_rows <= 0 ? 0 : min(num_tiles, max(0, (wg_end + kBlockN - 1) / kBlockN - first_tile));
+  int my_tiles = wg_rows <= 0 ? 0 : max(0, (wg_end + kBlockN - 1) / kBlockN - first_tile);
+  if constexpr (kSplit) my_tiles = min(num_tiles, my_tiles);  // past the split's share
 
   float o[kORegs];
   float s[kSRegs];
@@ -493,7 +501,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   }
 
   // ---- epilogue: out = O / l, lse = m * scale + log(l) ----
-  // Split: the fp32 partials of rows [split][seq][row][head] for the combine kernel
+  // kSplit: the fp32 partials of rows [split][seq][row][head] for the combine kernel
   // (kernels/attention/attention_combine.cuh); a row that saw no key of the split (l = 0)
   // leaves O = 0 and lse = -inf, which weigh nothing there.
   T* out = static_cast<T*>(p.out);
@@ -501,7 +509,6 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   for (int h = 0; h < 2; ++h) {
     const float l = quad_sum(row_sum[h]);
     const float inv_l = l > 0.f ? 1.f / l : 0.f;
-    const float lse = l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
     const int row = m_base + thread_row + h * 8;
     float v[kHeadDim / 8][2];
 #pragma unroll
@@ -509,7 +516,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
       v[j][0] = o[4 * j + 2 * h] * inv_l;
       v[j][1] = o[4 * j + 2 * h + 1] * inv_l;
     }
-    if (num_splits > 1) {
+    if constexpr (kSplit) {
       if (row >= q_len) continue;
       const int64_t part =
           ((static_cast<int64_t>(split) * p.num_seqs + seq) * p.max_seqlen_q + row) * p.num_heads +
@@ -519,18 +526,23 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
       for (int j = 0; j < kHeadDim / 8; ++j) {
         *reinterpret_cast<float2*>(dst + j * 8) = make_float2(v[j][0], v[j][1]);
       }
-      if ((lane & 3) == 0) lse_partial[part] = lse;
-      continue;
-    }
-    prefill_round_q8_out<T>(p.round_q8_out, v);  // every lane, before the row test
-    if (row >= q_len) continue;
-    const int64_t token = q_start + row;
-    T* dst = out + (token * p.num_heads + head) * kHeadDim + 2 * (lane & 3);
+      if ((lane & 3) == 0) {
+        lse_partial[part] = l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
+      }
+    } else {
+      prefill_round_q8_out<T>(p.round_q8_out, v);  // every lane, before the row test
+      if (row >= q_len) continue;
+      const int64_t token = q_start + row;
+      T* dst = out + (token * p.num_heads + head) * kHeadDim + 2 * (lane & 3);
 #pragma unroll
-    for (int j = 0; j < kHeadDim / 8; ++j) {
-      *reinterpret_cast<uint32_t*>(dst + j * 8) = Traits::pack(v[j][0], v[j][1]);
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+        *reinterpret_cast<uint32_t*>(dst + j * 8) = Traits::pack(v[j][0], v[j][1]);
+      }
+      if (p.lse != nullptr && (lane & 3) == 0) {
+        p.lse[token * p.num_heads + head] =
+            l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
+      }
     }
-    if (p.lse != nullptr && (lane & 3) == 0) p.lse[token * p.num_heads + head] = lse;
   }
   }  // consumer warpgroups
 #else
