@@ -28,15 +28,9 @@ bench/attention/alternate_bench.sh $R 2 i=/tmp/i/.gpu c=/tmp/c/.gpu s3=/tmp/s3/.
 echo "bench done $(el) s"
 grep -h "key splits" $R/bench_c_1.log | head -4
 P='All/PrefillTest.MatchesReferenceWithinNaiveError'
-for b in c s3; do
-  if [[ $b == c ]]; then S='All/SplitPrefillTest.MatchesReferenceWithinNaiveError/wgmma_bf16_d64_causal_gqa3_chunked_s7'
-  else S="$P/wgmma_bf16_d128_causal_gqa3_varlen"; fi
-  for tool in memcheck racecheck; do
-    left=$(( 585 - $(el) )); [[ $left -gt 60 ]] && left=60
-    LD_LIBRARY_PATH=/tmp/$b/.gpu/lib:/usr/local/cuda/lib64 timeout $left compute-sanitizer --tool $tool \
-      --error-exitcode 9 /tmp/$b/.gpu/bin/attention_cuda_test --gtest_filter="$S" > $R/san_${b}_$tool.txt 2>&1
-    echo "$b $tool rc=$? $(el) s $(grep -cE '^\[ +OK +\]' $R/san_${b}_$tool.txt) ok $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $R/san_${b}_$tool.txt | tail -1)"
-  done
-done
+bench/attention/sanitize_tests.sh $R c /tmp/c/.gpu 60 \
+  'All/SplitPrefillTest.MatchesReferenceWithinNaiveError/wgmma_bf16_d64_causal_gqa3_chunked_s7'
+bench/attention/sanitize_tests.sh $R s3 /tmp/s3/.gpu 60 "$P/wgmma_bf16_d128_causal_gqa3_varlen"
+echo "sanitizers done $(el) s"
 tar -czf $OUT/l.tgz -C $OUT l && rm -rf $R
 echo "end $(el) s"

@@ -18,11 +18,8 @@ grep -E '^\[  FAILED  \]' $R/tests_ts.txt | head -5
 bench/attention/alternate_bench.sh $R 2 c=/tmp/c/.gpu ts=/tmp/ts/.gpu
 echo "bench done $(el) s"
 P='All/PrefillTest.MatchesReferenceWithinNaiveError'
-S="$P/wgmma_bf16_d64_causal_gqa3_varlen:$P/wgmma_bf16_d128_causal_gqa3_varlen"
-for tool in memcheck racecheck; do
-  left=$(( 585 - $(el) )); [[ $left -gt 120 ]] && left=120
-  timeout $left compute-sanitizer --tool $tool --error-exitcode 9 $B/attention_cuda_test --gtest_filter="$S" > $R/san_$tool.txt 2>&1
-  echo "$tool rc=$? $(el) s $(grep -cE '^\[ +OK +\]' $R/san_$tool.txt) ok $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $R/san_$tool.txt | tail -1)"
-done
+bench/attention/sanitize_tests.sh $R ts /tmp/ts/.gpu 120 \
+  "$P/wgmma_bf16_d64_causal_gqa3_varlen:$P/wgmma_bf16_d128_causal_gqa3_varlen"
+echo "sanitizers done $(el) s"
 tar -czf $OUT/m.tgz -C $OUT m && rm -rf $R
 echo "end $(el) s"
