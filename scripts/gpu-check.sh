@@ -22,7 +22,8 @@
 # stages; both programs write their CSV row by row, so a stage cut short keeps its rows, and
 # the table is then merged from what is there. Files written in OUT_DIR: summary.txt,
 # tests.log, sanitizer.log, bench.log, ours.csv, peers.csv, ncu.txt (and ncu_peer.txt with
-# NCU_PEER_SEQ) and the merged markdown table OUT_DIR/table.md.
+# NCU_PEER_SEQ) and the merged markdown table OUT_DIR/table.md; the peers stage also puts
+# issue 20's musts, read off that table by bench/attention/musts.py, in summary.txt.
 set -uo pipefail
 out=${1:?usage: $0 OUT_DIR [stage...]}
 shift
@@ -89,6 +90,8 @@ if has peers; then
   [[ -s $out/table.md ]] || python3 bench/attention/peers_sdpa.py --merge-only --ours "$out/ours.csv" \
     --csv "$out/peers.csv" --table "$out/table.md" >> "$out/bench.log" 2>&1
   cat "$out/table.md" 2>/dev/null
+  # Issue 20's musts read off the table (bench/attention/musts.py), into the summary.
+  [[ -s $out/table.md ]] && python3 bench/attention/musts.py "$out/table.md" | tee -a "$summary"
 fi
 if has ncu; then
   # The same sections and metrics for our kernels and for the peer's (one profile to compare).

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Tests of bench/attention/musts.py on a hand-written peers table: which rows decide each of
+issue 20's musts, met or not, and what is left out (window rows, fp16 in the grid musts)."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "..", "..", "..", "bench", "attention", "musts.py")
+
+PREFILL_HEAD = ("| config | wgmma ms | wgmma | mma ms | mma | naive | FA2 | cuDNN | wgmma/FA2 | "
+                "wgmma/cuDNN | mma/FA2 | mma/cuDNN |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+
+
+def prefill_row(config, ratio):
+    return f"| {config} | 1 | 1 | 1 | 1 | 1 | 1 | 1 | 1 | {ratio} | 1 | 1 |\n"
+
+
+def table(grid, serving, decode):
+    text = "\n### prefill (TFLOP/s; bf16 unless the config says fp16; ratio = ours / peer)\n\n"
+    text += PREFILL_HEAD + "".join(prefill_row(c, r) for c, r in grid)
+    text += "\n### serving-shaped prefill (TFLOP/s)\n\nkAuto runs wgmma.\n\n" + PREFILL_HEAD
+    text += "".join(prefill_row(c, r) for c, r in serving)
+    text += ("\n### decode (GB/s)\n\n| config | splits | ours ms | ours | naive | FA2 | cuDNN | "
+             "ours/FA2 | ours/cuDNN |\n|---|---|---|---|---|---|---|---|---|\n")
+    text += "".join(f"| {c} | 1 | 1 | 1 | 1 | 1 | 1 | 1 | {r} |\n" for c, r in decode)
+    return text
+
+
+class MustsTest(unittest.TestCase):
+    def run_on(self, text):
+        fd, path = tempfile.mkstemp(suffix=".md")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        self.addCleanup(os.remove, path)
+        return subprocess.run([sys.executable, SCRIPT, path], check=True, capture_output=True,
+                              text=True).stdout.splitlines()
+
+    def test_rows_below_each_bar_are_named_and_window_and_fp16_rows_left_out(self):
+        grid = [("b32 s512 h32 d64 full", "0.80"), ("b16 s1024 h32 d64 full", "0.94"),
+                ("b4 s4096 h32 d64 full", "1.01"), ("b1 s16384 h32 d64 full", "0.99"),
+                ("b16 s1024 h32 d64 full fp16", "0.10"),        # fp16: not in the grid musts
+                ("b1 s16384 h32 d64 causal w512", "n/a")]       # no peer
+        out = self.run_on(table(grid, [("b1 q512 ctx1024 h9/3 d64 causal", "1.40")],
+                                [("b1 ctx1024 h9/3 d64", "0.99"), ("b16 ctx1024 h9/3 d64", "2.00")]))
+        self.assertIn("**not met**: 0.94-1.01", out[0])
+        self.assertIn("below 0.95: d64 full 1k", out[0])
+        self.assertIn("**met at 1 of 2 rows**; not at d64 full 16k 0.99", out[1])
+        self.assertIn("**not met**: d64 full 0.80", out[2])
+        self.assertIn("fp16 grid (measured, no must): 0.10-0.10", out[3])
+        self.assertIn("Serving-shaped rows, must >= 1.0: **met**: bf16 1.40-1.40", out[4])
+        self.assertIn("Decode, must >= 1.0: **not met**: bf16 0.99-2.00 (lowest: b1 ctx1024 h9/3 d64)",
+                      out[5])
+
+    def test_all_met(self):
+        grid = [("b32 s512 h16 d128 causal", "1.00"), ("b16 s1024 h16 d128 causal", "0.95"),
+                ("b4 s4096 h16 d128 causal", "1.00")]
+        out = self.run_on(table(grid, [("b64 varlen64-1024 t1 h9/3 d64 causal", "1.00")],
+                                [("b1 ctx1024 h9/3 d64", "1.00")]))
+        self.assertIn("s >= 1k, must >= 0.95 everywhere: **met**: 0.95-1.00", out[0])
+        self.assertEqual(out[1], "- Prefill at s >= 4k, must >= 1.0: **met**")
+        self.assertIn("s = 512, must >= 1.0: **met**", out[2])
+        self.assertIn("Serving-shaped rows, must >= 1.0: **met**", out[3])
+        self.assertIn("Decode, must >= 1.0: **met**", out[4])
+
+
+if __name__ == "__main__":
+    unittest.main()
