@@ -68,19 +68,14 @@ size_t prefill_partial_rows(const AttentionParams& p, int num_splits) {
   return size_t(num_splits) * p.num_seqs * p.max_seqlen_q * p.num_heads;
 }
 
-template <typename T, int kHeadDim>
+// kSplit: the split instantiation (num_splits > 1) and its combine.
+template <typename T, int kHeadDim, bool kSplit>
 absl::Status launch_hopper(const AttentionParams& p, int num_splits, void* workspace,
                            cudaStream_t stream) {
-  auto* kernel = num_splits > 1 ? device::attention_prefill_sm90_ws_kernel<T, kHeadDim, true>
-                                : device::attention_prefill_sm90_ws_kernel<T, kHeadDim, false>;
+  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kSplit>;
   const int smem = device::sm90ws_smem_bytes(kHeadDim);
-  if (num_splits > 1) {
-    using Tag = KernelTag<T, kHeadDim, 2>;
-    if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
-  } else {
-    using Tag = KernelTag<T, kHeadDim, 1>;
-    if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
-  }
+  using Tag = KernelTag<T, kHeadDim, kSplit ? 2 : 1>;
+  if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
   // The maps' bounds; TMA row coordinates are 32-bit (validate_attention_params already
   // holds block_size to a multiple of 64, one half tile's box).
   const int64_t cache_rows = p.num_cache_blocks * p.num_kv_heads * int64_t{p.block_size};
@@ -94,14 +89,14 @@ absl::Status launch_hopper(const AttentionParams& p, int num_splits, void* works
   if (absl::Status s = cache_tensor_map(p.k_cache, p, &k_map); !s.ok()) return s;
   if (absl::Status s = cache_tensor_map(p.v_cache, p, &v_map); !s.ok()) return s;
   constexpr int kBlockM = device::sm90ws_block_m(kHeadDim);
-  float* o_partial = num_splits > 1 ? static_cast<float*>(workspace) : nullptr;
+  float* o_partial = kSplit ? static_cast<float*>(workspace) : nullptr;
   float* lse_partial =
-      num_splits > 1 ? o_partial + prefill_partial_rows(p, num_splits) * kHeadDim : nullptr;
+      kSplit ? o_partial + prefill_partial_rows(p, num_splits) * kHeadDim : nullptr;
   const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM * num_splits, p.num_heads, p.num_seqs);
   kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(p, k_map, v_map, num_splits,
                                                                    o_partial, lse_partial);
   CUDA_CHECK(cudaGetLastError());
-  if (num_splits > 1) {
+  if constexpr (kSplit) {
     const dim3 combine_grid(p.max_seqlen_q * p.num_heads, p.num_seqs);
     CUDA_CHECK(device::launch_dependent(device::attention_prefill_combine_kernel<T, kHeadDim>,
                                         combine_grid, kHeadDim, 0, stream, p, num_splits,
@@ -211,8 +206,9 @@ absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* w
     const bool use_hopper =
         hopper && (p.prefill_impl == PrefillImpl::kHopper ||
                    hopper_path_preferred(kHeadDim, p.causal, p.max_seqlen_q, p.max_seqlen_k));
-    return use_hopper ? launch_hopper<T, kHeadDim>(p, num_splits, workspace, stream)
-                      : launch_portable<T, kHeadDim>(p, stream);
+    if (!use_hopper) return launch_portable<T, kHeadDim>(p, stream);
+    return num_splits > 1 ? launch_hopper<T, kHeadDim, true>(p, num_splits, workspace, stream)
+                          : launch_hopper<T, kHeadDim, false>(p, num_splits, workspace, stream);
   });
 }
 

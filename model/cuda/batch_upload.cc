@@ -98,11 +98,7 @@ absl::Status reserve_token_buffers(const ForwardContext& ctx, const TokenBufferS
 // Split-KV partials of one attention run: a decode over r's sequences in its splits, or a
 // split prefill.
 size_t attention_scratch_bytes(const ForwardContext& ctx, const AttentionRun& r) {
-  kernels::AttentionParams p;
-  p.num_seqs = r.s1 - r.s0;
-  p.max_seqlen_q = r.max_seqlen_q;
-  p.num_heads = ctx.config->num_heads;
-  p.head_dim = ctx.config->head_dim;
+  const kernels::AttentionParams p = attention_shape(ctx, r);
   return r.prefill ? kernels::attention_prefill_workspace_bytes(p, attention_prefill_splits(ctx, r))
                    : kernels::attention_decode_workspace_bytes(p, attention_decode_splits(ctx, r));
 }

@@ -26,7 +26,7 @@ kernels::AttentionParams attention_params(const ForwardContext& ctx, const Devic
                                           bool round_q8_out = false) {
   const ModelConfig& c = *ctx.config;
   const int64_t q_row = static_cast<int64_t>(c.num_heads) * c.head_dim;
-  kernels::AttentionParams p;
+  kernels::AttentionParams p = attention_shape(ctx, r);
   p.dtype = kAct;
   p.q = ctx.ws->q.get<uint16_t>() + r.t0 * q_row;
   p.k_cache = ctx.cache->k_layer(layer);
@@ -35,17 +35,10 @@ kernels::AttentionParams attention_params(const ForwardContext& ctx, const Devic
   p.cu_seqlens_q = b.run_cu_seqlens + r.cu_offset;
   p.seqlens_k = b.seqlens_k + r.s0;
   p.block_tables = b.block_tables + static_cast<int64_t>(r.s0) * b.max_blocks_per_seq;
-  p.num_seqs = r.s1 - r.s0;
-  p.max_seqlen_q = r.max_seqlen_q;
-  p.max_seqlen_k = r.max_seqlen_k;
-  p.num_heads = c.num_heads;
-  p.num_kv_heads = c.num_kv_heads;
-  p.head_dim = c.head_dim;
   p.block_size = ctx.cache->block_size;
   p.max_blocks_per_seq = b.max_blocks_per_seq;
   p.num_cache_blocks = ctx.cache->num_blocks;
   p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  p.causal = true;
   p.round_q8_out = round_q8_out;
   return p;
 }
@@ -436,15 +429,20 @@ int attention_decode_splits(const ForwardContext& ctx, const AttentionRun& r) {
       r.s1 - r.s0, ctx.config->num_kv_heads, r.max_seqlen_k, ctx.num_sms))));
 }
 
-int attention_prefill_splits(const ForwardContext& ctx, const AttentionRun& r) {
+kernels::AttentionParams attention_shape(const ForwardContext& ctx, const AttentionRun& r) {
   kernels::AttentionParams p;
   p.num_seqs = r.s1 - r.s0;
   p.max_seqlen_q = r.max_seqlen_q;
   p.max_seqlen_k = r.max_seqlen_k;
   p.num_heads = ctx.config->num_heads;
+  p.num_kv_heads = ctx.config->num_kv_heads;
   p.head_dim = ctx.config->head_dim;
   p.causal = true;
-  return kernels::attention_prefill_num_splits(p, ctx.num_sms);
+  return p;
+}
+
+int attention_prefill_splits(const ForwardContext& ctx, const AttentionRun& r) {
+  return kernels::attention_prefill_num_splits(attention_shape(ctx, r), ctx.num_sms);
 }
 
 int64_t DeviceKvCache::bytes_per_block(const ModelConfig& c, int block_size) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kernels/attention/attention.h"
 #include "kernels/quant/quant_gemm.h"
 #include "kernels/sampling.h"
 #include "model/config.h"
@@ -178,6 +179,9 @@ struct ForwardContext {
 // The split-KV count of a decode run: kernels::attention_decode_num_splits on its shape,
 // rounded down to a power of two.
 int attention_decode_splits(const ForwardContext& ctx, const AttentionRun& r);
+// The run's attention shape without pointers (sequences, lengths, heads, head_dim, causal):
+// what the split counts and scratch sizes read; attention_run adds the buffers.
+kernels::AttentionParams attention_shape(const ForwardContext& ctx, const AttentionRun& r);
 // kernels::attention_prefill_num_splits for a prefill run (1 where the portable kernel runs).
 int attention_prefill_splits(const ForwardContext& ctx, const AttentionRun& r);
 
