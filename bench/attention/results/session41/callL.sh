@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 41 for the next session's first call (any Hopper GPU; carry
 # .chunks/s41/{i,c,s3}.txz and this script; ~420 s): i = f21b99e (before v19), c = the head
-# 7e4efec (v19c: the split prefill a kernel of its own; + cuda_runner_test, flashserve-make-gguf
+# 840f30c (v19c: the split prefill a kernel of its own; + cuda_runner_test, flashserve-make-gguf
 # and a vocab-only GGUF), s3 = branch stages3 28c53c6 (v21: three K/V stages, on 7e4efec).
 # 1. c's and s3's attention tests at full lengths; c's runner prefill tests on a random
 #    SmolLM2-shaped Q4_1 file (the 512 chunk onto 1,536 cached tokens runs 4 splits);
