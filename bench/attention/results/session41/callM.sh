@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 41 (any Hopper GPU; carry .chunks/s41/ts.txz = attention_cuda_test +
 # attention_bench of branch tma-store 3140e70 (v20: whole 64-row output blocks stored by TMA
-# from the warpgroup's Q rows, on 7e4efec), .chunks/s41/c.txz = 7e4efec (its base), this
+# from the warpgroup's Q rows, on 7e4efec), .chunks/s41/c.txz = the head 840f30c (7e4efec's kernels), this
 # script; ~330 s): 1. v20's attention tests at full lengths; 2. attention_bench --prefill
 # --serving bf16, c / ts alternating, two rounds; 3. memcheck and racecheck of two v20 tests
 # past 1k keys (d64 and d128 causal varlen: whole and partial blocks, the staging's shared
