@@ -7,8 +7,9 @@
 #                                               bench peers ncu (default: all but ncu)
 # `sanitize` runs every test at lengths <= 97; `sanitize-full` runs memcheck and racecheck over
 # one test of each kernel the automatic choice can pick (mma.sync and wgmma prefill at d64 and
-# d128, varlen and chunked, a window, split and unsplit decode, the rounded outputs) at the
-# tests' full lengths (1,025-4,000 keys; issue 20: "include one length past 1k per variant").
+# d128, varlen and chunked, the split prefill, a window, split and unsplit decode, the rounded
+# outputs) at the tests' full lengths (1,025-4,000 keys; issue 20: "include one length past
+# 1k per variant").
 # GIT_COMMIT names the commit in the summary (the GPU machine has no .git).
 # Binaries come from BIN_DIR (default .gpu/bin, made here with
 #   scripts/gpu-bundle.sh .gpu build-cuda/bin/attention_cuda_test build-cuda/bin/attention_bench)
@@ -70,6 +71,7 @@ if has sanitize-full; then
   full+=':*/wgmma_bf16_d64_causal_gqa3_chunked:*/wgmma_bf16_d128_full_gqa8_varlen'
   full+=':*WindowPrefillTest*/auto_bf16_d64_w1100_chunked:*WindowPrefillTest*/auto_bf16_d128_w300_varlen'
   full+=':*/bf16_d64_gqa3_splitsauto_w1025:*DecodeTest*/bf16_d128_gqa8_splits1:*RoundQ8Test*'
+  full+=':*SplitPrefillTest*/wgmma_bf16_d64_causal_gqa3_chunked_s7'
   for tool in memcheck racecheck; do
     timeout ${SANITIZER_FULL_TIMEOUT:-500} compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$bin/attention_cuda_test" --gtest_filter="$full" >> "$out/sanitizer_full.log" 2>&1
