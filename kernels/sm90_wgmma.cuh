@@ -71,6 +71,18 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c
       "l"(map), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
 }
+// TMA store: the box at (c0 innermost, c1) of `map` from shared memory at src (laid out and
+// swizzled as the map says) into global memory, in this thread's bulk group; the source may
+// be reused once tma_store_wait_read returns.
+__device__ __forceinline__ void tma_store_2d(const void* map, int c0, int c1, uint32_t src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map),
+               "r"(c0), "r"(c1), "r"(src)
+               : "memory");
+}
+// Commits this thread's TMA stores and waits until their sources have been read.
+__device__ __forceinline__ void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
   do {

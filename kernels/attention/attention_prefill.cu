@@ -57,6 +57,22 @@ absl::Status cache_tensor_map(const void* cache, const AttentionParams& p, CUten
   return encode_tensor_map_2d(t, "attention_prefill: the K/V cache", map);
 }
 
+// The TMA map of the output [rows, num_heads x head_dim] (2-byte elements) for the Hopper
+// kernel's stores of whole 64-row blocks: boxes of 64 rows x 64 columns in the 128-byte
+// swizzle of its staging. Rows: num_seqs x max_seqlen_q bounds the tokens (only whole blocks
+// of a sequence's rows are stored, so the bound never clips).
+absl::Status output_tensor_map(const AttentionParams& p, CUtensorMap* map) {
+  TensorMap2d t;
+  t.base = p.out;
+  t.type = CU_TENSOR_MAP_DATA_TYPE_UINT16;
+  t.rows = static_cast<uint64_t>(p.num_seqs) * p.max_seqlen_q;
+  t.cols = static_cast<uint64_t>(p.num_heads) * p.head_dim;
+  t.row_bytes = t.cols * 2;
+  t.box_rows = t.box_cols = 64;
+  t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  return encode_tensor_map_2d(t, "attention_prefill: the output", map);
+}
+
 // One smem limit per kernel instantiation (kernels/cuda_plumbing.cuh, set_smem_limit_once).
 // kKernel: 0 the portable kernel, 1 the Hopper kernel, 2 its split instantiation.
 template <typename T, int kHeadDim, int kKernel>
@@ -85,16 +101,21 @@ absl::Status launch_hopper(const AttentionParams& p, int num_splits, void* works
         "cache rows (blocks x kv heads x block_size); got num_cache_blocks ",
         p.num_cache_blocks));
   }
-  CUtensorMap k_map, v_map;
+  CUtensorMap k_map, v_map, o_map = {};
   if (absl::Status s = cache_tensor_map(p.k_cache, p, &k_map); !s.ok()) return s;
   if (absl::Status s = cache_tensor_map(p.v_cache, p, &v_map); !s.ok()) return s;
+  // (A TMA store needs a 16-byte aligned output; another output is stored from registers.)
+  const bool o_by_tma = num_splits == 1 && reinterpret_cast<uintptr_t>(p.out) % 16 == 0;
+  if (o_by_tma) {
+    if (absl::Status s = output_tensor_map(p, &o_map); !s.ok()) return s;
+  }
   constexpr int kBlockM = device::sm90ws_block_m(kHeadDim);
   float* o_partial = kSplit ? static_cast<float*>(workspace) : nullptr;
   float* lse_partial =
       kSplit ? o_partial + prefill_partial_rows(p, num_splits) * kHeadDim : nullptr;
   const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM * num_splits, p.num_heads, p.num_seqs);
-  kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(p, k_map, v_map, num_splits,
-                                                                   o_partial, lse_partial);
+  kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(
+      p, k_map, v_map, o_map, o_by_tma, num_splits, o_partial, lse_partial);
   CUDA_CHECK(cudaGetLastError());
   if constexpr (kSplit) {
     const dim3 combine_grid(p.max_seqlen_q * p.num_heads, p.num_seqs);

@@ -154,7 +154,9 @@ template <typename T, int kHeadDim, bool kSplit>
 __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     attention_prefill_sm90_ws_kernel(const AttentionParams p,
                                      const __grid_constant__ CUtensorMap k_map,
-                                     const __grid_constant__ CUtensorMap v_map, int num_splits,
+                                     const __grid_constant__ CUtensorMap v_map,
+                                     const __grid_constant__ CUtensorMap o_map, bool o_by_tma,
+                                     int num_splits,
                                      float* o_partial, float* lse_partial) {
 #ifdef FLASHSERVE_SM90A
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
@@ -501,6 +503,13 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   }
 
   // ---- epilogue: out = O / l, lse = m * scale + log(l) ----
+  // Else a warpgroup whose 64 rows are all the sequence's (all but a sequence's last block)
+  // stages its output in its own rows of the Q tile (free since its last S; the other
+  // warpgroups read only theirs), in the same 128-byte swizzle, and one thread stores it by
+  // TMA (o_map: the output as [rows, num_heads x head_dim], 64 x 64 boxes); the warpgroup's
+  // threads need not wait for the global writes, and the thread waits only until the tile is
+  // read. Others store from registers.
+  const bool staged = !kSplit && o_by_tma && wg_rows == 64;
   // kSplit: the fp32 partials of rows [split][seq][row][head] for the combine kernel
   // (kernels/attention/attention_combine.cuh); a row that saw no key of the split (l = 0)
   // leaves O = 0 and lse = -inf, which weigh nothing there.
@@ -531,17 +540,43 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
       }
     } else {
       prefill_round_q8_out<T>(p.round_q8_out, v);  // every lane, before the row test
+      if (staged) {
+        // Row r of the warpgroup, 8-column group j of panel j / 8: 16-byte chunk j % 8 of the
+        // row's 128 bytes sits at chunk (j % 8) ^ (r % 8) (the swizzle; the quads of one store
+        // then hit 8 distinct chunks: no bank conflict).
+        const int r = warp * 16 + (lane >> 2) + h * 8;
+        char* base = reinterpret_cast<char*>(sq + warpgroup * 64 * 64) + r * 128 + 4 * (lane & 3);
+#pragma unroll
+        for (int j = 0; j < kHeadDim / 8; ++j) {
+          *reinterpret_cast<uint32_t*>(base + (j / 8) * kBlockM * 128 +
+                                       (((j % 8) ^ (r % 8)) * 16)) = Traits::pack(v[j][0], v[j][1]);
+        }
+      }
       if (row >= q_len) continue;
       const int64_t token = q_start + row;
-      T* dst = out + (token * p.num_heads + head) * kHeadDim + 2 * (lane & 3);
+      if (!staged) {
+        T* dst = out + (token * p.num_heads + head) * kHeadDim + 2 * (lane & 3);
 #pragma unroll
-      for (int j = 0; j < kHeadDim / 8; ++j) {
-        *reinterpret_cast<uint32_t*>(dst + j * 8) = Traits::pack(v[j][0], v[j][1]);
+        for (int j = 0; j < kHeadDim / 8; ++j) {
+          *reinterpret_cast<uint32_t*>(dst + j * 8) = Traits::pack(v[j][0], v[j][1]);
+        }
       }
       if (p.lse != nullptr && (lane & 3) == 0) {
         p.lse[token * p.num_heads + head] =
             l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
       }
+    }
+  }
+  if (staged) {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the writes, to TMA
+    named_bar_sync(1 + kWarpgroups + warpgroup, 128);                 // the warpgroup's 128
+    if (threadIdx.x % 128 == 0) {
+#pragma unroll
+      for (int c = 0; c < kHeadDim / 64; ++c) {
+        tma_store_2d(&o_map, head * kHeadDim + 64 * c, q_start + m_base + 64 * warpgroup,
+                     smem_addr(sq + c * kBlockM * 64 + warpgroup * 64 * 64));
+      }
+      tma_store_wait_read();
     }
   }
   }  // consumer warpgroups
