@@ -45,8 +45,18 @@ def time_ms(fn):
     fn()
     fn()
     torch.cuda.synchronize()
-    times, total = [], 0.0
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    n = 1  # clock warm-up as attention_bench's time_ms: >= 25 ms of back-to-back launches
+    while True:
+        start.record()
+        for _ in range(n):
+            fn()
+        stop.record()
+        stop.synchronize()
+        if start.elapsed_time(stop) >= 25.0 or n >= 4096:
+            break
+        n *= 2
+    times, total = [], 0.0
     while len(times) < 5 or (total < 200.0 and len(times) < 100):
         start.record()
         fn()
