@@ -66,6 +66,14 @@
 //     writes fp32 partials, O normalised over its keys and the LSE (-inf for a row that sees
 //     none of them), for attention_prefill_combine_kernel (attention_combine.cuh). A row
 //     block whose CTA would walk many tiles while most SMs idle gets its SMs back that way.
+//   * Output: a warpgroup whose 64 rows all belong to the sequence (every block but a
+//     sequence's last) writes its bf16/fp16 output into its own rows of the Q tile (free after
+//     its last S) in the tile's 128-byte swizzle, and one thread stores it by TMA through a
+//     third tensor map over the output (attention_prefill.cu, output_tensor_map); only that
+//     thread waits, and only until the tile is read. A partial block, the split's fp32
+//     partials and an output not 16-byte aligned are stored from registers. Measured: 1.02-1.08x
+//     at s512-2k and on the varlen batch (v20 in bench/attention/NOTES.md): the exit drain of
+//     a one-tile CTA's register stores was time the SM lost.
 #include <cuda.h>  // CUtensorMap
 
 #include "kernels/attention/attention.h"
