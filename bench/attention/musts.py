@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Issue 20's musts, read off a peers table (bench/attention/peers_sdpa.py's table.md).
 
-  musts.py OUT_DIR/table.md [--impl wgmma]
+  musts.py OUT_DIR/table.md [OTHER_RUN_DIR/table.md ...] [--impl wgmma]
 
 Ratios are the --impl column against the same run's cuDNN (`IMPL/cuDNN`), bf16 rows unless
 said: the kernel kAuto runs on every grid and serving row of the table (wgmma since the d64
@@ -10,9 +10,13 @@ thresholds sit at 512 queries: kernels/attention/README.md); decode is `ours/cuD
     (the sliding-window rows have no peer and are left out);
   - serving-shaped rows: >= 1.0;  decode: >= 1.0 at every point.
 Prints one markdown bullet a must, "met" or "not met", with the rows that decide it.
+With several tables (runs of one build), each row's ratio is the median over the tables that
+have it, and a first line says so: between two runs the short rows' ratios move by up to 0.2
+(bench/attention/NOTES.md, session 42), and one table decides a row only far from its bar.
 """
 import argparse
 import re
+import statistics
 
 
 def sections(path):
@@ -32,6 +36,26 @@ def sections(path):
     return out
 
 
+def merged(paths, cols):
+    """sections() of one table, or of several with each row's `cols` the median over the
+    tables that have a number there (rows keyed by section and config, in the first table's
+    order; a row missing from the first table is left out)."""
+    tables = [sections(p) for p in paths]
+    if len(tables) == 1:
+        return tables[0]
+    out = {}
+    for title, rows in tables[0].items():
+        for row in rows:
+            row = dict(row)
+            for c in cols:
+                vals = [num(r.get(c)) for t in tables for r in t.get(title, [])
+                        if r.get("config") == row.get("config")]
+                vals = [v for v in vals if v is not None]
+                row[c] = str(statistics.median(vals)) if vals else None
+            out.setdefault(title, []).append(row)
+    return out
+
+
 def num(s):
     try:
         return float(s)
@@ -48,11 +72,11 @@ def fmt(x):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("table")
+    ap.add_argument("tables", nargs="+")
     ap.add_argument("--impl", default="wgmma")
     a = ap.parse_args()
-    t = sections(a.table)
     col = f"{a.impl}/cuDNN"
+    t = merged(a.tables, [col, "ours/cuDNN"])
     grid = {}  # (fp16, d, mask) -> [(s, ratio)]
     for r in t.get("prefill", []):
         m = GRID.match(r["config"])
@@ -77,6 +101,8 @@ def main():
         return f"d{d} {mask} {s // 1024}k" if s >= 1024 else f"d{d} {mask} s{s}"
 
     out = []
+    if len(a.tables) > 1:
+        out.append(f"- Each row's ratio: the median of {len(a.tables)} runs")
     r1k = rows(lambda s: s >= 1024)
     low = [name(d, m, s) for d, m, s, x in r1k if x < 0.95]
     out.append(f"- Prefill grid at s >= 1k, must >= 0.95 everywhere: **{'met' if r1k and not low else 'not met'}**: "

@@ -30,12 +30,15 @@ def table(grid, serving, decode):
 
 
 class MustsTest(unittest.TestCase):
-    def run_on(self, text):
-        fd, path = tempfile.mkstemp(suffix=".md")
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        self.addCleanup(os.remove, path)
-        return subprocess.run([sys.executable, SCRIPT, path], check=True, capture_output=True,
+    def run_on(self, *texts):
+        paths = []
+        for text in texts:
+            fd, path = tempfile.mkstemp(suffix=".md")
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            self.addCleanup(os.remove, path)
+            paths.append(path)
+        return subprocess.run([sys.executable, SCRIPT, *paths], check=True, capture_output=True,
                               text=True).stdout.splitlines()
 
     def test_rows_below_each_bar_are_named_and_window_and_fp16_rows_left_out(self):
@@ -64,6 +67,23 @@ class MustsTest(unittest.TestCase):
         self.assertIn("s = 512, must >= 1.0: **met**", out[2])
         self.assertIn("Serving-shaped rows, must >= 1.0: **met**", out[3])
         self.assertIn("Decode, must >= 1.0: **met**", out[4])
+
+    def test_several_runs_take_each_rows_median(self):
+        def run(r1k, r4k, dec):
+            return table([("b16 s1024 h16 d128 causal", r1k), ("b4 s4096 h16 d128 causal", r4k)],
+                         [("b64 varlen64-1024 t1 h9/3 d64 causal", "1.50")],
+                         [("b1 ctx1024 h9/3 d64", dec)])
+        # Medians of the three runs: s1k 0.97 (0.85, 1.05, 0.97), s4k 0.99 (0.93, 1.02, 0.99),
+        # decode 1.10 (0.30, 1.10, 1.20).
+        out = self.run_on(run("0.85", "0.93", "0.30"), run("1.05", "1.02", "1.10"),
+                          run("0.97", "0.99", "1.20"))
+        self.assertEqual(out[0], "- Each row's ratio: the median of 3 runs")
+        self.assertIn("**met**: 0.97-0.99", out[1])
+        self.assertIn("not at d128 causal 4k 0.99", out[2])
+        self.assertIn("Decode, must >= 1.0: **met**: bf16 1.10-1.10", out[5])
+        # Two runs: the median is their mean; a row without a number in one run takes the other's.
+        out = self.run_on(run("0.90", "n/a", "1.00"), run("1.00", "1.04", "1.00"))
+        self.assertIn("**met**: 0.95-1.04", out[1])
 
 
 if __name__ == "__main__":
