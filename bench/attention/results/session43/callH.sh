@@ -6,6 +6,8 @@
 # limit cuts the run.
 set -u
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
-( sleep $(( $2 + 10 )); tar -czf $OUT/h_partial.tgz -C /tmp h ) &
+( sleep $(( $2 + 10 )); tar -czf $OUT/h_partial.tgz -C /tmp h ) > /dev/null 2>&1 &
+safety=$!
 bench/attention/results_run.sh /tmp/h "$1" "$2"
 tar -czf $OUT/h.tgz -C /tmp h
+kill $safety 2>/dev/null; pkill -P $safety sleep 2>/dev/null; true
