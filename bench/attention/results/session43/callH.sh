@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 43, call H (H200; ~450 s): RESULTS.md's run at this session's head (its kernels are
+# Session 43, call H (H200; ~450 s; NOT RUN: no H200 came in three tries): RESULTS.md's run at this session's head (its kernels are
 # 1ed22d7's, as call D's 72c0718) on the issue's GPU, the H200 (session 42's tables were all
 # H100's). .gpu = attention_cuda_test + attention_bench built at the head (carried).
 # $1 = commit, $2 = results_run.sh's deadline (s). A safety tar at $2 + 10 s in case the call's
