@@ -11,7 +11,10 @@
 #   .chunks/s44/h.txz  the head;  .chunks/s44/p.txz  the head + v24
 # 1. v24's tests at full lengths; 2. h / p alternating, two rounds, and the rule's verdict;
 # 3. memcheck + racecheck of two v24 tests past 1k queries (many CTAs: the prefetch runs).
-# Then, with the build the rule picks: bench/attention/results_run.sh (RESULTS.md's run).
+# Then, with the build the rule picks: bench/attention/results_run.sh (RESULTS.md's run). For
+# v24: `git apply` the patch and commit it, `rm -rf .gpu && tar -xJf .chunks/s44/p.txz` (its
+# binaries are that commit's kernels), and a call `bench/attention/results_run.sh $OUT/r
+# COMMIT 560; tar -czf $OUT/r.tgz -C $OUT r` carrying .gpu; for the head, h.txz likewise.
 set -u
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
