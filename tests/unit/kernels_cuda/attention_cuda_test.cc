@@ -477,6 +477,60 @@ TEST(PrefillRoundQ8Test, RoundedOutputIsThePlainOutputRoundedAfterwards) {
   }
 }
 
+// The Hopper prefill stores whole 64-row blocks by TMA only from a 16-byte aligned output
+// (attention_prefill.cu, o_by_tma); an output 8 bytes off that stores every row from
+// registers. Both stores pack the same values, so the two outputs must be the same bits, and
+// the unaligned one (with the second run's LSE) must also stand against the reference. Varlen and chunked shapes past 1k
+// rows at both head_dims: whole blocks (the TMA path when aligned) and partial ones.
+TEST(PrefillOutputTest, AnOutputNotSixteenByteAlignedGetsTheSameBits) {
+  SKIP_WITHOUT_GPU();
+  if (!device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  for (int head_dim : {64, 128}) {
+    for (bool chunked : {false, true}) {
+      const uint32_t seed = fresh_seed();
+      SCOPED_TRACE("d" + std::to_string(head_dim) + (chunked ? " chunked" : " varlen") +
+                   " seed " + std::to_string(seed));
+      ProblemShape shape;
+      shape.dtype = DType::kBf16;
+      shape.head_dim = head_dim;
+      shape.num_heads = 6;
+      shape.num_kv_heads = 2;
+      shape.causal = true;
+      shape.q_lens = chunked ? capped({17, 512, 300}) : capped({97, 1100, 64});
+      shape.kv_lens = chunked ? capped({1025, 2000, 300}) : shape.q_lens;
+      const Problem pr(shape, seed);
+      AttentionParams p = pr.params(nullptr, nullptr);
+      p.prefill_impl = PrefillImpl::kHopper;
+      const size_t bytes = pr.out_elems() * 2;
+      DeviceBuffer aligned(bytes), shifted(bytes + 16);  // cudaMalloc: 256-byte aligned
+      DeviceBuffer lse(size_t(pr.num_tokens) * shape.num_heads * sizeof(float));
+      aligned.poison();
+      shifted.poison();
+      lse.poison();
+      for (void* out : {aligned.get(), static_cast<void*>(shifted.get<char>() + 8)}) {
+        AttentionParams q = p;
+        q.out = out;
+        q.lse = lse.get<float>();
+        const absl::Status status = attention_prefill(q, nullptr);
+        ASSERT_TRUE(status.ok()) << status;
+      }
+      FS_CUDA_OR_DIE(cudaDeviceSynchronize());
+      std::vector<uint16_t> a(pr.out_elems()), s(pr.out_elems());
+      FS_CUDA_OR_DIE(cudaMemcpy(a.data(), aligned.get(), bytes, cudaMemcpyDeviceToHost));
+      FS_CUDA_OR_DIE(
+          cudaMemcpy(s.data(), shifted.get<char>() + 8, bytes, cudaMemcpyDeviceToHost));
+      size_t differ = 0;
+      for (size_t i = 0; i < a.size(); ++i) differ += a[i] != s[i];
+      EXPECT_EQ(differ, 0u) << "of " << a.size() << " outputs";
+      Outputs fused{std::vector<float>(s.size()), lse.to_host<float>()};
+      for (size_t i = 0; i < s.size(); ++i) {
+        fused.out[i] = testing::from_half_bits(shape.dtype, s[i]);
+      }
+      expect_within_naive(pr, fused, run_naive(pr, p), "out 8 bytes past 16-byte alignment");
+    }
+  }
+}
+
 // ---- configuration errors (no GPU needed: rejected before any launch) ----------------------
 
 AttentionParams valid_looking_params() {
