@@ -3,7 +3,8 @@
 # call J and RESULTS.md's run in one call, since each machine start costs ~1-3 min of a
 # 30-min budget and this session lost 9 min to starts that failed before its first call.
 #   $1 = the commit whose kernels h.txz holds (the head), $2 = the commit of head + v24
-#   (results/session43/v24_l2_next.patch), whose kernels p.txz holds.
+#   (results/session43/v24_l2_next.patch), whose kernels p.txz holds; $3 = the deadline in
+#   seconds from the call's start (default 575; the safety tar 10 s after it).
 # 1. The head's new PrefillOutputTest (its unaligned-output path), then v24's tests at full
 #    lengths (the new test included);
 # 2. h / p alternating, two rounds, and the verdict of v24's rule, written before this
@@ -16,7 +17,7 @@ set -u
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 R=/tmp/k; rm -rf $R; mkdir -p $R
-( sleep 585; tar -czf $OUT/k_partial.tgz -C /tmp k ) > /dev/null 2>&1 &
+( sleep $(( ${3:-575} + 10 )); tar -czf $OUT/k_partial.tgz -C /tmp k ) > /dev/null 2>&1 &
 safety=$!
 for b in h p; do rm -rf /tmp/$b && mkdir -p /tmp/$b && tar -xJf .chunks/s44/$b.txz -C /tmp/$b; done
 LD_LIBRARY_PATH=/tmp/h/.gpu/lib:/usr/local/cuda/lib64 timeout 60 /tmp/h/.gpu/bin/attention_cuda_test \
@@ -45,7 +46,7 @@ if grep -q 'RULE: v24 to mainline' $R/rule.txt; then pick=p commit=$2; else pick
 echo "results run: $pick ($commit) from $(el) s"
 rm -rf .gpu && cp -r /tmp/$pick/.gpu .gpu
 tar -czf $OUT/k.tgz -C /tmp k
-bench/attention/results_run.sh $R/r "$commit" $(( 575 - $(el) ))
+bench/attention/results_run.sh $R/r "$commit" $(( ${3:-575} - $(el) ))
 tar -czf $OUT/k.tgz -C /tmp k
 kill $safety 2>/dev/null; pkill -P $safety sleep 2>/dev/null
 echo "end $(el) s"
