@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Prepared in session 44 for the next session (any Hopper GPU; carry .chunks/s44/{h,ps}.txz;
+# ~450 s): v25's first measurement (NOTES.md v25: prediction and keep rule written before it).
+#   h.txz  = the head's kernels (6db0bbf = 72c0718's kernel objects)
+#   ps.txz = branch ps-short 08d02c5 (results/session44/v25_ps_short.patch on 4b554c8)
+# Rebuild either: a worktree at the commit, then
+#   cmake -S . -B build -DFLASHSERVE_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+#   cmake --build build -j2 --target attention_cuda_test attention_bench
+#   scripts/gpu-bundle.sh /tmp/bX/.gpu build/bin/attention_{cuda_test,bench}
+#   tar -cJf .chunks/s44/X.txz -C /tmp/bX .gpu
+# A never-run kernel's call gates on one short test first (session 44's call V hung in the
+# persistent kernel's first launch and spent 400 s of timeouts): step 1 stops the call if
+# PersistentPrefillTest does not pass within 30 s.
+# 1. PersistentPrefillTest alone (30 s); 2. ps's whole test binary at full lengths;
+# 3. h / ps alternating, two rounds (ps's bench times wgmma and wgmma_ps); the ratios
+#    head wgmma / ps wgmma_ps, ps wgmma / ps wgmma_ps (same run) and head wgmma / ps wgmma
+#    (the one-tile kernel's SASS moved: a template flag and the walk's loop around it);
+# 4. memcheck + racecheck of the persistent tests. Everything under /tmp/l -> $OUT/l.tgz.
+set -u
+t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+R=/tmp/l; rm -rf $R; mkdir -p $R
+for b in h ps; do rm -rf /tmp/$b && mkdir -p /tmp/$b && tar -xJf .chunks/s44/$b.txz -C /tmp/$b; done
+L=/tmp/ps/.gpu/lib:/usr/local/cuda/lib64
+LD_LIBRARY_PATH=$L timeout 30 /tmp/ps/.gpu/bin/attention_cuda_test \
+  --gtest_filter='PersistentPrefillTest*:All/PrefillTest.*/wgmmaps_bf16_d128_causal_gqa8_varlen' \
+  > $R/gate.txt 2>&1
+rc=$?
+echo "gate rc=$rc $(el) s $(grep -E '^\[  (PASSED|FAILED) ' $R/gate.txt | tr '\n' ' ')"
+if [[ $rc -ne 0 ]]; then tail -20 $R/gate.txt; tar -czf $OUT/l.tgz -C /tmp l; exit 1; fi
+LD_LIBRARY_PATH=$L timeout 120 /tmp/ps/.gpu/bin/attention_cuda_test > $R/tests_ps.txt 2>&1
+echo "tests ps rc=$? $(el) s $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' $R/tests_ps.txt | tr '\n' ' ')"
+grep -E '^\[  FAILED  \]' $R/tests_ps.txt | head
+BENCH_TIMEOUT=110 bench/attention/alternate_bench.sh $R 2 h=/tmp/h/.gpu ps=/tmp/ps/.gpu
+echo "bench done $(el) s"
+python3 - $R <<'PY' | tee $R/ratios.md
+import csv, statistics, sys
+d = sys.argv[1]
+def load(f, impl):
+    return {r['config']: float(r['ms']) for r in csv.DictReader(open(f))
+            if r['impl'] == impl and r['kind'] in ('prefill', 'serving')}
+pairs = {'head wgmma / ps wgmma_ps': ('h', 'wgmma', 'ps', 'wgmma_ps'),
+         'ps wgmma / ps wgmma_ps': ('ps', 'wgmma', 'ps', 'wgmma_ps'),
+         'head wgmma / ps wgmma': ('h', 'wgmma', 'ps', 'wgmma')}
+tab = {}
+for name, (b1, i1, b2, i2) in pairs.items():
+    rounds = [(load(f'{d}/bench_{b1}_{r}.csv', i1), load(f'{d}/bench_{b2}_{r}.csv', i2)) for r in (1, 2)]
+    tab[name] = {k: [a[k] / b[k] for a, b in rounds if k in a and k in b] for k in rounds[0][0]}
+names = list(pairs)
+print('| config | ' + ' | '.join(f'{n} (r1, r2)' for n in names) + ' |')
+print('|---' * (len(names) + 1) + '|')
+for k in tab[names[0]]:
+    print(f'| {k} | ' + ' | '.join(' / '.join(f'{x:.3f}' for x in tab[n].get(k, [])) for n in names) + ' |')
+for n in names:
+    print(f'median {n}: ' + ' '.join(f'{statistics.median(v[i] for v in tab[n].values() if len(v) == 2):.3f}' for i in (0, 1)))
+PY
+tar -czf $OUT/l.tgz -C /tmp l
+P='PersistentPrefillTest*:All/WindowPrefillTest.*/wgmmaps_bf16_d64_w1100_chunked'
+bench/attention/sanitize_tests.sh $R ps /tmp/ps/.gpu $(( (560 - $(el)) / 2 )) "$P"
+tar -czf $OUT/l.tgz -C /tmp l
+echo "end $(el) s"
