@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Session 44, call V, as it ran (one command line, right after call K on the warm H100; carry
+# .chunks/s44/ps.txz = v25 before its fix): the persistent kernel deadlocked in its first
+# launch, so every step below ran into its timeout (NOTES.md v25). callL.sh is its successor,
+# gated on a 30-s test.
+mkdir -p /tmp/ps /tmp/v && tar -xJf .chunks/s44/ps.txz -C /tmp/ps && L=/tmp/ps/.gpu/lib:/usr/local/cuda/lib64; B=/tmp/ps/.gpu/bin; LD_LIBRARY_PATH=$L timeout 120 $B/attention_cuda_test > /tmp/v/tests.txt 2>&1; echo "tests rc=$? $(grep -E '^\[  (PASSED|FAILED) ' /tmp/v/tests.txt | tr '\n' ' ')"; grep -E '^\[  FAILED  \]' /tmp/v/tests.txt | head; grep -A3 'PersistentPrefillTest' /tmp/v/tests.txt | grep -E 'OK|FAILED' | head -3; for r in 1 2; do LD_LIBRARY_PATH=$L timeout 90 $B/attention_bench --prefill --serving --dtype bf16 --csv /tmp/v/bench_$r.csv > /tmp/v/bench_$r.log 2>&1; echo "bench $r rc=$?"; done; LD_LIBRARY_PATH=$L timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/attention_cuda_test --gtest_filter='PersistentPrefillTest*:All/PrefillTest.*/wgmmaps_bf16_d128_causal_gqa8_varlen' > /tmp/v/memcheck.txt 2>&1; echo "memcheck rc=$? $(grep 'ERROR SUMMARY' /tmp/v/memcheck.txt | tail -1)"; tar -czf $OUT/v.tgz -C /tmp v
