@@ -4,8 +4,9 @@ attention_prefill_sm90_ws.cuh), one-tile and persistent (v25): the producer warp
 consumer warpgroup are agents; mbarriers count arrivals per phase (full: the producer's 128
 threads as one unit; empty: each consumer warpgroup as one unit), named barriers count 2 units
 (256 threads). Each agent mirrors the kernel's sequence of waits and arrivals with the same
-index arithmetic. Random interleavings; reports a deadlock (every unfinished agent blocked) or a
-wait that passes on a phase other than the one it means (parity aliasing).
+index arithmetic. Random interleavings; reports a deadlock (every unfinished agent blocked), a
+wait that passes on a phase other than the one it means (parity aliasing), or a barrier left
+mid-phase at the end (a turn handed over that nobody took).
 
   python3 bench/attention/sm90ws_protocol.py [SEED]          # ~1 min, 400 random shapes
   python3 bench/attention/sm90ws_protocol.py --check-model   # must find v25's first bug
@@ -116,6 +117,9 @@ def run(W, persistent, q_lens, kv_lens, heads, causal, window, grid_sms, cta, rn
 
     def consumer(w):
         ring = q_round = 0
+        # The walk runs the turns on across its tiles: one pre-arrive before it, every region
+        # hands over, warpgroup 0 takes the last hand-over after it (one-tile: per tile).
+        if persistent and w == W - 1: yield ('narrive', 1)
         for l in walk():
             g = geometry(l, rb, heads, q_lens, kv_lens, bm, causal, window)
             if g['m_base'] >= g['q_len']: continue
@@ -125,10 +129,10 @@ def run(W, persistent, q_lens, kv_lens, heads, causal, window, grid_sms, cta, rn
             my = 0 if wg_rows <= 0 else max(0, (wg_end + BN - 1) // BN - g['first_tile'])
             qb = q_round & 1
             def end_turn(last):
-                if not (w == W - 1 and last): return [('narrive', 1 + (w + 1) % W)]
+                if persistent or not (w == W - 1 and last): return [('narrive', 1 + (w + 1) % W)]
                 return []
             if nt > 0:
-                if w == W - 1: yield ('narrive', 1)
+                if not persistent and w == W - 1: yield ('narrive', 1)
                 yield ('wait', f'q_full{qb}', 1, q_round >> 1)
                 yield ('wait', f'k_full{ring % S}', 1, ring // S)
                 yield ('nsync', 1 + w)
@@ -150,6 +154,7 @@ def run(W, persistent, q_lens, kv_lens, heads, causal, window, grid_sms, cta, rn
                 if persistent and release_last_v: yield ('arrive', f'v_empty{jv % S}')
             if persistent and nt > 0: yield ('arrive', f'q_empty{qb}')
             ring += nt; q_round += 1 if nt > 0 else 0
+        if persistent and w == 0: yield ('nsync', 1)
 
     expect = {}
     def getbar(name):
@@ -198,7 +203,11 @@ def run(W, persistent, q_lens, kv_lens, heads, causal, window, grid_sms, cta, rn
         rng.shuffle(live)
         if not any(step(a) for a in live):
             return f'deadlock: ' + ', '.join(f'{a} on {pending[a]}' for a in live)
-    return None
+    # At the end every barrier is between phases: a named barrier left with arrivals (a turn
+    # handed over that nobody took) or an mbarrier with a partial phase is a protocol error.
+    left = [f'named {i}: {b.count}' for i, b in nb.items() if b.count] + \
+           [f'{n}: {b.count}' for n, b in bars.items() if b.count]
+    return 'unbalanced at exit: ' + ', '.join(left) if left else None
 
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith('--')]
@@ -235,7 +244,8 @@ def main():
     if mutant:
         print('FAIL: the model did not find the known bug (no release of the last V)')
         return 1
-    print(f'ok: {cases} CTAs simulated, no deadlock, every wait on the phase it means')
+    print(f'ok: {cases} CTAs simulated, no deadlock, every wait on the phase it means, '
+          'every barrier balanced at the end')
     return 0
 
 if __name__ == '__main__':

@@ -2,7 +2,7 @@
 # Prepared in session 44 for the next session (any Hopper GPU; carry .chunks/s44/{h,ps}.txz;
 # ~450 s): v25's first measurement (NOTES.md v25: prediction and keep rule written before it).
 #   h.txz  = the head's kernels (6db0bbf = 72c0718's kernel objects)
-#   ps.txz = branch ps-short f34d052 (results/session44/v25_ps_short.patch on 4b554c8)
+#   ps.txz = branch ps-short a313031 (results/session44/v25_ps_short.patch on 4b554c8)
 # Rebuild either: a worktree at the commit, then
 #   cmake -S . -B build -DFLASHSERVE_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 #   cmake --build build -j2 --target attention_cuda_test attention_bench
