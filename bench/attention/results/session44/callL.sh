@@ -53,6 +53,17 @@ for k in tab[names[0]]:
     print(f'| {k} | ' + ' | '.join(' / '.join(f'{x:.3f}' for x in tab[n].get(k, [])) for n in names) + ' |')
 for n in names:
     print(f'median {n}: ' + ' '.join(f'{statistics.median(v[i] for v in tab[n].values() if len(v) == 2):.3f}' for i in (0, 1)))
+# v25's rule (NOTES.md): a class the host can tell from the call's parameters goes to the
+# persistent form only if every row of it is >= 1.02 in both rounds (head wgmma / ps wgmma_ps).
+classes = {'max_seqlen_k <= 512 (the s512 grid rows)': lambda k: ' s512 ' in k,
+           'max_seqlen_k <= 1024 (s512, s1k, the varlen batch)':
+               lambda k: ' s512 ' in k or ' s1024 ' in k or 'varlen' in k,
+           'chunks b8 (not a class alone; shown)': lambda k: k.startswith('b8 q512'),
+           'chunks b1 (not a class alone; shown)': lambda k: k.startswith('b1 q512')}
+r = tab['head wgmma / ps wgmma_ps']
+for c, f in classes.items():
+    v = [min(x) for k, x in r.items() if f(k) and len(x) == 2]
+    print(f'class {c}: {len(v)} rows, lowest {min(v):.3f}: ' + ('RULE: to the persistent form' if v and min(v) >= 1.02 else 'RULE: stays'))
 PY
 tar -czf $OUT/l.tgz -C /tmp l
 P='PersistentPrefillTest*:All/WindowPrefillTest.*/wgmmaps_bf16_d64_w1100_chunked'
