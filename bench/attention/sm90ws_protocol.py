@@ -124,9 +124,8 @@ def run(W, persistent, q_lens, kv_lens, heads, causal, window, grid_sms, cta, rn
             g = geometry(l, rb, heads, q_lens, kv_lens, bm, causal, window)
             if g['m_base'] >= g['q_len']: continue
             nt = g['num_tiles']
-            wg_rows = min(64, g['q_len'] - g['m_base'] - 64 * w)
-            wg_end = min(g['kv_len'], g['q_offset'] + g['m_base'] + 64 * w + wg_rows) if causal else g['kv_len']
-            my = 0 if wg_rows <= 0 else max(0, (wg_end + BN - 1) // BN - g['first_tile'])
+            # (A warpgroup's own tile count, my_tiles in the kernel, decides only which GEMMs
+            # it issues: every branch on it waits, takes its turn and arrives alike.)
             qb = q_round & 1
             def end_turn(last):
                 if persistent or not (w == W - 1 and last): return [('narrive', 1 + (w + 1) % W)]
@@ -156,7 +155,6 @@ def run(W, persistent, q_lens, kv_lens, heads, causal, window, grid_sms, cta, rn
             ring += nt; q_round += 1 if nt > 0 else 0
         if persistent and w == 0: yield ('nsync', 1)
 
-    expect = {}
     def getbar(name):
         if name.startswith(('q_full', 'k_full', 'v_full')): return full(name)
         return empty(name)
