@@ -294,6 +294,7 @@ bool run_prefill_impls(PagedProblem& pr, const std::string& kind, const std::str
   bool all_ok = true;
   std::vector<PrefillImpl> impls = {PrefillImpl::kPortable};
   if (hopper) impls.push_back(PrefillImpl::kHopper);
+  if (hopper) impls.push_back(PrefillImpl::kHopperPersistent);  // v25, an experiment
   Buffer ws(attention_naive_workspace_bytes(pr.p));
   AttentionParams naive = pr.p;
   naive.out = pr.ref->ptr;
@@ -307,7 +308,9 @@ bool run_prefill_impls(PagedProblem& pr, const std::string& kind, const std::str
   BENCH_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
   for (PrefillImpl impl : impls) {
     pr.p.prefill_impl = impl;
-    const char* name = impl == PrefillImpl::kHopper ? "wgmma" : "mma";
+    const char* name = impl == PrefillImpl::kHopper               ? "wgmma"
+                       : impl == PrefillImpl::kHopperPersistent ? "wgmma_ps"
+                                                                : "mma";
     const int splits = attention_prefill_num_splits(pr.p, num_sms);
     Buffer split_ws(std::max<size_t>(attention_prefill_workspace_bytes(pr.p, splits), 1));
     auto run = [&] {

@@ -43,8 +43,9 @@ namespace flashserve::kernels {
 // Which prefill kernel runs. kAuto: on compute capability 9.0 the faster of the two for the
 // head_dim as measured (kernels/attention/attention_prefill.cu), elsewhere the portable
 // mma.sync path (sm_80 instructions). kHopper on another GPU is an InvalidArgument. Tests and
-// benchmarks pin each path to compare them.
-enum class PrefillImpl { kAuto, kPortable, kHopper };
+// benchmarks pin each path to compare them. kHopperPersistent: the Hopper kernel's
+// persistent form (one CTA an SM walks the tiles; an experiment, NOTES.md v25), never split.
+enum class PrefillImpl { kAuto, kPortable, kHopper, kHopperPersistent };
 
 // Keys per K/V tile in every attention kernel; the cache block_size must be a multiple.
 inline constexpr int kAttentionKvTile = 64;
