@@ -160,9 +160,10 @@ __device__ __forceinline__ void load_tile_group(T* tile, int first_valid_row, in
 // kSplit: the split prefill's instantiation (num_splits > 1, the partials' epilogue); the
 // other one is the kernel without any of it (a second mode is a kernel of its own:
 // CONTRIBUTING.md; as a runtime branch it cost the one-split rows 3-4 %, NOTES.md v19).
-// kPersistent: gridDim.x CTAs (at most one an SM) walk the tiles l = blockIdx.x,
-// blockIdx.x + gridDim.x, ... of the list (row block reversed fastest, then head, then
-// sequence: the one-tile grid's order), each tile as the one-tile kernel runs it; the K/V
+// kPersistent: gridDim.x CTAs (at most one an SM) walk the list of tiles (row block reversed
+// fastest, then head, then sequence: the one-tile grid's order) one wave-sized round at a
+// time, rotated so that each CTA meets every row block (`walk_tile`), each tile as the
+// one-tile kernel runs it; the K/V
 // rings and their phases run on across tiles, and two Q buffers let the producer load the
 // next tile's Q and first K/V while the consumers finish the current one (NOTES.md v25).
 template <typename T, int kHeadDim, bool kSplit, bool kPersistent = false>
@@ -188,12 +189,21 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   static_assert(!(kSplit && kPersistent), "the split grid is under one wave: not persistent");
   // Longest (causal) row blocks first; with splits, a row block's splits side by side.
   const int split = kSplit ? blockIdx.x % num_splits : 0;
-  // The walk: tiles l = walk_first, walk_first + walk_step, ... below walk_end (one tile, the
-  // CTA's own, when not persistent).
+  // The walk (one tile, the CTA's own, when not persistent): round k of the grid's G CTAs
+  // runs tiles [k G, (k + 1) G) of the list, the set a one-tile grid runs as its wave k (so
+  // the L2 sees the same K/V at once), and CTA i takes tile k G + (i + k) mod G of it (none
+  // past the list's end). With the row block fastest in the list, a plain stride (tile k G + i)
+  // would give CTA i the same row block in every round whenever G is a multiple of the row
+  // blocks (132 CTAs, 4 or 6 of them at s512 / s1k): under the causal mask the CTAs of the
+  // longest blocks would take 4-6x the others' time. The rotation walks each CTA through
+  // every row block (by steps of 1 + G mod row_blocks a round).
   const int row_blocks = (p.max_seqlen_q + kBlockM - 1) / kBlockM;
-  const int walk_first = kPersistent ? static_cast<int>(blockIdx.x) : 0;
-  const int walk_step = kPersistent ? static_cast<int>(gridDim.x) : 1;
-  const int walk_end = kPersistent ? row_blocks * p.num_heads * p.num_seqs : 1;
+  const int walk_tiles = kPersistent ? row_blocks * p.num_heads * p.num_seqs : 1;
+  const int walk_grid = kPersistent ? static_cast<int>(gridDim.x) : 1;
+  const int walk_rounds = (walk_tiles + walk_grid - 1) / walk_grid;
+  auto walk_tile = [&](int k) {
+    return kPersistent ? k * walk_grid + (static_cast<int>(blockIdx.x) + k) % walk_grid : 0;
+  };
   struct Geometry {
     int seq, head, q_start, q_len, m_base, kv_len, q_offset, kv_head, rows, window,
         window_start, first_tile, num_tiles;
@@ -308,7 +318,9 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     // j % kStages, phase (j / kStages) & 1); q_round: the tiles with keys before this one.
     int ring = 0;
     int q_round = 0;
-    for (int l = walk_first; l < walk_end; l += walk_step) {
+    for (int k = 0; k < walk_rounds; ++k) {
+    const int l = walk_tile(k);
+    if (l >= walk_tiles) continue;
     const Geometry g = kPersistent ? geometry(l) : g0;
     if (g.m_base >= g.q_len) continue;  // (persistent only: the one-tile CTA has returned)
     if (g.num_tiles == 0) {
@@ -402,7 +414,9 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   const float scale_log2 = p.softmax_scale * kLog2e;
   int ring = 0;     // as the producer's: the K/V tiles of the walk's earlier tiles
   int q_round = 0;  // and the tiles with keys before this one
-  for (int l = walk_first; l < walk_end; l += walk_step) {
+  for (int k = 0; k < walk_rounds; ++k) {
+  const int l = walk_tile(k);
+  if (l >= walk_tiles) continue;
   const Geometry g = kPersistent ? geometry(l) : g0;
   if (g.m_base >= g.q_len) continue;  // (persistent only: the one-tile CTA has returned)
   const int seq = g.seq, head = g.head, q_start = g.q_start, q_len = g.q_len;
