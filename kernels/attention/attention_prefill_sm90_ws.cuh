@@ -414,6 +414,13 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   const float scale_log2 = p.softmax_scale * kLog2e;
   int ring = 0;     // as the producer's: the K/V tiles of the walk's earlier tiles
   int q_round = 0;  // and the tiles with keys before this one
+  // The GEMM-issue turns (below): a one-tile CTA's last warpgroup pre-arrives on warpgroup
+  // 0's barrier at the tile's start and skips its last region's hand-over. The walk instead
+  // runs the turns on across its tiles: one pre-arrive before the walk, every region hands
+  // over (the last warpgroup's last hand-over of a tile is the next tile's pre-arrive, made
+  // before its epilogue and the next tile's geometry loads, so warpgroup 0 need not wait for
+  // them), and warpgroup 0 takes the one hand-over left at the walk's end.
+  if (kPersistent && warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);
   for (int k = 0; k < walk_rounds; ++k) {
   const int l = walk_tile(k);
   if (l >= walk_tiles) continue;
@@ -529,14 +536,16 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   const int my_turn = 1 + warpgroup;
   const int next_turn = 1 + (warpgroup + 1) % kWarpgroups;
   auto end_turn = [&](bool last_region) {
-    if (!(warpgroup == kWarpgroups - 1 && last_region)) named_bar_arrive(next_turn, 256);
+    if (kPersistent || !(warpgroup == kWarpgroups - 1 && last_region)) {
+      named_bar_arrive(next_turn, 256);
+    }
   };
   auto begin_turn = [&] {
     named_bar_sync(my_turn, 256);
   };
 
   if (num_tiles > 0) {
-    if (warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);  // 0 first
+    if (!kPersistent && warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);  // 0 first
     mbar_wait(q_full(qb), (q_round >> 1) & 1);
     mbar_wait(k_full(ring % kStages), (ring / kStages) & 1);
     // (Each wgmma issue and its wait sit in one arm: ptxas serializes the wgmma otherwise.)
@@ -694,6 +703,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   ring += num_tiles;
   q_round += num_tiles > 0 ? 1 : 0;
   }  // walk
+  if (kPersistent && warpgroup == 0) named_bar_sync(1, 256);  // the last hand-over
   }  // consumer warpgroups
 #else
   __trap();  // only built for sm_90a; the launcher never selects it elsewhere
