@@ -41,6 +41,13 @@ constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q
   return max_seqlen_q >= 512 || (causal && max_seqlen_k >= 1536);
 }
 
+// Where kAuto runs the Hopper kernel, its persistent form (one CTA an SM walks the tiles,
+// the next tile's Q and first K/V loaded while the current one finishes) for calls of at most
+// 512 keys: there a tile's CTA is short (~12 us at s512) and its start a large part of it,
+// and the measured s512 rows ran >= 1.02x the one-tile grid in both rounds (NOTES.md v25).
+// Longer calls keep the one-tile grid (and its split for short grids).
+constexpr bool hopper_persistent_preferred(int max_seqlen_k) { return max_seqlen_k <= 512; }
+
 // The TMA map of a paged K or V cache seen as rows [num_cache_blocks x num_kv_heads x
 // block_size, head_dim] of 2-byte elements (kernels/paged_kv.h: a (block, kv head) is
 // block_size contiguous rows): boxes of 64 rows x 64 columns in the 128-byte swizzle that the
@@ -158,7 +165,8 @@ int attention_prefill_num_splits(const AttentionParams& p, int num_sms) {
     return 1;
   }
   if (p.prefill_impl == PrefillImpl::kAuto &&
-      !hopper_path_preferred(p.head_dim, p.causal, p.max_seqlen_q, p.max_seqlen_k)) {
+      (!hopper_path_preferred(p.head_dim, p.causal, p.max_seqlen_q, p.max_seqlen_k) ||
+       hopper_persistent_preferred(p.max_seqlen_k))) {
     return 1;
   }
   // The Hopper kernel runs one CTA an SM (its registers fill the SM); a grid of fewer CTAs
@@ -240,7 +248,10 @@ absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* w
                    p.prefill_impl == PrefillImpl::kHopperPersistent ||
                    hopper_path_preferred(kHeadDim, p.causal, p.max_seqlen_q, p.max_seqlen_k));
     if (!use_hopper) return launch_portable<T, kHeadDim>(p, stream);
-    if (p.prefill_impl == PrefillImpl::kHopperPersistent) {
+    const bool persistent =
+        p.prefill_impl == PrefillImpl::kHopperPersistent ||
+        (p.prefill_impl == PrefillImpl::kAuto && hopper_persistent_preferred(p.max_seqlen_k));
+    if (persistent) {
       if (num_splits > 1) {
         return absl::InvalidArgumentError(
             "attention_prefill: the persistent Hopper kernel runs unsplit (num_splits 1)");
