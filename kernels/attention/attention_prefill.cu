@@ -250,7 +250,8 @@ absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* w
     if (!use_hopper) return launch_portable<T, kHeadDim>(p, stream);
     const bool persistent =
         p.prefill_impl == PrefillImpl::kHopperPersistent ||
-        (p.prefill_impl == PrefillImpl::kAuto && hopper_persistent_preferred(p.max_seqlen_k));
+        (p.prefill_impl == PrefillImpl::kAuto && num_splits == 1 &&
+         hopper_persistent_preferred(p.max_seqlen_k));
     if (persistent) {
       if (num_splits > 1) {
         return absl::InvalidArgumentError(
