@@ -30,7 +30,7 @@
 //   draws the same list, and t<tokens> in the config makes a mismatch visible);
 // - "b<1|8> q512 ctx<1k..8k>": chunked prefill, 512 new queries per sequence onto ctx keys
 //   already cached (seqlens_k = ctx + 512; query i sits at position ctx + i).
-// Both pinned prefill kernels are timed (kAuto picks wgmma at d128 and mma at d64 here: causal
+// The pinned prefill kernels are timed (kAuto picks wgmma at d128 and mma at d64 here: causal
 // with max_seqlen_q < 2048); the naive kernel only validates.
 //
 //   attention_bench [--prefill] [--decode] [--window] [--serving] [--dtype bf16|fp16|both]
@@ -288,12 +288,14 @@ bool validate(const PagedProblem& pr, const char* what) {
 std::string dtype_suffix(DType dtype) { return dtype == DType::kFp16 ? " fp16" : ""; }
 
 // Runs the naive kernel once for the reference, then validates and times each pinned prefill
-// implementation ("mma", and "wgmma" on Hopper); times the naive kernel too if time_naive.
+// implementation ("mma", and on Hopper "wgmma", the one-tile grid, and "wgmma_ps", its
+// persistent form, which kAuto runs at <= 512 keys); times the naive kernel too if time_naive.
 bool run_prefill_impls(PagedProblem& pr, const std::string& kind, const std::string& config,
                        const AttentionCost& cost, bool hopper, bool time_naive) {
   bool all_ok = true;
   std::vector<PrefillImpl> impls = {PrefillImpl::kPortable};
   if (hopper) impls.push_back(PrefillImpl::kHopper);
+  if (hopper) impls.push_back(PrefillImpl::kHopperPersistent);  // kAuto's at <= 512 keys
   Buffer ws(attention_naive_workspace_bytes(pr.p));
   AttentionParams naive = pr.p;
   naive.out = pr.ref->ptr;
@@ -307,7 +309,9 @@ bool run_prefill_impls(PagedProblem& pr, const std::string& kind, const std::str
   BENCH_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
   for (PrefillImpl impl : impls) {
     pr.p.prefill_impl = impl;
-    const char* name = impl == PrefillImpl::kHopper ? "wgmma" : "mma";
+    const char* name = impl == PrefillImpl::kHopper               ? "wgmma"
+                       : impl == PrefillImpl::kHopperPersistent ? "wgmma_ps"
+                                                                : "mma";
     const int splits = attention_prefill_num_splits(pr.p, num_sms);
     Buffer split_ws(std::max<size_t>(attention_prefill_workspace_bytes(pr.p, splits), 1));
     auto run = [&] {

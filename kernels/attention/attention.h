@@ -43,8 +43,10 @@ namespace flashserve::kernels {
 // Which prefill kernel runs. kAuto: on compute capability 9.0 the faster of the two for the
 // head_dim as measured (kernels/attention/attention_prefill.cu), elsewhere the portable
 // mma.sync path (sm_80 instructions). kHopper on another GPU is an InvalidArgument. Tests and
-// benchmarks pin each path to compare them.
-enum class PrefillImpl { kAuto, kPortable, kHopper };
+// benchmarks pin each path to compare them. kHopperPersistent: the Hopper kernel's
+// persistent form (one CTA an SM walks the tiles), never split; kAuto picks it where it runs
+// the Hopper kernel on at most 512 keys (NOTES.md v25).
+enum class PrefillImpl { kAuto, kPortable, kHopper, kHopperPersistent };
 
 // Keys per K/V tile in every attention kernel; the cache block_size must be a multiple.
 inline constexpr int kAttentionKvTile = 64;
@@ -99,9 +101,9 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream);
 // LSE (kernels/attention/attention_combine.cuh). num_splits applies where the Hopper kernel
 // runs; the portable kernel runs unsplit (the workspace then goes unused).
 inline constexpr int kMaxPrefillSplits = 16;
-// Splits for the call: 1 unless the Hopper kernel would run (kHopper, or kAuto's choice
-// for the shape; the device is not queried) with fewer row blocks than num_sms; then enough
-// to cover the SMs once, at most one per 4 key tiles (512 keys) and kMaxPrefillSplits.
+// Splits for the call: 1 unless the one-tile Hopper kernel would run (kHopper, or kAuto's
+// choice for the shape; the device is not queried) with fewer row blocks than num_sms; then
+// enough to cover the SMs once, at most one per 4 key tiles (512 keys) and kMaxPrefillSplits.
 int attention_prefill_num_splits(const AttentionParams& p, int num_sms);
 // Bytes of scratch for num_splits splits (0 when num_splits == 1): fp32 partials of
 // num_splits x num_seqs x max_seqlen_q x num_heads rows.

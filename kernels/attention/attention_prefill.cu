@@ -41,6 +41,13 @@ constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q
   return max_seqlen_q >= 512 || (causal && max_seqlen_k >= 1536);
 }
 
+// Where kAuto runs the Hopper kernel, its persistent form (one CTA an SM walks the tiles,
+// the next tile's Q and first K/V loaded while the current one finishes) for calls of at most
+// 512 keys: there a tile's CTA is short (~12 us at s512) and its start a large part of it,
+// and the measured s512 rows ran >= 1.02x the one-tile grid in both rounds (NOTES.md v25).
+// Longer calls keep the one-tile grid (and its split for short grids).
+constexpr bool hopper_persistent_preferred(int max_seqlen_k) { return max_seqlen_k <= 512; }
+
 // The TMA map of a paged K or V cache seen as rows [num_cache_blocks x num_kv_heads x
 // block_size, head_dim] of 2-byte elements (kernels/paged_kv.h: a (block, kv head) is
 // block_size contiguous rows): boxes of 64 rows x 64 columns in the 128-byte swizzle that the
@@ -74,7 +81,8 @@ absl::Status output_tensor_map(const AttentionParams& p, CUtensorMap* map) {
 }
 
 // One smem limit per kernel instantiation (kernels/cuda_plumbing.cuh, set_smem_limit_once).
-// kKernel: 0 the portable kernel, 1 the Hopper kernel, 2 its split instantiation.
+// kKernel: 0 the portable kernel, 1 the Hopper kernel, 2 its split instantiation, 3 its
+// persistent one.
 template <typename T, int kHeadDim, int kKernel>
 struct KernelTag {};
 
@@ -84,13 +92,14 @@ size_t prefill_partial_rows(const AttentionParams& p, int num_splits) {
   return size_t(num_splits) * p.num_seqs * p.max_seqlen_q * p.num_heads;
 }
 
-// kSplit: the split instantiation (num_splits > 1) and its combine.
-template <typename T, int kHeadDim, bool kSplit>
+// kSplit: the split instantiation (num_splits > 1) and its combine. kPersistent: one CTA an
+// SM (at most one a tile) walks the tiles.
+template <typename T, int kHeadDim, bool kSplit, bool kPersistent = false>
 absl::Status launch_hopper(const AttentionParams& p, int num_splits, void* workspace,
                            cudaStream_t stream) {
-  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kSplit>;
-  const int smem = device::sm90ws_smem_bytes(kHeadDim);
-  using Tag = KernelTag<T, kHeadDim, kSplit ? 2 : 1>;
+  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kSplit, kPersistent>;
+  const int smem = device::sm90ws_smem_bytes(kHeadDim, kPersistent);
+  using Tag = KernelTag<T, kHeadDim, kPersistent ? 3 : kSplit ? 2 : 1>;
   if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
   // The maps' bounds; TMA row coordinates are 32-bit (validate_attention_params already
   // holds block_size to a multiple of 64, one half tile's box).
@@ -113,7 +122,14 @@ absl::Status launch_hopper(const AttentionParams& p, int num_splits, void* works
   float* o_partial = kSplit ? static_cast<float*>(workspace) : nullptr;
   float* lse_partial =
       kSplit ? o_partial + prefill_partial_rows(p, num_splits) * kHeadDim : nullptr;
-  const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM * num_splits, p.num_heads, p.num_seqs);
+  dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM * num_splits, p.num_heads, p.num_seqs);
+  if constexpr (kPersistent) {
+    int device = 0, num_sms = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+    const int64_t tiles = int64_t{grid.x} * grid.y * grid.z;
+    grid = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, num_sms)), 1, 1);
+  }
   kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(
       p, k_map, v_map, o_map, o_by_tma, num_splits, o_partial, lse_partial);
   CUDA_CHECK(cudaGetLastError());
@@ -143,12 +159,14 @@ absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
 }  // namespace
 
 int attention_prefill_num_splits(const AttentionParams& p, int num_sms) {
-  if (p.prefill_impl == PrefillImpl::kPortable || p.num_seqs <= 0 || p.max_seqlen_q <= 0 ||
+  if (p.prefill_impl == PrefillImpl::kPortable ||
+      p.prefill_impl == PrefillImpl::kHopperPersistent || p.num_seqs <= 0 || p.max_seqlen_q <= 0 ||
       (p.head_dim != 64 && p.head_dim != 128)) {
     return 1;
   }
   if (p.prefill_impl == PrefillImpl::kAuto &&
-      !hopper_path_preferred(p.head_dim, p.causal, p.max_seqlen_q, p.max_seqlen_k)) {
+      (!hopper_path_preferred(p.head_dim, p.causal, p.max_seqlen_q, p.max_seqlen_k) ||
+       hopper_persistent_preferred(p.max_seqlen_k))) {
     return 1;
   }
   // The Hopper kernel runs one CTA an SM (its registers fill the SM); a grid of fewer CTAs
@@ -215,7 +233,8 @@ absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* w
   if (p.prefill_impl != PrefillImpl::kPortable) {
     absl::StatusOr<bool> is_hopper = current_device_is_hopper();
     if (!is_hopper.ok()) return is_hopper.status();
-    if (p.prefill_impl == PrefillImpl::kHopper && !*is_hopper) {
+    if ((p.prefill_impl == PrefillImpl::kHopper ||
+         p.prefill_impl == PrefillImpl::kHopperPersistent) && !*is_hopper) {
       return absl::InvalidArgumentError(
           "attention_prefill: the Hopper path needs a compute capability 9.0 GPU");
     }
@@ -226,8 +245,20 @@ absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* w
     constexpr int kHeadDim = decltype(dim_tag)::value;
     const bool use_hopper =
         hopper && (p.prefill_impl == PrefillImpl::kHopper ||
+                   p.prefill_impl == PrefillImpl::kHopperPersistent ||
                    hopper_path_preferred(kHeadDim, p.causal, p.max_seqlen_q, p.max_seqlen_k));
     if (!use_hopper) return launch_portable<T, kHeadDim>(p, stream);
+    const bool persistent =
+        p.prefill_impl == PrefillImpl::kHopperPersistent ||
+        (p.prefill_impl == PrefillImpl::kAuto && num_splits == 1 &&
+         hopper_persistent_preferred(p.max_seqlen_k));
+    if (persistent) {
+      if (num_splits > 1) {
+        return absl::InvalidArgumentError(
+            "attention_prefill: the persistent Hopper kernel runs unsplit (num_splits 1)");
+      }
+      return launch_hopper<T, kHeadDim, false, true>(p, 1, workspace, stream);
+    }
     return num_splits > 1 ? launch_hopper<T, kHeadDim, true>(p, num_splits, workspace, stream)
                           : launch_hopper<T, kHeadDim, false>(p, num_splits, workspace, stream);
   });

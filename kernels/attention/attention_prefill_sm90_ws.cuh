@@ -104,10 +104,12 @@ constexpr int sm90ws_block_n() { return 128; }
 // Two stages: a third did not help (measured: bench/attention/NOTES.md), and d128 at 2 stages
 // is already 160 KiB of shared memory.
 constexpr int sm90ws_stages() { return 2; }
-// Q + kStages K + kStages V tiles, 1 KiB to align them to 1024 B, 256 B for the mbarriers
-// (d128: 161 KiB, d64: 89 KiB).
-constexpr int sm90ws_smem_bytes(int head_dim) {
-  return (sm90ws_block_m(head_dim) + 2 * sm90ws_stages() * sm90ws_block_n()) * head_dim * 2 +
+// Q (two in the persistent form: the next tile's Q loads while the current one is read) +
+// kStages K + kStages V tiles, 1 KiB to align them to 1024 B, 256 B for the mbarriers
+// (d128: 161 KiB, persistent 193 KiB; d64: 89 KiB, persistent 113 KiB).
+constexpr int sm90ws_smem_bytes(int head_dim, bool persistent = false) {
+  return ((persistent ? 2 : 1) * sm90ws_block_m(head_dim) +
+          2 * sm90ws_stages() * sm90ws_block_n()) * head_dim * 2 +
          1024 + 256;
 }
 static_assert(128 * (sm90ws_consumer_warpgroups(64) * sm90ws_consumer_regs(64) +
@@ -158,7 +160,13 @@ __device__ __forceinline__ void load_tile_group(T* tile, int first_valid_row, in
 // kSplit: the split prefill's instantiation (num_splits > 1, the partials' epilogue); the
 // other one is the kernel without any of it (a second mode is a kernel of its own:
 // CONTRIBUTING.md; as a runtime branch it cost the one-split rows 3-4 %, NOTES.md v19).
-template <typename T, int kHeadDim, bool kSplit>
+// kPersistent: gridDim.x CTAs (at most one an SM) walk the list of tiles (row block reversed
+// fastest, then head, then sequence: the one-tile grid's order) one wave-sized round at a
+// time, rotated so that each CTA meets every row block (`walk_tile`), each tile as the
+// one-tile kernel runs it; the K/V
+// rings and their phases run on across tiles, and two Q buffers let the producer load the
+// next tile's Q and first K/V while the consumers finish the current one (NOTES.md v25).
+template <typename T, int kHeadDim, bool kSplit, bool kPersistent = false>
 __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     attention_prefill_sm90_ws_kernel(const AttentionParams p,
                                      const __grid_constant__ CUtensorMap k_map,
@@ -178,32 +186,71 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   constexpr int kTile = kBlockN * kHeadDim;  // elements per K or V buffer
   using Traits = DTypeTraits<T>;
 
-  const int seq = blockIdx.z;
-  const int head = blockIdx.y;
+  static_assert(!(kSplit && kPersistent), "the split grid is under one wave: not persistent");
   // Longest (causal) row blocks first; with splits, a row block's splits side by side.
   const int split = kSplit ? blockIdx.x % num_splits : 0;
-  const int m_block =
-      kSplit ? gridDim.x / num_splits - 1 - blockIdx.x / num_splits : gridDim.x - 1 - blockIdx.x;
-  const int q_start = p.cu_seqlens_q[seq];
-  const int q_len = p.cu_seqlens_q[seq + 1] - q_start;
-  const int m_base = m_block * kBlockM;
-  if (m_base >= q_len) return;  // whole CTA, before any barrier
-  const int kv_len = p.seqlens_k[seq];
-  const int q_offset = kv_len - q_len;
-  const int kv_head = head / (p.num_heads / p.num_kv_heads);
-  const int rows = min(kBlockM, q_len - m_base);
-  const int n_end = p.causal ? min(kv_len, q_offset + m_base + rows) : kv_len;
-  const int window = window_keys(p.sliding_window);
-  const int window_start = max(0, q_offset + m_base - window + 1);  // of the CTA's first row
-  // The CTA's key tiles, from first_tile: split `split` of num_splits takes an equal share
-  // of the row block's tiles (none when they are fewer than the splits).
-  int first_tile = window_start / kBlockN;
-  int num_tiles = max(0, (n_end + kBlockN - 1) / kBlockN - first_tile);
-  if constexpr (kSplit) {
-    const int block_tiles = num_tiles;
-    const int split_tiles = (block_tiles + num_splits - 1) / num_splits;
-    first_tile += min(block_tiles, split * split_tiles);
-    num_tiles = max(0, min(block_tiles - split * split_tiles, split_tiles));
+  // The walk (one tile, the CTA's own, when not persistent): round k of the grid's G CTAs
+  // runs tiles [k G, (k + 1) G) of the list, the set a one-tile grid runs as its wave k (so
+  // the L2 sees the same K/V at once), and CTA i takes tile k G + (i + k) mod G of it (none
+  // past the list's end). With the row block fastest in the list, a plain stride (tile k G + i)
+  // would give CTA i the same row block in every round whenever G is a multiple of the row
+  // blocks (132 CTAs, 4 or 6 of them at s512 / s1k): under the causal mask the CTAs of the
+  // longest blocks would take 4-6x the others' time. The rotation walks each CTA through
+  // every row block (by steps of 1 + G mod row_blocks a round).
+  const int row_blocks = (p.max_seqlen_q + kBlockM - 1) / kBlockM;
+  const int walk_tiles = kPersistent ? row_blocks * p.num_heads * p.num_seqs : 1;
+  const int walk_grid = kPersistent ? static_cast<int>(gridDim.x) : 1;
+  const int walk_rounds = (walk_tiles + walk_grid - 1) / walk_grid;
+  auto walk_tile = [&](int k) {
+    return kPersistent ? k * walk_grid + (static_cast<int>(blockIdx.x) + k) % walk_grid : 0;
+  };
+  struct Geometry {
+    int seq, head, q_start, q_len, m_base, kv_len, q_offset, kv_head, rows, window,
+        window_start, first_tile, num_tiles;
+  };
+  // Tile l's rows and key tiles (a pure function of l: the producer and the consumers each
+  // compute it).
+  auto geometry = [&](int l) {
+    Geometry g;
+    int m_block;
+    if constexpr (kPersistent) {
+      m_block = row_blocks - 1 - l % row_blocks;
+      g.head = (l / row_blocks) % p.num_heads;
+      g.seq = l / row_blocks / p.num_heads;
+    } else {
+      g.seq = blockIdx.z;
+      g.head = blockIdx.y;
+      m_block = kSplit ? gridDim.x / num_splits - 1 - blockIdx.x / num_splits
+                       : gridDim.x - 1 - blockIdx.x;
+    }
+    g.q_start = p.cu_seqlens_q[g.seq];
+    g.q_len = p.cu_seqlens_q[g.seq + 1] - g.q_start;
+    g.m_base = m_block * kBlockM;
+    g.kv_len = p.seqlens_k[g.seq];
+    g.q_offset = g.kv_len - g.q_len;
+    g.kv_head = g.head / (p.num_heads / p.num_kv_heads);
+    g.rows = min(kBlockM, g.q_len - g.m_base);
+    const int n_end = p.causal ? min(g.kv_len, g.q_offset + g.m_base + g.rows) : g.kv_len;
+    g.window = window_keys(p.sliding_window);
+    g.window_start = max(0, g.q_offset + g.m_base - g.window + 1);  // of the tile's first row
+    // The tile's key tiles, from first_tile: split `split` of num_splits takes an equal share
+    // of the row block's tiles (none when they are fewer than the splits).
+    g.first_tile = g.window_start / kBlockN;
+    g.num_tiles = max(0, (n_end + kBlockN - 1) / kBlockN - g.first_tile);
+    if constexpr (kSplit) {
+      const int block_tiles = g.num_tiles;
+      const int split_tiles = (block_tiles + num_splits - 1) / num_splits;
+      g.first_tile += min(block_tiles, split * split_tiles);
+      g.num_tiles = max(0, min(block_tiles - split * split_tiles, split_tiles));
+    }
+    return g;
+  };
+  // The one-tile CTA's geometry, computed once before the roles part (the walk computes each
+  // tile's in each role).
+  Geometry g0;
+  if constexpr (!kPersistent) {
+    g0 = geometry(0);
+    if (g0.m_base >= g0.q_len) return;  // whole CTA, before any barrier
   }
 
   extern __shared__ uint4 smem_raw[];
@@ -211,14 +258,27 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   T* sq = reinterpret_cast<T*>(reinterpret_cast<char*>(smem_raw) + pad);
   T* sk = sq + kBlockM * kHeadDim;      // [kStages][kTile]
   T* sv = sk + kStages * kTile;         // [kStages][kTile]
-  const uint32_t bars = smem_addr(sv + kStages * kTile);  // 8-byte mbarriers:
-  const uint32_t q_full = bars;                           // [0]
+  T* sq1 = sv + kStages * kTile;        // persistent: the second Q buffer
+  // Tile r of the walk (r = q_round: the tiles with keys before it) reads Q buffer r & 1.
+  auto q_buf = [&](int b) { return b == 0 ? sq : sq1; };
+  const uint32_t bars =
+      smem_addr(kPersistent ? sq1 + kBlockM * kHeadDim : sv + kStages * kTile);  // mbarriers:
+  // Q buffer b's k-th fill (tile 2k + b's Q) completes phase k & 1 of q_full(b); its release
+  // (persistent: every consumer thread done with the tile, its TMA store read included)
+  // phase k & 1 of q_empty(b).
+  auto q_full = [&](int b) { return b == 0 ? bars : bars + 8 * (1 + 4 * kStages); };
   auto k_full = [&](int s) { return bars + 8 * (1 + s); };
   auto k_empty = [&](int s) { return bars + 8 * (1 + kStages + s); };
   auto v_full = [&](int s) { return bars + 8 * (1 + 2 * kStages + s); };
   auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * kStages + s); };
+  auto q_empty = [&](int b) { return bars + 8 * (2 + 4 * kStages + b); };
   if (threadIdx.x == 0) {
-    mbar_init(q_full, 128);
+    mbar_init(q_full(0), 128);
+    if constexpr (kPersistent) {
+      mbar_init(q_full(1), 128);
+      mbar_init(q_empty(0), kConsumers);
+      mbar_init(q_empty(1), kConsumers);
+    }
     for (int s = 0; s < kStages; ++s) {
       mbar_init(k_full(s), 128);
       mbar_init(v_full(s), 128);
@@ -231,47 +291,8 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   if (threadIdx.x >= kConsumers) {
     // ---------------- producer warpgroup (128 threads issue every copy) ----------------
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(sm90ws_producer_regs(kHeadDim)));
-    if (num_tiles == 0) return;
     const int tid = threadIdx.x - kConsumers;
     const int64_t q_row_stride = static_cast<int64_t>(p.num_heads) * kHeadDim;
-    const T* q_base = static_cast<const T*>(p.q) +
-                      (static_cast<int64_t>(q_start + m_base) * p.num_heads + head) * kHeadDim;
-    const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
-    auto cache_rows = [&](const T* cache, int key) {
-      return cache + kv_cache_offset(table[key / p.block_size], kv_head, key % p.block_size,
-                                     p.num_kv_heads, p.block_size, kHeadDim);
-    };
-    // A tile whose two 64-row halves are whole (neither wholly before the window, both
-    // before kv_len) comes by TMA; any other by cp.async with per-row zero fill (header).
-    auto tma_tile = [&](int tile) {
-      const int key0 = (first_tile + tile) * kBlockN;
-      return key0 + 64 > window_start && key0 + kBlockN <= kv_len;
-    };
-    auto load_kv_cp = [&](const void* cache, T* dst, int tile) {
-      const int key0 = (first_tile + tile) * kBlockN;
-      const T* base = static_cast<const T*>(cache);
-      // First half wholly before the window: zero-filled; then key0 + 64 <= window_start <
-      // kv_len, so the second half exists and serves as the dummy source.
-      const bool skip_lo = key0 + 64 <= window_start;
-      const T* r1 = key0 + 64 < kv_len ? cache_rows(base, key0 + 64) : nullptr;  // not past the end
-      const T* r0 = skip_lo ? r1 : cache_rows(base, key0);
-      load_tile_group<kBlockN, kHeadDim, 128>(dst, skip_lo ? 64 : 0, kv_len - key0, r0,
-                                              r1 != nullptr ? r1 : r0, kHeadDim, tid);
-    };
-    auto load_kv_tma = [&](const CUtensorMap* map, T* dst, int tile, uint32_t bar) {
-      const int key0 = (first_tile + tile) * kBlockN;
-      mbar_expect_tx(bar, kBlockN * kHeadDim * 2);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int key = key0 + 64 * h;
-        const int row = (table[key / p.block_size] * p.num_kv_heads + kv_head) * p.block_size +
-                        key % p.block_size;
-#pragma unroll
-        for (int c = 0; c < kHeadDim / 64; ++c) {
-          tma_load_2d(smem_addr(dst + c * kBlockN * 64 + h * 64 * 64), map, 64 * c, row, bar);
-        }
-      }
-    };
     // cp.async group g is signalled once group g + 1 is in flight, or before the next TMA
     // tile's arrivals (flush), or at the end (header comment, proxy ordering).
     uint32_t prev_bar = 0;
@@ -293,6 +314,58 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
       mbar_arrive(prev_bar);
       have_prev = false;
     };
+    // ring: the K/V tiles of the walk's earlier tiles (K or V tile j of the walk sits in stage
+    // j % kStages, phase (j / kStages) & 1); q_round: the tiles with keys before this one.
+    int ring = 0;
+    int q_round = 0;
+    for (int k = 0; k < walk_rounds; ++k) {
+    const int l = walk_tile(k);
+    if (l >= walk_tiles) continue;
+    const Geometry g = kPersistent ? geometry(l) : g0;
+    if (g.m_base >= g.q_len) continue;  // (persistent only: the one-tile CTA has returned)
+    if (g.num_tiles == 0) {
+      if constexpr (kPersistent) continue;
+      return;
+    }
+    const T* q_base = static_cast<const T*>(p.q) +
+                      (static_cast<int64_t>(g.q_start + g.m_base) * p.num_heads + g.head) *
+                          kHeadDim;
+    const int32_t* table = p.block_tables + static_cast<int64_t>(g.seq) * p.max_blocks_per_seq;
+    auto cache_rows = [&](const T* cache, int key) {
+      return cache + kv_cache_offset(table[key / p.block_size], g.kv_head, key % p.block_size,
+                                     p.num_kv_heads, p.block_size, kHeadDim);
+    };
+    // A tile whose two 64-row halves are whole (neither wholly before the window, both
+    // before kv_len) comes by TMA; any other by cp.async with per-row zero fill (header).
+    auto tma_tile = [&](int tile) {
+      const int key0 = (g.first_tile + tile) * kBlockN;
+      return key0 + 64 > g.window_start && key0 + kBlockN <= g.kv_len;
+    };
+    auto load_kv_cp = [&](const void* cache, T* dst, int tile) {
+      const int key0 = (g.first_tile + tile) * kBlockN;
+      const T* base = static_cast<const T*>(cache);
+      // First half wholly before the window: zero-filled; then key0 + 64 <= window_start <
+      // kv_len, so the second half exists and serves as the dummy source.
+      const bool skip_lo = key0 + 64 <= g.window_start;
+      const T* r1 = key0 + 64 < g.kv_len ? cache_rows(base, key0 + 64) : nullptr;  // not past the end
+      const T* r0 = skip_lo ? r1 : cache_rows(base, key0);
+      load_tile_group<kBlockN, kHeadDim, 128>(dst, skip_lo ? 64 : 0, g.kv_len - key0, r0,
+                                              r1 != nullptr ? r1 : r0, kHeadDim, tid);
+    };
+    auto load_kv_tma = [&](const CUtensorMap* map, T* dst, int tile, uint32_t bar) {
+      const int key0 = (g.first_tile + tile) * kBlockN;
+      mbar_expect_tx(bar, kBlockN * kHeadDim * 2);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int key = key0 + 64 * h;
+        const int row = (table[key / p.block_size] * p.num_kv_heads + g.kv_head) * p.block_size +
+                        key % p.block_size;
+#pragma unroll
+        for (int c = 0; c < kHeadDim / 64; ++c) {
+          tma_load_2d(smem_addr(dst + c * kBlockN * 64 + h * 64 * 64), map, 64 * c, row, bar);
+        }
+      }
+    };
     auto load_kv = [&](const void* cache, const CUtensorMap* map, T* dst, int tile,
                        uint32_t bar) {
       if (tma_tile(tile)) {
@@ -304,21 +377,30 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
         issued(bar);
       }
     };
-    load_tile_group<kBlockM, kHeadDim, 128>(sq, 0, rows, q_base, q_base + 64 * q_row_stride,
-                                            q_row_stride, tid);
-    issued(q_full);
-    load_kv(p.k_cache, &k_map, sk, 0, k_full(0));
-    for (int t = 1; t <= num_tiles; ++t) {
-      if (t < num_tiles) {
-        const int s = t % kStages;
-        if (t >= kStages) mbar_wait(k_empty(s), ((t / kStages) - 1) & 1);
-        load_kv(p.k_cache, &k_map, sk + s * kTile, t, k_full(s));
-      }
-      const int v = t - 1;
-      const int s = v % kStages;
-      if (v >= kStages) mbar_wait(v_empty(s), ((v / kStages) - 1) & 1);
-      load_kv(p.v_cache, &v_map, sv + s * kTile, v, v_full(s));
+    // Q buffer qb is overwritten only once every consumer thread is done with tile
+    // q_round - 2 (its output's TMA store read included).
+    const int qb = q_round & 1;
+    if (kPersistent && q_round >= 2) mbar_wait(q_empty(qb), ((q_round - 2) >> 1) & 1);
+    load_tile_group<kBlockM, kHeadDim, 128>(q_buf(qb), 0, g.rows, q_base,
+                                            q_base + 64 * q_row_stride, q_row_stride, tid);
+    issued(q_full(qb));
+    auto load_k = [&](int t) {
+      const int j = ring + t;
+      const int s = j % kStages;
+      if (j >= kStages) mbar_wait(k_empty(s), ((j / kStages) - 1) & 1);
+      load_kv(p.k_cache, &k_map, sk + s * kTile, t, k_full(s));
+    };
+    load_k(0);
+    for (int t = 1; t <= g.num_tiles; ++t) {
+      if (t < g.num_tiles) load_k(t);
+      const int j = ring + t - 1;
+      const int s = j % kStages;
+      if (j >= kStages) mbar_wait(v_empty(s), ((j / kStages) - 1) & 1);
+      load_kv(p.v_cache, &v_map, sv + s * kTile, t - 1, v_full(s));
     }
+    ring += g.num_tiles;
+    ++q_round;
+    }  // walk
     flush();
   } else {
   // ---------------- consumer warpgroups ----------------
@@ -330,6 +412,26 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   const int lane = threadIdx.x % 32;
   const int thread_row = warpgroup * 64 + warp * 16 + (lane >> 2);  // + 8 for h = 1
   const float scale_log2 = p.softmax_scale * kLog2e;
+  int ring = 0;     // as the producer's: the K/V tiles of the walk's earlier tiles
+  int q_round = 0;  // and the tiles with keys before this one
+  // The GEMM-issue turns (below): a one-tile CTA's last warpgroup pre-arrives on warpgroup
+  // 0's barrier at the tile's start and skips its last region's hand-over. The walk instead
+  // runs the turns on across its tiles: one pre-arrive before the walk, every region hands
+  // over (the last warpgroup's last hand-over of a tile is the next tile's pre-arrive, made
+  // before its epilogue and the next tile's geometry loads, so warpgroup 0 need not wait for
+  // them), and warpgroup 0 takes the one hand-over left at the walk's end.
+  if (kPersistent && warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);
+  for (int k = 0; k < walk_rounds; ++k) {
+  const int l = walk_tile(k);
+  if (l >= walk_tiles) continue;
+  const Geometry g = kPersistent ? geometry(l) : g0;
+  if (g.m_base >= g.q_len) continue;  // (persistent only: the one-tile CTA has returned)
+  const int seq = g.seq, head = g.head, q_start = g.q_start, q_len = g.q_len;
+  const int m_base = g.m_base, kv_len = g.kv_len, q_offset = g.q_offset, window = g.window;
+  const int first_tile = g.first_tile, num_tiles = g.num_tiles;
+  (void)seq;
+  const int qb = q_round & 1;
+  T* const sq_t = q_buf(qb);  // this tile's Q
   // The key tiles this warpgroup's 64 rows need, from first_tile (<= num_tiles): none for rows
   // past q_len, and under the causal mask only up to its own last row's diagonal. The tiles
   // after them are wholly masked for these rows (they would add exactly 0 with a correction of
@@ -354,7 +456,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
       const uint64_t desc_q =
-          sw128_desc(sq + (kk >> 2) * kBlockM * 64 + warpgroup * 64 * 64 + (kk & 3) * 16, 16, 1024);
+          sw128_desc(sq_t + (kk >> 2) * kBlockM * 64 + warpgroup * 64 * 64 + (kk & 3) * 16, 16, 1024);
       const uint64_t desc_k = sw128_desc(k_tile + (kk >> 2) * kBlockN * 64 + (kk & 3) * 16, 16, 1024);
       wgmma_ss<T, kBlockN>(s, desc_q, desc_k, kk > 0 ? 1 : 0);
     }
@@ -434,36 +536,39 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   const int my_turn = 1 + warpgroup;
   const int next_turn = 1 + (warpgroup + 1) % kWarpgroups;
   auto end_turn = [&](bool last_region) {
-    if (!(warpgroup == kWarpgroups - 1 && last_region)) named_bar_arrive(next_turn, 256);
+    if (kPersistent || !(warpgroup == kWarpgroups - 1 && last_region)) {
+      named_bar_arrive(next_turn, 256);
+    }
   };
   auto begin_turn = [&] {
     named_bar_sync(my_turn, 256);
   };
 
   if (num_tiles > 0) {
-    if (warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);  // 0 first
-    mbar_wait(q_full, 0);
-    mbar_wait(k_full(0), 0);
+    if (!kPersistent && warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);  // 0 first
+    mbar_wait(q_full(qb), (q_round >> 1) & 1);
+    mbar_wait(k_full(ring % kStages), (ring / kStages) & 1);
     // (Each wgmma issue and its wait sit in one arm: ptxas serializes the wgmma otherwise.)
     begin_turn();
     if (my_tiles > 0) {
-      issue_s(sk);
+      issue_s(sk + (ring % kStages) * kTile);
       end_turn(false);
       asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
       fence_operands(s);
-      mbar_arrive(k_empty(0));
+      mbar_arrive(k_empty(ring % kStages));
       float correction[2];  // (O is still 0: nothing to rescale)
       softmax(0, correction);
       pack_p();
     } else {
       end_turn(false);
-      mbar_arrive(k_empty(0));
+      mbar_arrive(k_empty(ring % kStages));
     }
   }
   for (int n = 1; n < num_tiles; ++n) {
-    const int ks = n % kStages, vs = (n - 1) % kStages;
-    mbar_wait(k_full(ks), (n / kStages) & 1);
-    mbar_wait(v_full(vs), ((n - 1) / kStages) & 1);
+    const int jk = ring + n, jv = ring + n - 1;  // positions in the walk's K / V rings
+    const int ks = jk % kStages, vs = jv % kStages;
+    mbar_wait(k_full(ks), (jk / kStages) & 1);
+    mbar_wait(v_full(vs), (jv / kStages) & 1);
     if (n >= my_tiles) {  // past this warpgroup's tiles: at n == my_tiles its last P V
       begin_turn();
       if (n == my_tiles) {
@@ -496,8 +601,9 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     pack_p();
   }
   if (num_tiles > 0) {
-    const int vs = (num_tiles - 1) % kStages;
-    mbar_wait(v_full(vs), ((num_tiles - 1) / kStages) & 1);
+    const int jv = ring + num_tiles - 1;
+    const int vs = jv % kStages;
+    mbar_wait(v_full(vs), (jv / kStages) & 1);
     begin_turn();
     if (my_tiles == num_tiles) {
       fence_operands(o);
@@ -508,6 +614,8 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     } else {
       end_turn(true);
     }
+    // The last V buffer: a one-tile CTA never refills it, the walk's next tile does.
+    if constexpr (kPersistent) mbar_arrive(v_empty(vs));
   }
 
   // ---- epilogue: out = O / l, lse = m * scale + log(l) ----
@@ -517,7 +625,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   // TMA (o_map: the output as [rows, num_heads x head_dim], 64 x 64 boxes); the warpgroup's
   // threads need not wait for the global writes, and the thread waits only until the tile is
   // read. Others store from registers.
-  const bool staged = !kSplit && o_by_tma && wg_rows == 64;
+  const bool staged = !kSplit && o_by_tma && wg_rows == 64 && (!kPersistent || num_tiles > 0);
   // kSplit: the fp32 partials of rows [split][seq][row][head] for the combine kernel
   // (kernels/attention/attention_combine.cuh); a row that saw no key of the split (l = 0)
   // leaves O = 0 and lse = -inf, which weigh nothing there.
@@ -553,7 +661,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
         // row's 128 bytes sits at chunk (j % 8) ^ (r % 8) (the swizzle; the quads of one store
         // then hit 8 distinct chunks: no bank conflict).
         const int r = warp * 16 + (lane >> 2) + h * 8;
-        char* base = reinterpret_cast<char*>(sq + warpgroup * 64 * 64) + r * 128 + 4 * (lane & 3);
+        char* base = reinterpret_cast<char*>(sq_t + warpgroup * 64 * 64) + r * 128 + 4 * (lane & 3);
 #pragma unroll
         for (int j = 0; j < kHeadDim / 8; ++j) {
           *reinterpret_cast<uint32_t*>(base + (j / 8) * kBlockM * 128 +
@@ -582,11 +690,20 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
 #pragma unroll
       for (int c = 0; c < kHeadDim / 64; ++c) {
         tma_store_2d(&o_map, head * kHeadDim + 64 * c, q_start + m_base + 64 * warpgroup,
-                     smem_addr(sq + c * kBlockM * 64 + warpgroup * 64 * 64));
+                     smem_addr(sq_t + c * kBlockM * 64 + warpgroup * 64 * 64));
       }
       tma_store_wait_read();
     }
   }
+  if constexpr (kPersistent) {
+    // Q buffer qb is free once every consumer thread is past the tile (its last S long done)
+    // and its TMA store has read the staged rows (the storing thread arrives after the read).
+    if (num_tiles > 0) mbar_arrive(q_empty(qb));
+  }
+  ring += num_tiles;
+  q_round += num_tiles > 0 ? 1 : 0;
+  }  // walk
+  if (kPersistent && warpgroup == 0) named_bar_sync(1, 256);  // the last hand-over
   }  // consumer warpgroups
 #else
   __trap();  // only built for sm_90a; the launcher never selects it elsewhere

@@ -112,6 +112,19 @@ bool device_is_hopper() {
   return major == 9 && minor == 0;
 }
 
+bool needs_hopper(PrefillImpl impl) {
+  return impl == PrefillImpl::kHopper || impl == PrefillImpl::kHopperPersistent;
+}
+
+const char* impl_prefix(PrefillImpl impl) {
+  switch (impl) {
+    case PrefillImpl::kHopper: return "wgmma_";
+    case PrefillImpl::kHopperPersistent: return "wgmmaps_";
+    case PrefillImpl::kPortable: return "mmasync_";
+    default: return "auto_";
+  }
+}
+
 // (implementation, dtype, head_dim, causal, GQA ratio, chunked)
 using PrefillCase = std::tuple<PrefillImpl, DType, int, bool, int, bool>;
 class PrefillTest : public ::testing::TestWithParam<PrefillCase> {};
@@ -158,16 +171,13 @@ void run_prefill_case(const PrefillCase& param, int num_splits = 1) {
 TEST_P(PrefillTest, MatchesReferenceWithinNaiveError) {
   SKIP_WITHOUT_GPU();
   const PrefillImpl impl = std::get<0>(GetParam());
-  if (impl == PrefillImpl::kHopper && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  if (needs_hopper(impl) && !device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
   run_prefill_case(GetParam());
 }
 
 std::string prefill_name(const ::testing::TestParamInfo<PrefillCase>& info) {
   const auto [impl, dtype, head_dim, causal, ratio, chunked] = info.param;
-  const char* impl_name = impl == PrefillImpl::kHopper     ? "wgmma_"
-                          : impl == PrefillImpl::kPortable ? "mmasync_"
-                                                           : "auto_";
-  return std::string(impl_name) +
+  return std::string(impl_prefix(impl)) +
          testing::dtype_name(dtype) + "_d" + std::to_string(head_dim) +
          (causal ? "_causal" : "_full") + "_gqa" + std::to_string(ratio) +
          (chunked ? "_chunked" : "_varlen");
@@ -176,6 +186,7 @@ std::string prefill_name(const ::testing::TestParamInfo<PrefillCase>& info) {
 INSTANTIATE_TEST_SUITE_P(All, PrefillTest,
                          ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
                                                               PrefillImpl::kHopper,
+                                                              PrefillImpl::kHopperPersistent,
                                                               PrefillImpl::kAuto),
                                             ::testing::Values(DType::kBf16, DType::kFp16),
                                             ::testing::Values(64, 128), ::testing::Bool(),
@@ -210,6 +221,32 @@ INSTANTIATE_TEST_SUITE_P(All, SplitPrefillTest,
                                             ::testing::Values(64, 128), ::testing::Bool(),
                                             ::testing::Bool(), ::testing::Values(2, 7)),
                          split_prefill_name);
+
+// The persistent kernel's walk past many tiles a CTA (v25): 32 heads over 8 sequences of
+// 1-1,100 queries are ~9 x 32 x 8 row blocks (d128), so each of <= 132 CTAs walks ~10-20 of
+// them, most of them partial or empty in the varlen list; the K/V rings, both Q buffers and
+// the TMA-stored outputs go round many times, and a tile of no keys cannot occur here.
+TEST(PersistentPrefillTest, LongWalksMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  if (!device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  for (int head_dim : {64, 128}) {
+    for (bool causal : {false, true}) {
+      for (bool chunked : {false, true}) {
+        SCOPED_TRACE("d" + std::to_string(head_dim) + (causal ? " causal" : " full") +
+                     (chunked ? " chunked" : " varlen"));
+        ProblemShape s;
+        s.head_dim = head_dim;
+        s.causal = causal;
+        s.num_heads = 32;
+        s.num_kv_heads = 8;
+        s.q_lens = {1100, 1, 512, 300, 1024, 64, 700, 129};
+        s.kv_lens = chunked ? std::vector<int>{1600, 90, 512, 2000, 1024, 64, 1300, 900}
+                            : s.q_lens;
+        check_prefill(s, PrefillImpl::kHopperPersistent);
+      }
+    }
+  }
+}
 
 // ---- decode -------------------------------------------------------------------------------
 
@@ -298,7 +335,7 @@ void check_window_prefill(const WindowPrefillCase& param, int num_splits = 1) {
 
 TEST_P(WindowPrefillTest, MatchesReferenceWithinNaiveError) {
   SKIP_WITHOUT_GPU();
-  if (std::get<0>(GetParam()) == PrefillImpl::kHopper && !device_is_hopper()) {
+  if (needs_hopper(std::get<0>(GetParam())) && !device_is_hopper()) {
     GTEST_SKIP() << "not a Hopper GPU";
   }
   check_window_prefill(GetParam());
@@ -323,10 +360,7 @@ TEST(SplitWindowPrefillTest, MatchesReferenceWithinNaiveError) {
 
 std::string window_prefill_name(const ::testing::TestParamInfo<WindowPrefillCase>& info) {
   const auto [impl, dtype, head_dim, window, chunked] = info.param;
-  const char* impl_name = impl == PrefillImpl::kHopper     ? "wgmma_"
-                          : impl == PrefillImpl::kPortable ? "mmasync_"
-                                                           : "auto_";
-  return std::string(impl_name) + testing::dtype_name(dtype) + "_d" + std::to_string(head_dim) +
+  return std::string(impl_prefix(impl)) + testing::dtype_name(dtype) + "_d" + std::to_string(head_dim) +
          window_name(window) + (chunked ? "_chunked" : "_varlen");
 }
 
@@ -335,6 +369,7 @@ std::string window_prefill_name(const ::testing::TestParamInfo<WindowPrefillCase
 INSTANTIATE_TEST_SUITE_P(All, WindowPrefillTest,
                          ::testing::Combine(::testing::Values(PrefillImpl::kPortable,
                                                               PrefillImpl::kHopper,
+                                                              PrefillImpl::kHopperPersistent,
                                                               PrefillImpl::kAuto),
                                             ::testing::Values(DType::kBf16),
                                             ::testing::Values(64, 128),
