@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Issue 20's musts, read off a peers table (bench/attention/peers_sdpa.py's table.md).
 
-  musts.py OUT_DIR/table.md [OTHER_RUN_DIR/table.md ...] [--impl wgmma]
+  musts.py OUT_DIR/table.md [OTHER_RUN_DIR/table.md ...] [--impl auto|wgmma|wgmma_ps|mma]
 
-Ratios are the --impl column against the same run's cuDNN (`IMPL/cuDNN`), bf16 rows unless
-said: the kernel kAuto runs on every grid and serving row of the table (wgmma since the d64
-thresholds sit at 512 queries: kernels/attention/README.md); decode is `ours/cuDNN`.
+Ratios are a column against the same run's cuDNN (`IMPL/cuDNN`), bf16 rows unless said. The
+default, auto, reads the kernel kAuto runs on each row (kernels/attention/README.md): wgmma
+on every grid and serving row (the d64 thresholds sit at 512 queries), in its persistent form
+`wgmma_ps` on the rows of at most 512 keys (the s512 grid rows) where the table has that
+column (tables from before v25 have not: wgmma there, which kAuto then ran). --impl pins one
+column everywhere. Decode is `ours/cuDNN`.
   - prefill grid at s >= 1k: >= 0.95 everywhere;  at s >= 4k: >= 1.0;  s = 512: >= 1.0
     (the sliding-window rows have no peer and are left out);
   - serving-shaped rows: >= 1.0;  decode: >= 1.0 at every point.
@@ -73,14 +76,17 @@ def fmt(x):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tables", nargs="+")
-    ap.add_argument("--impl", default="wgmma")
+    ap.add_argument("--impl", default="auto")
     a = ap.parse_args()
-    col = f"{a.impl}/cuDNN"
-    t = merged(a.tables, [col, "ours/cuDNN"])
+    col = "wgmma/cuDNN" if a.impl == "auto" else f"{a.impl}/cuDNN"
+    short_col = "wgmma_ps/cuDNN" if a.impl == "auto" else col  # rows of <= 512 keys
+    t = merged(a.tables, [col, short_col, "ours/cuDNN"])
     grid = {}  # (fp16, d, mask) -> [(s, ratio)]
     for r in t.get("prefill", []):
         m = GRID.match(r["config"])
         ratio = num(r.get(col))
+        if m and int(m[1]) <= 512 and num(r.get(short_col)) is not None:
+            ratio = num(r.get(short_col))
         if m and ratio is not None:
             grid.setdefault((bool(m[4]), int(m[2]), m[3]), []).append((int(m[1]), ratio))
     bf16 = {k[1:]: sorted(v) for k, v in grid.items() if not k[0]}

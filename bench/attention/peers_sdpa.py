@@ -430,7 +430,8 @@ def merge(ours_csv, rows, table_path):
     peers = {(k, c, i): (ms, tf, gb, feed) for k, c, i, ms, tf, gb, feed in rows}
     lines = []
     for kind, metric, idx in (("prefill", "TFLOP/s", 1), ("serving", "TFLOP/s", 1), ("decode", "GB/s", 2)):
-        impls = ["ours"] if kind == "decode" else ["wgmma", "mma"]
+        impls = ["ours"] if kind == "decode" else ["wgmma", "wgmma_ps", "mma"]
+        impls = [i for i in impls if any(k == kind and j == i for k, _, j in ours)]
         configs = []
         for (k, c, i) in ours:
             if k == kind and i in impls and c not in configs:

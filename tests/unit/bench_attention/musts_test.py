@@ -30,7 +30,7 @@ def table(grid, serving, decode):
 
 
 class MustsTest(unittest.TestCase):
-    def run_on(self, *texts):
+    def run_on(self, *texts, args=()):
         paths = []
         for text in texts:
             fd, path = tempfile.mkstemp(suffix=".md")
@@ -38,7 +38,7 @@ class MustsTest(unittest.TestCase):
                 f.write(text)
             self.addCleanup(os.remove, path)
             paths.append(path)
-        return subprocess.run([sys.executable, SCRIPT, *paths], check=True, capture_output=True,
+        return subprocess.run([sys.executable, SCRIPT, *args, *paths], check=True, capture_output=True,
                               text=True).stdout.splitlines()
 
     def test_rows_below_each_bar_are_named_and_window_and_fp16_rows_left_out(self):
@@ -84,6 +84,21 @@ class MustsTest(unittest.TestCase):
         # Two runs: the median is their mean; a row without a number in one run takes the other's.
         out = self.run_on(run("0.90", "n/a", "1.00"), run("1.00", "1.04", "1.00"))
         self.assertIn("**met**: 0.95-1.04", out[1])
+
+    def test_rows_of_at_most_512_keys_read_the_persistent_column_where_there_is_one(self):
+        # A table with v25's wgmma_ps column: kAuto runs it at s512, the one-tile wgmma beyond.
+        head = ("| config | wgmma ms | wgmma | wgmma_ps ms | wgmma_ps | cuDNN | wgmma/cuDNN | "
+                "wgmma_ps/cuDNN |\n|---|---|---|---|---|---|---|---|\n")
+        rows = [("b32 s512 h32 d64 full", "0.80", "1.01"), ("b16 s1024 h32 d64 full", "0.96", "0.20"),
+                ("b4 s4096 h32 d64 full", "1.02", "0.30")]
+        text = "\n### prefill (TFLOP/s)\n\n" + head + "".join(
+            f"| {c} | 1 | 1 | 1 | 1 | 1 | {w} | {p} |\n" for c, w, p in rows)
+        out = self.run_on(text)
+        self.assertIn("s >= 1k, must >= 0.95 everywhere: **met**: 0.96-1.02", out[0])
+        self.assertIn("s = 512, must >= 1.0: **met**: d64 full 1.01", out[2])
+        pinned = self.run_on(text, args=("--impl", "wgmma"))
+        self.assertIn("s = 512, must >= 1.0: **not met**: d64 full 0.80", pinned[2])
+        self.assertIn("s >= 1k, must >= 0.95 everywhere: **met**: 0.96-1.02", pinned[0])
 
 
 if __name__ == "__main__":
