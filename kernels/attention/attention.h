@@ -94,6 +94,14 @@ struct AttentionParams {
 // One pass over each row block's keys (num_splits 1, no workspace).
 absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream);
 
+// The kernel attention_prefill(p, num_splits, ...) runs on a GPU of compute capability 9.0
+// (is_hopper) or another: kAuto resolved by the choice table (kernels/attention/README.md) to
+// kPortable, kHopper (the one-tile grid) or kHopperPersistent (at most 512 keys, unsplit); a
+// pinned impl is itself on Hopper; elsewhere kPortable (attention_prefill rejects a pinned
+// Hopper kernel there).
+PrefillImpl attention_prefill_kernel_for(const AttentionParams& p, bool is_hopper,
+                                         int num_splits);
+
 // Split prefill (split-KV, as decode): the Hopper kernel runs one CTA an SM, so a call of few
 // row blocks (a chunk of one sequence at few heads: SmolLM2's 9 heads x 3 row blocks of a
 // 512-token chunk are 27 CTAs on 132 SMs) leaves most SMs idle; splitting each row block's key

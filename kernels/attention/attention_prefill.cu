@@ -158,15 +158,26 @@ absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
 
 }  // namespace
 
+PrefillImpl attention_prefill_kernel_for(const AttentionParams& p, bool is_hopper,
+                                         int num_splits) {
+  if (!is_hopper || p.prefill_impl == PrefillImpl::kPortable) return PrefillImpl::kPortable;
+  if (p.prefill_impl != PrefillImpl::kAuto) return p.prefill_impl;
+  if (!hopper_path_preferred(p.head_dim, p.causal, p.max_seqlen_q, p.max_seqlen_k)) {
+    return PrefillImpl::kPortable;
+  }
+  return num_splits == 1 && hopper_persistent_preferred(p.max_seqlen_k)
+             ? PrefillImpl::kHopperPersistent
+             : PrefillImpl::kHopper;
+}
+
 int attention_prefill_num_splits(const AttentionParams& p, int num_sms) {
-  if (p.prefill_impl == PrefillImpl::kPortable ||
-      p.prefill_impl == PrefillImpl::kHopperPersistent || p.num_seqs <= 0 || p.max_seqlen_q <= 0 ||
-      (p.head_dim != 64 && p.head_dim != 128)) {
+  if (p.num_seqs <= 0 || p.max_seqlen_q <= 0 || (p.head_dim != 64 && p.head_dim != 128)) {
     return 1;
   }
-  if (p.prefill_impl == PrefillImpl::kAuto &&
-      (!hopper_path_preferred(p.head_dim, p.causal, p.max_seqlen_q, p.max_seqlen_k) ||
-       hopper_persistent_preferred(p.max_seqlen_k))) {
+  // Only the one-tile grid splits: not the portable kernel, not the persistent form (kAuto's
+  // unsplit choice at <= 512 keys, where the cap below is 1 anyway: 4 key tiles at most).
+  if (attention_prefill_kernel_for(p, /*is_hopper=*/true, /*num_splits=*/1) !=
+      PrefillImpl::kHopper) {
     return 1;
   }
   // The Hopper kernel runs one CTA an SM (its registers fill the SM); a grid of fewer CTAs
@@ -243,16 +254,9 @@ absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* w
   return device::dispatch_dtype_head_dim(p.dtype, p.head_dim, [&](auto type_tag, auto dim_tag) {
     using T = typename decltype(type_tag)::type;
     constexpr int kHeadDim = decltype(dim_tag)::value;
-    const bool use_hopper =
-        hopper && (p.prefill_impl == PrefillImpl::kHopper ||
-                   p.prefill_impl == PrefillImpl::kHopperPersistent ||
-                   hopper_path_preferred(kHeadDim, p.causal, p.max_seqlen_q, p.max_seqlen_k));
-    if (!use_hopper) return launch_portable<T, kHeadDim>(p, stream);
-    const bool persistent =
-        p.prefill_impl == PrefillImpl::kHopperPersistent ||
-        (p.prefill_impl == PrefillImpl::kAuto && num_splits == 1 &&
-         hopper_persistent_preferred(p.max_seqlen_k));
-    if (persistent) {
+    const PrefillImpl impl = attention_prefill_kernel_for(p, hopper, num_splits);
+    if (impl == PrefillImpl::kPortable) return launch_portable<T, kHeadDim>(p, stream);
+    if (impl == PrefillImpl::kHopperPersistent) {
       if (num_splits > 1) {
         return absl::InvalidArgumentError(
             "attention_prefill: the persistent Hopper kernel runs unsplit (num_splits 1)");

@@ -636,6 +636,40 @@ AttentionParams prefill_shape(int seqs, int q, int k, int heads, int head_dim) {
   return p;
 }
 
+// kAuto's choice table (kernels/attention/README.md), host code only: which kernel runs.
+TEST(AttentionConfigTest, AutoPicksTheKernelOfTheChoiceTable) {
+  auto pick = [](int q, int k, int head_dim, bool causal, bool hopper, int splits) {
+    AttentionParams p = prefill_shape(1, q, k, 9, head_dim);
+    p.causal = causal;
+    return attention_prefill_kernel_for(p, hopper, splits);
+  };
+  // Not Hopper: the portable kernel, whatever the shape.
+  EXPECT_EQ(pick(512, 512, 128, false, false, 1), PrefillImpl::kPortable);
+  // d128: the Hopper kernel at every length; persistent up to 512 keys when unsplit.
+  EXPECT_EQ(pick(1, 1, 128, true, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(512, 512, 128, false, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(512, 512, 128, false, true, 2), PrefillImpl::kHopper);
+  EXPECT_EQ(pick(512, 513, 128, true, true, 1), PrefillImpl::kHopper);
+  EXPECT_EQ(pick(64, 8704, 128, true, true, 1), PrefillImpl::kHopper);
+  // d64: mma.sync under 512 queries (and, causal, under 1,536 keys); the Hopper kernel from
+  // there, persistent at 512 keys.
+  EXPECT_EQ(pick(511, 511, 64, false, true, 1), PrefillImpl::kPortable);
+  EXPECT_EQ(pick(512, 512, 64, false, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(512, 512, 64, true, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(1024, 1024, 64, true, true, 1), PrefillImpl::kHopper);
+  EXPECT_EQ(pick(64, 1535, 64, true, true, 1), PrefillImpl::kPortable);
+  EXPECT_EQ(pick(64, 1536, 64, true, true, 1), PrefillImpl::kHopper);
+  // A pinned kernel is itself on Hopper; kPortable everywhere.
+  AttentionParams pinned = prefill_shape(1, 4096, 4096, 9, 64);
+  for (PrefillImpl impl :
+       {PrefillImpl::kPortable, PrefillImpl::kHopper, PrefillImpl::kHopperPersistent}) {
+    pinned.prefill_impl = impl;
+    EXPECT_EQ(attention_prefill_kernel_for(pinned, true, 1), impl);
+  }
+  pinned.prefill_impl = PrefillImpl::kHopperPersistent;
+  EXPECT_EQ(attention_prefill_num_splits(pinned, 132), 1);
+}
+
 TEST(AttentionConfigTest, PrefillSplitsFillOneWaveOfSmsWhereTheHopperKernelRuns) {
   // SmolLM2's 9 heads, a 512-token chunk: 3 row blocks of 192 x 9 = 27 CTAs on 132 SMs.
   EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 512, 8704, 9, 64), 132), 4);
