@@ -21,7 +21,14 @@ LD_LIBRARY_PATH=$L timeout 30 /tmp/v26/.gpu/bin/attention_cuda_test \
 rc=$?
 echo "gate rc=$rc $(el) s $(grep -E '^\[  (PASSED|FAILED) ' $R/gate.txt | tr '\n' ' ')"
 if [[ $rc -ne 0 ]]; then kill $saver; tail -20 $R/gate.txt; tar -czf $OUT/n2.tgz -C /tmp n2; exit 1; fi
+# The SM clock and power through the bench (v25's full rows at 8k-16k lost 3-6 % with the
+# one-tile kernel's main-loop SASS: is it the clock under the power cap, the walk leaving no
+# idle gaps between tiles?), every 100 ms; the bench logs' row order places the samples.
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_throttle_reasons.active \
+  --format=csv -lms 100 > $R/clocks.csv 2>&1 &
+smi=$!
 BENCH_TIMEOUT=110 bench/attention/alternate_bench.sh $R 2 head=/tmp/head/.gpu v26=/tmp/v26/.gpu
+kill $smi 2>/dev/null
 echo "bench done $(el) s"
 python3 - $R <<'PY' | tee $R/ratios.md
 import csv, re, statistics, sys
