@@ -24,7 +24,7 @@ if [[ $rc -ne 0 ]]; then kill $saver; tail -20 $R/gate.txt; tar -czf $OUT/n2.tgz
 # The SM clock and power through the bench (v25's full rows at 8k-16k lost 3-6 % with the
 # one-tile kernel's main-loop SASS: is it the clock under the power cap, the walk leaving no
 # idle gaps between tiles?), every 100 ms; the bench logs' row order places the samples.
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_throttle_reasons.active \
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw \
   --format=csv -lms 100 > $R/clocks.csv 2>&1 &
 smi=$!
 BENCH_TIMEOUT=110 bench/attention/alternate_bench.sh $R 2 head=/tmp/head/.gpu v26=/tmp/v26/.gpu
