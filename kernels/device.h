@@ -12,4 +12,8 @@ int cuda_device_count();
 // CUDA.
 int compute_capability(int device);
 
+// Number of streaming multiprocessors of CUDA device `device`, queried with the compute
+// capability (once per process); 0 for a device that does not exist or without CUDA.
+int multiprocessor_count(int device);
+
 }  // namespace flashserve::kernels

@@ -18,18 +18,39 @@ int cuda_device_count() {
   return count;
 }
 
-int compute_capability(int device) {
-  static const std::vector<int> capabilities = [] {
-    std::vector<int> cc(cuda_device_count());
-    for (int d = 0; d < static_cast<int>(cc.size()); ++d) {
+namespace {
+
+struct DeviceInfo {
+  int compute_capability = 0;  // major * 10 + minor
+  int multiprocessors = 0;
+};
+
+// Every visible device's info, asked of the runtime once per process.
+const DeviceInfo* device_info(int device) {
+  static const std::vector<DeviceInfo> info = [] {
+    std::vector<DeviceInfo> all(cuda_device_count());
+    for (int d = 0; d < static_cast<int>(all.size()); ++d) {
       int major = 0, minor = 0;
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
-      cc[d] = major * 10 + minor;
+      cudaDeviceGetAttribute(&all[d].multiprocessors, cudaDevAttrMultiProcessorCount, d);
+      all[d].compute_capability = major * 10 + minor;
     }
-    return cc;
+    return all;
   }();
-  return device >= 0 && device < static_cast<int>(capabilities.size()) ? capabilities[device] : 0;
+  return device >= 0 && device < static_cast<int>(info.size()) ? &info[device] : nullptr;
+}
+
+}  // namespace
+
+int compute_capability(int device) {
+  const DeviceInfo* d = device_info(device);
+  return d != nullptr ? d->compute_capability : 0;
+}
+
+int multiprocessor_count(int device) {
+  const DeviceInfo* d = device_info(device);
+  return d != nullptr ? d->multiprocessors : 0;
 }
 
 }  // namespace flashserve::kernels

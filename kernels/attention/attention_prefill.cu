@@ -124,11 +124,11 @@ absl::Status launch_hopper(const AttentionParams& p, int num_splits, void* works
       kSplit ? o_partial + prefill_partial_rows(p, num_splits) * kHeadDim : nullptr;
   dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM * num_splits, p.num_heads, p.num_seqs);
   if constexpr (kPersistent) {
-    int device = 0, num_sms = 0;
+    int device = 0;
     CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
     const int64_t tiles = int64_t{grid.x} * grid.y * grid.z;
-    grid = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, num_sms)), 1, 1);
+    const int64_t num_sms = std::max(multiprocessor_count(device), 1);
+    grid = dim3(static_cast<unsigned>(std::min(tiles, num_sms)), 1, 1);
   }
   kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(
       p, k_map, v_map, o_map, o_by_tma, num_splits, o_partial, lse_partial);

@@ -5,5 +5,6 @@
 namespace flashserve::kernels {
 int cuda_device_count() { return 0; }
 int compute_capability(int) { return 0; }
+int multiprocessor_count(int) { return 0; }
 }  // namespace flashserve::kernels
 #endif
