@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 R=/tmp/n2; rm -rf $R; mkdir -p $R
 ( while sleep 30; do tar -czf $OUT/n2.tgz.part -C /tmp n2 && mv $OUT/n2.tgz.part $OUT/n2.tgz; done ) > /dev/null 2>&1 &
 saver=$!
-for b in head v26; do rm -rf /tmp/$b && mkdir -p /tmp/$b && tar -xJf .chunks/s45/$b.txz -C /tmp/$b; done
+for b in head v26; do rm -rf /tmp/$b && mkdir -p /tmp/$b && tar -xJf ${CHUNKS:-.chunks/s45}/$b.txz -C /tmp/$b; done
 L=/tmp/v26/.gpu/lib:/usr/local/cuda/lib64
 LD_LIBRARY_PATH=$L timeout 30 /tmp/v26/.gpu/bin/attention_cuda_test \
   --gtest_filter='PersistentPrefillTest*:All/PrefillTest.*/wgmmaps_bf16_d128_causal_gqa8_varlen' \
