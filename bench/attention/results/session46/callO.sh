@@ -3,10 +3,10 @@
 #   head.txz = mainline b749df7 (kAuto: v25's static persistent walk at <= 512 keys)
 #   v27.txz  = branch v27 (v26's counter walk, kAuto's persistent class widened to
 #              max_seqlen_k <= 1,024; v27.commit names it)
-# 1. a 40-s gate on v27's persistent and choice tests; 2. head / v27 alternating, two rounds,
+# 1. a 20-s gate on v27's persistent and choice tests; 2. head / v27 alternating, two rounds,
 # the kernel kAuto runs on each row of each build, and the RULE line (NOTES.md v27, written
 # before this call); 3. only if the rule adopts v27: bench/attention/results_run.sh of v27
-# (RESULTS.md's run) with the time left to $1 (default 460 s). /tmp/o -> $OUT/o.tgz as it goes.
+# (RESULTS.md's run) with the time left to $1 (default 460 s), if >= 230 s are left. /tmp/o -> $OUT/o.tgz as it goes.
 # Rebuild a bundle: cmake -S . -B build -DFLASHSERVE_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo;
 #   cmake --build build -j2 --target attention_cuda_test attention_bench;
 #   scripts/gpu-bundle.sh /tmp/b/.gpu build/bin/attention_{cuda_test,bench};
@@ -20,7 +20,7 @@ R=/tmp/o; rm -rf $R; mkdir -p $R
 ( while sleep 30; do tar -czf $OUT/o.tgz.part -C /tmp o && mv $OUT/o.tgz.part $OUT/o.tgz; done ) > /dev/null 2>&1 &
 saver=$!
 for b in head v27; do rm -rf /tmp/$b && mkdir -p /tmp/$b && tar -xJf $C/$b.txz -C /tmp/$b; done
-LD_LIBRARY_PATH=/tmp/v27/.gpu/lib:/usr/local/cuda/lib64 timeout 40 /tmp/v27/.gpu/bin/attention_cuda_test \
+LD_LIBRARY_PATH=/tmp/v27/.gpu/lib:/usr/local/cuda/lib64 timeout 20 /tmp/v27/.gpu/bin/attention_cuda_test \
   --gtest_filter='PersistentPrefillTest*:AttentionConfigTest*:All/PrefillTest.*/wgmmaps_bf16_d128_causal_gqa8_varlen' \
   > $R/gate.txt 2>&1
 rc=$?
@@ -69,7 +69,7 @@ print(f'class <= 1,024 keys: {len(cls)} rows, lowest mean {cls[lo]:.3f} ({lo}), 
       f'RULE: {"v27 adopted" if ok else "v27 not adopted"}')
 if ok: open(f'{d}/adopt', 'w').write('1')
 PY
-if [[ -f $R/adopt ]]; then
+if [[ -f $R/adopt && $(( deadline - $(el) )) -ge 230 ]]; then
   rm -rf .gpu && cp -r /tmp/v27/.gpu .gpu
   bench/attention/results_run.sh $R/r "$(cat $C/v27.commit)" $(( deadline - $(el) ))
 fi
