@@ -6,7 +6,9 @@
 #
 #   bench/attention/alternate_bench.sh OUT_DIR ROUNDS NAME=BUNDLE_DIR [NAME=BUNDLE_DIR ...]
 #
-# BENCH_TIMEOUT (s, default 80) bounds each run. Prints one line a run.
+# BENCH_TIMEOUT (s, default 80) bounds each run; BENCH_ARGS replaces the bench's arguments
+# (default "--prefill --serving --dtype bf16"; e.g. add --max-keys=1024 for the short rows
+# only). Prints one line a run.
 set -u
 [[ $# -ge 3 ]] || { echo "usage: $0 OUT_DIR ROUNDS NAME=BUNDLE_DIR..." >&2; exit 2; }
 out=$1 rounds=$2; shift 2
@@ -15,7 +17,7 @@ for r in $(seq 1 "$rounds"); do
   for spec in "$@"; do
     name=${spec%%=*} dir=${spec#*=}
     LD_LIBRARY_PATH=$dir/lib:/usr/local/cuda/lib64 timeout "${BENCH_TIMEOUT:-80}" \
-      "$dir/bin/attention_bench" --prefill --serving --dtype bf16 --csv "$out/bench_${name}_$r.csv" \
+      "$dir/bin/attention_bench" ${BENCH_ARGS:---prefill --serving --dtype bf16} --csv "$out/bench_${name}_$r.csv" \
       > "$out/bench_${name}_$r.log" 2>&1
     echo "bench $name round $r rc=$? $(grep -ciE 'fail' "$out/bench_${name}_$r.log") fail lines"
   done

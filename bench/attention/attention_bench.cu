@@ -30,12 +30,13 @@
 //   draws the same list, and t<tokens> in the config makes a mismatch visible);
 // - "b<1|8> q512 ctx<1k..8k>": chunked prefill, 512 new queries per sequence onto ctx keys
 //   already cached (seqlens_k = ctx + 512; query i sits at position ctx + i).
-// The pinned prefill kernels are timed (kAuto picks wgmma at d128 and mma at d64 here: causal
-// with max_seqlen_q < 2048); the naive kernel only validates.
+// The pinned prefill kernels are timed (which one kAuto runs on a row:
+// kernels/attention/README.md's choice table); the naive kernel only validates.
 //
 //   attention_bench [--prefill] [--decode] [--window] [--serving] [--dtype bf16|fp16|both]
 //                   [--csv FILE] [--quick] [--profile[=S]] [--host] (default: all rows, both dtypes)
 //                   [--decode-splits=2,4,8]  (each decode grid row also at these splits)
+//                   [--max-keys=N]  (prefill and serving rows of at most N keys only)
 //   attention_bench --lengths     the varlen batch's lengths, one a line (touches no GPU)
 // --profile: one untimed launch of each prefill kernel (s8k full; d128, d64), for ncu;
 // --profile=S: the same at the grid's length-S rows (b = 16384 / S), full then causal.
@@ -53,6 +54,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <functional>
 #include <memory>
 #include <string>
@@ -334,6 +336,10 @@ bool run_prefill_impls(PagedProblem& pr, const std::string& kind, const std::str
   return all_ok;
 }
 
+// --max-keys=N: prefill grid and serving rows whose max_seqlen_k passes N are left out (a
+// before/after call on the short rows gets more rounds in its time).
+int g_max_keys = std::numeric_limits<int>::max();
+
 // The prefill grid; the naive kernel is timed for bf16 only (fp16 rows: validated against it).
 bool bench_prefill(bool quick, bool hopper, DType dtype) {
   bool all_ok = true;
@@ -342,6 +348,7 @@ bool bench_prefill(bool quick, bool hopper, DType dtype) {
   for (int head_dim : {64, 128}) {
     for (bool causal : {false, true}) {
       for (int s : lens) {
+        if (s > g_max_keys) continue;
         const int batch = 16384 / s, heads = 2048 / head_dim;
         PagedProblem pr =
             make_problem(batch, s, s, heads, heads, head_dim, causal, 1234 + s, dtype);
@@ -509,6 +516,7 @@ bool bench_serving(bool quick, bool hopper, DType dtype) {
   for (size_t i = 0; i < lens.size(); ++i) cu[i + 1] = cu[i] + lens[i];
   const std::vector<int32_t> seqlens(lens.begin(), lens.end());
   for (const HeadShape& sh : kServingShapes) {
+    if (kVarlenMax > g_max_keys) break;
     PagedProblem pr =
         make_problem(lens, lens, sh.heads, sh.kv_heads, sh.head_dim, true, 2020, dtype);
     const std::string config = "b" + std::to_string(kVarlenSeqs) + " varlen" +
@@ -524,6 +532,7 @@ bool bench_serving(bool quick, bool hopper, DType dtype) {
   for (int batch : quick ? std::vector<int>{8} : std::vector<int>{1, 8}) {
     for (int ctx : quick ? std::vector<int>{1024, 8192} : std::vector<int>{1024, 2048, 4096, 8192}) {
       for (const HeadShape& sh : kServingShapes) {
+        if (ctx + kChunkTokens > g_max_keys) break;
         PagedProblem pr = make_problem(batch, kChunkTokens, ctx + kChunkTokens, sh.heads,
                                        sh.kv_heads, sh.head_dim, true, 3030 + ctx, dtype);
         const std::string config = "b" + std::to_string(batch) + " q" +
@@ -678,6 +687,13 @@ int main(int argc, char** argv) {
       }
     }
     else if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
+    else if (!std::strncmp(argv[i], "--max-keys=", 11)) {
+      g_max_keys = std::atoi(argv[i] + 11);
+      if (g_max_keys <= 0) {
+        std::fprintf(stderr, "--max-keys=N: N must be a positive number of keys\n");
+        return 2;
+      }
+    }
     else if (!std::strncmp(argv[i], "--decode-splits=", 16)) {
       for (const char* c = argv[i] + 16; *c != '\0';) {
         g_split_sweep.push_back(std::atoi(c));
@@ -698,7 +714,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--prefill] [--decode] [--window] [--serving] [--quick] [--profile[=S]] [--host]\n"
-                   "          [--dtype bf16|fp16|both] [--csv FILE] [--decode-splits=LIST]\n",
+                   "          [--dtype bf16|fp16|both] [--csv FILE] [--decode-splits=LIST] [--max-keys=N]\n",
                    argv[0]);
       return 2;
     }
