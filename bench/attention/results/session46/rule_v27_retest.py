@@ -8,8 +8,9 @@ builds) likewise, then the RULE line; writes DIR/adopt when v27 is adopted.
 
 kAuto's kernel: head `wgmma_ps` at <= 512 keys (v25's static walk), else `wgmma`; v27
 `wgmma_ps` at <= 1,024 keys (the counter walk). Rule: every class row's median >= 0.98, the
-median over the class rows >= 1.03, and every control row's median within 0.97-1.03 (else the
-call is inconclusive: the machine drifted between the builds' runs)."""
+median over the class rows >= 1.03, and the median of the control rows' medians within
+0.98-1.02 (else the call is inconclusive: the machine drifted between the builds' runs; one
+control row off alone is that row's noise, printed)."""
 import csv
 import glob
 import re
@@ -60,9 +61,11 @@ if not full or len(full) < len(rows):
     sys.exit(0)
 lo = min(full, key=full.get)
 med = statistics.median(full.values())
-drift = [k for k, x in cmed.items() if not 0.97 <= x <= 1.03]
-print(f"controls: medians {min(cmed.values()):.3f}-{max(cmed.values()):.3f}"
-      + (f"; outside 0.97-1.03: {', '.join(drift)}" if drift else ""))
+wide = [k for k, x in cmed.items() if not 0.97 <= x <= 1.03]
+cmid = statistics.median(cmed.values())
+drift = not 0.98 <= cmid <= 1.02
+print(f"controls: median {cmid:.3f}, rows {min(cmed.values()):.3f}-{max(cmed.values()):.3f}"
+      + (f"; rows outside 0.97-1.03 (noise, not the rule): {', '.join(wide)}" if wide else ""))
 if drift:
     verdict = "inconclusive (controls drifted)"
 elif full[lo] >= 0.98 and med >= 1.03:
