@@ -3,7 +3,7 @@
 # v28.txz; ~560 s): v28's first measurement (NOTES.md v28: prediction and rule written before
 # it).
 #   head.txz = mainline 4f34939
-#   v28.txz  = branch v28 28f9289 (results/session46/v28_mask.patch on 036b2fa: the
+#   v28.txz  = branch v28 28f9289 (results/session46/v28_mask.patch on 7deed65: the
 #              consumers' mask without branches, asked of each warpgroup's rows)
 # 1. a 60-s gate on v28's Hopper prefill tests at full lengths (causal, varlen, chunks,
 # windows, both forms); 2. head / v28 alternating, three rounds of `attention_bench --prefill
@@ -11,7 +11,7 @@
 # memcheck + racecheck of gpu-check's sanitize-full tests that run the changed mask (past 1k
 # keys: a causal chunk, a varlen batch, two windows, the persistent varlen) with the time
 # left to $1 (default 560). /tmp/q -> $OUT/q.tgz as it goes.
-# Rebuild v28.txz: `git apply bench/attention/results/session46/v28_mask.patch` on 036b2fa (or
+# Rebuild v28.txz: `git apply bench/attention/results/session46/v28_mask.patch` on 7deed65 (or
 # later mainline), cmake --build build -j2 --target attention_cuda_test attention_bench,
 # scripts/gpu-bundle.sh /tmp/b/.gpu build/bin/attention_{cuda_test,bench},
 # tar -cJf .chunks/s47/v28.txz -C /tmp/b .gpu (head.txz: the same at 4f34939, unpatched).
