@@ -12,67 +12,20 @@ d64 causal grid rows s512 and s1k (where the mask's cost is predicted to matter)
 each, and
 the median of the control rows' medians within 0.98-1.02 (else inconclusive: the machine
 drifted between the builds' runs)."""
-import csv
-import glob
+
 import re
 import statistics
 import sys
 
+from rule_common import compare, control_drifted, kauto, verdict
+
 d = sys.argv[1]
-rounds = sorted(int(re.search(r"_(\d+)\.csv$", f)[1]) for f in glob.glob(f"{d}/bench_head_*.csv"))
-
-
-def load(b, r):
-    return {(x["config"], x["impl"]): float(x["ms"]) for x in csv.DictReader(open(f"{d}/bench_{b}_{r}.csv"))
-            if x["kind"] in ("prefill", "serving")}
-
-
-def max_k(k):
-    for pat, f in ((r" s(\d+) ", lambda m: int(m[1])), (r" q(\d+) ctx(\d+) ", lambda m: int(m[1]) + int(m[2])),
-                   (r" varlen\d+-(\d+) ", lambda m: int(m[1]))):
-        m = re.search(pat, k)
-        if m:
-            return f(m)
-    return 1 << 30
-
-
-runs = {(b, r): load(b, r) for b in ("head", "v28") for r in rounds}
-rows = [k for k, i in runs[("head", rounds[0])] if i == "wgmma"]
-tab, ctl = {}, {}
-for k in rows:
-    impl = "wgmma_ps" if max_k(k) <= 512 else "wgmma"
-    for r in rounds:
-        h, v = runs[("head", r)], runs[("v28", r)]
-        if (k, impl) in h and (k, impl) in v:
-            tab.setdefault(k, []).append(h[(k, impl)] / v[(k, impl)])
-        if (k, "mma") in h and (k, "mma") in v:
-            ctl.setdefault(k, []).append(h[(k, "mma")] / v[(k, "mma")])
-print(f"rounds: {rounds}")
-print("| config | head kAuto / v28 kAuto, by round | median | control (mma / mma) | median |")
-print("|---|---|---|---|---|")
-for k in rows:
-    t, c = tab.get(k, []), ctl.get(k, [])
-    print(f"| {k} | {' '.join(f'{x:.3f}' for x in t)} | {statistics.median(t):.3f} | "
-          f"{' '.join(f'{x:.3f}' for x in c)} | {statistics.median(c) if c else float('nan'):.3f} |")
-full = {k: statistics.median(v) for k, v in tab.items() if len(v) == len(rounds)}
-cmed = {k: statistics.median(v) for k, v in ctl.items() if len(v) == len(rounds)}
-if len(full) < len(rows):
-    print(f"RULE: inconclusive: {len(full)} of {len(rows)} rows have all {len(rounds)} rounds")
-    sys.exit(0)
-short_causal = {k: x for k, x in full.items() if re.match(r"b\d+ s(512|1024) h\d+ d64 causal$", k)}
-lo = min(full, key=full.get)
-wide = [k for k, x in cmed.items() if not 0.97 <= x <= 1.03]
-cmid = statistics.median(cmed.values())
-drift = not 0.98 <= cmid <= 1.02
-print(f"all rows: median {statistics.median(full.values()):.3f}, lowest {full[lo]:.3f} ({lo})")
-print("short causal rows: " + ", ".join(f"{k} {x:.3f}" for k, x in short_causal.items()))
-print(f"controls: median {cmid:.3f}, rows {min(cmed.values()):.3f}-{max(cmed.values()):.3f}"
-      + (f"; rows outside 0.97-1.03 (noise, not the rule): {', '.join(wide)}" if wide else ""))
-if drift:
-    verdict = "inconclusive (controls drifted)"
-elif full[lo] >= 0.98 and len(short_causal) == 2 and min(short_causal.values()) >= 1.03:
-    verdict = "v28 adopted"
-    open(f"{d}/adopt", "w").write("1")
-else:
-    verdict = "v28 not adopted"
-print(f"RULE: {verdict}")
+res = compare(d, "head", "v28", lambda b, k: kauto(512)(k), lambda b, k: "mma")
+if res:
+    full, cmed = res
+    short_causal = {k: x for k, x in full.items() if re.match(r"b\d+ s(512|1024) h\d+ d64 causal$", k)}
+    lo = min(full, key=full.get)
+    print(f"all rows: median {statistics.median(full.values()):.3f}, lowest {full[lo]:.3f} ({lo})")
+    print("short causal rows: " + ", ".join(f"{k} {x:.3f}" for k, x in short_causal.items()))
+    verdict(d, "v28", control_drifted(cmed),
+            full[lo] >= 0.98 and len(short_causal) == 2 and min(short_causal.values()) >= 1.03)

@@ -1,0 +1,80 @@
+"""What the session-46 rules (rule_v27_retest.py, rule_v28.py, rule_v29.py) share: reading
+alternate_bench.sh's CSVs of two builds, a measured and a control column per row, their
+per-round ratios (base ms / new ms: > 1 is the new build faster) and medians, the table, and
+the control's verdict (the median of its rows' medians within 0.98-1.02, else the machine
+drifted between the builds' runs and the call decides nothing)."""
+import csv
+import glob
+import re
+import statistics
+
+
+def max_k(config):
+    """A bench row's max_seqlen_k: s of a grid row, ctx + q of a chunk row, the upper length of
+    a varlen batch."""
+    for pat, f in ((r" s(\d+) ", lambda m: int(m[1])), (r" q(\d+) ctx(\d+) ", lambda m: int(m[1]) + int(m[2])),
+                   (r" varlen\d+-(\d+) ", lambda m: int(m[1]))):
+        m = re.search(pat, config)
+        if m:
+            return f(m)
+    return 1 << 30
+
+
+def kauto(ps_max_keys):
+    """kAuto's Hopper kernel on a row, the persistent form up to ps_max_keys keys."""
+    return lambda k: "wgmma_ps" if max_k(k) <= ps_max_keys else "wgmma"
+
+
+def compare(d, base, new, measured, control, keep=lambda k: True):
+    """Per-round ratios {row: [..]} of the measured and the control columns (each a function
+    (build, row) -> impl), the rounds, printed as a table; returns (medians, control medians)
+    over the rows that have every round, or None when some row lacks one."""
+    rounds = sorted(int(re.search(r"_(\d+)\.csv$", f)[1]) for f in glob.glob(f"{d}/bench_{base}_*.csv"))
+
+    def load(b, r):
+        return {(x["config"], x["impl"]): float(x["ms"]) for x in csv.DictReader(open(f"{d}/bench_{b}_{r}.csv"))
+                if x["kind"] in ("prefill", "serving")}
+    runs = {(b, r): load(b, r) for b in (base, new) for r in rounds}
+    rows = [k for k, i in runs[(base, rounds[0])] if i == "wgmma" and keep(k)]
+    tab, ctl = {}, {}
+    for k in rows:
+        for r in rounds:
+            h, v = runs[(base, r)], runs[(new, r)]
+            for out, col in ((tab, measured), (ctl, control)):
+                a, b = (k, col(base, k)), (k, col(new, k))
+                if a in h and b in v:
+                    out.setdefault(k, []).append(h[a] / v[b])
+    print(f"rounds: {rounds}")
+    print(f"| config | {base} / {new}, by round | median | control, by round | median |")
+    print("|---|---|---|---|---|")
+    med = lambda xs: f"{statistics.median(xs):.3f}" if xs else "n/a"
+    for k in rows:
+        t, c = tab.get(k, []), ctl.get(k, [])
+        print(f"| {k} | {' '.join(f'{x:.3f}' for x in t)} | {med(t)} | {' '.join(f'{x:.3f}' for x in c)} | {med(c)} |")
+    full = {k: statistics.median(v) for k, v in tab.items() if len(v) == len(rounds)}
+    cmed = {k: statistics.median(v) for k, v in ctl.items() if len(v) == len(rounds)}
+    if len(full) < len(rows) or not cmed:
+        print(f"RULE: inconclusive: {len(full)} of {len(rows)} rows have all {len(rounds)} rounds")
+        return None
+    return full, cmed
+
+
+def control_drifted(cmed):
+    """Prints the control's spread; True when its rows' median leaves 0.98-1.02."""
+    cmid = statistics.median(cmed.values())
+    wide = [k for k, x in cmed.items() if not 0.97 <= x <= 1.03]
+    print(f"controls: median {cmid:.3f}, rows {min(cmed.values()):.3f}-{max(cmed.values()):.3f}"
+          + (f"; rows outside 0.97-1.03 (noise, not the rule): {', '.join(wide)}" if wide else ""))
+    return not 0.98 <= cmid <= 1.02
+
+
+def verdict(d, name, drifted, adopted):
+    """The RULE line; DIR/adopt written when adopted."""
+    if drifted:
+        v = "inconclusive (controls drifted)"
+    elif adopted:
+        v = f"{name} adopted"
+        open(f"{d}/adopt", "w").write("1")
+    else:
+        v = f"{name} not adopted"
+    print(f"RULE: {v}")
