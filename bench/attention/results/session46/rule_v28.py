@@ -9,9 +9,8 @@ then the RULE line; writes DIR/adopt when v28 is adopted.
 kAuto's kernel in both builds: `wgmma_ps` at <= 512 keys, else `wgmma` (mainline's routing;
 v28 changes the consumers' mask, which both forms run). Rule: every row's median >= 0.98, the
 d64 causal grid rows s512 and s1k (where the mask's cost is predicted to matter) median >= 1.03
-each, and
-the median of the control rows' medians within 0.98-1.02 (else inconclusive: the machine
-drifted between the builds' runs)."""
+each, and the median of the control rows' medians within 0.98-1.02 (else inconclusive: the
+machine drifted between the builds' runs)."""
 
 import re
 import statistics
