@@ -30,6 +30,9 @@ def compare(d, base, new, measured, control, keep=lambda k: True):
     (build, row) -> impl), the rounds, printed as a table; returns (medians, control medians)
     over the rows that have every round, or None when some row lacks one."""
     rounds = sorted(int(re.search(r"_(\d+)\.csv$", f)[1]) for f in glob.glob(f"{d}/bench_{base}_*.csv"))
+    if not rounds:
+        print(f"RULE: inconclusive: no bench_{base}_*.csv in {d}")
+        return None
 
     def load(b, r):
         return {(x["config"], x["impl"]): float(x["ms"]) for x in csv.DictReader(open(f"{d}/bench_{b}_{r}.csv"))
