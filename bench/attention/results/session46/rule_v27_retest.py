@@ -12,9 +12,11 @@ median over the class rows >= 1.03, and the median of the control rows' medians 
 0.98-1.02 (else the call is inconclusive: the machine drifted between the builds' runs; one
 control row off alone is that row's noise, printed)."""
 
+import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from rule_common import compare, control_drifted, kauto, max_k, verdict
 
 d = sys.argv[1]

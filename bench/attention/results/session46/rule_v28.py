@@ -13,9 +13,11 @@ each, and the median of the control rows' medians within 0.98-1.02 (else inconcl
 machine drifted between the builds' runs)."""
 
 import re
+import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from rule_common import compare, control_drifted, kauto, verdict
 
 d = sys.argv[1]

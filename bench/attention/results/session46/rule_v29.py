@@ -12,9 +12,11 @@ rows s512 and s1k median >= 1.03 each, and the median of the control rows' media
 0.98-1.02 (else inconclusive)."""
 
 import re
+import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from rule_common import compare, control_drifted, kauto, verdict
 
 d = sys.argv[1]

@@ -1,8 +1,9 @@
-"""What the session-46 rules (rule_v27_retest.py, rule_v28.py, rule_v29.py) share: reading
+"""What a before/after rule (e.g. results/session46/rule_v28.py) shares: reading
 alternate_bench.sh's CSVs of two builds, a measured and a control column per row, their
 per-round ratios (base ms / new ms: > 1 is the new build faster) and medians, the table, and
 the control's verdict (the median of its rows' medians within 0.98-1.02, else the machine
-drifted between the builds' runs and the call decides nothing)."""
+drifted between the builds' runs and the call decides nothing). Tested by
+tests/unit/bench_attention/rule_common_test.py."""
 import csv
 import glob
 import re

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Tests of bench/attention/rule_common.py on hand-written alternate_bench.sh folders: each
+row's per-round ratio of the measured column and its median, kAuto's column by key count,
+the control's verdict (its rows' median, not one noisy row), and the adopt file."""
+import contextlib
+import io
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "bench", "attention"))
+import rule_common  # noqa: E402
+
+HEAD = "kind,config,impl,ms,tflops,gbps\n"
+
+
+class RuleCommonTest(unittest.TestCase):
+    def folder(self, runs):
+        """runs: {(build, round): [(config, impl, ms)]} -> a folder of bench_BUILD_ROUND.csv."""
+        d = tempfile.mkdtemp()
+        for (b, r), rows in runs.items():
+            with open(os.path.join(d, f"bench_{b}_{r}.csv"), "w") as f:
+                f.write(HEAD + "".join(f"prefill,{c},{i},{ms},1,1\n" for c, i, ms in rows))
+        return d
+
+    def run_quiet(self, fn, *args, **kw):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            res = fn(*args, **kw)
+        return res, out.getvalue()
+
+    def test_medians_of_the_rounds_and_kautos_column_by_keys(self):
+        # s512 reads wgmma_ps (<= 512 keys), s1024 wgmma; the control is mma.
+        def rows(ps, one, mma):
+            return [("b32 s512 h32 d64 causal", "wgmma", 9.0), ("b32 s512 h32 d64 causal", "wgmma_ps", ps),
+                    ("b32 s512 h32 d64 causal", "mma", mma),
+                    ("b16 s1024 h32 d64 causal", "wgmma", one), ("b16 s1024 h32 d64 causal", "mma", mma)]
+        d = self.folder({("a", 1): rows(1.0, 2.0, 1.0), ("b", 1): rows(0.5, 2.0, 1.0),
+                         ("a", 2): rows(1.0, 2.0, 1.0), ("b", 2): rows(1.0, 1.0, 1.0),
+                         ("a", 3): rows(1.0, 2.0, 1.0), ("b", 3): rows(0.8, 1.6, 1.0)})
+        (full, cmed), _ = self.run_quiet(rule_common.compare, d, "a", "b",
+                                         lambda b, k: rule_common.kauto(512)(k), lambda b, k: "mma")
+        # s512: ratios 2.0, 1.0, 1.25 -> median 1.25; s1024: 1.0, 2.0, 1.25 -> 1.25
+        self.assertEqual(full, {"b32 s512 h32 d64 causal": 1.25, "b16 s1024 h32 d64 causal": 1.25})
+        self.assertEqual(cmed, {"b32 s512 h32 d64 causal": 1.0, "b16 s1024 h32 d64 causal": 1.0})
+
+    def test_a_row_missing_a_round_makes_the_call_inconclusive(self):
+        d = self.folder({("a", 1): [("x s512 ", "wgmma", 1.0), ("x s512 ", "mma", 1.0)],
+                         ("b", 1): [("x s512 ", "mma", 1.0)]})
+        res, out = self.run_quiet(rule_common.compare, d, "a", "b", lambda b, k: "wgmma", lambda b, k: "mma")
+        self.assertIsNone(res)
+        self.assertIn("RULE: inconclusive", out)
+
+    def test_the_control_drifts_by_its_median_not_by_one_row(self):
+        drifted, out = self.run_quiet(rule_common.control_drifted, {"r1": 1.0, "r2": 1.01, "r3": 1.2})
+        self.assertFalse(drifted)
+        self.assertIn("rows outside 0.97-1.03 (noise, not the rule): r3", out)
+        drifted, _ = self.run_quiet(rule_common.control_drifted, {"r1": 1.03, "r2": 1.04, "r3": 1.0})
+        self.assertTrue(drifted)
+
+    def test_verdict_writes_adopt_only_when_adopted_and_not_drifted(self):
+        for drifted, adopted, line, written in ((False, True, "RULE: v9 adopted", True),
+                                                (True, True, "RULE: inconclusive (controls drifted)", False),
+                                                (False, False, "RULE: v9 not adopted", False)):
+            d = tempfile.mkdtemp()
+            _, out = self.run_quiet(rule_common.verdict, d, "v9", drifted, adopted)
+            self.assertEqual(out.strip(), line)
+            self.assertEqual(os.path.exists(os.path.join(d, "adopt")), written)
+
+    def test_max_keys_of_grid_chunk_and_varlen_rows(self):
+        self.assertEqual(rule_common.max_k("b32 s512 h32 d64 full"), 512)
+        self.assertEqual(rule_common.max_k("b1 q512 ctx1024 h9/3 d64 causal"), 1536)
+        self.assertEqual(rule_common.max_k("b64 varlen64-1024 t32299 h9/3 d64 causal"), 1024)
+
+
+if __name__ == "__main__":
+    unittest.main()
