@@ -5,7 +5,9 @@
 #   v27.txz  = branch v27 43f2b69 (v26's counter walk, kAuto's class at <= 1,024 keys;
 #              v27_class1024.patch on v26_dynamic_on_b749df7.patch, both beside this script)
 # Five rounds of the 11 rows of at most 1,024 keys (attention_bench --max-keys=1024) with the
-# one-tile `wgmma` as the control; if adopted, RESULTS.md's run of v27 in the same call.
+# one-tile `wgmma` as the control; if adopted, RESULTS.md's run of v27 in the same call (its
+# summary's musts lines read mainline's musts.py, whose persistent class is 512 keys: re-read
+# p/r/check/table.md with v27's musts.py once the branch is merged).
 # Rebuild a bundle: cmake -S . -B build -DFLASHSERVE_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo;
 #   cmake --build build -j2 --target attention_cuda_test attention_bench;
 #   scripts/gpu-bundle.sh /tmp/b/.gpu build/bin/attention_{cuda_test,bench};
