@@ -82,3 +82,14 @@ def verdict(d, name, drifted, adopted):
     else:
         v = f"{name} not adopted"
     print(f"RULE: {v}")
+
+
+def no_loss_and_short_causal_gain(d, name, full, cmed):
+    """v28's and v29's bar (a change to the mask): every row's median >= 0.98 and the d64
+    causal grid rows s512 and s1k, where the mask's share is the largest, >= 1.03 each."""
+    short = {k: x for k, x in full.items() if re.match(r"b\d+ s(512|1024) h\d+ d64 causal$", k)}
+    lo = min(full, key=full.get)
+    print(f"all rows: median {statistics.median(full.values()):.3f}, lowest {full[lo]:.3f} ({lo})")
+    print("short causal rows: " + ", ".join(f"{k} {x:.3f}" for k, x in short.items()))
+    verdict(d, name, control_drifted(cmed),
+            full[lo] >= 0.98 and len(short) == 2 and min(short.values()) >= 1.03)

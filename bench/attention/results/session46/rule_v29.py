@@ -11,21 +11,13 @@ The measured column is `mma` (v29 changes the portable kernel's mask only); the 
 rows s512 and s1k median >= 1.03 each, and the median of the control rows' medians within
 0.98-1.02 (else inconclusive)."""
 
-import re
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from rule_common import compare, control_drifted, kauto, verdict
+from rule_common import compare, kauto, no_loss_and_short_causal_gain
 
 d = sys.argv[1]
 res = compare(d, "v28", "v29", lambda b, k: "mma", lambda b, k: kauto(512)(k))
 if res:
-    full, cmed = res
-    short_causal = {k: x for k, x in full.items() if re.match(r"b\d+ s(512|1024) h\d+ d64 causal$", k)}
-    lo = min(full, key=full.get)
-    print(f"all rows: median {statistics.median(full.values()):.3f}, lowest {full[lo]:.3f} ({lo})")
-    print("short causal rows: " + ", ".join(f"{k} {x:.3f}" for k, x in short_causal.items()))
-    verdict(d, "v29", control_drifted(cmed),
-            full[lo] >= 0.98 and len(short_causal) == 2 and min(short_causal.values()) >= 1.03)
+    no_loss_and_short_causal_gain(d, "v29", *res)
