@@ -2,7 +2,7 @@
 # Prepared in session 46 for the next (any Hopper GPU; carry .chunks/s47; ~560 s): v28's first
 # measurement (NOTES.md v28: prediction and rule written before it).
 #   head.txz = mainline 4f34939
-#   v28.txz  = branch v28 28f9289 (v28_mask.patch beside this script, on 7deed65: the
+#   v28.txz  = branch v28 1d5fe3f (v28_mask.patch beside this script, on 7deed65: the
 #              consumers' mask without branches, asked of each warpgroup's rows)
 # Gate: v28's Hopper prefill tests at full lengths (causal, varlen, chunks, windows, both
 # forms); three rounds of `attention_bench --prefill --serving --dtype bf16` with `mma` as the
