@@ -470,19 +470,35 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   };
+  // The first position (q_offset + row) of this warpgroup's 64 rows: whether a tile needs the
+  // mask is asked of them, not of the whole row block (under the causal mask the block's later
+  // warpgroups see whole tiles that cross its first row's diagonal).
+  const int wg_pos0 = q_offset + m_base + 64 * warpgroup;
   auto softmax = [&](int n, float (&correction)[2]) {
     const int key0 = (first_tile + n) * kBlockN;
     const bool crosses_end = key0 + kBlockN > kv_len;
-    const bool crosses_diagonal = p.causal && key0 + kBlockN - 1 > q_offset + m_base;
-    const bool crosses_window = q_offset + m_base + kBlockM - 1 - key0 >= window;
+    const bool crosses_diagonal = p.causal && key0 + kBlockN - 1 > wg_pos0;
+    const bool crosses_window = wg_pos0 + 63 - key0 >= window;
     if (crosses_end || crosses_diagonal || crosses_window) {
+      // S element i of this thread holds key kbase + c(i), c(i) = (i / 4) * 8 + (i & 1) (a
+      // constant of the unrolled loop), in its row h = (i >> 1) & 1. The key is visible iff
+      // lo[h] <= c(i) <= hi[h]: key < kv_len, under the causal mask key <= q_offset + row,
+      // and q_offset + row - key < window (window <= 2^30: no overflow). Two compares against
+      // registers and a select an element, without branches (the three tests written per
+      // element compiled to ~9 instructions and two branches each: NOTES.md v28).
+      const int kbase = key0 + 2 * (lane & 3);
+      int lo[2], hi[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int diag = q_offset + m_base + thread_row + 8 * h - kbase;  // c <= diag: causal
+        hi[h] = p.causal ? min(kv_len - 1 - kbase, diag) : kv_len - 1 - kbase;
+        lo[h] = diag - window + 1;
+      }
 #pragma unroll
       for (int i = 0; i < kSRegs; ++i) {
-        const int key = key0 + (i / 4) * 8 + 2 * (lane & 3) + (i & 1);
-        const int row = m_base + thread_row + ((i >> 1) & 1) * 8;
-        const bool visible = key < kv_len && (!p.causal || key <= q_offset + row) &&
-                             q_offset + row - key < window;
-        if (!visible) s[i] = kNegInf;
+        const int c = (i / 4) * 8 + (i & 1);
+        const int h = (i >> 1) & 1;
+        s[i] = (c >= lo[h]) & (c <= hi[h]) ? s[i] : kNegInf;
       }
     }
 #pragma unroll
