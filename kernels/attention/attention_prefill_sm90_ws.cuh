@@ -78,6 +78,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_common.cuh"
+#include "kernels/attention/attention_mask.h"
 #include "kernels/paged_kv.h"
 #include "kernels/sm90_wgmma.cuh"
 
@@ -481,24 +482,15 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     const bool crosses_window = wg_pos0 + 63 - key0 >= window;
     if (crosses_end || crosses_diagonal || crosses_window) {
       // S element i of this thread holds key kbase + c(i), c(i) = (i / 4) * 8 + (i & 1) (a
-      // constant of the unrolled loop), in its row h = (i >> 1) & 1. The key is visible iff
-      // lo[h] <= c(i) <= hi[h]: key < kv_len, under the causal mask key <= q_offset + row,
-      // and q_offset + row - key < window (window <= 2^30: no overflow). Two compares against
-      // registers and a select an element, without branches (the three tests written per
-      // element compiled to ~9 instructions and two branches each: NOTES.md v28).
+      // constant of the unrolled loop), in its row h = (i >> 1) & 1 (attention_mask.h).
       const int kbase = key0 + 2 * (lane & 3);
-      int lo[2], hi[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int diag = q_offset + m_base + thread_row + 8 * h - kbase;  // c <= diag: causal
-        hi[h] = p.causal ? min(kv_len - 1 - kbase, diag) : kv_len - 1 - kbase;
-        lo[h] = diag - window + 1;
-      }
+      const int pos = q_offset + m_base + thread_row;
+      const KeyOffsets rows[2] = {visible_key_offsets(pos, kbase, kv_len, p.causal, window),
+                                  visible_key_offsets(pos + 8, kbase, kv_len, p.causal, window)};
 #pragma unroll
       for (int i = 0; i < kSRegs; ++i) {
         const int c = (i / 4) * 8 + (i & 1);
-        const int h = (i >> 1) & 1;
-        s[i] = (c >= lo[h]) & (c <= hi[h]) ? s[i] : kNegInf;
+        s[i] = offset_visible(rows[(i >> 1) & 1], c) ? s[i] : kNegInf;
       }
     }
 #pragma unroll
