@@ -78,6 +78,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_common.cuh"
+#include "kernels/attention/attention_mask.h"
 #include "kernels/paged_kv.h"
 #include "kernels/sm90_wgmma.cuh"
 
@@ -470,19 +471,26 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   };
+  // The first position (q_offset + row) of this warpgroup's 64 rows: whether a tile needs the
+  // mask is asked of them, not of the whole row block (under the causal mask the block's later
+  // warpgroups see whole tiles that cross its first row's diagonal).
+  const int wg_pos0 = q_offset + m_base + 64 * warpgroup;
   auto softmax = [&](int n, float (&correction)[2]) {
     const int key0 = (first_tile + n) * kBlockN;
     const bool crosses_end = key0 + kBlockN > kv_len;
-    const bool crosses_diagonal = p.causal && key0 + kBlockN - 1 > q_offset + m_base;
-    const bool crosses_window = q_offset + m_base + kBlockM - 1 - key0 >= window;
+    const bool crosses_diagonal = p.causal && key0 + kBlockN - 1 > wg_pos0;
+    const bool crosses_window = wg_pos0 + 63 - key0 >= window;
     if (crosses_end || crosses_diagonal || crosses_window) {
+      // S element i of this thread holds key kbase + c(i), c(i) = (i / 4) * 8 + (i & 1) (a
+      // constant of the unrolled loop), in its row h = (i >> 1) & 1 (attention_mask.h).
+      const int kbase = key0 + 2 * (lane & 3);
+      const int pos = q_offset + m_base + thread_row;
+      const KeyOffsets rows[2] = {visible_key_offsets(pos, kbase, kv_len, p.causal, window),
+                                  visible_key_offsets(pos + 8, kbase, kv_len, p.causal, window)};
 #pragma unroll
       for (int i = 0; i < kSRegs; ++i) {
-        const int key = key0 + (i / 4) * 8 + 2 * (lane & 3) + (i & 1);
-        const int row = m_base + thread_row + ((i >> 1) & 1) * 8;
-        const bool visible = key < kv_len && (!p.causal || key <= q_offset + row) &&
-                             q_offset + row - key < window;
-        if (!visible) s[i] = kNegInf;
+        const int c = (i / 4) * 8 + (i & 1);
+        s[i] = offset_visible(rows[(i >> 1) & 1], c) ? s[i] : kNegInf;
       }
     }
 #pragma unroll
