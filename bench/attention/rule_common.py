@@ -26,6 +26,15 @@ def kauto(ps_max_keys):
     return lambda k: "wgmma_ps" if max_k(k) <= ps_max_keys else "wgmma"
 
 
+def persistent_class(d, base, new, base_ps_max_keys, new_ps_max_keys, max_keys=1024):
+    """compare() for a change to kAuto's persistent class or walk (v27, v30): each build's
+    kAuto kernel by its own class (`wgmma_ps` up to its max keys), the one-tile `wgmma` (the
+    same code in both) as the control, over the rows of at most max_keys keys."""
+    kb, kn = kauto(base_ps_max_keys), kauto(new_ps_max_keys)
+    return compare(d, base, new, lambda b, k: (kb if b == base else kn)(k), lambda b, k: "wgmma",
+                   keep=lambda k: max_k(k) <= max_keys)
+
+
 def compare(d, base, new, measured, control, keep=lambda k: True):
     """Per-round ratios {row: [..]} of the measured and the control columns (each a function
     (build, row) -> impl), the rounds, printed as a table; returns (medians, control medians)

@@ -46,6 +46,17 @@ class RuleCommonTest(unittest.TestCase):
         self.assertEqual(full, {"b32 s512 h32 d64 causal": 1.25, "b16 s1024 h32 d64 causal": 1.25})
         self.assertEqual(cmed, {"b32 s512 h32 d64 causal": 1.0, "b16 s1024 h32 d64 causal": 1.0})
 
+    def test_a_persistent_class_change_reads_each_builds_own_class(self):
+        # s1024: the base's kAuto runs wgmma (class <= 512), the new one's wgmma_ps (<= 1,024);
+        # the control is wgmma; a row past max_keys is left out.
+        def rows(one, ps):
+            return [("b16 s1024 h32 d64 causal", "wgmma", one), ("b16 s1024 h32 d64 causal", "wgmma_ps", ps),
+                    ("b8 s2048 h32 d64 causal", "wgmma", one), ("b8 s2048 h32 d64 causal", "wgmma_ps", ps)]
+        d = self.folder({("a", 1): rows(2.0, 3.0), ("b", 1): rows(2.0, 1.6)})
+        (full, cmed), _ = self.run_quiet(rule_common.persistent_class, d, "a", "b", 512, 1024)
+        self.assertEqual(full, {"b16 s1024 h32 d64 causal": 1.25})
+        self.assertEqual(cmed, {"b16 s1024 h32 d64 causal": 1.0})
+
     def test_a_row_missing_a_round_makes_the_call_inconclusive(self):
         d = self.folder({("a", 1): [("x s512 ", "wgmma", 1.0), ("x s512 ", "mma", 1.0)],
                          ("b", 1): [("x s512 ", "mma", 1.0)]})

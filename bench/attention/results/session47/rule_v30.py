@@ -16,12 +16,10 @@ import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from rule_common import compare, control_drifted, kauto, max_k, verdict
+from rule_common import control_drifted, persistent_class, verdict
 
 d = sys.argv[1]
-head_auto, v30_auto = kauto(512), kauto(1024)
-res = compare(d, "head", "v30", lambda b, k: (head_auto if b == "head" else v30_auto)(k),
-              lambda b, k: "wgmma", keep=lambda k: max_k(k) <= 1024)
+res = persistent_class(d, "head", "v30", 512, 1024)
 if res:
     full, cmed = res
     lo = min(full, key=full.get)
