@@ -3,7 +3,8 @@
 # re-test (NOTES.md "v29 re-test": why, prediction and rule written before it).
 #   head.txz = mainline 15606a4
 #   v29.txz  = branch v29r 16e73d6 (v29's two commits on 15606a4: the portable kernel's mask
-#              in attention_mask.h's interval form)
+#              in attention_mask.h's interval form; patch record
+#              v29_portable_mask_on_15606a4.patch beside this script)
 # Gate: v29's portable prefill tests at full lengths; five rounds of the bf16 prefill grid
 # (`attention_bench --prefill --dtype bf16`), `mma` measured, kAuto's Hopper kernel the
 # control; v29's whole test binary; memcheck + racecheck of portable tests past 1k keys.
