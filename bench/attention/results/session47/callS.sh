@@ -4,7 +4,8 @@
 #   head.txz = mainline 15606a4 (v28 merged; kAuto's persistent form at <= 512 keys, static walk)
 #   v30.txz  = branch v30 7192a6a (the static walk at <= 512 keys, the counter walk at
 #              513-1,024, kAuto's persistent class <= 1,024 keys; patch record
-#              v30_walks.patch beside this script, on 15606a4)
+#              v30_walks.patch beside this script, on 15606a4, at the branch's ce15510,
+#              which changes musts.py only)
 # Gate: v30's persistent and split tests and the choice table at full lengths; five rounds of
 # the 11 rows of at most 1,024 keys with the one-tile `wgmma` as the control; if adopted,
 # RESULTS.md's run of v30 in the same call (results_run.sh: tests, bench, peers,
