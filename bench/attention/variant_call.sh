@@ -7,8 +7,10 @@
 #   2. BASE / NEW alternating, ROUNDS rounds (alternate_bench.sh; BENCH_ARGS as it takes them);
 #   3. RULE (a script given the folder: prints the ratios and a RULE line, writes adopt);
 #   4. if adopted and RESULTS_IF_ADOPTED=1 with >= 230 s left: RESULTS.md's run of NEW
-#      (results_run.sh; NEW.commit names it); else NEW's whole test binary (120 s), then
-#      memcheck + racecheck of SAN_FILTER (sanitize_tests.sh) with the time left.
+#      (results_run.sh; NEW.commit names it); if not adopted and RESULTS_ELSE_BASE=1 with
+#      >= 230 s left: RESULTS.md's run of BASE (BASE.commit names it); else NEW's whole test
+#      binary (120 s), then memcheck + racecheck of SAN_FILTER (sanitize_tests.sh) with the
+#      time left.
 # Bundles: $CHUNKS/BASE.txz and NEW.txz (scripts/gpu-bundle.sh folders tarred: tar -cJf
 # NAME.txz -C DIR .gpu; git-ignored). Everything under /tmp/NAME, tarred to $OUT/NAME.tgz
 # every 30 s and at the end.
@@ -40,6 +42,11 @@ save
 if [[ -f $R/adopt && ${RESULTS_IF_ADOPTED:-0} == 1 && $(( deadline - $(el) )) -ge 230 ]]; then
   rm -rf .gpu && cp -r "$N" .gpu
   bench/attention/results_run.sh "$R/r" "$(cat "$C/$new.commit")" $(( deadline - $(el) ))
+  finish
+fi
+if [[ ! -f $R/adopt && ${RESULTS_ELSE_BASE:-0} == 1 && $(( deadline - $(el) )) -ge 230 ]]; then
+  rm -rf .gpu && cp -r "/tmp/b_$base/.gpu" .gpu
+  bench/attention/results_run.sh "$R/r" "$(cat "$C/$base.commit")" $(( deadline - $(el) ))
   finish
 fi
 LD_LIBRARY_PATH=$L timeout 120 "$N/bin/attention_cuda_test" > "$R/tests_$new.txt" 2>&1
