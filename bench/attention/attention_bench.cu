@@ -291,13 +291,14 @@ std::string dtype_suffix(DType dtype) { return dtype == DType::kFp16 ? " fp16" :
 
 // Runs the naive kernel once for the reference, then validates and times each pinned prefill
 // implementation ("mma", and on Hopper "wgmma", the one-tile grid, and "wgmma_ps", its
-// persistent form, which kAuto runs at <= 512 keys); times the naive kernel too if time_naive.
+// persistent form, which kAuto runs on unsplit calls of <= 1,024 keys); times the naive
+// kernel too if time_naive.
 bool run_prefill_impls(PagedProblem& pr, const std::string& kind, const std::string& config,
                        const AttentionCost& cost, bool hopper, bool time_naive) {
   bool all_ok = true;
   std::vector<PrefillImpl> impls = {PrefillImpl::kPortable};
   if (hopper) impls.push_back(PrefillImpl::kHopper);
-  if (hopper) impls.push_back(PrefillImpl::kHopperPersistent);  // kAuto's at <= 512 keys
+  if (hopper) impls.push_back(PrefillImpl::kHopperPersistent);  // kAuto's at <= 1,024 keys
   Buffer ws(attention_naive_workspace_bytes(pr.p));
   AttentionParams naive = pr.p;
   naive.out = pr.ref->ptr;

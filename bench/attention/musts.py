@@ -6,8 +6,9 @@
 Ratios are a column against the same run's cuDNN (`IMPL/cuDNN`), bf16 rows unless said. The
 default, auto, reads the kernel kAuto runs on each row (kernels/attention/README.md): wgmma
 on every grid and serving row (the d64 thresholds sit at 512 queries), in its persistent form
-`wgmma_ps` on the rows of at most 512 keys (the s512 grid rows) where the table has that
-column (tables from before v25 have not: wgmma there, which kAuto then ran). --impl pins one
+`wgmma_ps` on the rows of at most 1,024 keys (the s512 and s1k grid rows, the varlen batch)
+where the table has that column (tables from before v25 have not: wgmma there, which kAuto
+then ran; between v25 and v27 kAuto's class stopped at 512 keys: --impl reads one column). --impl pins one
 column everywhere. Decode is `ours/cuDNN`.
   - prefill grid at s >= 1k: >= 0.95 everywhere;  at s >= 4k: >= 1.0;  s = 512: >= 1.0
     (the sliding-window rows have no peer and are left out);
@@ -20,6 +21,8 @@ have it, and a first line says so: between two runs the short rows' ratios move 
 import argparse
 import re
 import statistics
+
+from rule_common import max_k as max_keys  # a row's max_seqlen_k (beside this script)
 
 
 def sections(path):
@@ -68,6 +71,13 @@ def num(s):
 
 GRID = re.compile(r"^b\d+ s(\d+) h\d+ d(\d+) (full|causal)( fp16)?$")
 
+# kAuto's persistent class (kernels/attention/attention_prefill.cu,
+# hopper_persistent_preferred): calls of at most this many keys, restated here; the test
+# (tests/unit/bench_attention/musts_test.py) pins which column each row reads.
+PS_MAX_KEYS = 1024
+
+
+
 
 def fmt(x):
     return f"{x:.2f}"
@@ -79,14 +89,20 @@ def main():
     ap.add_argument("--impl", default="auto")
     a = ap.parse_args()
     col = "wgmma/cuDNN" if a.impl == "auto" else f"{a.impl}/cuDNN"
-    short_col = "wgmma_ps/cuDNN" if a.impl == "auto" else col  # rows of <= 512 keys
+    short_col = "wgmma_ps/cuDNN" if a.impl == "auto" else col  # rows of <= PS_MAX_KEYS keys
     t = merged(a.tables, [col, short_col, "ours/cuDNN"])
+
+    def ratio_of(r):
+        """The row's ratio in the column of the kernel kAuto runs there."""
+        short = num(r.get(short_col))
+        if short is not None and max_keys(r["config"]) <= PS_MAX_KEYS:
+            return short
+        return num(r.get(col))
+
     grid = {}  # (fp16, d, mask) -> [(s, ratio)]
     for r in t.get("prefill", []):
         m = GRID.match(r["config"])
-        ratio = num(r.get(col))
-        if m and int(m[1]) <= 512 and num(r.get(short_col)) is not None:
-            ratio = num(r.get(short_col))
+        ratio = ratio_of(r)
         if m and ratio is not None:
             grid.setdefault((bool(m[4]), int(m[2]), m[3]), []).append((int(m[1]), ratio))
     bf16 = {k[1:]: sorted(v) for k, v in grid.items() if not k[0]}
@@ -125,11 +141,12 @@ def main():
     fp16 = [x for k, v in grid.items() if k[0] for _, x in v]
     if fp16:
         out.append(f"- fp16 grid (measured, no must): {fmt(min(fp16))}-{fmt(max(fp16))}")
-    for kind, key, label in (("serving-shaped", col, "Serving-shaped rows"), ("decode", "ours/cuDNN", "Decode")):
+    for kind, get, label in (("serving-shaped", ratio_of, "Serving-shaped rows"),
+                             ("decode", lambda r: num(r.get("ours/cuDNN")), "Decode")):
         parts, met = [], True
         for fp in (False, True):
-            vals = [(num(r.get(key)), r["config"]) for r in t.get(kind, [])
-                    if r["config"].endswith(" fp16") == fp and num(r.get(key)) is not None]
+            vals = [(get(r), r["config"]) for r in t.get(kind, [])
+                    if r["config"].endswith(" fp16") == fp and get(r) is not None]
             if not vals:
                 continue
             lo = min(vals)

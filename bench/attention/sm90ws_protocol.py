@@ -15,8 +15,12 @@ What it leaves out: data (the GEMMs, the softmax, what a copy writes), the wgmma
 (local to a warpgroup), and the copies' own latency (a TMA tile's bytes land at once; a
 cp.async group is signalled where the kernel's issued / flush signal it). It mirrors the code
 by hand: a change to the kernel's waits, arrivals or index arithmetic is made here too, and the
-model run before the GPU call (CONTRIBUTING.md). The persistent walk is v25's (branch
-ps-short, bench/attention/NOTES.md); mainline runs the one-tile mode."""
+model run before the GPU call (CONTRIBUTING.md). The persistent walks, by the call's keys as
+the launcher picks them (v30, bench/attention/NOTES.md): at most 512 keys v25's static walk
+(each role of a CTA computes its rotated rounds itself), else v26's counter walk (tiles taken
+from a device-wide counter and handed to the consumers through a slot of each Q buffer; the
+model draws each CTA's takes at random and checks that every read of a slot finds the tile
+written for it)."""
 import math, random, sys
 
 S = 2  # kStages
@@ -56,14 +60,20 @@ def run(W, persistent, q_lens, kv_lens, heads, causal, window, grid_sms, cta, rn
     rb = max(1, math.ceil(max(q_lens) / bm))
     T = rb * heads * len(q_lens)
     G = min(T, grid_sms) if persistent else T
-    rounds = math.ceil(T / G) if persistent else 1
-    def walk():
-        if not persistent:
-            yield cta
-            return
-        for k in range(rounds):
+    # v26: the persistent CTA takes tiles from a device-wide counter; which ones it gets
+    # depends on the other CTAs, so the model draws them: each tile of the list with
+    # probability 1 / G (at least one take per CTA is past the list's end: the -1 that ends it).
+    taken = sorted(l for l in range(T) if rng.random() < 1.0 / G) if persistent else [cta]
+    # v30: the static walk on calls of at most 512 keys (attention_prefill.cu,
+    # hopper_persistent_walk): round k's tile k G + (cta + k) mod G, none past the list's end.
+    static = persistent and max(kv_lens) <= 512
+    counter = persistent and not static
+    def static_walk():
+        for k in range(math.ceil(T / G)):
             l = k * G + (cta + k) % G
             if l < T: yield l
+    def has_rows(g): return g['m_base'] < g['q_len'] and g['num_tiles'] > 0
+    slot = {}  # Q buffer b's tile slot: (the walk's tile round written for, list index or -1)
     bars = {}
     def bar(name, expect):
         if name not in bars: bars[name] = Bar(expect)
@@ -83,11 +93,28 @@ def run(W, persistent, q_lens, kv_lens, heads, causal, window, grid_sms, cta, rn
                 yield ('arrive', state['prev'])
                 state['prev'] = None
         ring = q_round = 0
-        for l in walk():
+        takes = iter(taken)
+        walk = static_walk()
+        while True:
+            qb = q_round & 1
+            if static:
+                l = next((t for t in walk if has_rows(
+                    geometry(t, rb, heads, q_lens, kv_lens, bm, causal, window))), -1)
+                if l < 0: break
+                if q_round >= 2:
+                    yield ('wait', f'q_empty{qb}', W, (q_round - 2) >> 1)
+            elif counter:
+                if q_round >= 2:
+                    yield ('wait', f'q_empty{qb}', W, (q_round - 2) >> 1)
+                l = next((t for t in takes if has_rows(
+                    geometry(t, rb, heads, q_lens, kv_lens, bm, causal, window))), -1)
+                yield ('write', qb, q_round, l)
+                yield ('arrive', f'id_full{qb}')
+                if l < 0: break
+            else:
+                l = cta
             g = geometry(l, rb, heads, q_lens, kv_lens, bm, causal, window)
-            if g['m_base'] >= g['q_len']: continue
-            if g['num_tiles'] == 0:
-                if persistent: continue
+            if not persistent and (g['m_base'] >= g['q_len'] or g['num_tiles'] == 0):
                 return
             def tma_tile(t):
                 key0 = (g['first_tile'] + t) * BN
@@ -98,9 +125,6 @@ def run(W, persistent, q_lens, kv_lens, heads, causal, window, grid_sms, cta, rn
                     yield ('arrive', b)
                 else:
                     yield from issued(b)
-            qb = q_round & 1
-            if persistent and q_round >= 2:
-                yield ('wait', f'q_empty{qb}', W, (q_round - 2) >> 1)
             yield from issued(f'q_full{qb}')
             def load_k(t):
                 j = ring + t; s = j % S
@@ -113,6 +137,7 @@ def run(W, persistent, q_lens, kv_lens, heads, causal, window, grid_sms, cta, rn
                 if j >= S: yield ('wait', f'v_empty{s}', W, j // S - 1)
                 yield from load_kv(t - 1, f'v_full{s}')
             ring += g['num_tiles']; q_round += 1
+            if not persistent: break
         yield from flush()
 
     def consumer(w):
@@ -120,9 +145,21 @@ def run(W, persistent, q_lens, kv_lens, heads, causal, window, grid_sms, cta, rn
         # The walk runs the turns on across its tiles: one pre-arrive before it, every region
         # hands over, warpgroup 0 takes the last hand-over after it (one-tile: per tile).
         if persistent and w == W - 1: yield ('narrive', 1)
-        for l in walk():
+        walk = static_walk()
+        while True:
+            if static:
+                # (as the kernel: the consumers skip only the tiles without rows)
+                l = next((t for t in walk if geometry(t, rb, heads, q_lens, kv_lens, bm, causal,
+                                                      window)['m_base'] < q_lens[t // rb // heads]), -1)
+                if l < 0: break
+            elif counter:
+                yield ('wait', f'id_full{q_round & 1}', 1, q_round >> 1)
+                l = yield ('read', q_round & 1, q_round)
+                if l < 0: break
+            else:
+                l = cta
             g = geometry(l, rb, heads, q_lens, kv_lens, bm, causal, window)
-            if g['m_base'] >= g['q_len']: continue
+            if not persistent and g['m_base'] >= g['q_len']: return
             nt = g['num_tiles']
             # (A warpgroup's own tile count, my_tiles in the kernel, decides only which GEMMs
             # it issues: every branch on it waits, takes its turn and arrives alike.)
@@ -153,28 +190,38 @@ def run(W, persistent, q_lens, kv_lens, heads, causal, window, grid_sms, cta, rn
                 if persistent and release_last_v: yield ('arrive', f'v_empty{jv % S}')
             if persistent and nt > 0: yield ('arrive', f'q_empty{qb}')
             ring += nt; q_round += 1 if nt > 0 else 0
+            if not persistent: break
         if persistent and w == 0: yield ('nsync', 1)
 
     def getbar(name):
-        if name.startswith(('q_full', 'k_full', 'v_full')): return full(name)
+        if name.startswith(('q_full', 'k_full', 'v_full', 'id_full')): return full(name)
         return empty(name)
     agents = {'P': producer()}
     for w in range(W): agents[f'C{w}'] = consumer(w)
     pending = {a: None for a in agents}   # the action an agent is blocked on
     done = set()
     nsync_gen = {}
+    sent = {}  # the value a read hands back to its agent
     def step(a):
         """Run agent a until it blocks or ends; return True if it made progress."""
         progressed = False
         while True:
             act = pending[a]
             if act is None:
-                try: act = next(agents[a])
+                try: act = agents[a].send(sent.pop(a, None))
                 except StopIteration:
                     done.add(a); return True
                 pending[a] = act
             kind = act[0]
-            if kind == 'arrive':
+            if kind == 'write':
+                slot[act[1]] = (act[2], act[3]); pending[a] = None; progressed = True
+            elif kind == 'read':
+                got = slot.get(act[1])
+                if got is None or got[0] != act[2]:
+                    raise AssertionError(f'{a} reads tile slot {act[1]} for tile round {act[2]}, '
+                                         f'finds {got}')
+                sent[a] = got[1]; pending[a] = None; progressed = True
+            elif kind == 'arrive':
                 getbar(act[1]).arrive(); pending[a] = None; progressed = True
             elif kind == 'narrive':
                 nb[act[1]].arrive(); pending[a] = None; progressed = True

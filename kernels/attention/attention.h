@@ -44,8 +44,11 @@ namespace flashserve::kernels {
 // head_dim as measured (kernels/attention/attention_prefill.cu), elsewhere the portable
 // mma.sync path (sm_80 instructions). kHopper on another GPU is an InvalidArgument. Tests and
 // benchmarks pin each path to compare them. kHopperPersistent: the Hopper kernel's
-// persistent form (one CTA an SM walks the tiles), never split; kAuto picks it where it runs
-// the Hopper kernel on at most 512 keys (NOTES.md v25).
+// persistent form (one CTA an SM walks the tiles: a static walk on calls of at most 512 keys,
+// past them tiles taken from a device-wide counter), never split; kAuto picks it where it
+// runs the Hopper kernel unsplit on at most 1,024 keys (NOTES.md v25-v30). One persistent
+// call of more than 512 keys runs at a time on a device (calls on one stream or ordered
+// between streams): two at once would take each other's tiles.
 enum class PrefillImpl { kAuto, kPortable, kHopper, kHopperPersistent };
 
 // Keys per K/V tile in every attention kernel; the cache block_size must be a multiple.
@@ -96,7 +99,7 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream);
 
 // The kernel attention_prefill(p, num_splits, ...) runs on a GPU of compute capability 9.0
 // (is_hopper) or another: kAuto resolved by the choice table (kernels/attention/README.md) to
-// kPortable, kHopper (the one-tile grid) or kHopperPersistent (at most 512 keys, unsplit); a
+// kPortable, kHopper (the one-tile grid) or kHopperPersistent (at most 1,024 keys, unsplit); a
 // pinned impl is itself on Hopper; elsewhere kPortable (attention_prefill rejects a pinned
 // Hopper kernel there).
 PrefillImpl attention_prefill_kernel_for(const AttentionParams& p, bool is_hopper,
@@ -110,7 +113,8 @@ PrefillImpl attention_prefill_kernel_for(const AttentionParams& p, bool is_hoppe
 // runs; the portable kernel runs unsplit (the workspace then goes unused).
 inline constexpr int kMaxPrefillSplits = 16;
 // Splits for the call: 1 unless the one-tile Hopper kernel would run (kHopper, or kAuto's
-// choice for the shape; the device is not queried) with fewer row blocks than num_sms; then
+// choice for the shape, the persistent form's shapes included: they split where the one-tile
+// grid would; the device is not queried) with fewer row blocks than num_sms; then
 // enough to cover the SMs once, at most one per 4 key tiles (512 keys) and kMaxPrefillSplits.
 int attention_prefill_num_splits(const AttentionParams& p, int num_sms);
 // Bytes of scratch for num_splits splits (0 when num_splits == 1): fp32 partials of

@@ -43,10 +43,19 @@ constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q
 
 // Where kAuto runs the Hopper kernel, its persistent form (one CTA an SM walks the tiles,
 // the next tile's Q and first K/V loaded while the current one finishes) for calls of at most
-// 512 keys: there a tile's CTA is short (~12 us at s512) and its start a large part of it,
-// and the measured s512 rows ran >= 1.02x the one-tile grid in both rounds (NOTES.md v25).
+// 1,024 keys: there a tile's CTA is short (~12 us at s512) and its start a large part of it.
 // Longer calls keep the one-tile grid (and its split for short grids).
-constexpr bool hopper_persistent_preferred(int max_seqlen_k) { return max_seqlen_k <= 512; }
+constexpr bool hopper_persistent_preferred(int max_seqlen_k) { return max_seqlen_k <= 1024; }
+
+// The persistent form's walk (kernels/attention/attention_prefill_sm90_ws.cuh), by the
+// call's keys, kAuto's and a pinned kHopperPersistent's alike. Measured on an H100 in five
+// alternating rounds (NOTES.md v27 re-test): at s512 the static walk ran 1.02-1.03x the
+// counter walk on two of the four grid rows (the other two even); from 513 to 1,024 keys,
+// where the static walk had lost to the one-tile grid (v25), the counter walk ran 1.06-1.12x
+// the one-tile grid, and the varlen batch of at most 1,024 keys 1.12-1.21x.
+constexpr device::Sm90Walk hopper_persistent_walk(int max_seqlen_k) {
+  return max_seqlen_k <= 512 ? device::Sm90Walk::kStatic : device::Sm90Walk::kCounter;
+}
 
 // The TMA map of a paged K or V cache seen as rows [num_cache_blocks x num_kv_heads x
 // block_size, head_dim] of 2-byte elements (kernels/paged_kv.h: a (block, kv head) is
@@ -81,8 +90,8 @@ absl::Status output_tensor_map(const AttentionParams& p, CUtensorMap* map) {
 }
 
 // One smem limit per kernel instantiation (kernels/cuda_plumbing.cuh, set_smem_limit_once).
-// kKernel: 0 the portable kernel, 1 the Hopper kernel, 2 its split instantiation, 3 its
-// persistent one.
+// kKernel: 0 the portable kernel, 1 the Hopper kernel, 2 its split instantiation, 3 and 4
+// its persistent ones (static and counter walks).
 template <typename T, int kHeadDim, int kKernel>
 struct KernelTag {};
 
@@ -92,14 +101,20 @@ size_t prefill_partial_rows(const AttentionParams& p, int num_splits) {
   return size_t(num_splits) * p.num_seqs * p.max_seqlen_q * p.num_heads;
 }
 
-// kSplit: the split instantiation (num_splits > 1) and its combine. kPersistent: one CTA an
-// SM (at most one a tile) walks the tiles.
-template <typename T, int kHeadDim, bool kSplit, bool kPersistent = false>
+// kSplit: the split instantiation (num_splits > 1) and its combine. kWalk other than
+// kOneTile: one CTA an SM (at most one a tile) walks the tiles.
+template <typename T, int kHeadDim, bool kSplit,
+          device::Sm90Walk kWalk = device::Sm90Walk::kOneTile>
 absl::Status launch_hopper(const AttentionParams& p, int num_splits, void* workspace,
                            cudaStream_t stream) {
-  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kSplit, kPersistent>;
+  constexpr bool kPersistent = kWalk != device::Sm90Walk::kOneTile;
+  auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kSplit, kWalk>;
   const int smem = device::sm90ws_smem_bytes(kHeadDim, kPersistent);
-  using Tag = KernelTag<T, kHeadDim, kPersistent ? 3 : kSplit ? 2 : 1>;
+  using Tag = KernelTag<T, kHeadDim,
+                        kWalk == device::Sm90Walk::kCounter  ? 4
+                        : kWalk == device::Sm90Walk::kStatic ? 3
+                        : kSplit                             ? 2
+                                                             : 1>;
   if (absl::Status s = device::set_smem_limit_once<Tag>(kernel, smem); !s.ok()) return s;
   // The maps' bounds; TMA row coordinates are 32-bit (validate_attention_params already
   // holds block_size to a multiple of 64, one half tile's box).
@@ -174,10 +189,13 @@ int attention_prefill_num_splits(const AttentionParams& p, int num_sms) {
   if (p.num_seqs <= 0 || p.max_seqlen_q <= 0 || (p.head_dim != 64 && p.head_dim != 128)) {
     return 1;
   }
-  // Only the one-tile grid splits: not the portable kernel, not the persistent form (kAuto's
-  // unsplit choice at <= 512 keys, where the cap below is 1 anyway: 4 key tiles at most).
-  if (attention_prefill_kernel_for(p, /*is_hopper=*/true, /*num_splits=*/1) !=
-      PrefillImpl::kHopper) {
+  // Only the one-tile grid splits: not the portable kernel, not a pinned persistent form.
+  // Where kAuto would pick the persistent form (at most 1,024 keys) the one-tile grid's count
+  // decides: a grid under one wave keeps its split (the persistent form cannot split, and
+  // with fewer tiles than SMs it walks one tile a CTA), and attention_prefill_kernel_for then
+  // gives the persistent form only the unsplit calls.
+  const PrefillImpl impl = attention_prefill_kernel_for(p, /*is_hopper=*/true, /*num_splits=*/1);
+  if (impl == PrefillImpl::kPortable || p.prefill_impl == PrefillImpl::kHopperPersistent) {
     return 1;
   }
   // The Hopper kernel runs one CTA an SM (its registers fill the SM); a grid of fewer CTAs
@@ -261,7 +279,11 @@ absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* w
         return absl::InvalidArgumentError(
             "attention_prefill: the persistent Hopper kernel runs unsplit (num_splits 1)");
       }
-      return launch_hopper<T, kHeadDim, false, true>(p, 1, workspace, stream);
+      return hopper_persistent_walk(p.max_seqlen_k) == device::Sm90Walk::kStatic
+                 ? launch_hopper<T, kHeadDim, false, device::Sm90Walk::kStatic>(p, 1, workspace,
+                                                                               stream)
+                 : launch_hopper<T, kHeadDim, false, device::Sm90Walk::kCounter>(p, 1, workspace,
+                                                                                stream);
     }
     return num_splits > 1 ? launch_hopper<T, kHeadDim, true>(p, num_splits, workspace, stream)
                           : launch_hopper<T, kHeadDim, false>(p, num_splits, workspace, stream);

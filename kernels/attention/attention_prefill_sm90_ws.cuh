@@ -161,13 +161,31 @@ __device__ __forceinline__ void load_tile_group(T* tile, int first_valid_row, in
 // kSplit: the split prefill's instantiation (num_splits > 1, the partials' epilogue); the
 // other one is the kernel without any of it (a second mode is a kernel of its own:
 // CONTRIBUTING.md; as a runtime branch it cost the one-split rows 3-4 %, NOTES.md v19).
-// kPersistent: gridDim.x CTAs (at most one an SM) walk the list of tiles (row block reversed
-// fastest, then head, then sequence: the one-tile grid's order) one wave-sized round at a
-// time, rotated so that each CTA meets every row block (`walk_tile`), each tile as the
-// one-tile kernel runs it; the K/V
-// rings and their phases run on across tiles, and two Q buffers let the producer load the
-// next tile's Q and first K/V while the consumers finish the current one (NOTES.md v25).
-template <typename T, int kHeadDim, bool kSplit, bool kPersistent = false>
+// kWalk: the grid's form. kOneTile: one CTA a tile. The two persistent forms (kPersistent):
+// gridDim.x CTAs (at most one an SM) walk the list of tiles (row block reversed fastest, then
+// head, then sequence: the one-tile grid's order, the longest causal row block of a head
+// first), each tile as the one-tile kernel runs it; the K/V rings and their phases run on
+// across tiles, and two Q buffers let the producer load the next tile's Q and first K/V while
+// the consumers finish the current one (NOTES.md v25, v26). They differ in which CTA runs
+// which tile:
+// - kStatic (v25): one wave-sized round at a time, rotated so that each CTA meets every row
+//   block (`walk_tile`); each role of a CTA computes its walk itself.
+// - kCounter (v26): each CTA's producer takes its next tile from a device-wide counter as it
+//   gets to it (`sm90ws_tile_counter`) and hands it to the consumers through a slot.
+// The launcher runs kStatic on calls of at most 512 keys, kCounter on longer ones (NOTES.md
+// v30: each walk where it measured faster).
+enum class Sm90Walk { kOneTile, kStatic, kCounter };
+
+// The counter walk's tile counter (v26): each CTA's producer takes the next tile of the
+// list with an atomicAdd, so the tiles go to the CTAs in list order as they free up (the
+// hardware's order for a one-tile grid), and tiles without rows are skipped there. Every CTA
+// ends with exactly one take past the list's end; the take that returns tiles + gridDim.x - 1
+// is the launch's last, and its CTA sets the counter back to 0 for the next launch. So one
+// persistent prefill runs at a time on a device: launches on one stream, as the runner's are
+// (a concurrent one on another stream would take tiles of this one's list).
+__device__ unsigned int sm90ws_tile_counter = 0;
+
+template <typename T, int kHeadDim, bool kSplit, Sm90Walk kWalk = Sm90Walk::kOneTile>
 __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     attention_prefill_sm90_ws_kernel(const AttentionParams p,
                                      const __grid_constant__ CUtensorMap k_map,
@@ -186,18 +204,23 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   constexpr int kORegs = kHeadDim / 2;
   constexpr int kTile = kBlockN * kHeadDim;  // elements per K or V buffer
   using Traits = DTypeTraits<T>;
+  constexpr bool kPersistent = kWalk != Sm90Walk::kOneTile;
+  constexpr bool kCounter = kWalk == Sm90Walk::kCounter;
 
   static_assert(!(kSplit && kPersistent), "the split grid is under one wave: not persistent");
   // Longest (causal) row blocks first; with splits, a row block's splits side by side.
   const int split = kSplit ? blockIdx.x % num_splits : 0;
-  // The walk (one tile, the CTA's own, when not persistent): round k of the grid's G CTAs
-  // runs tiles [k G, (k + 1) G) of the list, the set a one-tile grid runs as its wave k (so
-  // the L2 sees the same K/V at once), and CTA i takes tile k G + (i + k) mod G of it (none
-  // past the list's end). With the row block fastest in the list, a plain stride (tile k G + i)
-  // would give CTA i the same row block in every round whenever G is a multiple of the row
-  // blocks (132 CTAs, 4 or 6 of them at s512 / s1k): under the causal mask the CTAs of the
-  // longest blocks would take 4-6x the others' time. The rotation walks each CTA through
-  // every row block (by steps of 1 + G mod row_blocks a round).
+  // The walk (one tile, the CTA's own, when not persistent).
+  // kCounter: the CTA's producer takes tiles of the list from sm90ws_tile_counter, skipping
+  // those without rows, and hands each to the consumers through a slot of its Q buffer
+  // (tile_slot, id_full below); -1 ends the walk.
+  // kStatic: round k of the grid's G CTAs runs tiles [k G, (k + 1) G) of the list, the set a
+  // one-tile grid runs as its wave k (so the L2 sees the same K/V at once), and CTA i takes
+  // tile k G + (i + k) mod G of it (none past the list's end). With the row block fastest in
+  // the list, a plain stride (tile k G + i) would give CTA i the same row block in every round
+  // whenever G is a multiple of the row blocks (132 CTAs, 4 of them at s512): under the causal
+  // mask the CTAs of the longest blocks would take 4x the others' time. The rotation walks
+  // each CTA through every row block (by steps of 1 + G mod row_blocks a round).
   const int row_blocks = (p.max_seqlen_q + kBlockM - 1) / kBlockM;
   const int walk_tiles = kPersistent ? row_blocks * p.num_heads * p.num_seqs : 1;
   const int walk_grid = kPersistent ? static_cast<int>(gridDim.x) : 1;
@@ -273,12 +296,27 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   auto v_full = [&](int s) { return bars + 8 * (1 + 2 * kStages + s); };
   auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * kStages + s); };
   auto q_empty = [&](int b) { return bars + 8 * (2 + 4 * kStages + b); };
+  // Persistent: the tile of the walk's tile r, in slot r & 1 (a list index, or -1 for the
+  // walk's end), written by the producer's thread 0 once Q buffer r & 1 is free (q_empty:
+  // the consumers have long read the slot's previous tile) and published by its arrival on
+  // id_full(r & 1) (release; the consumers' wait acquires), phase (r >> 1) & 1. Both sit in
+  // the barriers' 256 bytes.
+  auto id_full = [&](int b) { return bars + 8 * (4 + 4 * kStages + b); };
+  volatile int* const tile_slot =
+      reinterpret_cast<volatile int*>(sq1 + kBlockM * kHeadDim) + 2 * (6 + 4 * kStages);
+  // Named barrier of the producer's 128 threads (the turns take 1..kWarpgroups, the consumers'
+  // epilogues kWarpgroups + 1.. 2 kWarpgroups).
+  constexpr int kProducerBar = 8;
   if (threadIdx.x == 0) {
     mbar_init(q_full(0), 128);
     if constexpr (kPersistent) {
       mbar_init(q_full(1), 128);
       mbar_init(q_empty(0), kConsumers);
       mbar_init(q_empty(1), kConsumers);
+      if constexpr (kCounter) {
+        mbar_init(id_full(0), 1);
+        mbar_init(id_full(1), 1);
+      }
     }
     for (int s = 0; s < kStages; ++s) {
       mbar_init(k_full(s), 128);
@@ -319,13 +357,42 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     // j % kStages, phase (j / kStages) & 1); q_round: the tiles with keys before this one.
     int ring = 0;
     int q_round = 0;
-    for (int k = 0; k < walk_rounds; ++k) {
-    const int l = walk_tile(k);
-    if (l >= walk_tiles) continue;
+    // (kCounter: k counts nothing; the walk ends at the take of -1.)
+    for (int k = 0; kCounter || k < walk_rounds; ++k) {
+    // Q buffer qb is overwritten only once every consumer thread is done with tile
+    // q_round - 2 (its output's TMA store read included).
+    const int qb = q_round & 1;
+    int l;
+    if constexpr (kCounter) {
+      if (q_round >= 2) mbar_wait(q_empty(qb), ((q_round - 2) >> 1) & 1);
+      if (tid == 0) {
+        // The next tile with keys (every tile with rows has some: kv_len >= q_len), or -1.
+        for (;;) {
+          l = static_cast<int>(atomicAdd(&sm90ws_tile_counter, 1u));
+          if (l >= walk_tiles) break;
+          const Geometry t = geometry(l);
+          if (t.m_base < t.q_len && t.num_tiles > 0) break;
+        }
+        if (l >= walk_tiles) {
+          if (l == walk_tiles + static_cast<int>(gridDim.x) - 1) {
+            atomicExch(&sm90ws_tile_counter, 0u);  // the launch's last take
+          }
+          l = -1;
+        }
+        tile_slot[qb] = l;
+        mbar_arrive(id_full(qb));
+      }
+      named_bar_sync(kProducerBar, 128);  // the slot, to the producer's other threads
+      l = tile_slot[qb];
+      if (l < 0) break;
+    } else {
+      l = walk_tile(k);
+      if (l >= walk_tiles) continue;
+    }
     const Geometry g = kPersistent ? geometry(l) : g0;
     if (g.m_base >= g.q_len) continue;  // (persistent only: the one-tile CTA has returned)
     if (g.num_tiles == 0) {
-      if constexpr (kPersistent) continue;
+      if constexpr (kPersistent) continue;  // (kStatic only: kCounter takes none such)
       return;
     }
     const T* q_base = static_cast<const T*>(p.q) +
@@ -378,10 +445,9 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
         issued(bar);
       }
     };
-    // Q buffer qb is overwritten only once every consumer thread is done with tile
-    // q_round - 2 (its output's TMA store read included).
-    const int qb = q_round & 1;
-    if (kPersistent && q_round >= 2) mbar_wait(q_empty(qb), ((q_round - 2) >> 1) & 1);
+    if (kWalk == Sm90Walk::kStatic && q_round >= 2) {
+      mbar_wait(q_empty(qb), ((q_round - 2) >> 1) & 1);
+    }
     load_tile_group<kBlockM, kHeadDim, 128>(q_buf(qb), 0, g.rows, q_base,
                                             q_base + 64 * q_row_stride, q_row_stride, tid);
     issued(q_full(qb));
@@ -422,9 +488,16 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   // before its epilogue and the next tile's geometry loads, so warpgroup 0 need not wait for
   // them), and warpgroup 0 takes the one hand-over left at the walk's end.
   if (kPersistent && warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);
-  for (int k = 0; k < walk_rounds; ++k) {
-  const int l = walk_tile(k);
-  if (l >= walk_tiles) continue;
+  for (int k = 0; kCounter || k < walk_rounds; ++k) {
+  int l;
+  if constexpr (kCounter) {
+    mbar_wait(id_full(q_round & 1), (q_round >> 1) & 1);
+    l = tile_slot[q_round & 1];
+    if (l < 0) break;
+  } else {
+    l = walk_tile(k);
+    if (l >= walk_tiles) continue;
+  }
   const Geometry g = kPersistent ? geometry(l) : g0;
   if (g.m_base >= g.q_len) continue;  // (persistent only: the one-tile CTA has returned)
   const int seq = g.seq, head = g.head, q_start = g.q_start, q_len = g.q_len;

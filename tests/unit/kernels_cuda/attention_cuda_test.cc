@@ -18,6 +18,7 @@
 // FLASHSERVE_TEST_MAX_LEN caps sequence lengths (the compute-sanitizer runs use 97).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <tuple>
@@ -222,29 +223,86 @@ INSTANTIATE_TEST_SUITE_P(All, SplitPrefillTest,
                                             ::testing::Bool(), ::testing::Values(2, 7)),
                          split_prefill_name);
 
-// The persistent kernel's walk past many tiles a CTA (v25): 32 heads over 8 sequences of
-// 1-1,100 queries are ~9 x 32 x 8 row blocks (d128), so each of <= 132 CTAs walks ~10-20 of
-// them, most of them partial or empty in the varlen list; the K/V rings, both Q buffers and
-// the TMA-stored outputs go round many times, and a tile of no keys cannot occur here.
+// The persistent kernel's walks past many tiles a CTA (v25, v26): 32 heads over 8 sequences
+// of 1-1,100 queries are ~9 x 32 x 8 row blocks (d128), so each of <= 132 CTAs walks ~10-20
+// of them, most of them partial or empty in the varlen list; the K/V rings, both Q buffers and
+// the TMA-stored outputs go round many times, and a tile of no keys cannot occur here. Both
+// walks (v30): the counter walk on these calls of more than 512 keys, the static walk on the
+// same shapes with every length capped at 512.
 TEST(PersistentPrefillTest, LongWalksMatchTheReference) {
   SKIP_WITHOUT_GPU();
   if (!device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
-  for (int head_dim : {64, 128}) {
-    for (bool causal : {false, true}) {
-      for (bool chunked : {false, true}) {
-        SCOPED_TRACE("d" + std::to_string(head_dim) + (causal ? " causal" : " full") +
-                     (chunked ? " chunked" : " varlen"));
-        ProblemShape s;
-        s.head_dim = head_dim;
-        s.causal = causal;
-        s.num_heads = 32;
-        s.num_kv_heads = 8;
-        s.q_lens = {1100, 1, 512, 300, 1024, 64, 700, 129};
-        s.kv_lens = chunked ? std::vector<int>{1600, 90, 512, 2000, 1024, 64, 1300, 900}
-                            : s.q_lens;
-        check_prefill(s, PrefillImpl::kHopperPersistent);
+  for (int max_keys : {2000, 512}) {
+    for (int head_dim : {64, 128}) {
+      for (bool causal : {false, true}) {
+        for (bool chunked : {false, true}) {
+          SCOPED_TRACE("d" + std::to_string(head_dim) + (causal ? " causal" : " full") +
+                       (chunked ? " chunked" : " varlen") + " keys <= " +
+                       std::to_string(max_keys));
+          ProblemShape s;
+          s.head_dim = head_dim;
+          s.causal = causal;
+          s.num_heads = 32;
+          s.num_kv_heads = 8;
+          s.q_lens = {1100, 1, 512, 300, 1024, 64, 700, 129};
+          s.kv_lens = chunked ? std::vector<int>{1600, 90, 512, 2000, 1024, 64, 1300, 900}
+                              : s.q_lens;
+          for (size_t i = 0; i < s.q_lens.size(); ++i) {
+            s.kv_lens[i] = std::min(s.kv_lens[i], max_keys);
+            s.q_lens[i] = std::min(s.q_lens[i], s.kv_lens[i]);
+          }
+          check_prefill(s, PrefillImpl::kHopperPersistent);
+        }
       }
     }
+  }
+}
+
+// v26: the counter walk (calls of more than 512 keys) takes its tiles from a device-wide
+// counter that the launch's last take sets back to 0. Calls back to back (different shapes,
+// so different list lengths and grids) each run every tile: a counter left past 0 would end
+// the next call's walks early and leave its output poisoned, one left short would run tiles
+// twice or skip some. A static-walk call (at most 512 keys) between them must leave the
+// counter alone.
+TEST(PersistentPrefillTest, CallsBackToBackEachRunEveryTile) {
+  SKIP_WITHOUT_GPU();
+  if (!device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  ProblemShape a;
+  a.head_dim = 128;
+  a.causal = true;
+  a.num_heads = 32;
+  a.num_kv_heads = 8;
+  a.q_lens = {700, 1, 512, 300};
+  a.kv_lens = a.q_lens;
+  ProblemShape b = a;
+  b.head_dim = 64;
+  b.q_lens = {1100, 64, 129};
+  b.kv_lens = {1600, 64, 900};
+  ProblemShape c = a;
+  c.q_lens = {512, 1, 300};
+  c.kv_lens = c.q_lens;
+  const Problem pa(a, fresh_seed()), pb(b, fresh_seed()), pc(c, fresh_seed());
+  auto run = [&](const Problem& pr) {
+    AttentionParams base = pr.params(nullptr, nullptr);
+    base.prefill_impl = PrefillImpl::kHopperPersistent;
+    return run_poisoned(pr, pr.num_tokens, [&](void* out, float* lse) {
+      AttentionParams p = base;
+      p.out = out;
+      p.lse = lse;
+      return attention_prefill(p, nullptr);
+    });
+  };
+  const Outputs first_a = run(pa), first_b = run(pb), first_c = run(pc);
+  expect_within_naive(pa, first_a, run_naive(pa, pa.params(nullptr, nullptr)), "a");
+  expect_within_naive(pb, first_b, run_naive(pb, pb.params(nullptr, nullptr)), "b");
+  expect_within_naive(pc, first_c, run_naive(pc, pc.params(nullptr, nullptr)), "c");
+  for (int i = 0; i < 3; ++i) {
+    const Outputs again_a = run(pa), again_c = run(pc), again_b = run(pb);
+    EXPECT_EQ(again_c.out, first_c.out) << "call " << i;
+    EXPECT_EQ(again_a.out, first_a.out) << "call " << i;
+    EXPECT_EQ(again_a.lse, first_a.lse) << "call " << i;
+    EXPECT_EQ(again_b.out, first_b.out) << "call " << i;
+    EXPECT_EQ(again_b.lse, first_b.lse) << "call " << i;
   }
 }
 
@@ -645,18 +703,21 @@ TEST(AttentionConfigTest, AutoPicksTheKernelOfTheChoiceTable) {
   };
   // Not Hopper: the portable kernel, whatever the shape.
   EXPECT_EQ(pick(512, 512, 128, false, false, 1), PrefillImpl::kPortable);
-  // d128: the Hopper kernel at every length; persistent up to 512 keys when unsplit.
+  // d128: the Hopper kernel at every length; persistent up to 1,024 keys when unsplit.
   EXPECT_EQ(pick(1, 1, 128, true, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(512, 512, 128, false, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(512, 512, 128, false, true, 2), PrefillImpl::kHopper);
-  EXPECT_EQ(pick(512, 513, 128, true, true, 1), PrefillImpl::kHopper);
+  EXPECT_EQ(pick(1024, 1024, 128, true, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(1024, 1025, 128, true, true, 1), PrefillImpl::kHopper);
   EXPECT_EQ(pick(64, 8704, 128, true, true, 1), PrefillImpl::kHopper);
   // d64: mma.sync under 512 queries (and, causal, under 1,536 keys); the Hopper kernel from
-  // there, persistent at 512 keys.
+  // there, persistent up to 1,024 keys.
   EXPECT_EQ(pick(511, 511, 64, false, true, 1), PrefillImpl::kPortable);
   EXPECT_EQ(pick(512, 512, 64, false, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(512, 512, 64, true, true, 1), PrefillImpl::kHopperPersistent);
-  EXPECT_EQ(pick(1024, 1024, 64, true, true, 1), PrefillImpl::kHopper);
+  EXPECT_EQ(pick(1024, 1024, 64, true, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(1024, 1024, 64, true, true, 3), PrefillImpl::kHopper);
+  EXPECT_EQ(pick(1025, 1025, 64, false, true, 1), PrefillImpl::kHopper);
   EXPECT_EQ(pick(64, 1535, 64, true, true, 1), PrefillImpl::kPortable);
   EXPECT_EQ(pick(64, 1536, 64, true, true, 1), PrefillImpl::kHopper);
   // A pinned kernel is itself on Hopper; kPortable everywhere.
@@ -675,6 +736,12 @@ TEST(AttentionConfigTest, PrefillSplitsFillOneWaveOfSmsWhereTheHopperKernelRuns)
   EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 512, 8704, 9, 64), 132), 4);
   EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 512, 1536, 9, 64), 132), 3);  // 12 tiles
   EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 512, 512, 9, 64), 132), 1);   // 4 tiles
+  // At most 1,024 keys kAuto would run the persistent form, which cannot split: a grid under
+  // one wave keeps the one-tile grid's split (27 CTAs, 8 tiles: 2), and then runs one-tile.
+  AttentionParams short_grid = prefill_shape(1, 512, 1024, 9, 64);
+  EXPECT_EQ(attention_prefill_num_splits(short_grid, 132), 2);
+  EXPECT_EQ(attention_prefill_kernel_for(short_grid, true, 2), PrefillImpl::kHopper);
+  EXPECT_EQ(attention_prefill_num_splits(prefill_shape(8, 512, 1024, 9, 64), 132), 1);  // 216 CTAs
   EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 512, 8704, 36, 64), 132), 1);  // 108 CTAs
   EXPECT_EQ(attention_prefill_num_splits(prefill_shape(8, 512, 8704, 9, 64), 132), 1);   // 216 CTAs
   // A short chunk onto a long context (d64 causal: the Hopper kernel from 1,536 keys).
