@@ -10,7 +10,9 @@
 #      (results_run.sh; NEW.commit names it); if not adopted and RESULTS_ELSE_BASE=1 with
 #      >= 230 s left: RESULTS.md's run of BASE (BASE.commit names it); else NEW's whole test
 #      binary (120 s), then memcheck + racecheck of SAN_FILTER (sanitize_tests.sh) with the
-#      time left.
+#      time left. (RESULTS.md's run takes the whole grid: the rounds' BENCH_ARGS and
+#      BENCH_TIMEOUT are unset for it; session 48's call S ran it with them, a 1,024-key bf16
+#      bench and a peers stage that refused --max-keys.)
 # Bundles: $CHUNKS/BASE.txz and NEW.txz (scripts/gpu-bundle.sh folders tarred: tar -cJf
 # NAME.txz -C DIR .gpu; git-ignored). Everything under /tmp/NAME, tarred to $OUT/NAME.tgz
 # every 30 s and at the end.
@@ -41,12 +43,14 @@ python3 "$rule" "$R" | tee "$R/ratios.md" | grep -E '^(RULE|controls|class|all r
 save
 if [[ -f $R/adopt && ${RESULTS_IF_ADOPTED:-0} == 1 && $(( deadline - $(el) )) -ge 230 ]]; then
   rm -rf .gpu && cp -r "$N" .gpu
-  bench/attention/results_run.sh "$R/r" "$(cat "$C/$new.commit")" $(( deadline - $(el) ))
+  env -u BENCH_ARGS -u BENCH_TIMEOUT \
+    bench/attention/results_run.sh "$R/r" "$(cat "$C/$new.commit")" $(( deadline - $(el) ))
   finish
 fi
 if [[ ! -f $R/adopt && ${RESULTS_ELSE_BASE:-0} == 1 && $(( deadline - $(el) )) -ge 230 ]]; then
   rm -rf .gpu && cp -r "/tmp/b_$base/.gpu" .gpu
-  bench/attention/results_run.sh "$R/r" "$(cat "$C/$base.commit")" $(( deadline - $(el) ))
+  env -u BENCH_ARGS -u BENCH_TIMEOUT \
+    bench/attention/results_run.sh "$R/r" "$(cat "$C/$base.commit")" $(( deadline - $(el) ))
   finish
 fi
 LD_LIBRARY_PATH=$L timeout 120 "$N/bin/attention_cuda_test" > "$R/tests_$new.txt" 2>&1
