@@ -6,7 +6,8 @@
 #   v30.txz  = 7192a6a: mainline's GPU code (v28 and v30 in);
 #   v28r.txz = the head with v28's patch record reversed (`git apply -R
 #              bench/attention/results/session46/v28_mask.patch`: the kernel's hunk, the mask
-#              header and its CPU test), built at e6465ee + that, not committed.
+#              header and its CPU test), built in session 48 at 95789f2 minus v28 (GPU code
+#              7192a6a's minus v28), not committed; its .commit file says "95789f2-v28".
 # Gate: v28r's Hopper d128 prefill tests at full lengths (60 s); then the two alternating, five
 # rounds of `attention_bench --prefill --dtype bf16`; compare_runs.py's tables for `wgmma` and
 # `wgmma_ps` (best of the five runs a build; speedup = head ms / v28r ms: above 1, the build
