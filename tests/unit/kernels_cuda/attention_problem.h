@@ -21,6 +21,7 @@
 #include "base/bf16.h"
 #include "kernels/attention/attention.h"
 #include "kernels/cpu/attention_ref.h"
+#include "kernels/device.h"
 
 namespace flashserve::kernels::testing {
 
@@ -32,6 +33,18 @@ namespace flashserve::kernels::testing {
       std::abort();                                                                          \
     }                                                                                        \
   } while (0)
+
+// Skips a GPU test where no CUDA device is visible (ctest then reports it as skipped).
+#define SKIP_WITHOUT_GPU() \
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
+
+// The Hopper kernels' tests run only on compute capability 9.0.
+inline bool device_is_hopper() {
+  int major = 0, minor = 0;
+  FS_CUDA_OR_DIE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  FS_CUDA_OR_DIE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
+  return major == 9 && minor == 0;
+}
 
 // n random bf16 values ~ N(0, scale^2), as bits and as their exact float values.
 struct Bf16Data {

@@ -37,9 +37,6 @@ using testing::Bf16Data;
 using testing::DeviceBuffer;
 using testing::random_bf16;
 
-#define SKIP_WITHOUT_GPU() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
-
 std::mt19937 fresh_rng() { return std::mt19937(std::random_device{}()); }
 
 std::vector<float> to_floats(const std::vector<uint16_t>& bits) {
