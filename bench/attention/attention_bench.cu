@@ -37,6 +37,7 @@
 //                   [--csv FILE] [--quick] [--profile[=S]] [--host] (default: all rows, both dtypes)
 //                   [--decode-splits=2,4,8]  (each decode grid row also at these splits)
 //                   [--max-keys=N]  (prefill and serving rows of at most N keys only)
+//                   [--heads=N]  (the prefill grid at N heads instead of h x d = 2048)
 //   attention_bench --lengths     the varlen batch's lengths, one a line (touches no GPU)
 // --profile: one untimed launch of each prefill kernel (s8k full; d128, d64), for ncu;
 // --profile=S: the same at the grid's length-S rows (b = 16384 / S), full then causal.
@@ -340,6 +341,10 @@ bool run_prefill_impls(PagedProblem& pr, const std::string& kind, const std::str
 // --max-keys=N: prefill grid and serving rows whose max_seqlen_k passes N are left out (a
 // before/after call on the short rows gets more rounds in its time).
 int g_max_keys = std::numeric_limits<int>::max();
+// --heads=N: the prefill grid at N heads (= K/V heads) for both head dims instead of h x d =
+// 2048, e.g. so that the d128 grid's 128 N tiles fill whole waves of the SMs (a probe of the
+// last wave's idle SMs; peers_sdpa.py takes the same flag). 0: the grid's heads.
+int g_prefill_heads = 0;
 
 // The prefill grid; the naive kernel is timed for bf16 only (fp16 rows: validated against it).
 bool bench_prefill(bool quick, bool hopper, DType dtype) {
@@ -350,7 +355,7 @@ bool bench_prefill(bool quick, bool hopper, DType dtype) {
     for (bool causal : {false, true}) {
       for (int s : lens) {
         if (s > g_max_keys) continue;
-        const int batch = 16384 / s, heads = 2048 / head_dim;
+        const int batch = 16384 / s, heads = g_prefill_heads > 0 ? g_prefill_heads : 2048 / head_dim;
         PagedProblem pr =
             make_problem(batch, s, s, heads, heads, head_dim, causal, 1234 + s, dtype);
         const std::string config = "b" + std::to_string(batch) + " s" + std::to_string(s) +
@@ -568,7 +573,7 @@ bool bench_window(bool quick, bool hopper, int num_sms) {
   for (int head_dim : {64, 128}) {
     for (int s : quick ? std::vector<int>{8192} : std::vector<int>{8192, 16384}) {
       for (int window : {512, 4096}) {
-        const int batch = 16384 / s, heads = 2048 / head_dim;
+        const int batch = 16384 / s, heads = g_prefill_heads > 0 ? g_prefill_heads : 2048 / head_dim;
         PagedProblem pr = make_problem(batch, s, s, heads, heads, head_dim, true, 77 + s);
         pr.p.sliding_window = window;
         const std::string config = "b" + std::to_string(batch) + " s" + std::to_string(s) +
@@ -695,6 +700,13 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+    else if (!std::strncmp(argv[i], "--heads=", 8)) {
+      g_prefill_heads = std::atoi(argv[i] + 8);
+      if (g_prefill_heads <= 0) {
+        std::fprintf(stderr, "--heads=N: N must be a positive number of heads\n");
+        return 2;
+      }
+    }
     else if (!std::strncmp(argv[i], "--decode-splits=", 16)) {
       for (const char* c = argv[i] + 16; *c != '\0';) {
         g_split_sweep.push_back(std::atoi(c));
@@ -715,7 +727,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--prefill] [--decode] [--window] [--serving] [--quick] [--profile[=S]] [--host]\n"
-                   "          [--dtype bf16|fp16|both] [--csv FILE] [--decode-splits=LIST] [--max-keys=N]\n",
+                   "          [--dtype bf16|fp16|both] [--csv FILE] [--decode-splits=LIST] [--max-keys=N]\n"
+                   "          [--heads=N]\n",
                    argv[0]);
       return 2;
     }

@@ -102,12 +102,12 @@ def run_backends(kind, config, q, k, v, causal, flops, nbytes, rows, gqa):
             print(f"PEER MISMATCH {config}: rel L2 {rel:.3g}")
 
 
-def prefill(rows, quick, dtype):
+def prefill(rows, quick, dtype, heads=0):
     lens = [1024, 8192] if quick else [512, 1024, 2048, 4096, 8192, 16384]
     for d in (64, 128):
         for causal in (False, True):
             for s in lens:
-                b, h = 16384 // s, 2048 // d
+                b, h = 16384 // s, (heads or 2048 // d)
                 q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=dtype) for _ in range(3))
                 config = f"b{b} s{s} h{h} d{d} " + ("causal" if causal else "full") + suffix(dtype)
                 # kernels::attention_cost: exactly s(s+1)/2 (query, key) pairs per head when causal.
@@ -487,6 +487,7 @@ def main():
     ap.add_argument("--decode", action="store_true")
     ap.add_argument("--serving", action="store_true")
     ap.add_argument("--window", action="store_true", help="no peer rows (see the top)")
+    ap.add_argument("--heads", type=int, default=0, help="prefill grid at N heads (attention_bench --heads=N)")
     ap.add_argument("--dtype", choices=["bf16", "fp16", "both"], default="both")
     ap.add_argument("--merge-only", action="store_true", help="table from --ours and an existing --csv")
     ap.add_argument("--selftest", action="store_true", help="CPU check of the serving feeds and masks")
@@ -505,7 +506,7 @@ def main():
     for name in ["bf16", "fp16"] if args.dtype == "both" else [args.dtype]:
         dtype = DTYPES[name]
         if args.prefill:
-            prefill(rows, args.quick, dtype)
+            prefill(rows, args.quick, dtype, args.heads)
         if args.serving:
             serving(rows, args.quick, dtype)
         if args.decode:
