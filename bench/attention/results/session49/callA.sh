@@ -27,6 +27,7 @@ else
   BENCH_ARGS="--prefill --dtype bf16" BENCH_TIMEOUT=70 bench/attention/alternate_bench.sh "$R" 3 \
     head=/tmp/b_head/.gpu v31=$N
   echo "bench done $(el) s"
+  python3 bench/attention/results/session49/rule_v31.py "$R" | tee "$R/rule.md"
   python3 bench/attention/compare_runs.py --base "$R"/bench_head_*.csv --new "$R"/bench_v31_*.csv \
     --impl wgmma_ps --also wgmma > "$R/compare_ps.md" 2>&1
   cat "$R/compare_ps.md"
