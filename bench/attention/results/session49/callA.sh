@@ -31,7 +31,7 @@ else
   python3 bench/attention/compare_runs.py --base "$R"/bench_head_*.csv --new "$R"/bench_v31_*.csv \
     --impl wgmma_ps --also wgmma > "$R/compare_ps.md" 2>&1
   cat "$R/compare_ps.md"
-  left=$(( 540 - $(el) ))
+  left=$(( ${DEADLINE:-540} - $(el) ))
   if [[ $left -gt 40 ]]; then
     LD_LIBRARY_PATH=$L timeout $left compute-sanitizer --tool memcheck --error-exitcode 9 \
       "$N/bin/attention_cuda_test" --gtest_filter='PersistentPrefillTest.StreamK*' > "$R/memcheck.txt" 2>&1
