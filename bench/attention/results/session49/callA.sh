@@ -18,13 +18,13 @@ for b in head v31; do rm -rf "/tmp/b_$b" && mkdir -p "/tmp/b_$b" && tar -xJf "$C
 saver=$!
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee "$R/gpu.txt"
 N=/tmp/b_v31/.gpu; L=$N/lib:/usr/local/cuda/lib64
-LD_LIBRARY_PATH=$L timeout 90 "$N/bin/attention_cuda_test" \
+LD_LIBRARY_PATH=$L timeout ${GATE_TIMEOUT:-90} "$N/bin/attention_cuda_test" \
   --gtest_filter='PersistentPrefillTest.*:All/PrefillTest.*/wgmmaps_*' > "$R/gate.txt" 2>&1
 rc=$?
 echo "gate rc=$rc $(el) s $(grep -E '^\[  (PASSED|FAILED) ' "$R/gate.txt" | tr '\n' ' ')"
 if [[ $rc -ne 0 ]]; then grep -E '^\[  FAILED|Failure|Expected|Which is|rel' "$R/gate.txt" | head -30; tail -5 "$R/gate.txt"
 else
-  BENCH_ARGS="--prefill --dtype bf16" BENCH_TIMEOUT=70 bench/attention/alternate_bench.sh "$R" 3 \
+  BENCH_ARGS="--prefill --dtype bf16" BENCH_TIMEOUT=${RUN_TIMEOUT:-70} bench/attention/alternate_bench.sh "$R" ${ROUNDS:-3} \
     head=/tmp/b_head/.gpu v31=$N
   echo "bench done $(el) s"
   python3 bench/attention/results/session49/rule_v31.py "$R" | tee "$R/rule.md"
