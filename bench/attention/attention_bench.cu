@@ -345,6 +345,9 @@ int g_max_keys = std::numeric_limits<int>::max();
 // 2048, e.g. so that the d128 grid's 128 N tiles fill whole waves of the SMs (a probe of the
 // last wave's idle SMs; peers_sdpa.py takes the same flag). 0: the grid's heads.
 int g_prefill_heads = 0;
+int prefill_grid_heads(int head_dim) {
+  return g_prefill_heads > 0 ? g_prefill_heads : 2048 / head_dim;
+}
 
 // The prefill grid; the naive kernel is timed for bf16 only (fp16 rows: validated against it).
 bool bench_prefill(bool quick, bool hopper, DType dtype) {
@@ -355,7 +358,7 @@ bool bench_prefill(bool quick, bool hopper, DType dtype) {
     for (bool causal : {false, true}) {
       for (int s : lens) {
         if (s > g_max_keys) continue;
-        const int batch = 16384 / s, heads = g_prefill_heads > 0 ? g_prefill_heads : 2048 / head_dim;
+        const int batch = 16384 / s, heads = prefill_grid_heads(head_dim);
         PagedProblem pr =
             make_problem(batch, s, s, heads, heads, head_dim, causal, 1234 + s, dtype);
         const std::string config = "b" + std::to_string(batch) + " s" + std::to_string(s) +
@@ -573,7 +576,7 @@ bool bench_window(bool quick, bool hopper, int num_sms) {
   for (int head_dim : {64, 128}) {
     for (int s : quick ? std::vector<int>{8192} : std::vector<int>{8192, 16384}) {
       for (int window : {512, 4096}) {
-        const int batch = 16384 / s, heads = g_prefill_heads > 0 ? g_prefill_heads : 2048 / head_dim;
+        const int batch = 16384 / s, heads = 2048 / head_dim;
         PagedProblem pr = make_problem(batch, s, s, heads, heads, head_dim, true, 77 + s);
         pr.p.sliding_window = window;
         const std::string config = "b" + std::to_string(batch) + " s" + std::to_string(s) +
