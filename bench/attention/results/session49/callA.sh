@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 49, call A (any Hopper GPU; carry .chunks/s49; ~400 s): v31, the stream-K walk of
 # non-causal persistent calls (branch v31, prediction in NOTES.md "v31"), against the head.
-#   head.txz = 73d256d (GPU code 7192a6a, mainline's); v31.txz = branch v31m (c0e928e: v31
+#   head.txz = 2bc77db (GPU code 7192a6a, mainline's); v31.txz = branch v31m (c0e928e: v31
 #   with its partials in the caller's workspace, which attention_bench gives).
 # 1. gate: v31's persistent tests (its new StreamKPiecesMatchTheReference included) and the
 #    pinned persistent PrefillTest cases at full lengths (a failure ends the call);

@@ -8,7 +8,7 @@
 #      h33 32.00 (whole). If the last wave's idle SMs cost what the arithmetic says, our TFLOP/s
 #      at h33 read ~3 % above h32 (same time, 3 % more work) at every d128 full length; if
 #      cuDNN's do too, it pays the same tail.
-# Bundle: .chunks/s49/y.txz (attention_cuda_test and attention_bench of the commit in y.commit;
+# Bundle: .chunks/s49/y.txz (attention_cuda_test and attention_bench of the commit in y.commit, 2bc77db;
 # GPU code = 7192a6a's). Raw into $OUT/y.tgz.
 C=${CHUNKS:-.chunks/s49}
 rm -rf .gpu /tmp/b_y /tmp/y; mkdir -p /tmp/b_y /tmp/y
