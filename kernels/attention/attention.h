@@ -94,7 +94,8 @@ struct AttentionParams {
 };
 
 // Fused prefill. REQUIRES: q_len(s) <= seqlens_k[s] <= max_seqlen_k, q_len(s) <= max_seqlen_q.
-// One pass over each row block's keys (num_splits 1, no workspace).
+// One pass over each row block's keys (num_splits 1, no workspace: a non-causal call then
+// walks without the stream-K tail below).
 absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream);
 
 // The kernel attention_prefill(p, num_splits, ...) runs on a GPU of compute capability 9.0
@@ -117,14 +118,19 @@ inline constexpr int kMaxPrefillSplits = 16;
 // grid would; the device is not queried) with fewer row blocks than num_sms; then
 // enough to cover the SMs once, at most one per 4 key tiles (512 keys) and kMaxPrefillSplits.
 int attention_prefill_num_splits(const AttentionParams& p, int num_sms);
-// Bytes of scratch for num_splits splits (0 when num_splits == 1): fp32 partials of
-// num_splits x num_seqs x max_seqlen_q x num_heads rows.
+// Bytes of scratch for num_splits splits: fp32 partials of num_splits x num_seqs x
+// max_seqlen_q x num_heads rows. num_splits == 1: 0 for a causal call; for a non-causal one
+// without a window, the optional scratch of the persistent Hopper kernel's stream-K walk (its
+// last round's tiles in key pieces over all the SMs, merged through fp32 partials: NOTES.md
+// v31), one slot a CTA, at most ~9 MB.
 size_t attention_prefill_workspace_bytes(const AttentionParams& p, int num_splits);
 // The most attention_prefill_workspace_bytes(p, attention_prefill_num_splits(p, num_sms)) can
 // be for any call at this head_dim (the splits keep the grid within one wave).
 size_t attention_prefill_workspace_bound(int head_dim, int num_sms);
-// REQUIRES: 1 <= num_splits <= kMaxPrefillSplits, workspace_bytes >=
-// attention_prefill_workspace_bytes(p, num_splits) (InvalidArgument otherwise).
+// REQUIRES: 1 <= num_splits <= kMaxPrefillSplits; num_splits > 1: workspace_bytes >=
+// attention_prefill_workspace_bytes(p, num_splits) (InvalidArgument otherwise). Unsplit, a
+// workspace of that size lets a non-causal persistent call walk stream-K; a smaller one is
+// not used. One stream-K call runs at a time on a device (as the counter walk's).
 absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* workspace,
                                size_t workspace_bytes, cudaStream_t stream);
 

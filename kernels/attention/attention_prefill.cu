@@ -53,8 +53,23 @@ constexpr bool hopper_persistent_preferred(int max_seqlen_k) { return max_seqlen
 // counter walk on two of the four grid rows (the other two even); from 513 to 1,024 keys,
 // where the static walk had lost to the one-tile grid (v25), the counter walk ran 1.06-1.12x
 // the one-tile grid, and the varlen batch of at most 1,024 keys 1.12-1.21x.
-constexpr device::Sm90Walk hopper_persistent_walk(int max_seqlen_k) {
-  return max_seqlen_k <= 512 ? device::Sm90Walk::kStatic : device::Sm90Walk::kCounter;
+// A non-causal call without a window, given the workspace for it, walks stream-K (v31: whole
+// rounds, then the last partial round's tiles in pieces over all the CTAs).
+bool stream_k_call(const AttentionParams& p) { return !p.causal && p.sliding_window <= 0; }
+device::Sm90Walk hopper_persistent_walk(const AttentionParams& p, int num_sms,
+                                        bool stream_k_workspace) {
+  if (stream_k_call(p) && stream_k_workspace && num_sms <= device::kSm90SkMaxCtas) {
+    return device::Sm90Walk::kStreamK;
+  }
+  return p.max_seqlen_k <= 512 ? device::Sm90Walk::kStatic : device::Sm90Walk::kCounter;
+}
+
+// kStreamK's slots: one a CTA of the persistent grid (min(tiles, SMs) <= kSm90SkMaxCtas).
+size_t stream_k_bytes(const AttentionParams& p) {
+  const int64_t block_m = device::sm90ws_block_m(p.head_dim);
+  const int64_t tiles = (p.max_seqlen_q + block_m - 1) / block_m * int64_t{p.num_heads} * p.num_seqs;
+  return size_t(std::min<int64_t>(tiles, device::kSm90SkMaxCtas)) *
+         device::sm90ws_sk_slot_floats(p.head_dim) * sizeof(float);
 }
 
 // The TMA map of a paged K or V cache seen as rows [num_cache_blocks x num_kv_heads x
@@ -111,7 +126,8 @@ absl::Status launch_hopper(const AttentionParams& p, int num_splits, void* works
   auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kSplit, kWalk>;
   const int smem = device::sm90ws_smem_bytes(kHeadDim, kPersistent);
   using Tag = KernelTag<T, kHeadDim,
-                        kWalk == device::Sm90Walk::kCounter  ? 4
+                        kWalk == device::Sm90Walk::kStreamK  ? 5
+                        : kWalk == device::Sm90Walk::kCounter  ? 4
                         : kWalk == device::Sm90Walk::kStatic ? 3
                         : kSplit                             ? 2
                                                              : 1>;
@@ -134,7 +150,8 @@ absl::Status launch_hopper(const AttentionParams& p, int num_splits, void* works
     if (absl::Status s = output_tensor_map(p, &o_map); !s.ok()) return s;
   }
   constexpr int kBlockM = device::sm90ws_block_m(kHeadDim);
-  float* o_partial = kSplit ? static_cast<float*>(workspace) : nullptr;
+  float* o_partial = kSplit || kWalk == device::Sm90Walk::kStreamK ? static_cast<float*>(workspace)
+                                                                    : nullptr;
   float* lse_partial =
       kSplit ? o_partial + prefill_partial_rows(p, num_splits) * kHeadDim : nullptr;
   dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM * num_splits, p.num_heads, p.num_seqs);
@@ -221,15 +238,23 @@ int attention_prefill_num_splits(const AttentionParams& p, int num_sms) {
 }
 
 size_t attention_prefill_workspace_bytes(const AttentionParams& p, int num_splits) {
-  if (num_splits <= 1) return 0;
+  if (num_splits <= 1) {
+    const bool shaped = p.num_seqs > 0 && p.max_seqlen_q > 0 && p.num_heads > 0 &&
+                        (p.head_dim == 64 || p.head_dim == 128);
+    return shaped && stream_k_call(p) ? stream_k_bytes(p) : 0;
+  }
   return prefill_partial_rows(p, num_splits) * (p.head_dim + 1) * sizeof(float);
 }
 
 size_t attention_prefill_workspace_bound(int head_dim, int num_sms) {
   // attention_prefill_num_splits keeps splits x ctas <= num_sms with ctas >= num_seqs x
-  // max_seqlen_q x num_heads / block_m, so the partial rows are at most num_sms x block_m.
+  // max_seqlen_q x num_heads / block_m, so the partial rows are at most num_sms x block_m;
+  // the stream-K slots are at most kSm90SkMaxCtas.
   const int block_m = device::sm90ws_block_m(head_dim);
-  return size_t(std::max(num_sms, 0)) * block_m * (head_dim + 1) * sizeof(float);
+  const size_t split = size_t(std::max(num_sms, 0)) * block_m * (head_dim + 1) * sizeof(float);
+  if (head_dim != 64 && head_dim != 128) return split;
+  return std::max(split, size_t{device::kSm90SkMaxCtas} *
+                             device::sm90ws_sk_slot_floats(head_dim) * sizeof(float));
 }
 
 absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
@@ -252,8 +277,10 @@ absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* w
     return absl::InvalidArgumentError(absl::StrCat("attention_prefill: num_splits ", num_splits,
                                                    " out of [1, ", kMaxPrefillSplits, "]"));
   }
+  // (Unsplit, the workspace is optional: without it a non-causal call walks as a causal one.)
   const size_t need = attention_prefill_workspace_bytes(p, num_splits);
-  if (workspace_bytes < need || (need > 0 && workspace == nullptr)) {
+  const bool has_need = workspace != nullptr && workspace_bytes >= need;
+  if (num_splits > 1 && !has_need) {
     return absl::InvalidArgumentError(absl::StrCat("attention_prefill: workspace of ",
                                                    workspace_bytes, " bytes, need ", need));
   }
@@ -279,11 +306,19 @@ absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* w
         return absl::InvalidArgumentError(
             "attention_prefill: the persistent Hopper kernel runs unsplit (num_splits 1)");
       }
-      return hopper_persistent_walk(p.max_seqlen_k) == device::Sm90Walk::kStatic
-                 ? launch_hopper<T, kHeadDim, false, device::Sm90Walk::kStatic>(p, 1, workspace,
-                                                                               stream)
-                 : launch_hopper<T, kHeadDim, false, device::Sm90Walk::kCounter>(p, 1, workspace,
-                                                                                stream);
+      int dev = 0;
+      CUDA_CHECK(cudaGetDevice(&dev));
+      switch (hopper_persistent_walk(p, multiprocessor_count(dev), has_need && need > 0)) {
+        case device::Sm90Walk::kStreamK:
+          return launch_hopper<T, kHeadDim, false, device::Sm90Walk::kStreamK>(p, 1, workspace,
+                                                                              stream);
+        case device::Sm90Walk::kStatic:
+          return launch_hopper<T, kHeadDim, false, device::Sm90Walk::kStatic>(p, 1, workspace,
+                                                                             stream);
+        default:
+          return launch_hopper<T, kHeadDim, false, device::Sm90Walk::kCounter>(p, 1, workspace,
+                                                                              stream);
+      }
     }
     return num_splits > 1 ? launch_hopper<T, kHeadDim, true>(p, num_splits, workspace, stream)
                           : launch_hopper<T, kHeadDim, false>(p, num_splits, workspace, stream);

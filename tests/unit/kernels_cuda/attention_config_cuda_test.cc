@@ -164,11 +164,14 @@ TEST(AttentionConfigTest, PrefillWorkspaceStaysWithinItsBound) {
       for (int seqs : {1, 2, 3, 5, 8}) {
         for (int q : {1, 63, 64, 100, 191, 192, 193, 512, 700, 2048}) {
           for (int heads : {3, 6, 9, 24, 48}) {
-            const AttentionParams p = prefill_shape(seqs, q, 1 << 16, heads, head_dim);
-            const int splits = attention_prefill_num_splits(p, sms);
-            EXPECT_LE(attention_prefill_workspace_bytes(p, splits), bound)
-                << "d" << head_dim << " sms " << sms << " seqs " << seqs << " q " << q
-                << " heads " << heads << " splits " << splits;
+            for (bool causal : {true, false}) {  // non-causal: the stream-K slots (v31)
+              AttentionParams p = prefill_shape(seqs, q, 1 << 16, heads, head_dim);
+              p.causal = causal;
+              const int splits = attention_prefill_num_splits(p, sms);
+              EXPECT_LE(attention_prefill_workspace_bytes(p, splits), bound)
+                  << "d" << head_dim << " sms " << sms << " seqs " << seqs << " q " << q
+                  << " heads " << heads << " splits " << splits << " causal " << causal;
+            }
           }
         }
       }
