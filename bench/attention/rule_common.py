@@ -26,6 +26,28 @@ def kauto(ps_max_keys):
     return lambda k: "wgmma_ps" if max_k(k) <= ps_max_keys else "wgmma"
 
 
+def kauto_v32(config, num_sms=132):
+    """kAuto's Hopper kernel on a bench row since v32 (kernels/attention/attention_prefill.cu:
+    attention_prefill_num_splits, hopper_persistent_preferred), restated: the one-tile `wgmma`
+    on a split call (row blocks of 192 queries at d64, 128 at d128, x heads x sequences fewer
+    than half the SMs, with >= 8 key tiles of 128), else the persistent form `wgmma_ps` up to
+    1,024 keys, and past them on grids of more tiles than SMs up to 4,096 keys, 8,192 at d128
+    without the causal mask or a window (the stream-K walk); the one-tile `wgmma` elsewhere."""
+    keys = max_k(config)
+    d = int(re.search(r" d(\d+)", config)[1])
+    heads = int(re.search(r" h(\d+)", config)[1])
+    m = re.search(r"^b(\d+) (?:s|q)(\d+) ", config)
+    tiles = -(-int(m[2]) // (192 if d == 64 else 128)) * heads * int(m[1]) if m else 1 << 30
+    if tiles < num_sms and num_sms // tiles >= 2 and -(-keys // 128) // 4 >= 2:
+        return "wgmma"  # split
+    if keys <= 1024:
+        return "wgmma_ps"
+    if tiles <= num_sms:
+        return "wgmma"
+    full = " full" in config and " w" not in config
+    return "wgmma_ps" if keys <= (8192 if d == 128 and full else 4096) else "wgmma"
+
+
 def persistent_class(d, base, new, base_ps_max_keys, new_ps_max_keys, max_keys=1024):
     """compare() for a change to kAuto's persistent class or walk (v27, v30): each build's
     kAuto kernel by its own class (`wgmma_ps` up to its max keys), the one-tile `wgmma` (the

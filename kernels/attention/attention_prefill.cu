@@ -41,24 +41,47 @@ constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q
   return max_seqlen_q >= 512 || (causal && max_seqlen_k >= 1536);
 }
 
+// The stream-K walk (v31, v32; kernels/attention/attention_prefill_sm90_ws.cuh): the calls it
+// runs, given the workspace for its slots: head_dim 128, non-causal, no window, more than 512
+// keys. Measured on an H100 against the head's kAuto kernel (three alternating rounds, NOTES.md
+// v31 outcome): the d128 full rows of 1k-8k keys 1.03-1.05x (the last partial round's idle
+// SMs), s512 0.97x (the pieces' hand-over costs more than the short tail), d64 full 0.96-1.05x
+// (1k 0.97x: its rounds are the static walk's, which lose to the counter walk there).
+bool stream_k_walks(const AttentionParams& p) {
+  return p.head_dim == 128 && !p.causal && p.sliding_window <= 0 && p.max_seqlen_k > 512;
+}
+
 // Where kAuto runs the Hopper kernel, its persistent form (one CTA an SM walks the tiles,
 // the next tile's Q and first K/V loaded while the current one finishes) for calls of at most
-// 1,024 keys: there a tile's CTA is short (~12 us at s512) and its start a large part of it.
-// Longer calls keep the one-tile grid (and its split for short grids).
-constexpr bool hopper_persistent_preferred(int max_seqlen_k) { return max_seqlen_k <= 1024; }
+// 4,096 keys, and of at most 8,192 where the stream-K walk runs: there a tile's CTA is short
+// (~12 us at s512) and its start a large part of it, and the last partial round leaves SMs
+// idle. Measured on an H100 (three alternating rounds, NOTES.md v31 outcome; medians of one
+// build's own columns): the counter walk ran 1.00-1.07x the one-tile grid on the grid rows of
+// 2k-4k keys (d64 full 1.04 / 1.03, causal 1.07 / 1.04; d128 full 1.01 / 1.00, causal 1.04 /
+// 1.03) and lost on the full rows past them (0.94-0.96x at d64 8k-16k, d128 16k); stream-K ran
+// the d128 full rows of 1k-8k 1.03-1.06x the one-tile grid. Longer calls keep the one-tile grid
+// (and its split for short grids).
+// Past 1,024 keys only on a grid of more tiles than SMs: with fewer, each CTA walks one tile and
+// the form is only its cost (the b1 chunk rows of 32 heads, unsplit at 96-128 tiles: 0.95-0.97x
+// the one-tile grid, RESULTS.md of session 48). num_sms 0: not known, as if more.
+bool hopper_persistent_preferred(const AttentionParams& p, int num_sms) {
+  if (p.max_seqlen_k <= 1024) return true;
+  const int64_t block_m = device::sm90ws_block_m(p.head_dim);
+  const int64_t tiles = (p.max_seqlen_q + block_m - 1) / block_m * int64_t{p.num_heads} * p.num_seqs;
+  if (num_sms > 0 && tiles <= num_sms) return false;
+  return p.max_seqlen_k <= 4096 || (stream_k_walks(p) && p.max_seqlen_k <= 8192);
+}
 
-// The persistent form's walk (kernels/attention/attention_prefill_sm90_ws.cuh), by the
-// call's keys, kAuto's and a pinned kHopperPersistent's alike. Measured on an H100 in five
-// alternating rounds (NOTES.md v27 re-test): at s512 the static walk ran 1.02-1.03x the
-// counter walk on two of the four grid rows (the other two even); from 513 to 1,024 keys,
-// where the static walk had lost to the one-tile grid (v25), the counter walk ran 1.06-1.12x
-// the one-tile grid, and the varlen batch of at most 1,024 keys 1.12-1.21x.
-// A non-causal call without a window, given the workspace for it, walks stream-K (v31: whole
-// rounds, then the last partial round's tiles in pieces over all the CTAs).
-bool stream_k_call(const AttentionParams& p) { return !p.causal && p.sliding_window <= 0; }
+// The persistent form's walk (kernels/attention/attention_prefill_sm90_ws.cuh), kAuto's and a
+// pinned kHopperPersistent's alike: stream-K where it runs and the workspace was given, else by
+// the call's keys. Measured on an H100 in five alternating rounds (NOTES.md v27 re-test): at
+// s512 the static walk ran 1.02-1.03x the counter walk on two of the four grid rows (the other
+// two even); from 513 to 1,024 keys, where the static walk had lost to the one-tile grid (v25),
+// the counter walk ran 1.06-1.12x the one-tile grid, and the varlen batch of at most 1,024 keys
+// 1.12-1.21x.
 device::Sm90Walk hopper_persistent_walk(const AttentionParams& p, int num_sms,
                                         bool stream_k_workspace) {
-  if (stream_k_call(p) && stream_k_workspace && num_sms <= device::kSm90SkMaxCtas) {
+  if (stream_k_walks(p) && stream_k_workspace && num_sms <= device::kSm90SkMaxCtas) {
     return device::Sm90Walk::kStreamK;
   }
   return p.max_seqlen_k <= 512 ? device::Sm90Walk::kStatic : device::Sm90Walk::kCounter;
@@ -117,11 +140,11 @@ size_t prefill_partial_rows(const AttentionParams& p, int num_splits) {
 }
 
 // kSplit: the split instantiation (num_splits > 1) and its combine. kWalk other than
-// kOneTile: one CTA an SM (at most one a tile) walks the tiles.
+// kOneTile: one CTA of the num_sms SMs (at most one a tile) walks the tiles.
 template <typename T, int kHeadDim, bool kSplit,
           device::Sm90Walk kWalk = device::Sm90Walk::kOneTile>
 absl::Status launch_hopper(const AttentionParams& p, int num_splits, void* workspace,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, int num_sms = 0) {
   constexpr bool kPersistent = kWalk != device::Sm90Walk::kOneTile;
   auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kSplit, kWalk>;
   const int smem = device::sm90ws_smem_bytes(kHeadDim, kPersistent);
@@ -156,11 +179,8 @@ absl::Status launch_hopper(const AttentionParams& p, int num_splits, void* works
       kSplit ? o_partial + prefill_partial_rows(p, num_splits) * kHeadDim : nullptr;
   dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM * num_splits, p.num_heads, p.num_seqs);
   if constexpr (kPersistent) {
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
     const int64_t tiles = int64_t{grid.x} * grid.y * grid.z;
-    const int64_t num_sms = std::max(multiprocessor_count(device), 1);
-    grid = dim3(static_cast<unsigned>(std::min(tiles, num_sms)), 1, 1);
+    grid = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, std::max(num_sms, 1))), 1, 1);
   }
   kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(
       p, k_map, v_map, o_map, o_by_tma, num_splits, o_partial, lse_partial);
@@ -191,13 +211,13 @@ absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
 }  // namespace
 
 PrefillImpl attention_prefill_kernel_for(const AttentionParams& p, bool is_hopper,
-                                         int num_splits) {
+                                         int num_splits, int num_sms) {
   if (!is_hopper || p.prefill_impl == PrefillImpl::kPortable) return PrefillImpl::kPortable;
   if (p.prefill_impl != PrefillImpl::kAuto) return p.prefill_impl;
   if (!hopper_path_preferred(p.head_dim, p.causal, p.max_seqlen_q, p.max_seqlen_k)) {
     return PrefillImpl::kPortable;
   }
-  return num_splits == 1 && hopper_persistent_preferred(p.max_seqlen_k)
+  return num_splits == 1 && hopper_persistent_preferred(p, num_sms)
              ? PrefillImpl::kHopperPersistent
              : PrefillImpl::kHopper;
 }
@@ -207,11 +227,12 @@ int attention_prefill_num_splits(const AttentionParams& p, int num_sms) {
     return 1;
   }
   // Only the one-tile grid splits: not the portable kernel, not a pinned persistent form.
-  // Where kAuto would pick the persistent form (at most 1,024 keys) the one-tile grid's count
+  // Where kAuto would pick the persistent form (hopper_persistent_preferred) the one-tile grid's count
   // decides: a grid under one wave keeps its split (the persistent form cannot split, and
   // with fewer tiles than SMs it walks one tile a CTA), and attention_prefill_kernel_for then
   // gives the persistent form only the unsplit calls.
-  const PrefillImpl impl = attention_prefill_kernel_for(p, /*is_hopper=*/true, /*num_splits=*/1);
+  const PrefillImpl impl =
+      attention_prefill_kernel_for(p, /*is_hopper=*/true, /*num_splits=*/1, num_sms);
   if (impl == PrefillImpl::kPortable || p.prefill_impl == PrefillImpl::kHopperPersistent) {
     return 1;
   }
@@ -241,7 +262,7 @@ size_t attention_prefill_workspace_bytes(const AttentionParams& p, int num_split
   if (num_splits <= 1) {
     const bool shaped = p.num_seqs > 0 && p.max_seqlen_q > 0 && p.num_heads > 0 &&
                         (p.head_dim == 64 || p.head_dim == 128);
-    return shaped && stream_k_call(p) ? stream_k_bytes(p) : 0;
+    return shaped && stream_k_walks(p) ? stream_k_bytes(p) : 0;
   }
   return prefill_partial_rows(p, num_splits) * (p.head_dim + 1) * sizeof(float);
 }
@@ -296,28 +317,32 @@ absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* w
     }
     hopper = *is_hopper;
   }
+  int sms = 0;  // (Hopper: the persistent form's class and grid)
+  if (hopper) {
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    sms = multiprocessor_count(dev);
+  }
   return device::dispatch_dtype_head_dim(p.dtype, p.head_dim, [&](auto type_tag, auto dim_tag) {
     using T = typename decltype(type_tag)::type;
     constexpr int kHeadDim = decltype(dim_tag)::value;
-    const PrefillImpl impl = attention_prefill_kernel_for(p, hopper, num_splits);
+    const PrefillImpl impl = attention_prefill_kernel_for(p, hopper, num_splits, sms);
     if (impl == PrefillImpl::kPortable) return launch_portable<T, kHeadDim>(p, stream);
     if (impl == PrefillImpl::kHopperPersistent) {
       if (num_splits > 1) {
         return absl::InvalidArgumentError(
             "attention_prefill: the persistent Hopper kernel runs unsplit (num_splits 1)");
       }
-      int dev = 0;
-      CUDA_CHECK(cudaGetDevice(&dev));
-      switch (hopper_persistent_walk(p, multiprocessor_count(dev), has_need && need > 0)) {
+      switch (hopper_persistent_walk(p, sms, has_need && need > 0)) {
         case device::Sm90Walk::kStreamK:
           return launch_hopper<T, kHeadDim, false, device::Sm90Walk::kStreamK>(p, 1, workspace,
-                                                                              stream);
+                                                                              stream, sms);
         case device::Sm90Walk::kStatic:
           return launch_hopper<T, kHeadDim, false, device::Sm90Walk::kStatic>(p, 1, workspace,
-                                                                             stream);
+                                                                             stream, sms);
         default:
           return launch_hopper<T, kHeadDim, false, device::Sm90Walk::kCounter>(p, 1, workspace,
-                                                                              stream);
+                                                                              stream, sms);
       }
     }
     return num_splits > 1 ? launch_hopper<T, kHeadDim, true>(p, num_splits, workspace, stream)

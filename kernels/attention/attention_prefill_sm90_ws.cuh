@@ -782,15 +782,17 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   // (kernels/attention/attention_combine.cuh); a row that saw no key of the split (l = 0)
   // leaves O = 0 and lse = -inf, which weigh nothing there.
   T* out = static_cast<T*>(p.out);
-  // Each row's 1 / l and LSE (-inf for a row that saw no key: O stays 0).
+  // kStreamK: each row's 1 / l and LSE before the store loop, for the pieces' hand-over (the
+  // other walks compute them in the loop, as before v31: computed up front for every walk they
+  // cost the d128 one-tile grid 1-3 %, NOTES.md v31 outcome).
   float epi_inv_l[2], epi_lse[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float l = quad_sum(row_sum[h]);
-    epi_inv_l[h] = l > 0.f ? 1.f / l : 0.f;
-    epi_lse[h] = l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
-  }
   if constexpr (kStreamK) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float l = quad_sum(row_sum[h]);
+      epi_inv_l[h] = l > 0.f ? 1.f / l : 0.f;
+      epi_lse[h] = l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
+    }
     if (sk_rest || sk_first) {
       // O normalised over this piece's keys (then 1 / l is 1).
 #pragma unroll
@@ -877,7 +879,12 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     if (sk_rest) break;  // (kStreamK) its output is the merging CTA's
-    const float inv_l = epi_inv_l[h];
+    const float l = kStreamK ? 0.f : quad_sum(row_sum[h]);
+    const float inv_l = kStreamK ? epi_inv_l[h] : l > 0.f ? 1.f / l : 0.f;
+    // (-inf for a row that saw no key: O stays 0.)
+    auto row_lse = [&] {
+      return kStreamK ? epi_lse[h] : l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
+    };
     const int row = m_base + thread_row + h * 8;
     float v[kHeadDim / 8][2];
 #pragma unroll
@@ -896,7 +903,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
         *reinterpret_cast<float2*>(dst + j * 8) = make_float2(v[j][0], v[j][1]);
       }
       if ((lane & 3) == 0) {
-        lse_partial[part] = epi_lse[h];
+        lse_partial[part] = row_lse();
       }
     } else {
       prefill_round_q8_out<T>(p.round_q8_out, v);  // every lane, before the row test
@@ -922,7 +929,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
         }
       }
       if (p.lse != nullptr && (lane & 3) == 0) {
-        p.lse[token * p.num_heads + head] = epi_lse[h];
+        p.lse[token * p.num_heads + head] = row_lse();
       }
     }
   }

@@ -80,6 +80,21 @@ class RuleCommonTest(unittest.TestCase):
             self.assertEqual(out.strip(), line)
             self.assertEqual(os.path.exists(os.path.join(d, "adopt")), written)
 
+    def test_kauto_v32_restates_the_choice_table(self):
+        k = rule_common.kauto_v32
+        self.assertEqual(k("b32 s512 h32 d64 full"), "wgmma_ps")
+        self.assertEqual(k("b4 s4096 h32 d64 causal"), "wgmma_ps")
+        self.assertEqual(k("b2 s8192 h32 d64 full"), "wgmma")
+        self.assertEqual(k("b2 s8192 h16 d128 full"), "wgmma_ps")      # stream-K to 8,192
+        self.assertEqual(k("b2 s8192 h16 d128 causal"), "wgmma")
+        self.assertEqual(k("b1 s16384 h16 d128 full"), "wgmma")
+        self.assertEqual(k("b2 s8192 h16 d128 causal w512"), "wgmma")
+        self.assertEqual(k("b64 varlen64-1024 t32299 h9/3 d64 causal"), "wgmma_ps")
+        self.assertEqual(k("b1 q512 ctx1024 h9/3 d64 causal"), "wgmma")   # split
+        self.assertEqual(k("b1 q512 ctx2048 h32/8 d128 causal"), "wgmma")  # 128 tiles, unsplit
+        self.assertEqual(k("b8 q512 ctx2048 h32/8 d128 causal"), "wgmma_ps")
+        self.assertEqual(k("b8 q512 ctx4096 h32/8 d128 causal"), "wgmma")  # 4,608 keys
+
     def test_max_keys_of_grid_chunk_and_varlen_rows(self):
         self.assertEqual(rule_common.max_k("b32 s512 h32 d64 full"), 512)
         self.assertEqual(rule_common.max_k("b1 q512 ctx1024 h9/3 d64 causal"), 1536)

@@ -304,23 +304,24 @@ TEST(PersistentPrefillTest, CallsBackToBackEachRunEveryTile) {
   }
 }
 
-// v31: the stream-K walk of non-causal calls (kHopperPersistent, no window) runs whole rounds
-// of tiles, then cuts the tiles left over into key-tile pieces over all the CTAs; a tile's
-// first piece merges the others' partials, handed over through flags that must be 0 again
-// after every launch. On a 132-SM GPU the shapes leave (d128) 12 tiles of 9 key tiles in
-// 1-unit pieces over 108 CTAs (each tile merged from 9 pieces), no tile left (one whole
-// round), 24 tiles of 6 key tiles of which the second sequence's hold 3 (the pieces past them
-// clipped away) and its last row blocks none, and a chunked call. Each call twice: the same
-// bits (a flag left set would let a merge read a partial before it is written).
+// v31, v32: the stream-K walk (kHopperPersistent at head_dim 128, non-causal, no window, more
+// than 512 keys, given the workspace) runs whole rounds of tiles, then cuts the tiles left over
+// into key-tile pieces over all the CTAs; a tile's first piece merges the others' partials,
+// handed over through flags that must be 0 again after every launch. On a 132-SM GPU the shapes
+// leave 12 tiles of 9 key tiles in 1-unit pieces over 108 CTAs (each tile merged from 9
+// pieces), no tile left (one whole round), 24 tiles of 6 key tiles of which the second
+// sequence's hold 3 (the pieces past them clipped away) and its last row blocks none, and a
+// chunked call. Each call twice: the same bits (a flag left set would let a merge read a
+// partial before it is written). At d64 the same calls run the counter walk.
 TEST(PersistentPrefillTest, StreamKPiecesMatchTheReference) {
   SKIP_WITHOUT_GPU();
   if (!device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
   struct Case { int heads; std::vector<int> q_lens, kv_lens; };
   const std::vector<Case> cases = {{16, {1100}, {1100}},
-                                   {11, {512, 512, 512}, {512, 512, 512}},
+                                   {11, {512, 512, 512}, {640, 640, 640}},
                                    {24, {700, 300}, {700, 300}},
                                    {8, {64, 200, 1}, {1500, 900, 7}}};
-  for (int head_dim : {64, 128}) {
+  for (int head_dim : {128, 64}) {
     for (const Case& c : cases) {
       SCOPED_TRACE("d" + std::to_string(head_dim) + " h" + std::to_string(c.heads) + " seqs " +
                    std::to_string(c.q_lens.size()) + " first q " + std::to_string(c.q_lens[0]));
@@ -334,7 +335,9 @@ TEST(PersistentPrefillTest, StreamKPiecesMatchTheReference) {
       const Problem pr(s, fresh_seed());
       AttentionParams base = pr.params(nullptr, nullptr);
       base.prefill_impl = PrefillImpl::kHopperPersistent;
-      DeviceBuffer ws(attention_prefill_workspace_bytes(base, 1));
+      const size_t bytes = attention_prefill_workspace_bytes(base, 1);
+      EXPECT_EQ(bytes > 0, head_dim == 128);  // the stream-K slots, d128 only
+      DeviceBuffer ws(std::max<size_t>(bytes, 1));
       ws.poison();
       auto run = [&] {
         return run_poisoned(pr, pr.num_tokens, [&](void* out, float* lse) {
