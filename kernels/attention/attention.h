@@ -47,8 +47,7 @@ namespace flashserve::kernels {
 // persistent form (one CTA an SM walks the tiles: a static walk on calls of at most 512 keys,
 // past them tiles taken from a device-wide counter, or at head_dim 128 without the causal mask
 // or a window, given the workspace, the stream-K walk), never split; kAuto picks it where it
-// runs the Hopper kernel unsplit on at most 4,096 keys, 8,192 for the stream-K calls
-// (NOTES.md v25-v32). One persistent call of more than 512 keys runs at a time on a device
+// runs the Hopper kernel unsplit on at most 4,096 keys (NOTES.md v25-v33). One persistent call of more than 512 keys runs at a time on a device
 // (calls on one stream or ordered between streams): two at once would take each other's
 // tiles or hand-over flags.
 enum class PrefillImpl { kAuto, kPortable, kHopper, kHopperPersistent };
@@ -133,7 +132,7 @@ size_t attention_prefill_workspace_bound(int head_dim, int num_sms);
 // REQUIRES: 1 <= num_splits <= kMaxPrefillSplits; num_splits > 1: workspace_bytes >=
 // attention_prefill_workspace_bytes(p, num_splits) (InvalidArgument otherwise). Unsplit, a
 // workspace of that size lets such a call walk stream-K (without it the counter walk runs,
-// which measured ~0.98x the one-tile grid at 8k keys); a smaller one is not used.
+// 0.97-0.99x the stream-K walk at 1k-4k keys); a smaller one is not used.
 absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* workspace,
                                size_t workspace_bytes, cudaStream_t stream);
 

@@ -53,23 +53,22 @@ bool stream_k_walks(const AttentionParams& p) {
 
 // Where kAuto runs the Hopper kernel, its persistent form (one CTA an SM walks the tiles,
 // the next tile's Q and first K/V loaded while the current one finishes) for calls of at most
-// 4,096 keys, and of at most 8,192 where the stream-K walk runs: there a tile's CTA is short
-// (~12 us at s512) and its start a large part of it, and the last partial round leaves SMs
-// idle. Measured on an H100 (three alternating rounds, NOTES.md v31 outcome; medians of one
-// build's own columns): the counter walk ran 1.00-1.07x the one-tile grid on the grid rows of
-// 2k-4k keys (d64 full 1.04 / 1.03, causal 1.07 / 1.04; d128 full 1.01 / 1.00, causal 1.04 /
-// 1.03) and lost on the full rows past them (0.94-0.96x at d64 8k-16k, d128 16k); stream-K ran
-// the d128 full rows of 1k-8k 1.03-1.06x the one-tile grid. Longer calls keep the one-tile grid
-// (and its split for short grids).
-// Past 1,024 keys only on a grid of more tiles than SMs: with fewer, each CTA walks one tile and
-// the form is only its cost (the b1 chunk rows of 32 heads, unsplit at 96-128 tiles: 0.95-0.97x
-// the one-tile grid, RESULTS.md of session 48). num_sms 0: not known, as if more.
+// 4,096 keys: there a tile's CTA is short (~12 us at s512) and its start a large part of it,
+// and the last partial round leaves SMs idle. Measured on an H100 (NOTES.md v31 outcome, v32
+// and v33; alternating rounds): the counter walk ran 1.00-1.07x the one-tile grid on the grid
+// rows of 2k-4k keys (d64 full 1.04 / 1.03, causal 1.07 / 1.04; d128 full 1.01 / 1.00, causal
+// 1.04 / 1.03) and lost on the full rows past them (0.94-0.96x at d64 8k-16k, d128 16k); the
+// stream-K walk ran the d128 full rows of 1k-4k 1.02-1.06x and was even at 8k (0.96-1.01x by
+// round), losing at 16k. Past 1,024 keys only on a grid of more tiles than SMs: with fewer,
+// each CTA walks one tile and the form is only its cost (the b1 chunk rows of 32 heads,
+// unsplit at 96-128 tiles: 0.95-0.97x the one-tile grid, RESULTS.md of session 48). num_sms 0:
+// not known, as if more. Longer calls keep the one-tile grid (and its split for short grids).
 bool hopper_persistent_preferred(const AttentionParams& p, int num_sms) {
   if (p.max_seqlen_k <= 1024) return true;
   const int64_t block_m = device::sm90ws_block_m(p.head_dim);
   const int64_t tiles = (p.max_seqlen_q + block_m - 1) / block_m * int64_t{p.num_heads} * p.num_seqs;
   if (num_sms > 0 && tiles <= num_sms) return false;
-  return p.max_seqlen_k <= 4096 || (stream_k_walks(p) && p.max_seqlen_k <= 8192);
+  return p.max_seqlen_k <= 4096;
 }
 
 // The persistent form's walk (kernels/attention/attention_prefill_sm90_ws.cuh), kAuto's and a

@@ -95,6 +95,12 @@ class RuleCommonTest(unittest.TestCase):
         self.assertEqual(k("b8 q512 ctx2048 h32/8 d128 causal"), "wgmma_ps")
         self.assertEqual(k("b8 q512 ctx4096 h32/8 d128 causal"), "wgmma")  # 4,608 keys
 
+    def test_kauto_v33_stops_every_class_at_4096_keys(self):
+        k = rule_common.kauto_v33
+        self.assertEqual(k("b4 s4096 h16 d128 full"), "wgmma_ps")
+        self.assertEqual(k("b2 s8192 h16 d128 full"), "wgmma")
+        self.assertEqual(k("b8 q512 ctx2048 h32/8 d128 causal"), "wgmma_ps")
+
     def test_max_keys_of_grid_chunk_and_varlen_rows(self):
         self.assertEqual(rule_common.max_k("b32 s512 h32 d64 full"), 512)
         self.assertEqual(rule_common.max_k("b1 q512 ctx1024 h9/3 d64 causal"), 1536)

@@ -98,23 +98,21 @@ TEST(AttentionConfigTest, AutoPicksTheKernelOfTheChoiceTable) {
   };
   // Not Hopper: the portable kernel, whatever the shape.
   EXPECT_EQ(pick(512, 512, 128, false, false, 1), PrefillImpl::kPortable);
-  // d128: the Hopper kernel at every length; persistent up to 4,096 keys when unsplit, and
-  // to 8,192 where the stream-K walk runs (non-causal, no window).
+  // d128: the Hopper kernel at every length; persistent up to 4,096 keys when unsplit.
   EXPECT_EQ(pick(1, 1, 128, true, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(512, 512, 128, false, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(512, 512, 128, false, true, 2), PrefillImpl::kHopper);
   EXPECT_EQ(pick(1024, 1025, 128, true, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(4096, 4096, 128, true, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(4096, 4097, 128, true, true, 1), PrefillImpl::kHopper);
-  EXPECT_EQ(pick(8192, 8192, 128, false, true, 1), PrefillImpl::kHopperPersistent);
-  EXPECT_EQ(pick(8192, 8193, 128, false, true, 1), PrefillImpl::kHopper);
+  EXPECT_EQ(pick(4096, 4096, 128, false, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(4096, 4097, 128, false, true, 1), PrefillImpl::kHopper);
   EXPECT_EQ(pick(64, 8704, 128, true, true, 1), PrefillImpl::kHopper);
-  {  // A window: no stream-K walk, so the causal calls' class.
-    AttentionParams w = prefill_shape(1, 8192, 8192, 9, 128);
-    w.causal = false;
-    EXPECT_EQ(attention_prefill_kernel_for(w, true, 1), PrefillImpl::kHopperPersistent);
-    w.causal = true;
+  {  // A window does not enter the class.
+    AttentionParams w = prefill_shape(1, 4096, 4096, 9, 128);
     w.sliding_window = 512;
+    EXPECT_EQ(attention_prefill_kernel_for(w, true, 1), PrefillImpl::kHopperPersistent);
+    w.max_seqlen_k = 4097;
     EXPECT_EQ(attention_prefill_kernel_for(w, true, 1), PrefillImpl::kHopper);
   }
   // Past 1,024 keys, given the SMs: only a grid of more tiles than SMs (a 512-token chunk at
