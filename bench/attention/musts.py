@@ -6,10 +6,10 @@
 Ratios are a column against the same run's cuDNN (`IMPL/cuDNN`), bf16 rows unless said. The
 default, auto, reads the kernel kAuto runs on each row (kernels/attention/README.md): wgmma
 on every grid and serving row (the d64 thresholds sit at 512 queries), in its persistent form
-`wgmma_ps` on the rows of at most 1,024 keys (the s512 and s1k grid rows, the varlen batch)
-where the table has that column (tables from before v25 have not: wgmma there, which kAuto
-then ran; between v25 and v27 kAuto's class stopped at 512 keys: --impl reads one column). --impl pins one
-column everywhere. Decode is `ours/cuDNN`.
+`wgmma_ps` on the unsplit rows of at most 4,096 keys (v33: rule_common.kauto_v33) where the
+table has that column (tables from before v25 have not:
+wgmma there, which kAuto then ran; from v25 to v31 kAuto's class stopped at 512, then 1,024
+keys: --impl reads one column). --impl pins one column everywhere. Decode is `ours/cuDNN`.
   - prefill grid at s >= 1k: >= 0.95 everywhere;  at s >= 4k: >= 1.0;  s = 512: >= 1.0
     (the sliding-window rows have no peer and are left out);
   - serving-shaped rows: >= 1.0;  decode: >= 1.0 at every point.
@@ -22,7 +22,7 @@ import argparse
 import re
 import statistics
 
-from rule_common import max_k as max_keys  # a row's max_seqlen_k (beside this script)
+from rule_common import kauto_v33  # kAuto's kernel on a row (beside this script)
 
 
 def sections(path):
@@ -72,9 +72,8 @@ def num(s):
 GRID = re.compile(r"^b\d+ s(\d+) h\d+ d(\d+) (full|causal)( fp16)?$")
 
 # kAuto's persistent class (kernels/attention/attention_prefill.cu,
-# hopper_persistent_preferred): calls of at most this many keys, restated here; the test
+# hopper_persistent_preferred), restated in rule_common.kauto_v33; the test
 # (tests/unit/bench_attention/musts_test.py) pins which column each row reads.
-PS_MAX_KEYS = 1024
 
 
 
@@ -89,13 +88,13 @@ def main():
     ap.add_argument("--impl", default="auto")
     a = ap.parse_args()
     col = "wgmma/cuDNN" if a.impl == "auto" else f"{a.impl}/cuDNN"
-    short_col = "wgmma_ps/cuDNN" if a.impl == "auto" else col  # rows of <= PS_MAX_KEYS keys
+    short_col = "wgmma_ps/cuDNN" if a.impl == "auto" else col  # kAuto's persistent rows
     t = merged(a.tables, [col, short_col, "ours/cuDNN"])
 
     def ratio_of(r):
         """The row's ratio in the column of the kernel kAuto runs there."""
         short = num(r.get(short_col))
-        if short is not None and max_keys(r["config"]) <= PS_MAX_KEYS:
+        if short is not None and kauto_v33(r["config"]) == "wgmma_ps":
             return short
         return num(r.get(col))
 

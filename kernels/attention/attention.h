@@ -45,10 +45,11 @@ namespace flashserve::kernels {
 // mma.sync path (sm_80 instructions). kHopper on another GPU is an InvalidArgument. Tests and
 // benchmarks pin each path to compare them. kHopperPersistent: the Hopper kernel's
 // persistent form (one CTA an SM walks the tiles: a static walk on calls of at most 512 keys,
-// past them tiles taken from a device-wide counter), never split; kAuto picks it where it
-// runs the Hopper kernel unsplit on at most 1,024 keys (NOTES.md v25-v30). One persistent
-// call of more than 512 keys runs at a time on a device (calls on one stream or ordered
-// between streams): two at once would take each other's tiles.
+// past them tiles taken from a device-wide counter, or at head_dim 128 without the causal mask
+// or a window, given the workspace, the stream-K walk), never split; kAuto picks it where it
+// runs the Hopper kernel unsplit on at most 4,096 keys (NOTES.md v25-v33). One persistent call of more than 512 keys runs at a time on a device
+// (calls on one stream or ordered between streams): two at once would take each other's
+// tiles or hand-over flags.
 enum class PrefillImpl { kAuto, kPortable, kHopper, kHopperPersistent };
 
 // Keys per K/V tile in every attention kernel; the cache block_size must be a multiple.
@@ -94,16 +95,18 @@ struct AttentionParams {
 };
 
 // Fused prefill. REQUIRES: q_len(s) <= seqlens_k[s] <= max_seqlen_k, q_len(s) <= max_seqlen_q.
-// One pass over each row block's keys (num_splits 1, no workspace).
+// One pass over each row block's keys (num_splits 1, no workspace: a stream-K call then
+// walks the counter, below).
 absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream);
 
 // The kernel attention_prefill(p, num_splits, ...) runs on a GPU of compute capability 9.0
 // (is_hopper) or another: kAuto resolved by the choice table (kernels/attention/README.md) to
-// kPortable, kHopper (the one-tile grid) or kHopperPersistent (at most 1,024 keys, unsplit); a
-// pinned impl is itself on Hopper; elsewhere kPortable (attention_prefill rejects a pinned
-// Hopper kernel there).
+// kPortable, kHopper (the one-tile grid) or kHopperPersistent (unsplit; see PrefillImpl; past
+// 1,024 keys only on a grid of more tiles than num_sms, where num_sms > 0); a pinned impl is
+// itself on Hopper; elsewhere kPortable (attention_prefill rejects a pinned Hopper kernel
+// there).
 PrefillImpl attention_prefill_kernel_for(const AttentionParams& p, bool is_hopper,
-                                         int num_splits);
+                                         int num_splits, int num_sms = 0);
 
 // Split prefill (split-KV, as decode): the Hopper kernel runs one CTA an SM, so a call of few
 // row blocks (a chunk of one sequence at few heads: SmolLM2's 9 heads x 3 row blocks of a
@@ -117,14 +120,19 @@ inline constexpr int kMaxPrefillSplits = 16;
 // grid would; the device is not queried) with fewer row blocks than num_sms; then
 // enough to cover the SMs once, at most one per 4 key tiles (512 keys) and kMaxPrefillSplits.
 int attention_prefill_num_splits(const AttentionParams& p, int num_sms);
-// Bytes of scratch for num_splits splits (0 when num_splits == 1): fp32 partials of
-// num_splits x num_seqs x max_seqlen_q x num_heads rows.
+// Bytes of scratch for num_splits splits: fp32 partials of num_splits x num_seqs x
+// max_seqlen_q x num_heads rows. num_splits == 1: 0, except for a call of head_dim 128 without
+// the causal mask or a window and of more than 512 keys: the optional scratch of the
+// persistent Hopper kernel's stream-K walk (its last round's tiles in key pieces over all the
+// SMs, merged through fp32 partials: NOTES.md v31, v32), one slot a CTA, at most ~9 MB.
 size_t attention_prefill_workspace_bytes(const AttentionParams& p, int num_splits);
 // The most attention_prefill_workspace_bytes(p, attention_prefill_num_splits(p, num_sms)) can
 // be for any call at this head_dim (the splits keep the grid within one wave).
 size_t attention_prefill_workspace_bound(int head_dim, int num_sms);
-// REQUIRES: 1 <= num_splits <= kMaxPrefillSplits, workspace_bytes >=
-// attention_prefill_workspace_bytes(p, num_splits) (InvalidArgument otherwise).
+// REQUIRES: 1 <= num_splits <= kMaxPrefillSplits; num_splits > 1: workspace_bytes >=
+// attention_prefill_workspace_bytes(p, num_splits) (InvalidArgument otherwise). Unsplit, a
+// workspace of that size lets such a call walk stream-K (without it the counter walk runs,
+// 0.97-0.99x the stream-K walk at 1k-4k keys); a smaller one is not used.
 absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* workspace,
                                size_t workspace_bytes, cudaStream_t stream);
 

@@ -41,20 +41,57 @@ constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q
   return max_seqlen_q >= 512 || (causal && max_seqlen_k >= 1536);
 }
 
+// The stream-K walk (v31, v32; kernels/attention/attention_prefill_sm90_ws.cuh): the calls it
+// runs, given the workspace for its slots: head_dim 128, non-causal, no window, more than 512
+// keys. Measured on an H100 against the head's kAuto kernel (three alternating rounds, NOTES.md
+// v31 outcome): the d128 full rows of 1k-8k keys 1.03-1.05x (the last partial round's idle
+// SMs), s512 0.97x (the pieces' hand-over costs more than the short tail), d64 full 0.96-1.05x
+// (1k 0.97x: its rounds are the static walk's, which lose to the counter walk there).
+bool stream_k_walks(const AttentionParams& p) {
+  return p.head_dim == 128 && !p.causal && p.sliding_window <= 0 && p.max_seqlen_k > 512;
+}
+
 // Where kAuto runs the Hopper kernel, its persistent form (one CTA an SM walks the tiles,
 // the next tile's Q and first K/V loaded while the current one finishes) for calls of at most
-// 1,024 keys: there a tile's CTA is short (~12 us at s512) and its start a large part of it.
-// Longer calls keep the one-tile grid (and its split for short grids).
-constexpr bool hopper_persistent_preferred(int max_seqlen_k) { return max_seqlen_k <= 1024; }
+// 4,096 keys: there a tile's CTA is short (~12 us at s512) and its start a large part of it,
+// and the last partial round leaves SMs idle. Measured on an H100 (NOTES.md v31 outcome, v32
+// and v33; alternating rounds): the counter walk ran 1.00-1.07x the one-tile grid on the grid
+// rows of 2k-4k keys (d64 full 1.04 / 1.03, causal 1.07 / 1.04; d128 full 1.01 / 1.00, causal
+// 1.04 / 1.03) and lost on the full rows past them (0.94-0.96x at d64 8k-16k, d128 16k); the
+// stream-K walk ran the d128 full rows of 1k-4k 1.02-1.06x and was even at 8k (0.96-1.01x by
+// round), losing at 16k. Past 1,024 keys only on a grid of more tiles than SMs: with fewer,
+// each CTA walks one tile and the form is only its cost (the b1 chunk rows of 32 heads,
+// unsplit at 96-128 tiles: 0.95-0.97x the one-tile grid, RESULTS.md of session 48). num_sms 0:
+// not known, as if more. Longer calls keep the one-tile grid (and its split for short grids).
+bool hopper_persistent_preferred(const AttentionParams& p, int num_sms) {
+  if (p.max_seqlen_k <= 1024) return true;
+  const int64_t block_m = device::sm90ws_block_m(p.head_dim);
+  const int64_t tiles = (p.max_seqlen_q + block_m - 1) / block_m * int64_t{p.num_heads} * p.num_seqs;
+  if (num_sms > 0 && tiles <= num_sms) return false;
+  return p.max_seqlen_k <= 4096;
+}
 
-// The persistent form's walk (kernels/attention/attention_prefill_sm90_ws.cuh), by the
-// call's keys, kAuto's and a pinned kHopperPersistent's alike. Measured on an H100 in five
-// alternating rounds (NOTES.md v27 re-test): at s512 the static walk ran 1.02-1.03x the
-// counter walk on two of the four grid rows (the other two even); from 513 to 1,024 keys,
-// where the static walk had lost to the one-tile grid (v25), the counter walk ran 1.06-1.12x
-// the one-tile grid, and the varlen batch of at most 1,024 keys 1.12-1.21x.
-constexpr device::Sm90Walk hopper_persistent_walk(int max_seqlen_k) {
-  return max_seqlen_k <= 512 ? device::Sm90Walk::kStatic : device::Sm90Walk::kCounter;
+// The persistent form's walk (kernels/attention/attention_prefill_sm90_ws.cuh), kAuto's and a
+// pinned kHopperPersistent's alike: stream-K where it runs and the workspace was given, else by
+// the call's keys. Measured on an H100 in five alternating rounds (NOTES.md v27 re-test): at
+// s512 the static walk ran 1.02-1.03x the counter walk on two of the four grid rows (the other
+// two even); from 513 to 1,024 keys, where the static walk had lost to the one-tile grid (v25),
+// the counter walk ran 1.06-1.12x the one-tile grid, and the varlen batch of at most 1,024 keys
+// 1.12-1.21x.
+device::Sm90Walk hopper_persistent_walk(const AttentionParams& p, int num_sms,
+                                        bool stream_k_workspace) {
+  if (stream_k_walks(p) && stream_k_workspace && num_sms <= device::kSm90SkMaxCtas) {
+    return device::Sm90Walk::kStreamK;
+  }
+  return p.max_seqlen_k <= 512 ? device::Sm90Walk::kStatic : device::Sm90Walk::kCounter;
+}
+
+// kStreamK's slots: one a CTA of the persistent grid (min(tiles, SMs) <= kSm90SkMaxCtas).
+size_t stream_k_bytes(const AttentionParams& p) {
+  const int64_t block_m = device::sm90ws_block_m(p.head_dim);
+  const int64_t tiles = (p.max_seqlen_q + block_m - 1) / block_m * int64_t{p.num_heads} * p.num_seqs;
+  return size_t(std::min<int64_t>(tiles, device::kSm90SkMaxCtas)) *
+         device::sm90ws_sk_slot_floats(p.head_dim) * sizeof(float);
 }
 
 // The TMA map of a paged K or V cache seen as rows [num_cache_blocks x num_kv_heads x
@@ -102,16 +139,17 @@ size_t prefill_partial_rows(const AttentionParams& p, int num_splits) {
 }
 
 // kSplit: the split instantiation (num_splits > 1) and its combine. kWalk other than
-// kOneTile: one CTA an SM (at most one a tile) walks the tiles.
+// kOneTile: one CTA of the num_sms SMs (at most one a tile) walks the tiles.
 template <typename T, int kHeadDim, bool kSplit,
           device::Sm90Walk kWalk = device::Sm90Walk::kOneTile>
 absl::Status launch_hopper(const AttentionParams& p, int num_splits, void* workspace,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, int num_sms = 0) {
   constexpr bool kPersistent = kWalk != device::Sm90Walk::kOneTile;
   auto* kernel = device::attention_prefill_sm90_ws_kernel<T, kHeadDim, kSplit, kWalk>;
   const int smem = device::sm90ws_smem_bytes(kHeadDim, kPersistent);
   using Tag = KernelTag<T, kHeadDim,
-                        kWalk == device::Sm90Walk::kCounter  ? 4
+                        kWalk == device::Sm90Walk::kStreamK  ? 5
+                        : kWalk == device::Sm90Walk::kCounter  ? 4
                         : kWalk == device::Sm90Walk::kStatic ? 3
                         : kSplit                             ? 2
                                                              : 1>;
@@ -134,16 +172,14 @@ absl::Status launch_hopper(const AttentionParams& p, int num_splits, void* works
     if (absl::Status s = output_tensor_map(p, &o_map); !s.ok()) return s;
   }
   constexpr int kBlockM = device::sm90ws_block_m(kHeadDim);
-  float* o_partial = kSplit ? static_cast<float*>(workspace) : nullptr;
+  float* o_partial = kSplit || kWalk == device::Sm90Walk::kStreamK ? static_cast<float*>(workspace)
+                                                                    : nullptr;
   float* lse_partial =
       kSplit ? o_partial + prefill_partial_rows(p, num_splits) * kHeadDim : nullptr;
   dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM * num_splits, p.num_heads, p.num_seqs);
   if constexpr (kPersistent) {
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
     const int64_t tiles = int64_t{grid.x} * grid.y * grid.z;
-    const int64_t num_sms = std::max(multiprocessor_count(device), 1);
-    grid = dim3(static_cast<unsigned>(std::min(tiles, num_sms)), 1, 1);
+    grid = dim3(static_cast<unsigned>(std::min<int64_t>(tiles, std::max(num_sms, 1))), 1, 1);
   }
   kernel<<<grid, device::sm90ws_threads(kHeadDim), smem, stream>>>(
       p, k_map, v_map, o_map, o_by_tma, num_splits, o_partial, lse_partial);
@@ -174,13 +210,13 @@ absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
 }  // namespace
 
 PrefillImpl attention_prefill_kernel_for(const AttentionParams& p, bool is_hopper,
-                                         int num_splits) {
+                                         int num_splits, int num_sms) {
   if (!is_hopper || p.prefill_impl == PrefillImpl::kPortable) return PrefillImpl::kPortable;
   if (p.prefill_impl != PrefillImpl::kAuto) return p.prefill_impl;
   if (!hopper_path_preferred(p.head_dim, p.causal, p.max_seqlen_q, p.max_seqlen_k)) {
     return PrefillImpl::kPortable;
   }
-  return num_splits == 1 && hopper_persistent_preferred(p.max_seqlen_k)
+  return num_splits == 1 && hopper_persistent_preferred(p, num_sms)
              ? PrefillImpl::kHopperPersistent
              : PrefillImpl::kHopper;
 }
@@ -190,11 +226,12 @@ int attention_prefill_num_splits(const AttentionParams& p, int num_sms) {
     return 1;
   }
   // Only the one-tile grid splits: not the portable kernel, not a pinned persistent form.
-  // Where kAuto would pick the persistent form (at most 1,024 keys) the one-tile grid's count
+  // Where kAuto would pick the persistent form (hopper_persistent_preferred) the one-tile grid's count
   // decides: a grid under one wave keeps its split (the persistent form cannot split, and
   // with fewer tiles than SMs it walks one tile a CTA), and attention_prefill_kernel_for then
   // gives the persistent form only the unsplit calls.
-  const PrefillImpl impl = attention_prefill_kernel_for(p, /*is_hopper=*/true, /*num_splits=*/1);
+  const PrefillImpl impl =
+      attention_prefill_kernel_for(p, /*is_hopper=*/true, /*num_splits=*/1, num_sms);
   if (impl == PrefillImpl::kPortable || p.prefill_impl == PrefillImpl::kHopperPersistent) {
     return 1;
   }
@@ -221,15 +258,23 @@ int attention_prefill_num_splits(const AttentionParams& p, int num_sms) {
 }
 
 size_t attention_prefill_workspace_bytes(const AttentionParams& p, int num_splits) {
-  if (num_splits <= 1) return 0;
+  if (num_splits <= 1) {
+    const bool shaped = p.num_seqs > 0 && p.max_seqlen_q > 0 && p.num_heads > 0 &&
+                        (p.head_dim == 64 || p.head_dim == 128);
+    return shaped && stream_k_walks(p) ? stream_k_bytes(p) : 0;
+  }
   return prefill_partial_rows(p, num_splits) * (p.head_dim + 1) * sizeof(float);
 }
 
 size_t attention_prefill_workspace_bound(int head_dim, int num_sms) {
   // attention_prefill_num_splits keeps splits x ctas <= num_sms with ctas >= num_seqs x
-  // max_seqlen_q x num_heads / block_m, so the partial rows are at most num_sms x block_m.
+  // max_seqlen_q x num_heads / block_m, so the partial rows are at most num_sms x block_m;
+  // the stream-K slots are at most kSm90SkMaxCtas.
   const int block_m = device::sm90ws_block_m(head_dim);
-  return size_t(std::max(num_sms, 0)) * block_m * (head_dim + 1) * sizeof(float);
+  const size_t split = size_t(std::max(num_sms, 0)) * block_m * (head_dim + 1) * sizeof(float);
+  if (head_dim != 64 && head_dim != 128) return split;
+  return std::max(split, size_t{device::kSm90SkMaxCtas} *
+                             device::sm90ws_sk_slot_floats(head_dim) * sizeof(float));
 }
 
 absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream) {
@@ -252,8 +297,10 @@ absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* w
     return absl::InvalidArgumentError(absl::StrCat("attention_prefill: num_splits ", num_splits,
                                                    " out of [1, ", kMaxPrefillSplits, "]"));
   }
+  // (Unsplit, the workspace is optional: without it a non-causal call walks as a causal one.)
   const size_t need = attention_prefill_workspace_bytes(p, num_splits);
-  if (workspace_bytes < need || (need > 0 && workspace == nullptr)) {
+  const bool has_need = workspace != nullptr && workspace_bytes >= need;
+  if (num_splits > 1 && !has_need) {
     return absl::InvalidArgumentError(absl::StrCat("attention_prefill: workspace of ",
                                                    workspace_bytes, " bytes, need ", need));
   }
@@ -269,21 +316,33 @@ absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* w
     }
     hopper = *is_hopper;
   }
+  int sms = 0;  // (Hopper: the persistent form's class and grid)
+  if (hopper) {
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    sms = multiprocessor_count(dev);
+  }
   return device::dispatch_dtype_head_dim(p.dtype, p.head_dim, [&](auto type_tag, auto dim_tag) {
     using T = typename decltype(type_tag)::type;
     constexpr int kHeadDim = decltype(dim_tag)::value;
-    const PrefillImpl impl = attention_prefill_kernel_for(p, hopper, num_splits);
+    const PrefillImpl impl = attention_prefill_kernel_for(p, hopper, num_splits, sms);
     if (impl == PrefillImpl::kPortable) return launch_portable<T, kHeadDim>(p, stream);
     if (impl == PrefillImpl::kHopperPersistent) {
       if (num_splits > 1) {
         return absl::InvalidArgumentError(
             "attention_prefill: the persistent Hopper kernel runs unsplit (num_splits 1)");
       }
-      return hopper_persistent_walk(p.max_seqlen_k) == device::Sm90Walk::kStatic
-                 ? launch_hopper<T, kHeadDim, false, device::Sm90Walk::kStatic>(p, 1, workspace,
-                                                                               stream)
-                 : launch_hopper<T, kHeadDim, false, device::Sm90Walk::kCounter>(p, 1, workspace,
-                                                                                stream);
+      switch (hopper_persistent_walk(p, sms, has_need && need > 0)) {
+        case device::Sm90Walk::kStreamK:
+          return launch_hopper<T, kHeadDim, false, device::Sm90Walk::kStreamK>(p, 1, workspace,
+                                                                              stream, sms);
+        case device::Sm90Walk::kStatic:
+          return launch_hopper<T, kHeadDim, false, device::Sm90Walk::kStatic>(p, 1, workspace,
+                                                                             stream, sms);
+        default:
+          return launch_hopper<T, kHeadDim, false, device::Sm90Walk::kCounter>(p, 1, workspace,
+                                                                              stream, sms);
+      }
     }
     return num_splits > 1 ? launch_hopper<T, kHeadDim, true>(p, num_splits, workspace, stream)
                           : launch_hopper<T, kHeadDim, false>(p, num_splits, workspace, stream);

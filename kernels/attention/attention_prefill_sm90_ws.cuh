@@ -174,7 +174,26 @@ __device__ __forceinline__ void load_tile_group(T* tile, int first_valid_row, in
 //   gets to it (`sm90ws_tile_counter`) and hands it to the consumers through a slot.
 // The launcher runs kStatic on calls of at most 512 keys, kCounter on longer ones (NOTES.md
 // v30: each walk where it measured faster).
-enum class Sm90Walk { kOneTile, kStatic, kCounter };
+// - kStreamK (v31; non-causal calls without a window, given the workspace): the static walk's
+//   whole rounds, then the tiles left over (fewer than a round, which would leave the other SMs
+//   idle for a whole tile's time) cut into key-tile pieces shared evenly by all the CTAs
+//   (stream-K): CTA c takes units [c U / G, (c + 1) U / G) of the U = tiles left x key tiles a
+//   tile. A tile shared by several CTAs is finished by the one holding its first keys (its
+//   range's last piece): the others (their ranges' first pieces, run first) leave O normalised
+//   over their keys and the LSE in their CTA's workspace slot and raise their flag; it merges
+//   them by the LSE.
+enum class Sm90Walk { kOneTile, kStatic, kCounter, kStreamK };
+
+// kStreamK's workspace: one slot a CTA (at most kSm90SkMaxCtas CTAs), O (fp32, normalised over
+// the piece's keys) in the consumers' fragment order, then each consumer thread's two rows'
+// LSE. The flags, one a (CTA, consumer warpgroup), are raised by the piece's warpgroup once its
+// slot is written and cleared by the merging warpgroup, so they are 0 between launches (one
+// stream-K call at a time on a device, as the counter walk's).
+constexpr int kSm90SkMaxCtas = 144;  // every sm_90 part has at most 132 SMs
+constexpr int sm90ws_sk_slot_floats(int head_dim) {
+  return sm90ws_consumer_threads(head_dim) * (head_dim / 2 + 2);
+}
+__device__ unsigned int sm90ws_sk_flags[kSm90SkMaxCtas * 3];
 
 // The counter walk's tile counter (v26): each CTA's producer takes the next tile of the
 // list with an atomicAdd, so the tiles go to the CTAs in list order as they free up (the
@@ -206,6 +225,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   using Traits = DTypeTraits<T>;
   constexpr bool kPersistent = kWalk != Sm90Walk::kOneTile;
   constexpr bool kCounter = kWalk == Sm90Walk::kCounter;
+  constexpr bool kStreamK = kWalk == Sm90Walk::kStreamK;
 
   static_assert(!(kSplit && kPersistent), "the split grid is under one wave: not persistent");
   // Longest (causal) row blocks first; with splits, a row block's splits side by side.
@@ -227,6 +247,32 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   const int walk_rounds = (walk_tiles + walk_grid - 1) / walk_grid;
   auto walk_tile = [&](int k) {
     return kPersistent ? k * walk_grid + (static_cast<int>(blockIdx.x) + k) % walk_grid : 0;
+  };
+  // kStreamK: whole tiles for the first sk_rounds rounds (walk_tile), then the pieces of the
+  // CTA's units [sk_start(c), sk_start(c + 1)) of the sk_left tiles left, sk_units key tiles
+  // each (every tile's count at most: a shorter sequence's tile clips its pieces).
+  const int sk_units = kStreamK ? (p.max_seqlen_k + kBlockN - 1) / kBlockN : 1;
+  const int sk_rounds = kStreamK ? walk_tiles / walk_grid : 0;
+  const int64_t sk_total = kStreamK ? int64_t{walk_tiles - sk_rounds * walk_grid} * sk_units : 0;
+  auto sk_start = [&](int c) { return sk_total * c / walk_grid; };
+  // Item k of the walk: tile l, key tiles [kb0, kb1) of its sk_units; u: the next tail unit.
+  // (The CTA's tail end, computed once: the producer holds it in its 40 registers.)
+  const int64_t sk_end = kStreamK ? sk_start(static_cast<int>(blockIdx.x) + 1) : 0;
+  auto sk_item = [&](int k, int64_t& u, int& l, int& kb0, int& kb1) {
+    if (k < sk_rounds) {
+      l = walk_tile(k);
+      kb0 = 0;
+      kb1 = sk_units;
+      return true;
+    }
+    const int64_t end = sk_end;
+    if (u >= end) return false;
+    const int64_t t = u / sk_units;
+    kb0 = static_cast<int>(u - t * sk_units);
+    kb1 = static_cast<int>(min(int64_t{sk_units}, kb0 + (end - u)));
+    l = sk_rounds * walk_grid + static_cast<int>(t);
+    u += kb1 - kb0;
+    return true;
   };
   struct Geometry {
     int seq, head, q_start, q_len, m_base, kv_len, q_offset, kv_head, rows, window,
@@ -358,11 +404,13 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     int ring = 0;
     int q_round = 0;
     // (kCounter: k counts nothing; the walk ends at the take of -1.)
-    for (int k = 0; kCounter || k < walk_rounds; ++k) {
+    int64_t sk_u = kStreamK ? sk_start(static_cast<int>(blockIdx.x)) : 0;
+    for (int k = 0; kCounter || kStreamK || k < walk_rounds; ++k) {
     // Q buffer qb is overwritten only once every consumer thread is done with tile
     // q_round - 2 (its output's TMA store read included).
     const int qb = q_round & 1;
     int l;
+    int kb0 = 0, kb1 = 0;
     if constexpr (kCounter) {
       if (q_round >= 2) mbar_wait(q_empty(qb), ((q_round - 2) >> 1) & 1);
       if (tid == 0) {
@@ -385,11 +433,18 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
       named_bar_sync(kProducerBar, 128);  // the slot, to the producer's other threads
       l = tile_slot[qb];
       if (l < 0) break;
+    } else if constexpr (kStreamK) {
+      if (!sk_item(k, sk_u, l, kb0, kb1)) break;
     } else {
       l = walk_tile(k);
       if (l >= walk_tiles) continue;
     }
-    const Geometry g = kPersistent ? geometry(l) : g0;
+    Geometry g = kPersistent ? geometry(l) : g0;
+    if constexpr (kStreamK) {  // the piece's key tiles, clipped to the tile's
+      const int a = min(kb0, g.num_tiles), b = min(kb1, g.num_tiles);
+      g.first_tile += a;
+      g.num_tiles = b - a;
+    }
     if (g.m_base >= g.q_len) continue;  // (persistent only: the one-tile CTA has returned)
     if (g.num_tiles == 0) {
       if constexpr (kPersistent) continue;  // (kStatic only: kCounter takes none such)
@@ -445,7 +500,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
         issued(bar);
       }
     };
-    if (kWalk == Sm90Walk::kStatic && q_round >= 2) {
+    if ((kWalk == Sm90Walk::kStatic || kStreamK) && q_round >= 2) {
       mbar_wait(q_empty(qb), ((q_round - 2) >> 1) & 1);
     }
     load_tile_group<kBlockM, kHeadDim, 128>(q_buf(qb), 0, g.rows, q_base,
@@ -488,18 +543,33 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   // before its epilogue and the next tile's geometry loads, so warpgroup 0 need not wait for
   // them), and warpgroup 0 takes the one hand-over left at the walk's end.
   if (kPersistent && warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);
-  for (int k = 0; kCounter || k < walk_rounds; ++k) {
+  int64_t sk_u = kStreamK ? sk_start(static_cast<int>(blockIdx.x)) : 0;
+  for (int k = 0; kCounter || kStreamK || k < walk_rounds; ++k) {
   int l;
+  int kb0 = 0, kb1 = 0;
   if constexpr (kCounter) {
     mbar_wait(id_full(q_round & 1), (q_round >> 1) & 1);
     l = tile_slot[q_round & 1];
     if (l < 0) break;
+  } else if constexpr (kStreamK) {
+    if (!sk_item(k, sk_u, l, kb0, kb1)) break;
   } else {
     l = walk_tile(k);
     if (l >= walk_tiles) continue;
   }
-  const Geometry g = kPersistent ? geometry(l) : g0;
+  Geometry g = kPersistent ? geometry(l) : g0;
   if (g.m_base >= g.q_len) continue;  // (persistent only: the one-tile CTA has returned)
+  const int tile_key_tiles = g.num_tiles;  // kStreamK: the whole tile's, before the clip
+  if constexpr (kStreamK) {  // as the producer's
+    const int a = min(kb0, g.num_tiles), b = min(kb1, g.num_tiles);
+    g.first_tile += a;
+    g.num_tiles = b - a;
+    if (g.num_tiles == 0) continue;  // a piece past a shorter sequence's keys: none
+  }
+  // kStreamK: a piece after the tile's first keys leaves its partial; the one with them
+  // merges the tile's others (when it is not the whole tile).
+  const bool sk_rest = kStreamK && kb0 > 0;
+  const bool sk_first = kStreamK && kb0 == 0 && kb1 < sk_units;
   const int seq = g.seq, head = g.head, q_start = g.q_start, q_len = g.q_len;
   const int m_base = g.m_base, kv_len = g.kv_len, q_offset = g.q_offset, window = g.window;
   const int first_tile = g.first_tile, num_tiles = g.num_tiles;
@@ -513,7 +583,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   const int wg_rows = min(64, q_len - m_base - 64 * warpgroup);
   const int wg_end = p.causal ? min(kv_len, q_offset + m_base + 64 * warpgroup + wg_rows) : kv_len;
   int my_tiles = wg_rows <= 0 ? 0 : max(0, (wg_end + kBlockN - 1) / kBlockN - first_tile);
-  if constexpr (kSplit) my_tiles = min(num_tiles, my_tiles);  // past the split's share
+  if constexpr (kSplit || kStreamK) my_tiles = min(num_tiles, my_tiles);  // past the share
 
   float o[kORegs];
   float s[kSRegs];
@@ -706,15 +776,115 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   // TMA (o_map: the output as [rows, num_heads x head_dim], 64 x 64 boxes); the warpgroup's
   // threads need not wait for the global writes, and the thread waits only until the tile is
   // read. Others store from registers.
-  const bool staged = !kSplit && o_by_tma && wg_rows == 64 && (!kPersistent || num_tiles > 0);
+  const bool staged =
+      !kSplit && !sk_rest && o_by_tma && wg_rows == 64 && (!kPersistent || num_tiles > 0);
   // kSplit: the fp32 partials of rows [split][seq][row][head] for the combine kernel
   // (kernels/attention/attention_combine.cuh); a row that saw no key of the split (l = 0)
   // leaves O = 0 and lse = -inf, which weigh nothing there.
   T* out = static_cast<T*>(p.out);
+  // kStreamK: each row's 1 / l and LSE before the store loop, for the pieces' hand-over (the
+  // other walks compute them in the loop, as before v31: computed up front for every walk they
+  // cost the d128 one-tile grid 1-3 %, NOTES.md v31 outcome).
+  float epi_inv_l[2], epi_lse[2];
+  if constexpr (kStreamK) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float l = quad_sum(row_sum[h]);
+      epi_inv_l[h] = l > 0.f ? 1.f / l : 0.f;
+      epi_lse[h] = l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
+    }
+    if (sk_rest || sk_first) {
+      // O normalised over this piece's keys (then 1 / l is 1).
+#pragma unroll
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+        o[4 * j + 0] *= epi_inv_l[0];
+        o[4 * j + 1] *= epi_inv_l[0];
+        o[4 * j + 2] *= epi_inv_l[1];
+        o[4 * j + 3] *= epi_inv_l[1];
+      }
+      epi_inv_l[0] = epi_inv_l[1] = 1.f;
+      const int tid = threadIdx.x;
+      const int bar = 1 + kWarpgroups + warpgroup;
+      auto slot = [&](int c) {  // (kStreamK: o_partial is the workspace's slots)
+        return o_partial + static_cast<int64_t>(c) * sm90ws_sk_slot_floats(kHeadDim);
+      };
+      if (sk_rest) {
+        // The partial, in this thread's fragment order (the merging CTA's thread tid holds
+        // the same rows and columns), then the warpgroup's flag once all 128 threads' writes
+        // are visible device-wide.
+        float* dst = slot(blockIdx.x);
+#pragma unroll
+        for (int j = 0; j < kHeadDim / 8; ++j) {
+          reinterpret_cast<float4*>(dst)[j * kConsumers + tid] =
+              make_float4(o[4 * j], o[4 * j + 1], o[4 * j + 2], o[4 * j + 3]);
+        }
+        reinterpret_cast<float2*>(dst + kConsumers * kORegs)[tid] =
+            make_float2(epi_lse[0], epi_lse[1]);
+        __threadfence();
+        named_bar_sync(bar, 128);
+        if (threadIdx.x % 128 == 0) {
+          asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(
+                           &sm90ws_sk_flags[blockIdx.x * 3 + warpgroup]),
+                       "r"(1u)
+                       : "memory");
+        }
+      } else {
+        // The tile's other pieces: the first pieces of the next CTAs whose ranges start
+        // inside it (in the tail's units), unless clipped away (a shorter sequence).
+        const int64_t tile_end = int64_t{l - sk_rounds * walk_grid + 1} * sk_units;
+        for (int c2 = blockIdx.x + 1; c2 < walk_grid && sk_start(c2) < tile_end; ++c2) {
+          const int64_t s2 = sk_start(c2);
+          if (s2 >= sk_start(c2 + 1)) continue;  // a CTA without units
+          if (s2 - (tile_end - sk_units) >= tile_key_tiles) continue;  // clipped: none
+          unsigned int* flag = &sm90ws_sk_flags[c2 * 3 + warpgroup];
+          if (threadIdx.x % 128 == 0) {
+            unsigned int f = 0;
+            for (;;) {
+              asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n"
+                           : "=r"(f)
+                           : "l"(flag)
+                           : "memory");
+              if (f != 0) break;
+              __nanosleep(100);
+            }
+            *flag = 0;  // consumed: 0 again for the next launch
+          }
+          named_bar_sync(bar, 128);
+          const float* src = slot(c2);
+          const float2 lse2 = __ldcg(reinterpret_cast<const float2*>(src + kConsumers * kORegs) + tid);
+          const float lse_b[2] = {lse2.x, lse2.y};
+          float wa[2], wb[2];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const float mx = fmaxf(epi_lse[h], lse_b[h]);
+            wa[h] = mx == kNegInf ? 0.f : __expf(epi_lse[h] - mx);
+            wb[h] = mx == kNegInf ? 0.f : __expf(lse_b[h] - mx);
+            const float sum = wa[h] + wb[h];
+            epi_lse[h] = mx == kNegInf ? kNegInf : mx + logf(sum);
+            wa[h] = sum > 0.f ? wa[h] / sum : 0.f;
+            wb[h] = sum > 0.f ? wb[h] / sum : 0.f;
+          }
+#pragma unroll
+          for (int j = 0; j < kHeadDim / 8; ++j) {
+            const float4 b = __ldcg(reinterpret_cast<const float4*>(src) + j * kConsumers + tid);
+            o[4 * j + 0] = o[4 * j + 0] * wa[0] + b.x * wb[0];
+            o[4 * j + 1] = o[4 * j + 1] * wa[0] + b.y * wb[0];
+            o[4 * j + 2] = o[4 * j + 2] * wa[1] + b.z * wb[1];
+            o[4 * j + 3] = o[4 * j + 3] * wa[1] + b.w * wb[1];
+          }
+        }
+      }
+    }
+  }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float l = quad_sum(row_sum[h]);
-    const float inv_l = l > 0.f ? 1.f / l : 0.f;
+    if (sk_rest) break;  // (kStreamK) its output is the merging CTA's
+    const float l = kStreamK ? 0.f : quad_sum(row_sum[h]);
+    const float inv_l = kStreamK ? epi_inv_l[h] : l > 0.f ? 1.f / l : 0.f;
+    // (-inf for a row that saw no key: O stays 0.)
+    auto row_lse = [&] {
+      return kStreamK ? epi_lse[h] : l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
+    };
     const int row = m_base + thread_row + h * 8;
     float v[kHeadDim / 8][2];
 #pragma unroll
@@ -733,7 +903,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
         *reinterpret_cast<float2*>(dst + j * 8) = make_float2(v[j][0], v[j][1]);
       }
       if ((lane & 3) == 0) {
-        lse_partial[part] = l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
+        lse_partial[part] = row_lse();
       }
     } else {
       prefill_round_q8_out<T>(p.round_q8_out, v);  // every lane, before the row test
@@ -759,8 +929,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
         }
       }
       if (p.lse != nullptr && (lane & 3) == 0) {
-        p.lse[token * p.num_heads + head] =
-            l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
+        p.lse[token * p.num_heads + head] = row_lse();
       }
     }
   }

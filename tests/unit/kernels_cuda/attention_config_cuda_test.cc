@@ -98,23 +98,50 @@ TEST(AttentionConfigTest, AutoPicksTheKernelOfTheChoiceTable) {
   };
   // Not Hopper: the portable kernel, whatever the shape.
   EXPECT_EQ(pick(512, 512, 128, false, false, 1), PrefillImpl::kPortable);
-  // d128: the Hopper kernel at every length; persistent up to 1,024 keys when unsplit.
+  // d128: the Hopper kernel at every length; persistent up to 4,096 keys when unsplit.
   EXPECT_EQ(pick(1, 1, 128, true, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(512, 512, 128, false, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(512, 512, 128, false, true, 2), PrefillImpl::kHopper);
-  EXPECT_EQ(pick(1024, 1024, 128, true, true, 1), PrefillImpl::kHopperPersistent);
-  EXPECT_EQ(pick(1024, 1025, 128, true, true, 1), PrefillImpl::kHopper);
+  EXPECT_EQ(pick(1024, 1025, 128, true, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(4096, 4096, 128, true, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(4096, 4097, 128, true, true, 1), PrefillImpl::kHopper);
+  EXPECT_EQ(pick(4096, 4096, 128, false, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(4096, 4097, 128, false, true, 1), PrefillImpl::kHopper);
   EXPECT_EQ(pick(64, 8704, 128, true, true, 1), PrefillImpl::kHopper);
+  {  // A window does not enter the class.
+    AttentionParams w = prefill_shape(1, 4096, 4096, 9, 128);
+    w.sliding_window = 512;
+    EXPECT_EQ(attention_prefill_kernel_for(w, true, 1), PrefillImpl::kHopperPersistent);
+    w.max_seqlen_k = 4097;
+    EXPECT_EQ(attention_prefill_kernel_for(w, true, 1), PrefillImpl::kHopper);
+  }
+  // Past 1,024 keys, given the SMs: only a grid of more tiles than SMs (a 512-token chunk at
+  // 32 heads: 96 row blocks of 192 at d64, 128 of 128 at d128, under 132 SMs: one-tile).
+  {
+    AttentionParams chunk = prefill_shape(1, 512, 2560, 32, 64);
+    EXPECT_EQ(attention_prefill_kernel_for(chunk, true, 1, 132), PrefillImpl::kHopper);
+    EXPECT_EQ(attention_prefill_kernel_for(chunk, true, 1, 0), PrefillImpl::kHopperPersistent);
+    chunk.head_dim = 128;
+    EXPECT_EQ(attention_prefill_kernel_for(chunk, true, 1, 132), PrefillImpl::kHopper);
+    EXPECT_EQ(attention_prefill_kernel_for(chunk, true, 1, 127), PrefillImpl::kHopperPersistent);
+    chunk.num_seqs = 8;  // 1,024 tiles
+    EXPECT_EQ(attention_prefill_kernel_for(chunk, true, 1, 132), PrefillImpl::kHopperPersistent);
+    chunk = prefill_shape(1, 512, 1024, 32, 128);  // <= 1,024 keys: as before v32
+    EXPECT_EQ(attention_prefill_kernel_for(chunk, true, 1, 132), PrefillImpl::kHopperPersistent);
+  }
   // d64: mma.sync under 512 queries (and, causal, under 1,536 keys); the Hopper kernel from
-  // there, persistent up to 1,024 keys.
+  // there, persistent up to 4,096 keys (no stream-K walk at d64).
   EXPECT_EQ(pick(511, 511, 64, false, true, 1), PrefillImpl::kPortable);
   EXPECT_EQ(pick(512, 512, 64, false, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(512, 512, 64, true, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(1024, 1024, 64, true, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(1024, 1024, 64, true, true, 3), PrefillImpl::kHopper);
-  EXPECT_EQ(pick(1025, 1025, 64, false, true, 1), PrefillImpl::kHopper);
+  EXPECT_EQ(pick(4096, 4096, 64, false, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(4096, 4097, 64, false, true, 1), PrefillImpl::kHopper);
+  EXPECT_EQ(pick(8192, 8192, 64, false, true, 1), PrefillImpl::kHopper);
   EXPECT_EQ(pick(64, 1535, 64, true, true, 1), PrefillImpl::kPortable);
-  EXPECT_EQ(pick(64, 1536, 64, true, true, 1), PrefillImpl::kHopper);
+  EXPECT_EQ(pick(64, 1536, 64, true, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(64, 4097, 64, true, true, 1), PrefillImpl::kHopper);
   // A pinned kernel is itself on Hopper; kPortable everywhere.
   AttentionParams pinned = prefill_shape(1, 4096, 4096, 9, 64);
   for (PrefillImpl impl :
@@ -131,7 +158,7 @@ TEST(AttentionConfigTest, PrefillSplitsFillOneWaveOfSmsWhereTheHopperKernelRuns)
   EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 512, 8704, 9, 64), 132), 4);
   EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 512, 1536, 9, 64), 132), 3);  // 12 tiles
   EXPECT_EQ(attention_prefill_num_splits(prefill_shape(1, 512, 512, 9, 64), 132), 1);   // 4 tiles
-  // At most 1,024 keys kAuto would run the persistent form, which cannot split: a grid under
+  // Where kAuto would run the persistent form, which cannot split, a grid under
   // one wave keeps the one-tile grid's split (27 CTAs, 8 tiles: 2), and then runs one-tile.
   AttentionParams short_grid = prefill_shape(1, 512, 1024, 9, 64);
   EXPECT_EQ(attention_prefill_num_splits(short_grid, 132), 2);
@@ -164,11 +191,14 @@ TEST(AttentionConfigTest, PrefillWorkspaceStaysWithinItsBound) {
       for (int seqs : {1, 2, 3, 5, 8}) {
         for (int q : {1, 63, 64, 100, 191, 192, 193, 512, 700, 2048}) {
           for (int heads : {3, 6, 9, 24, 48}) {
-            const AttentionParams p = prefill_shape(seqs, q, 1 << 16, heads, head_dim);
-            const int splits = attention_prefill_num_splits(p, sms);
-            EXPECT_LE(attention_prefill_workspace_bytes(p, splits), bound)
-                << "d" << head_dim << " sms " << sms << " seqs " << seqs << " q " << q
-                << " heads " << heads << " splits " << splits;
+            for (bool causal : {true, false}) {  // non-causal: the stream-K slots (v31)
+              AttentionParams p = prefill_shape(seqs, q, 1 << 16, heads, head_dim);
+              p.causal = causal;
+              const int splits = attention_prefill_num_splits(p, sms);
+              EXPECT_LE(attention_prefill_workspace_bytes(p, splits), bound)
+                  << "d" << head_dim << " sms " << sms << " seqs " << seqs << " q " << q
+                  << " heads " << heads << " splits " << splits << " causal " << causal;
+            }
           }
         }
       }

@@ -122,8 +122,11 @@ using PrefillCase = std::tuple<PrefillImpl, DType, int, bool, int, bool>;
 class PrefillTest : public ::testing::TestWithParam<PrefillCase> {};
 
 // The fused prefill with `impl` (in num_splits key splits, the workspace poisoned) against the
-// reference, on a fresh random problem of shape s.
-void check_prefill(ProblemShape s, PrefillImpl impl, int num_splits = 1) {
+// reference, on a fresh random problem of shape s. Unsplit, with_workspace gives the call its
+// optional workspace (attention_prefill_workspace_bytes: a non-causal call's stream-K walk,
+// v31) or none (attention_prefill(p, stream)).
+void check_prefill(ProblemShape s, PrefillImpl impl, int num_splits = 1,
+                   bool with_workspace = true) {
   for (size_t i = 0; i < s.q_lens.size(); ++i) s.q_lens[i] = std::min(s.q_lens[i], s.kv_lens[i]);
   const uint32_t seed = fresh_seed();
   const Problem pr(s, seed);
@@ -135,11 +138,13 @@ void check_prefill(ProblemShape s, PrefillImpl impl, int num_splits = 1) {
     AttentionParams p = base;
     p.out = out;
     p.lse = lse;
-    return num_splits == 1 ? attention_prefill(p, nullptr)
-                           : attention_prefill(p, num_splits, ws.get(), ws.bytes(), nullptr);
+    return num_splits == 1 && !with_workspace
+               ? attention_prefill(p, nullptr)
+               : attention_prefill(p, num_splits, ws.get(), ws.bytes(), nullptr);
   });
   expect_within_naive(pr, fused, run_naive(pr, base),
-                      "seed " + std::to_string(seed) + " splits " + std::to_string(num_splits));
+                      "seed " + std::to_string(seed) + " splits " + std::to_string(num_splits) +
+                          (with_workspace ? "" : " no workspace"));
 }
 
 void run_prefill_case(const PrefillCase& param, int num_splits = 1) {
@@ -243,6 +248,8 @@ TEST(PersistentPrefillTest, LongWalksMatchTheReference) {
             s.q_lens[i] = std::min(s.q_lens[i], s.kv_lens[i]);
           }
           check_prefill(s, PrefillImpl::kHopperPersistent);
+          // Without the workspace a non-causal call walks as a causal one (static / counter).
+          if (!causal) check_prefill(s, PrefillImpl::kHopperPersistent, 1, false);
         }
       }
     }
@@ -294,6 +301,58 @@ TEST(PersistentPrefillTest, CallsBackToBackEachRunEveryTile) {
     EXPECT_EQ(again_a.lse, first_a.lse) << "call " << i;
     EXPECT_EQ(again_b.out, first_b.out) << "call " << i;
     EXPECT_EQ(again_b.lse, first_b.lse) << "call " << i;
+  }
+}
+
+// v31, v32: the stream-K walk (kHopperPersistent at head_dim 128, non-causal, no window, more
+// than 512 keys, given the workspace) runs whole rounds of tiles, then cuts the tiles left over
+// into key-tile pieces over all the CTAs; a tile's first piece merges the others' partials,
+// handed over through flags that must be 0 again after every launch. On a 132-SM GPU the shapes
+// leave 12 tiles of 9 key tiles in 1-unit pieces over 108 CTAs (each tile merged from 9
+// pieces), no tile left (one whole round), 24 tiles of 6 key tiles of which the second
+// sequence's hold 3 (the pieces past them clipped away) and its last row blocks none, and a
+// chunked call. Each call twice: the same bits (a flag left set would let a merge read a
+// partial before it is written). At d64 the same calls run the counter walk.
+TEST(PersistentPrefillTest, StreamKPiecesMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  if (!device_is_hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  struct Case { int heads; std::vector<int> q_lens, kv_lens; };
+  const std::vector<Case> cases = {{16, {1100}, {1100}},
+                                   {11, {512, 512, 512}, {640, 640, 640}},
+                                   {24, {700, 300}, {700, 300}},
+                                   {8, {64, 200, 1}, {1500, 900, 7}}};
+  for (int head_dim : {128, 64}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE("d" + std::to_string(head_dim) + " h" + std::to_string(c.heads) + " seqs " +
+                   std::to_string(c.q_lens.size()) + " first q " + std::to_string(c.q_lens[0]));
+      ProblemShape s;
+      s.head_dim = head_dim;
+      s.causal = false;
+      s.num_heads = c.heads;
+      s.num_kv_heads = c.heads;
+      s.q_lens = c.q_lens;
+      s.kv_lens = c.kv_lens;
+      const Problem pr(s, fresh_seed());
+      AttentionParams base = pr.params(nullptr, nullptr);
+      base.prefill_impl = PrefillImpl::kHopperPersistent;
+      const size_t bytes = attention_prefill_workspace_bytes(base, 1);
+      EXPECT_EQ(bytes > 0, head_dim == 128);  // the stream-K slots, d128 only
+      DeviceBuffer ws(std::max<size_t>(bytes, 1));
+      ws.poison();
+      auto run = [&] {
+        return run_poisoned(pr, pr.num_tokens, [&](void* out, float* lse) {
+          AttentionParams p = base;
+          p.out = out;
+          p.lse = lse;
+          return attention_prefill(p, 1, ws.get(), ws.bytes(), nullptr);
+        });
+      };
+      const Outputs first = run();
+      expect_within_naive(pr, first, run_naive(pr, pr.params(nullptr, nullptr)), "stream-K");
+      const Outputs again = run();
+      EXPECT_EQ(again.out, first.out);
+      EXPECT_EQ(again.lse, first.lse);
+    }
   }
 }
 
