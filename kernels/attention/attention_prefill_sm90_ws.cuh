@@ -173,8 +173,9 @@ __device__ __forceinline__ void load_tile_group(T* tile, int first_valid_row, in
 // - kCounter (v26): each CTA's producer takes its next tile from a device-wide counter as it
 //   gets to it (`sm90ws_tile_counter`) and hands it to the consumers through a slot.
 // The launcher runs kStatic on calls of at most 512 keys, kCounter on longer ones (NOTES.md
-// v30: each walk where it measured faster).
-// - kStreamK (v31; non-causal calls without a window, given the workspace): the static walk's
+// v30: each walk where it measured faster), kStreamK where it runs:
+// - kStreamK (v31-v33; head_dim 128, non-causal, no window, more than 512 keys, given the
+//   workspace; attention_prefill.cu, stream_k_walks): the static walk's
 //   whole rounds, then the tiles left over (fewer than a round, which would leave the other SMs
 //   idle for a whole tile's time) cut into key-tile pieces shared evenly by all the CTAs
 //   (stream-K): CTA c takes units [c U / G, (c + 1) U / G) of the U = tiles left x key tiles a
