@@ -38,6 +38,15 @@ __device__ __forceinline__ void fence_operands(float (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
+// Named barriers (bar.sync / bar.arrive): `threads` of the CTA, a multiple of 32, meet at
+// barrier `id` (1-15; 0 is __syncthreads'); arrive does not wait.
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Shared-memory mbarriers (a full / empty pair per ring slot of a warp-specialized kernel):
 // init with the arrival count of a phase, arrive, and wait until the phase of `parity`
 // (0 for the first, then alternating) has completed.

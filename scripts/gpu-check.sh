@@ -16,7 +16,8 @@
 # and run with LD_LIBRARY_PATH=.gpu/lib:/usr/local/cuda/lib64. BENCH_ARGS (e.g. --quick)
 # goes to both benchmark programs; NCU_KERNEL / NCU_COUNT narrow the ncu stage (default: every
 # prefill kernel, 4 launches) and NCU_PROFILE the bench's profile flag (default --profile:
-# s8k full; --profile=512: the s512 rows, full and causal, 8 launches on Hopper); with
+# s8k full; --profile=512: the s512 rows, full and causal, 12 launches on Hopper: mma.sync,
+# wgmma, wgmma_ps a row); with
 # NCU_PEER_SEQ=S the stage also profiles cuDNN's kernel at the length-S rows
 # (bench/attention/peers_profile.py, 12 launches: warm-ups included). TESTS_TIMEOUT /
 # BENCH_TIMEOUT / PEERS_TIMEOUT (s, default 240 / 300 / 400) bound the tests, bench and peers

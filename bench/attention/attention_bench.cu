@@ -37,9 +37,11 @@
 //                   [--csv FILE] [--quick] [--profile[=S]] [--host] (default: all rows, both dtypes)
 //                   [--decode-splits=2,4,8]  (each decode grid row also at these splits)
 //                   [--max-keys=N]  (prefill and serving rows of at most N keys only)
+//                   [--min-keys=N]  (prefill and serving rows of at least N keys only)
 //                   [--heads=N]  (the prefill grid at N heads instead of h x d = 2048)
 //   attention_bench --lengths     the varlen batch's lengths, one a line (touches no GPU)
-// --profile: one untimed launch of each prefill kernel (s8k full; d128, d64), for ncu;
+// --profile: one untimed launch of each prefill kernel (s8k full; d128, d64; mma.sync, wgmma,
+// wgmma_ps), for ncu;
 // --profile=S: the same at the grid's length-S rows (b = 16384 / S), full then causal.
 // --host: the host time of one attention_prefill call per prefill kernel at a serving-sized
 // chunk (b1, 16 new queries onto 1,024 keys, 32/8 d64 causal); no GPU time is counted. The
@@ -338,9 +340,14 @@ bool run_prefill_impls(PagedProblem& pr, const std::string& kind, const std::str
   return all_ok;
 }
 
-// --max-keys=N: prefill grid and serving rows whose max_seqlen_k passes N are left out (a
-// before/after call on the short rows gets more rounds in its time).
+// --max-keys=N / --min-keys=N: prefill grid and serving rows whose max_seqlen_k passes N /
+// falls short of N are left out (a before/after call on a few rows gets more rounds in its
+// time).
 int g_max_keys = std::numeric_limits<int>::max();
+int g_min_keys = 0;
+bool keys_selected(int max_seqlen_k) {
+  return max_seqlen_k >= g_min_keys && max_seqlen_k <= g_max_keys;
+}
 // --heads=N: the prefill grid at N heads (= K/V heads) for both head dims instead of h x d =
 // 2048, e.g. so that the d128 grid's 128 N tiles fill whole waves of the SMs (a probe of the
 // last wave's idle SMs; peers_sdpa.py takes the same flag). 0: the grid's heads.
@@ -357,7 +364,7 @@ bool bench_prefill(bool quick, bool hopper, DType dtype) {
   for (int head_dim : {64, 128}) {
     for (bool causal : {false, true}) {
       for (int s : lens) {
-        if (s > g_max_keys) continue;
+        if (!keys_selected(s)) continue;
         const int batch = 16384 / s, heads = prefill_grid_heads(head_dim);
         PagedProblem pr =
             make_problem(batch, s, s, heads, heads, head_dim, causal, 1234 + s, dtype);
@@ -525,7 +532,7 @@ bool bench_serving(bool quick, bool hopper, DType dtype) {
   for (size_t i = 0; i < lens.size(); ++i) cu[i + 1] = cu[i] + lens[i];
   const std::vector<int32_t> seqlens(lens.begin(), lens.end());
   for (const HeadShape& sh : kServingShapes) {
-    if (kVarlenMax > g_max_keys) break;
+    if (!keys_selected(kVarlenMax)) break;
     PagedProblem pr =
         make_problem(lens, lens, sh.heads, sh.kv_heads, sh.head_dim, true, 2020, dtype);
     const std::string config = "b" + std::to_string(kVarlenSeqs) + " varlen" +
@@ -541,7 +548,7 @@ bool bench_serving(bool quick, bool hopper, DType dtype) {
   for (int batch : quick ? std::vector<int>{8} : std::vector<int>{1, 8}) {
     for (int ctx : quick ? std::vector<int>{1024, 8192} : std::vector<int>{1024, 2048, 4096, 8192}) {
       for (const HeadShape& sh : kServingShapes) {
-        if (ctx + kChunkTokens > g_max_keys) break;
+        if (!keys_selected(ctx + kChunkTokens)) continue;
         PagedProblem pr = make_problem(batch, kChunkTokens, ctx + kChunkTokens, sh.heads,
                                        sh.kv_heads, sh.head_dim, true, 3030 + ctx, dtype);
         const std::string config = "b" + std::to_string(batch) + " q" +
@@ -642,6 +649,8 @@ void host_costs(bool hopper) {
 
 // One launch of each prefill implementation at the grid's row of length `seq` (batch
 // 16384 / seq), d128 then d64, non-causal (and then causal when `causal`), untimed: for ncu.
+// Order per row: mma.sync, the one-tile wgmma, its persistent form (with the workspace the
+// stream-K walk takes where it runs).
 void profile_prefill(bool hopper, int seq, bool causal) {
   for (bool c : {false, true}) {
     if (c && !causal) break;
@@ -653,6 +662,9 @@ void profile_prefill(bool hopper, int seq, bool causal) {
       if (hopper) {
         pr.p.prefill_impl = PrefillImpl::kHopper;
         BENCH_OK(attention_prefill(pr.p, nullptr));
+        pr.p.prefill_impl = PrefillImpl::kHopperPersistent;
+        Buffer ws(std::max<size_t>(attention_prefill_workspace_bytes(pr.p, 1), 1));
+        BENCH_OK(attention_prefill(pr.p, 1, ws.ptr, ws.bytes, nullptr));
       }
       BENCH_CUDA(cudaDeviceSynchronize());
     }
@@ -703,6 +715,13 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+    else if (!std::strncmp(argv[i], "--min-keys=", 11)) {
+      g_min_keys = std::atoi(argv[i] + 11);
+      if (g_min_keys <= 0) {
+        std::fprintf(stderr, "--min-keys=N: N must be a positive number of keys\n");
+        return 2;
+      }
+    }
     else if (!std::strncmp(argv[i], "--heads=", 8)) {
       g_prefill_heads = std::atoi(argv[i] + 8);
       if (g_prefill_heads <= 0) {
@@ -731,7 +750,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--prefill] [--decode] [--window] [--serving] [--quick] [--profile[=S]] [--host]\n"
                    "          [--dtype bf16|fp16|both] [--csv FILE] [--decode-splits=LIST] [--max-keys=N]\n"
-                   "          [--heads=N]\n",
+                   "          [--min-keys=N] [--heads=N]\n",
                    argv[0]);
       return 2;
     }

@@ -79,52 +79,14 @@
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_common.cuh"
 #include "kernels/attention/attention_mask.h"
+#include "kernels/attention/attention_prefill_sm90_shape.cuh"
+#include "kernels/attention/attention_prefill_sm90_walks.cuh"
 #include "kernels/paged_kv.h"
 #include "kernels/sm90_wgmma.cuh"
 
 namespace flashserve::kernels::device {
 
-// Consumer warpgroups (64 query rows each). d128: 2, since O (64) + S (64) + P (32) accumulator
-// registers need ~205 per thread and 3 x 232 + producer would not fit 64K registers. d64: 3,
-// since O shrinks to 32 registers, ~150 fit 160 each (128 x (3 x 160 + 32) = 65536), and a
-// K/V tile in shared memory then serves 192 rows instead of 128 (FA3's 192 x 128 for hdim 64).
-constexpr int sm90ws_consumer_warpgroups(int head_dim) { return head_dim == 64 ? 3 : 2; }
-constexpr int sm90ws_consumer_threads(int head_dim) {
-  return 128 * sm90ws_consumer_warpgroups(head_dim);
-}
-// One producer warpgroup on top (setmaxnreg works per warpgroup, so the producer is 128 threads).
-constexpr int sm90ws_threads(int head_dim) { return sm90ws_consumer_threads(head_dim) + 128; }
-// setmaxnreg budgets, sum over the CTA <= 65536: d128 128 * (2 * 232 + 40) = 64512; d64 128 *
-// (3 * 160 + 32) = 65536 (the d64 producer keeps one destination base per thread: J = 1).
-constexpr int sm90ws_consumer_regs(int head_dim) { return head_dim == 64 ? 160 : 232; }
-constexpr int sm90ws_producer_regs(int head_dim) { return head_dim == 64 ? 32 : 40; }
-constexpr int sm90ws_block_m(int head_dim) { return 64 * sm90ws_consumer_warpgroups(head_dim); }
-// 128 keys: S is one m64n128 wgmma chain per warpgroup; a wider tile would add 32+ S/P
-// registers per consumer thread, which d64's 160 cannot hold.
-constexpr int sm90ws_block_n() { return 128; }
-// Two stages: a third did not help (measured: bench/attention/NOTES.md), and d128 at 2 stages
-// is already 160 KiB of shared memory.
-constexpr int sm90ws_stages() { return 2; }
-// Q (two in the persistent form: the next tile's Q loads while the current one is read) +
-// kStages K + kStages V tiles, 1 KiB to align them to 1024 B, 256 B for the mbarriers
-// (d128: 161 KiB, persistent 193 KiB; d64: 89 KiB, persistent 113 KiB).
-constexpr int sm90ws_smem_bytes(int head_dim, bool persistent = false) {
-  return ((persistent ? 2 : 1) * sm90ws_block_m(head_dim) +
-          2 * sm90ws_stages() * sm90ws_block_n()) * head_dim * 2 +
-         1024 + 256;
-}
-static_assert(128 * (sm90ws_consumer_warpgroups(64) * sm90ws_consumer_regs(64) +
-                     sm90ws_producer_regs(64)) <= 65536 &&
-              128 * (sm90ws_consumer_warpgroups(128) * sm90ws_consumer_regs(128) +
-                     sm90ws_producer_regs(128)) <= 65536,
-              "setmaxnreg budgets exceed the register file");
 
-__device__ __forceinline__ void named_bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 
 // load_tile_async for kThreads threads numbered tid (kSw128 layout): thread copies chunk
 // tid % C (C = kHeadDim / 8 chunks per row) of rows tid / C + i * R (R = kThreads / C rows per
@@ -161,49 +123,7 @@ __device__ __forceinline__ void load_tile_group(T* tile, int first_valid_row, in
 // kSplit: the split prefill's instantiation (num_splits > 1, the partials' epilogue); the
 // other one is the kernel without any of it (a second mode is a kernel of its own:
 // CONTRIBUTING.md; as a runtime branch it cost the one-split rows 3-4 %, NOTES.md v19).
-// kWalk: the grid's form. kOneTile: one CTA a tile. The two persistent forms (kPersistent):
-// gridDim.x CTAs (at most one an SM) walk the list of tiles (row block reversed fastest, then
-// head, then sequence: the one-tile grid's order, the longest causal row block of a head
-// first), each tile as the one-tile kernel runs it; the K/V rings and their phases run on
-// across tiles, and two Q buffers let the producer load the next tile's Q and first K/V while
-// the consumers finish the current one (NOTES.md v25, v26). They differ in which CTA runs
-// which tile:
-// - kStatic (v25): one wave-sized round at a time, rotated so that each CTA meets every row
-//   block (`walk_tile`); each role of a CTA computes its walk itself.
-// - kCounter (v26): each CTA's producer takes its next tile from a device-wide counter as it
-//   gets to it (`sm90ws_tile_counter`) and hands it to the consumers through a slot.
-// The launcher runs kStatic on calls of at most 512 keys, kCounter on longer ones (NOTES.md
-// v30: each walk where it measured faster), kStreamK where it runs:
-// - kStreamK (v31-v33; head_dim 128, non-causal, no window, more than 512 keys, given the
-//   workspace; attention_prefill.cu, stream_k_walks): the static walk's
-//   whole rounds, then the tiles left over (fewer than a round, which would leave the other SMs
-//   idle for a whole tile's time) cut into key-tile pieces shared evenly by all the CTAs
-//   (stream-K): CTA c takes units [c U / G, (c + 1) U / G) of the U = tiles left x key tiles a
-//   tile. A tile shared by several CTAs is finished by the one holding its first keys (its
-//   range's last piece): the others (their ranges' first pieces, run first) leave O normalised
-//   over their keys and the LSE in their CTA's workspace slot and raise their flag; it merges
-//   them by the LSE.
-enum class Sm90Walk { kOneTile, kStatic, kCounter, kStreamK };
-
-// kStreamK's workspace: one slot a CTA (at most kSm90SkMaxCtas CTAs), O (fp32, normalised over
-// the piece's keys) in the consumers' fragment order, then each consumer thread's two rows'
-// LSE. The flags, one a (CTA, consumer warpgroup), are raised by the piece's warpgroup once its
-// slot is written and cleared by the merging warpgroup, so they are 0 between launches (one
-// stream-K call at a time on a device, as the counter walk's).
-constexpr int kSm90SkMaxCtas = 144;  // every sm_90 part has at most 132 SMs
-constexpr int sm90ws_sk_slot_floats(int head_dim) {
-  return sm90ws_consumer_threads(head_dim) * (head_dim / 2 + 2);
-}
-__device__ unsigned int sm90ws_sk_flags[kSm90SkMaxCtas * 3];
-
-// The counter walk's tile counter (v26): each CTA's producer takes the next tile of the
-// list with an atomicAdd, so the tiles go to the CTAs in list order as they free up (the
-// hardware's order for a one-tile grid), and tiles without rows are skipped there. Every CTA
-// ends with exactly one take past the list's end; the take that returns tiles + gridDim.x - 1
-// is the launch's last, and its CTA sets the counter back to 0 for the next launch. So one
-// persistent prefill runs at a time on a device: launches on one stream, as the runner's are
-// (a concurrent one on another stream would take tiles of this one's list).
-__device__ unsigned int sm90ws_tile_counter = 0;
+// kWalk: the grid's form (attention_prefill_sm90_walks.cuh).
 
 template <typename T, int kHeadDim, bool kSplit, Sm90Walk kWalk = Sm90Walk::kOneTile>
 __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
@@ -231,17 +151,8 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   static_assert(!(kSplit && kPersistent), "the split grid is under one wave: not persistent");
   // Longest (causal) row blocks first; with splits, a row block's splits side by side.
   const int split = kSplit ? blockIdx.x % num_splits : 0;
-  // The walk (one tile, the CTA's own, when not persistent).
-  // kCounter: the CTA's producer takes tiles of the list from sm90ws_tile_counter, skipping
-  // those without rows, and hands each to the consumers through a slot of its Q buffer
-  // (tile_slot, id_full below); -1 ends the walk.
-  // kStatic: round k of the grid's G CTAs runs tiles [k G, (k + 1) G) of the list, the set a
-  // one-tile grid runs as its wave k (so the L2 sees the same K/V at once), and CTA i takes
-  // tile k G + (i + k) mod G of it (none past the list's end). With the row block fastest in
-  // the list, a plain stride (tile k G + i) would give CTA i the same row block in every round
-  // whenever G is a multiple of the row blocks (132 CTAs, 4 of them at s512): under the causal
-  // mask the CTAs of the longest blocks would take 4x the others' time. The rotation walks
-  // each CTA through every row block (by steps of 1 + G mod row_blocks a round).
+  // The walk (one tile, the CTA's own, when not persistent; attention_prefill_sm90_walks.cuh
+  // has the persistent ones).
   const int row_blocks = (p.max_seqlen_q + kBlockM - 1) / kBlockM;
   const int walk_tiles = kPersistent ? row_blocks * p.num_heads * p.num_seqs : 1;
   const int walk_grid = kPersistent ? static_cast<int>(gridDim.x) : 1;
@@ -249,32 +160,8 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   auto walk_tile = [&](int k) {
     return kPersistent ? k * walk_grid + (static_cast<int>(blockIdx.x) + k) % walk_grid : 0;
   };
-  // kStreamK: whole tiles for the first sk_rounds rounds (walk_tile), then the pieces of the
-  // CTA's units [sk_start(c), sk_start(c + 1)) of the sk_left tiles left, sk_units key tiles
-  // each (every tile's count at most: a shorter sequence's tile clips its pieces).
-  const int sk_units = kStreamK ? (p.max_seqlen_k + kBlockN - 1) / kBlockN : 1;
-  const int sk_rounds = kStreamK ? walk_tiles / walk_grid : 0;
-  const int64_t sk_total = kStreamK ? int64_t{walk_tiles - sk_rounds * walk_grid} * sk_units : 0;
-  auto sk_start = [&](int c) { return sk_total * c / walk_grid; };
-  // Item k of the walk: tile l, key tiles [kb0, kb1) of its sk_units; u: the next tail unit.
-  // (The CTA's tail end, computed once: the producer holds it in its 40 registers.)
-  const int64_t sk_end = kStreamK ? sk_start(static_cast<int>(blockIdx.x) + 1) : 0;
-  auto sk_item = [&](int k, int64_t& u, int& l, int& kb0, int& kb1) {
-    if (k < sk_rounds) {
-      l = walk_tile(k);
-      kb0 = 0;
-      kb1 = sk_units;
-      return true;
-    }
-    const int64_t end = sk_end;
-    if (u >= end) return false;
-    const int64_t t = u / sk_units;
-    kb0 = static_cast<int>(u - t * sk_units);
-    kb1 = static_cast<int>(min(int64_t{sk_units}, kb0 + (end - u)));
-    l = sk_rounds * walk_grid + static_cast<int>(t);
-    u += kb1 - kb0;
-    return true;
-  };
+  const Sm90StreamK stream_k(kStreamK, walk_tiles, walk_grid,
+                             (p.max_seqlen_k + kBlockN - 1) / kBlockN, static_cast<int>(blockIdx.x));
   struct Geometry {
     int seq, head, q_start, q_len, m_base, kv_len, q_offset, kv_head, rows, window,
         window_start, first_tile, num_tiles;
@@ -405,7 +292,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     int ring = 0;
     int q_round = 0;
     // (kCounter: k counts nothing; the walk ends at the take of -1.)
-    int64_t sk_u = kStreamK ? sk_start(static_cast<int>(blockIdx.x)) : 0;
+    int64_t sk_u = kStreamK ? stream_k.start(static_cast<int>(blockIdx.x)) : 0;
     for (int k = 0; kCounter || kStreamK || k < walk_rounds; ++k) {
     // Q buffer qb is overwritten only once every consumer thread is done with tile
     // q_round - 2 (its output's TMA store read included).
@@ -435,7 +322,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
       l = tile_slot[qb];
       if (l < 0) break;
     } else if constexpr (kStreamK) {
-      if (!sk_item(k, sk_u, l, kb0, kb1)) break;
+      if (!stream_k.item(k, sk_u, l, kb0, kb1, walk_tile)) break;
     } else {
       l = walk_tile(k);
       if (l >= walk_tiles) continue;
@@ -544,7 +431,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   // before its epilogue and the next tile's geometry loads, so warpgroup 0 need not wait for
   // them), and warpgroup 0 takes the one hand-over left at the walk's end.
   if (kPersistent && warpgroup == kWarpgroups - 1) named_bar_arrive(1, 256);
-  int64_t sk_u = kStreamK ? sk_start(static_cast<int>(blockIdx.x)) : 0;
+  int64_t sk_u = kStreamK ? stream_k.start(static_cast<int>(blockIdx.x)) : 0;
   for (int k = 0; kCounter || kStreamK || k < walk_rounds; ++k) {
   int l;
   int kb0 = 0, kb1 = 0;
@@ -553,7 +440,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     l = tile_slot[q_round & 1];
     if (l < 0) break;
   } else if constexpr (kStreamK) {
-    if (!sk_item(k, sk_u, l, kb0, kb1)) break;
+    if (!stream_k.item(k, sk_u, l, kb0, kb1, walk_tile)) break;
   } else {
     l = walk_tile(k);
     if (l >= walk_tiles) continue;
@@ -570,7 +457,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   // kStreamK: a piece after the tile's first keys leaves its partial; the one with them
   // merges the tile's others (when it is not the whole tile).
   const bool sk_rest = kStreamK && kb0 > 0;
-  const bool sk_first = kStreamK && kb0 == 0 && kb1 < sk_units;
+  const bool sk_first = kStreamK && kb0 == 0 && kb1 < stream_k.units;
   const int seq = g.seq, head = g.head, q_start = g.q_start, q_len = g.q_len;
   const int m_base = g.m_base, kv_len = g.kv_len, q_offset = g.q_offset, window = g.window;
   const int first_tile = g.first_tile, num_tiles = g.num_tiles;
@@ -795,84 +682,21 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
       epi_lse[h] = l > 0.f ? row_max[h] * p.softmax_scale + logf(l) : kNegInf;
     }
     if (sk_rest || sk_first) {
-      // O normalised over this piece's keys (then 1 / l is 1).
-#pragma unroll
-      for (int j = 0; j < kHeadDim / 8; ++j) {
-        o[4 * j + 0] *= epi_inv_l[0];
-        o[4 * j + 1] *= epi_inv_l[0];
-        o[4 * j + 2] *= epi_inv_l[1];
-        o[4 * j + 3] *= epi_inv_l[1];
-      }
-      epi_inv_l[0] = epi_inv_l[1] = 1.f;
-      const int tid = threadIdx.x;
+      sk_normalise<kHeadDim>(o, epi_inv_l);  // O over this piece's keys (1 / l then 1)
       const int bar = 1 + kWarpgroups + warpgroup;
-      auto slot = [&](int c) {  // (kStreamK: o_partial is the workspace's slots)
-        return o_partial + static_cast<int64_t>(c) * sm90ws_sk_slot_floats(kHeadDim);
-      };
       if (sk_rest) {
-        // The partial, in this thread's fragment order (the merging CTA's thread tid holds
-        // the same rows and columns), then the warpgroup's flag once all 128 threads' writes
-        // are visible device-wide.
-        float* dst = slot(blockIdx.x);
-#pragma unroll
-        for (int j = 0; j < kHeadDim / 8; ++j) {
-          reinterpret_cast<float4*>(dst)[j * kConsumers + tid] =
-              make_float4(o[4 * j], o[4 * j + 1], o[4 * j + 2], o[4 * j + 3]);
-        }
-        reinterpret_cast<float2*>(dst + kConsumers * kORegs)[tid] =
-            make_float2(epi_lse[0], epi_lse[1]);
-        __threadfence();
-        named_bar_sync(bar, 128);
-        if (threadIdx.x % 128 == 0) {
-          asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(
-                           &sm90ws_sk_flags[blockIdx.x * 3 + warpgroup]),
-                       "r"(1u)
-                       : "memory");
-        }
+        sk_publish<kHeadDim, kConsumers>(sk_slot<kHeadDim>(o_partial, blockIdx.x), o, epi_lse,
+                                         bar, &sm90ws_sk_flags[blockIdx.x * 3 + warpgroup]);
       } else {
         // The tile's other pieces: the first pieces of the next CTAs whose ranges start
         // inside it (in the tail's units), unless clipped away (a shorter sequence).
-        const int64_t tile_end = int64_t{l - sk_rounds * walk_grid + 1} * sk_units;
-        for (int c2 = blockIdx.x + 1; c2 < walk_grid && sk_start(c2) < tile_end; ++c2) {
-          const int64_t s2 = sk_start(c2);
-          if (s2 >= sk_start(c2 + 1)) continue;  // a CTA without units
-          if (s2 - (tile_end - sk_units) >= tile_key_tiles) continue;  // clipped: none
-          unsigned int* flag = &sm90ws_sk_flags[c2 * 3 + warpgroup];
-          if (threadIdx.x % 128 == 0) {
-            unsigned int f = 0;
-            for (;;) {
-              asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n"
-                           : "=r"(f)
-                           : "l"(flag)
-                           : "memory");
-              if (f != 0) break;
-              __nanosleep(100);
-            }
-            *flag = 0;  // consumed: 0 again for the next launch
-          }
-          named_bar_sync(bar, 128);
-          const float* src = slot(c2);
-          const float2 lse2 = __ldcg(reinterpret_cast<const float2*>(src + kConsumers * kORegs) + tid);
-          const float lse_b[2] = {lse2.x, lse2.y};
-          float wa[2], wb[2];
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const float mx = fmaxf(epi_lse[h], lse_b[h]);
-            wa[h] = mx == kNegInf ? 0.f : __expf(epi_lse[h] - mx);
-            wb[h] = mx == kNegInf ? 0.f : __expf(lse_b[h] - mx);
-            const float sum = wa[h] + wb[h];
-            epi_lse[h] = mx == kNegInf ? kNegInf : mx + logf(sum);
-            wa[h] = sum > 0.f ? wa[h] / sum : 0.f;
-            wb[h] = sum > 0.f ? wb[h] / sum : 0.f;
-          }
-#pragma unroll
-          for (int j = 0; j < kHeadDim / 8; ++j) {
-            const float4 b = __ldcg(reinterpret_cast<const float4*>(src) + j * kConsumers + tid);
-            o[4 * j + 0] = o[4 * j + 0] * wa[0] + b.x * wb[0];
-            o[4 * j + 1] = o[4 * j + 1] * wa[0] + b.y * wb[0];
-            o[4 * j + 2] = o[4 * j + 2] * wa[1] + b.z * wb[1];
-            o[4 * j + 3] = o[4 * j + 3] * wa[1] + b.w * wb[1];
-          }
+        const int64_t tile_end = int64_t{l - stream_k.rounds * walk_grid + 1} * stream_k.units;
+        for (int c2 = blockIdx.x + 1; c2 < walk_grid && stream_k.start(c2) < tile_end; ++c2) {
+          const int64_t s2 = stream_k.start(c2);
+          if (s2 >= stream_k.start(c2 + 1)) continue;  // a CTA without units
+          if (s2 - (tile_end - stream_k.units) >= tile_key_tiles) continue;  // clipped: none
+          sk_merge<kHeadDim, kConsumers>(o, epi_lse, sk_slot<kHeadDim>(o_partial, c2), bar,
+                                         &sm90ws_sk_flags[c2 * 3 + warpgroup]);
         }
       }
     }
