@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Next session's call F (any Hopper GPU; carry .chunks/s51; ~400 s). Bundle: .chunks/s51/head.txz
-# = attention_cuda_test + attention_bench of the head (scripts/gpu-bundle.sh folder tarred:
-# tar -cJf head.txz -C DIR .gpu), head.commit its commit.
+# Next session's call F (any Hopper GPU; carry .chunks/s51; ~400 s). Bundle:
+# `bench/attention/make_bundle.sh .chunks/s51 head` (attention_cuda_test + attention_bench of
+# the head, head.commit beside it).
 #   1. past 4,096 keys, the persistent form against the one-tile grid in the head's own
 #      columns: 7 runs of `attention_bench --prefill --serving --dtype bf16 --min-keys=4097`,
 #      then rule_long.py (rule written before the call);
