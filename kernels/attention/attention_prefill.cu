@@ -47,6 +47,12 @@ constexpr bool hopper_path_preferred(int head_dim, bool causal, int max_seqlen_q
 // v31 outcome): the d128 full rows of 1k-8k keys 1.03-1.05x (the last partial round's idle
 // SMs), s512 0.97x (the pieces' hand-over costs more than the short tail), d64 full 0.96-1.05x
 // (1k 0.97x: its rounds are the static walk's, which lose to the counter walk there).
+// The one-tile grid's CTAs: row blocks x heads x sequences (the persistent form's tiles).
+int64_t hopper_tiles(const AttentionParams& p) {
+  const int64_t block_m = device::sm90ws_block_m(p.head_dim);
+  return (p.max_seqlen_q + block_m - 1) / block_m * int64_t{p.num_heads} * p.num_seqs;
+}
+
 bool stream_k_walks(const AttentionParams& p) {
   return p.head_dim == 128 && !p.causal && p.sliding_window <= 0 && p.max_seqlen_k > 512;
 }
@@ -65,9 +71,7 @@ bool stream_k_walks(const AttentionParams& p) {
 // not known, as if more. Longer calls keep the one-tile grid (and its split for short grids).
 bool hopper_persistent_preferred(const AttentionParams& p, int num_sms) {
   if (p.max_seqlen_k <= 1024) return true;
-  const int64_t block_m = device::sm90ws_block_m(p.head_dim);
-  const int64_t tiles = (p.max_seqlen_q + block_m - 1) / block_m * int64_t{p.num_heads} * p.num_seqs;
-  if (num_sms > 0 && tiles <= num_sms) return false;
+  if (num_sms > 0 && hopper_tiles(p) <= num_sms) return false;
   return p.max_seqlen_k <= 4096;
 }
 
@@ -88,9 +92,7 @@ device::Sm90Walk hopper_persistent_walk(const AttentionParams& p, int num_sms,
 
 // kStreamK's slots: one a CTA of the persistent grid (min(tiles, SMs) <= kSm90SkMaxCtas).
 size_t stream_k_bytes(const AttentionParams& p) {
-  const int64_t block_m = device::sm90ws_block_m(p.head_dim);
-  const int64_t tiles = (p.max_seqlen_q + block_m - 1) / block_m * int64_t{p.num_heads} * p.num_seqs;
-  return size_t(std::min<int64_t>(tiles, device::kSm90SkMaxCtas)) *
+  return size_t(std::min<int64_t>(hopper_tiles(p), device::kSm90SkMaxCtas)) *
          device::sm90ws_sk_slot_floats(p.head_dim) * sizeof(float);
 }
 
@@ -242,8 +244,7 @@ int attention_prefill_num_splits(const AttentionParams& p, int num_sms) {
   // that a split's Q load, pipeline fill and epilogue stay a small part of it.
   constexpr int kMinTilesPerSplit = 4;
   const int block_m = device::sm90ws_block_m(p.head_dim);
-  const int64_t ctas =
-      int64_t{(p.max_seqlen_q + block_m - 1) / block_m} * p.num_heads * p.num_seqs;
+  const int64_t ctas = hopper_tiles(p);
   if (ctas >= num_sms) return 1;
   // A row block walks at most the keys its rows see: with a window, W - 1 before its first
   // row to its last row, plus a tile of misalignment.
@@ -259,8 +260,7 @@ int attention_prefill_num_splits(const AttentionParams& p, int num_sms) {
 
 size_t attention_prefill_workspace_bytes(const AttentionParams& p, int num_splits) {
   if (num_splits <= 1) {
-    const bool shaped = p.num_seqs > 0 && p.max_seqlen_q > 0 && p.num_heads > 0 &&
-                        (p.head_dim == 64 || p.head_dim == 128);
+    const bool shaped = p.num_seqs > 0 && p.max_seqlen_q > 0 && p.num_heads > 0;
     return shaped && stream_k_walks(p) ? stream_k_bytes(p) : 0;
   }
   return prefill_partial_rows(p, num_splits) * (p.head_dim + 1) * sizeof(float);
@@ -269,10 +269,10 @@ size_t attention_prefill_workspace_bytes(const AttentionParams& p, int num_split
 size_t attention_prefill_workspace_bound(int head_dim, int num_sms) {
   // attention_prefill_num_splits keeps splits x ctas <= num_sms with ctas >= num_seqs x
   // max_seqlen_q x num_heads / block_m, so the partial rows are at most num_sms x block_m;
-  // the stream-K slots are at most kSm90SkMaxCtas.
+  // the stream-K slots (head_dim 128 only) are at most kSm90SkMaxCtas.
   const int block_m = device::sm90ws_block_m(head_dim);
   const size_t split = size_t(std::max(num_sms, 0)) * block_m * (head_dim + 1) * sizeof(float);
-  if (head_dim != 64 && head_dim != 128) return split;
+  if (head_dim != 128) return split;
   return std::max(split, size_t{device::kSm90SkMaxCtas} *
                              device::sm90ws_sk_slot_floats(head_dim) * sizeof(float));
 }

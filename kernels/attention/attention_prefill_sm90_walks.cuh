@@ -83,6 +83,13 @@ struct Sm90StreamK {
         total(enabled ? int64_t{tiles - rounds * walk_grid} * units : 0),
         end(enabled ? start(cta + 1) : 0) {}
   __device__ __forceinline__ int64_t start(int c) const { return total * c / grid; }
+  // A piece's key tiles [kb0, kb1) of a tile whose own run from first_tile is num_tiles long
+  // (a shorter sequence's: fewer than units): the part that exists, possibly none.
+  __device__ __forceinline__ static void clip(int kb0, int kb1, int& first_tile, int& num_tiles) {
+    const int a = min(kb0, num_tiles), b = min(kb1, num_tiles);
+    first_tile += a;
+    num_tiles = b - a;
+  }
   // Item k of the walk: tile l, key tiles [kb0, kb1) of its units; u: the next tail unit
   // (the rounds' tiles from walk_tile(k)). False past the CTA's last unit.
   template <typename WalkTile>

@@ -328,11 +328,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
       if (l >= walk_tiles) continue;
     }
     Geometry g = kPersistent ? geometry(l) : g0;
-    if constexpr (kStreamK) {  // the piece's key tiles, clipped to the tile's
-      const int a = min(kb0, g.num_tiles), b = min(kb1, g.num_tiles);
-      g.first_tile += a;
-      g.num_tiles = b - a;
-    }
+    if constexpr (kStreamK) Sm90StreamK::clip(kb0, kb1, g.first_tile, g.num_tiles);
     if (g.m_base >= g.q_len) continue;  // (persistent only: the one-tile CTA has returned)
     if (g.num_tiles == 0) {
       if constexpr (kPersistent) continue;  // (kStatic only: kCounter takes none such)
@@ -449,9 +445,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   if (g.m_base >= g.q_len) continue;  // (persistent only: the one-tile CTA has returned)
   const int tile_key_tiles = g.num_tiles;  // kStreamK: the whole tile's, before the clip
   if constexpr (kStreamK) {  // as the producer's
-    const int a = min(kb0, g.num_tiles), b = min(kb1, g.num_tiles);
-    g.first_tile += a;
-    g.num_tiles = b - a;
+    Sm90StreamK::clip(kb0, kb1, g.first_tile, g.num_tiles);
     if (g.num_tiles == 0) continue;  // a piece past a shorter sequence's keys: none
   }
   // kStreamK: a piece after the tile's first keys leaves its partial; the one with them
