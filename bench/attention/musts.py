@@ -6,7 +6,7 @@
 Ratios are a column against the same run's cuDNN (`IMPL/cuDNN`), bf16 rows unless said. The
 default, auto, reads the kernel kAuto runs on each row (kernels/attention/README.md): wgmma
 on every grid and serving row (the d64 thresholds sit at 512 queries), in its persistent form
-`wgmma_ps` on the unsplit rows of at most 4,096 keys (v33: rule_common.kauto_v33) where the
+`wgmma_ps` on the unsplit rows of its class (v34: rule_common.kauto_v34) where the
 table has that column (tables from before v25 have not:
 wgmma there, which kAuto then ran; from v25 to v31 kAuto's class stopped at 512, then 1,024
 keys: --impl reads one column). --impl pins one column everywhere. Decode is `ours/cuDNN`.
@@ -22,7 +22,7 @@ import argparse
 import re
 import statistics
 
-from rule_common import kauto_v33  # kAuto's kernel on a row (beside this script)
+from rule_common import kauto_v34  # kAuto's kernel on a row (beside this script)
 
 
 def sections(path):
@@ -72,7 +72,7 @@ def num(s):
 GRID = re.compile(r"^b\d+ s(\d+) h\d+ d(\d+) (full|causal)( fp16)?$")
 
 # kAuto's persistent class (kernels/attention/attention_prefill.cu,
-# hopper_persistent_preferred), restated in rule_common.kauto_v33; the test
+# hopper_persistent_preferred), restated in rule_common.kauto_v34; the test
 # (tests/unit/bench_attention/musts_test.py) pins which column each row reads.
 
 
@@ -94,7 +94,7 @@ def main():
     def ratio_of(r):
         """The row's ratio in the column of the kernel kAuto runs there."""
         short = num(r.get(short_col))
-        if short is not None and kauto_v33(r["config"]) == "wgmma_ps":
+        if short is not None and kauto_v34(r["config"]) == "wgmma_ps":
             return short
         return num(r.get(col))
 

@@ -26,14 +26,14 @@ def kauto(ps_max_keys):
     return lambda k: "wgmma_ps" if max_k(k) <= ps_max_keys else "wgmma"
 
 
-def kauto_v32(config, num_sms=132, full_d128_max_keys=8192):
+def kauto_v32(config, num_sms=132, full_d128_max_keys=8192, causal_d64_max_keys=4096):
     """kAuto's Hopper kernel on a bench row in v32 (kernels/attention/attention_prefill.cu:
     attention_prefill_num_splits, hopper_persistent_preferred), restated: the one-tile `wgmma`
     on a split call (row blocks of 192 queries at d64, 128 at d128, x heads x sequences fewer
     than half the SMs, with >= 8 key tiles of 128), else the persistent form `wgmma_ps` up to
     1,024 keys, and past them on grids of more tiles than SMs up to 4,096 keys,
-    full_d128_max_keys at d128 without the causal mask or a window (the stream-K walk); the
-    one-tile `wgmma` elsewhere."""
+    full_d128_max_keys at d128 without the causal mask or a window (the stream-K walk),
+    causal_d64_max_keys at d64 causal without a window; the one-tile `wgmma` elsewhere."""
     keys = max_k(config)
     d = int(re.search(r" d(\d+)", config)[1])
     heads = int(re.search(r" h(\d+)", config)[1])
@@ -46,13 +46,21 @@ def kauto_v32(config, num_sms=132, full_d128_max_keys=8192):
     if tiles <= num_sms:
         return "wgmma"
     full = " full" in config and " w" not in config
-    return "wgmma_ps" if keys <= (full_d128_max_keys if d == 128 and full else 4096) else "wgmma"
+    causal = " causal" in config and " w" not in config
+    limit = full_d128_max_keys if d == 128 and full else causal_d64_max_keys if d == 64 and causal else 4096
+    return "wgmma_ps" if keys <= limit else "wgmma"
 
 
 def kauto_v33(config, num_sms=132):
     """kAuto's Hopper kernel on a bench row since v33: v32's table with every class at 4,096
     keys (the stream-K walk, d128 full, no longer kAuto's past them)."""
     return kauto_v32(config, num_sms, full_d128_max_keys=4096)
+
+
+def kauto_v34(config, num_sms=132):
+    """kAuto's Hopper kernel on a bench row since v34: v33's with the class grown by
+    results/session51's rule_long run (d128 full to 8,192 keys, d64 causal to 16,384)."""
+    return kauto_v32(config, num_sms, full_d128_max_keys=8192, causal_d64_max_keys=16384)
 
 
 def persistent_class(d, base, new, base_ps_max_keys, new_ps_max_keys, max_keys=1024):

@@ -47,9 +47,10 @@ namespace flashserve::kernels {
 // persistent form (one CTA an SM walks the tiles: a static walk on calls of at most 512 keys,
 // past them tiles taken from a device-wide counter, or at head_dim 128 without the causal mask
 // or a window, given the workspace, the stream-K walk), never split; kAuto picks it where it
-// runs the Hopper kernel unsplit on at most 4,096 keys (NOTES.md v25-v33). One persistent call of more than 512 keys runs at a time on a device
-// (calls on one stream or ordered between streams): two at once would take each other's
-// tiles or hand-over flags.
+// runs the Hopper kernel unsplit on at most 4,096 keys, more at head_dim 64 causal and 128
+// full (attention_prefill_kernel_for; NOTES.md v25-v34). One persistent call of more than 512
+// keys runs at a time on a device (calls on one stream or ordered between streams): two at
+// once would take each other's tiles or hand-over flags.
 enum class PrefillImpl { kAuto, kPortable, kHopper, kHopperPersistent };
 
 // Keys per K/V tile in every attention kernel; the cache block_size must be a multiple.
@@ -102,11 +103,14 @@ absl::Status attention_prefill(const AttentionParams& p, cudaStream_t stream);
 // The kernel attention_prefill(p, num_splits, ...) runs on a GPU of compute capability 9.0
 // (is_hopper) or another: kAuto resolved by the choice table (kernels/attention/README.md) to
 // kPortable, kHopper (the one-tile grid) or kHopperPersistent (unsplit; see PrefillImpl; past
-// 1,024 keys only on a grid of more tiles than num_sms, where num_sms > 0); a pinned impl is
-// itself on Hopper; elsewhere kPortable (attention_prefill rejects a pinned Hopper kernel
-// there).
+// 1,024 keys only on a grid of more tiles than num_sms, where num_sms > 0, up to 4,096 keys,
+// 16,384 at head_dim 64 causal without a window, 8,192 at head_dim 128 non-causal without a
+// window when stream_k_workspace: the call gives attention_prefill_workspace_bytes(p, 1)); a
+// pinned impl is itself on Hopper; elsewhere kPortable (attention_prefill rejects a pinned
+// Hopper kernel there).
 PrefillImpl attention_prefill_kernel_for(const AttentionParams& p, bool is_hopper,
-                                         int num_splits, int num_sms = 0);
+                                         int num_splits, int num_sms = 0,
+                                         bool stream_k_workspace = true);
 
 // Split prefill (split-KV, as decode): the Hopper kernel runs one CTA an SM, so a call of few
 // row blocks (a chunk of one sequence at few heads: SmolLM2's 9 heads x 3 row blocks of a

@@ -57,24 +57,6 @@ bool stream_k_walks(const AttentionParams& p) {
   return p.head_dim == 128 && !p.causal && p.sliding_window <= 0 && p.max_seqlen_k > 512;
 }
 
-// Where kAuto runs the Hopper kernel, its persistent form (one CTA an SM walks the tiles,
-// the next tile's Q and first K/V loaded while the current one finishes) for calls of at most
-// 4,096 keys: there a tile's CTA is short (~12 us at s512) and its start a large part of it,
-// and the last partial round leaves SMs idle. Measured on an H100 (NOTES.md v31 outcome, v32
-// and v33; alternating rounds): the counter walk ran 1.00-1.07x the one-tile grid on the grid
-// rows of 2k-4k keys (d64 full 1.04 / 1.03, causal 1.07 / 1.04; d128 full 1.01 / 1.00, causal
-// 1.04 / 1.03) and lost on the full rows past them (0.94-0.96x at d64 8k-16k, d128 16k); the
-// stream-K walk ran the d128 full rows of 1k-4k 1.02-1.06x and was even at 8k (0.96-1.01x by
-// round), losing at 16k. Past 1,024 keys only on a grid of more tiles than SMs: with fewer,
-// each CTA walks one tile and the form is only its cost (the b1 chunk rows of 32 heads,
-// unsplit at 96-128 tiles: 0.95-0.97x the one-tile grid, RESULTS.md of session 48). num_sms 0:
-// not known, as if more. Longer calls keep the one-tile grid (and its split for short grids).
-bool hopper_persistent_preferred(const AttentionParams& p, int num_sms) {
-  if (p.max_seqlen_k <= 1024) return true;
-  if (num_sms > 0 && hopper_tiles(p) <= num_sms) return false;
-  return p.max_seqlen_k <= 4096;
-}
-
 // The persistent form's walk (kernels/attention/attention_prefill_sm90_ws.cuh), kAuto's and a
 // pinned kHopperPersistent's alike: stream-K where it runs and the workspace was given, else by
 // the call's keys. Measured on an H100 in five alternating rounds (NOTES.md v27 re-test): at
@@ -88,6 +70,40 @@ device::Sm90Walk hopper_persistent_walk(const AttentionParams& p, int num_sms,
     return device::Sm90Walk::kStreamK;
   }
   return p.max_seqlen_k <= 512 ? device::Sm90Walk::kStatic : device::Sm90Walk::kCounter;
+}
+
+// The longest call (keys) of kAuto's persistent class past 1,024 keys, by (head_dim, mask,
+// walk). Past 4,096 keys the class grew where rule_long.py (NOTES.md v34, written before the
+// call) found the persistent form ahead of the one-tile grid in 7 runs on an H100 (wgmma ms /
+// wgmma_ps ms, median): d64 causal 8k / 16k 1.030 / 1.011 (its b8 chunk rows of 4,608 and 8,704
+// keys 1.017-1.030: the counter walk); d128 full 8k 1.026 (the stream-K walk; 16k 0.984 stops
+// it). The others stop at 4,096: d64 full 8k 0.948, d128 causal 8k 0.999. A window keeps 4,096
+// (not measured past it), as does a d128 full call without the stream-K workspace (its counter
+// walk not measured past it).
+int persistent_max_keys(const AttentionParams& p, int num_sms, bool stream_k_workspace) {
+  if (p.sliding_window > 0) return 4096;
+  if (p.head_dim == 64 && p.causal) return 16384;
+  if (hopper_persistent_walk(p, num_sms, stream_k_workspace) == device::Sm90Walk::kStreamK) {
+    return 8192;
+  }
+  return 4096;
+}
+
+// Where kAuto runs the Hopper kernel, its persistent form (one CTA an SM walks the tiles,
+// the next tile's Q and first K/V loaded while the current one finishes) for calls of at most
+// persistent_max_keys: there a tile's CTA is short (~12 us at s512) and its start a large part
+// of it, and the last partial round leaves SMs idle. Measured on an H100 (NOTES.md v31 outcome,
+// v32 and v33; alternating rounds): the counter walk ran 1.00-1.07x the one-tile grid on the
+// grid rows of 2k-4k keys (d64 full 1.04 / 1.03, causal 1.07 / 1.04; d128 full 1.01 / 1.00,
+// causal 1.04 / 1.03); the stream-K walk ran the d128 full rows of 1k-4k 1.02-1.06x. Past 1,024
+// keys only on a grid of more tiles than SMs: with fewer, each CTA walks one tile and the form
+// is only its cost (the b1 chunk rows of 32 heads, unsplit at 96-128 tiles: 0.95-0.97x the
+// one-tile grid, RESULTS.md of session 48). num_sms 0: not known, as if more. Longer calls keep
+// the one-tile grid (and its split for short grids).
+bool hopper_persistent_preferred(const AttentionParams& p, int num_sms, bool stream_k_workspace) {
+  if (p.max_seqlen_k <= 1024) return true;
+  if (num_sms > 0 && hopper_tiles(p) <= num_sms) return false;
+  return p.max_seqlen_k <= persistent_max_keys(p, num_sms, stream_k_workspace);
 }
 
 // kStreamK's slots: one a CTA of the persistent grid (min(tiles, SMs) <= kSm90SkMaxCtas).
@@ -212,13 +228,13 @@ absl::Status launch_portable(const AttentionParams& p, cudaStream_t stream) {
 }  // namespace
 
 PrefillImpl attention_prefill_kernel_for(const AttentionParams& p, bool is_hopper,
-                                         int num_splits, int num_sms) {
+                                         int num_splits, int num_sms, bool stream_k_workspace) {
   if (!is_hopper || p.prefill_impl == PrefillImpl::kPortable) return PrefillImpl::kPortable;
   if (p.prefill_impl != PrefillImpl::kAuto) return p.prefill_impl;
   if (!hopper_path_preferred(p.head_dim, p.causal, p.max_seqlen_q, p.max_seqlen_k)) {
     return PrefillImpl::kPortable;
   }
-  return num_splits == 1 && hopper_persistent_preferred(p, num_sms)
+  return num_splits == 1 && hopper_persistent_preferred(p, num_sms, stream_k_workspace)
              ? PrefillImpl::kHopperPersistent
              : PrefillImpl::kHopper;
 }
@@ -325,7 +341,8 @@ absl::Status attention_prefill(const AttentionParams& p, int num_splits, void* w
   return device::dispatch_dtype_head_dim(p.dtype, p.head_dim, [&](auto type_tag, auto dim_tag) {
     using T = typename decltype(type_tag)::type;
     constexpr int kHeadDim = decltype(dim_tag)::value;
-    const PrefillImpl impl = attention_prefill_kernel_for(p, hopper, num_splits, sms);
+    const PrefillImpl impl =
+        attention_prefill_kernel_for(p, hopper, num_splits, sms, has_need && need > 0);
     if (impl == PrefillImpl::kPortable) return launch_portable<T, kHeadDim>(p, stream);
     if (impl == PrefillImpl::kHopperPersistent) {
       if (num_splits > 1) {

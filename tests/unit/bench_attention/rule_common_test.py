@@ -101,6 +101,17 @@ class RuleCommonTest(unittest.TestCase):
         self.assertEqual(k("b2 s8192 h16 d128 full"), "wgmma")
         self.assertEqual(k("b8 q512 ctx2048 h32/8 d128 causal"), "wgmma_ps")
 
+    def test_kauto_v34_grows_d64_causal_and_d128_full(self):
+        k = rule_common.kauto_v34
+        self.assertEqual(k("b2 s8192 h16 d128 full"), "wgmma_ps")
+        self.assertEqual(k("b1 s16384 h16 d128 full"), "wgmma")
+        self.assertEqual(k("b1 s16384 h32 d64 causal"), "wgmma_ps")
+        self.assertEqual(k("b8 q512 ctx8192 h9/3 d64 causal"), "wgmma_ps")  # 216 tiles
+        self.assertEqual(k("b1 q512 ctx8192 h9/3 d64 causal"), "wgmma")  # split
+        self.assertEqual(k("b2 s8192 h32 d64 full"), "wgmma")
+        self.assertEqual(k("b2 s8192 h16 d128 causal"), "wgmma")
+        self.assertEqual(k("b1 s8192 h32 d64 causal w512"), "wgmma")
+
     def test_max_keys_of_grid_chunk_and_varlen_rows(self):
         self.assertEqual(rule_common.max_k("b32 s512 h32 d64 full"), 512)
         self.assertEqual(rule_common.max_k("b1 q512 ctx1024 h9/3 d64 causal"), 1536)

@@ -98,21 +98,35 @@ TEST(AttentionConfigTest, AutoPicksTheKernelOfTheChoiceTable) {
   };
   // Not Hopper: the portable kernel, whatever the shape.
   EXPECT_EQ(pick(512, 512, 128, false, false, 1), PrefillImpl::kPortable);
-  // d128: the Hopper kernel at every length; persistent up to 4,096 keys when unsplit.
+  // d128: the Hopper kernel at every length; persistent up to 4,096 keys when unsplit (causal).
   EXPECT_EQ(pick(1, 1, 128, true, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(512, 512, 128, false, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(512, 512, 128, false, true, 2), PrefillImpl::kHopper);
   EXPECT_EQ(pick(1024, 1025, 128, true, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(4096, 4096, 128, true, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(4096, 4097, 128, true, true, 1), PrefillImpl::kHopper);
-  EXPECT_EQ(pick(4096, 4096, 128, false, true, 1), PrefillImpl::kHopperPersistent);
-  EXPECT_EQ(pick(4096, 4097, 128, false, true, 1), PrefillImpl::kHopper);
+  // d128 full: to 8,192 keys given the stream-K workspace (the stream-K walk), else 4,096.
+  EXPECT_EQ(pick(4096, 4097, 128, false, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(8192, 8192, 128, false, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(8192, 8193, 128, false, true, 1), PrefillImpl::kHopper);
+  {
+    AttentionParams full = prefill_shape(1, 4096, 4096, 9, 128);
+    full.causal = false;
+    EXPECT_EQ(attention_prefill_kernel_for(full, true, 1, 132, false),
+              PrefillImpl::kHopperPersistent);
+    full.max_seqlen_k = 4097;
+    EXPECT_EQ(attention_prefill_kernel_for(full, true, 1, 132, false), PrefillImpl::kHopper);
+    EXPECT_EQ(attention_prefill_kernel_for(full, true, 1, 132, true),
+              PrefillImpl::kHopperPersistent);
+  }
   EXPECT_EQ(pick(64, 8704, 128, true, true, 1), PrefillImpl::kHopper);
   {  // A window does not enter the class.
     AttentionParams w = prefill_shape(1, 4096, 4096, 9, 128);
     w.sliding_window = 512;
     EXPECT_EQ(attention_prefill_kernel_for(w, true, 1), PrefillImpl::kHopperPersistent);
     w.max_seqlen_k = 4097;
+    EXPECT_EQ(attention_prefill_kernel_for(w, true, 1), PrefillImpl::kHopper);
+    w.head_dim = 64;  // (d64 causal reaches 16,384 keys without a window)
     EXPECT_EQ(attention_prefill_kernel_for(w, true, 1), PrefillImpl::kHopper);
   }
   // Past 1,024 keys, given the SMs: only a grid of more tiles than SMs (a 512-token chunk at
@@ -130,7 +144,7 @@ TEST(AttentionConfigTest, AutoPicksTheKernelOfTheChoiceTable) {
     EXPECT_EQ(attention_prefill_kernel_for(chunk, true, 1, 132), PrefillImpl::kHopperPersistent);
   }
   // d64: mma.sync under 512 queries (and, causal, under 1,536 keys); the Hopper kernel from
-  // there, persistent up to 4,096 keys (no stream-K walk at d64).
+  // there, persistent up to 4,096 keys, 16,384 causal (no stream-K walk at d64).
   EXPECT_EQ(pick(511, 511, 64, false, true, 1), PrefillImpl::kPortable);
   EXPECT_EQ(pick(512, 512, 64, false, true, 1), PrefillImpl::kHopperPersistent);
   EXPECT_EQ(pick(512, 512, 64, true, true, 1), PrefillImpl::kHopperPersistent);
@@ -141,7 +155,10 @@ TEST(AttentionConfigTest, AutoPicksTheKernelOfTheChoiceTable) {
   EXPECT_EQ(pick(8192, 8192, 64, false, true, 1), PrefillImpl::kHopper);
   EXPECT_EQ(pick(64, 1535, 64, true, true, 1), PrefillImpl::kPortable);
   EXPECT_EQ(pick(64, 1536, 64, true, true, 1), PrefillImpl::kHopperPersistent);
-  EXPECT_EQ(pick(64, 4097, 64, true, true, 1), PrefillImpl::kHopper);
+  // d64 causal: to 16,384 keys.
+  EXPECT_EQ(pick(64, 4097, 64, true, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(16384, 16384, 64, true, true, 1), PrefillImpl::kHopperPersistent);
+  EXPECT_EQ(pick(16384, 16385, 64, true, true, 1), PrefillImpl::kHopper);
   // A pinned kernel is itself on Hopper; kPortable everywhere.
   AttentionParams pinned = prefill_shape(1, 4096, 4096, 9, 64);
   for (PrefillImpl impl :
