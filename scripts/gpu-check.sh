@@ -74,6 +74,7 @@ if has sanitize-full; then
   full+=':*/bf16_d64_gqa3_splitsauto_w1025:*DecodeTest*/bf16_d128_gqa8_splits1:*RoundQ8Test*'
   full+=':*SplitPrefillTest*/wgmma_bf16_d64_causal_gqa3_chunked_s7:*/wgmmaps_bf16_d128_causal_gqa8_varlen'
   full+=':*/wgmmaps_bf16_d128_full_gqa3_varlen'  # the stream-K walk (v32: d128, non-causal, > 512 keys)
+  full+=':*/wgmmaps_bf16_d64_causal_gqa3_varlen'  # the d64 counter walk (1,025 keys)
   for tool in memcheck racecheck; do
     timeout ${SANITIZER_FULL_TIMEOUT:-500} compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$bin/attention_cuda_test" --gtest_filter="$full" >> "$out/sanitizer_full.log" 2>&1

@@ -7,9 +7,12 @@ totals by reason. Column names differ between ncu versions, so they are found by
 the address ("Address"), the SASS text ("Source"), the sample count ("Warp Stall Sampling
 (All Samples)" or the like) and one column a stall reason (names containing "stall_").
 
-  ncu_source_top.py SRC.csv [N]     (N default 60)
+  ncu_source_top.py SRC.csv[.gz] [N]     (N default 60)
+
+(bench/attention/fixed_share.py reads the same page for its per-CTA / per-key-tile split.)
 """
 import csv
+import gzip
 import sys
 
 
@@ -23,7 +26,9 @@ def number(x):
 def main():
     path = sys.argv[1]
     top = int(sys.argv[2]) if len(sys.argv) > 2 else 60
-    lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        lines = f.read().splitlines()
     start = next((i for i, l in enumerate(lines) if l.startswith('"Address"') or l.startswith("Address")), None)
     if start is None:
         print(f"ncu_source_top: no source table in {path} (first lines: {lines[:3]})")
