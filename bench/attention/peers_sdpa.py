@@ -444,7 +444,8 @@ def merge(ours_csv, rows, table_path):
             lines.append("kAuto runs the Hopper kernel at d128; at d64 from 512 queries or 1,536 "
                          "keys: on the varlen rows (up to 1,013 queries) and the chunk rows; its "
                          "persistent form wgmma_ps on the varlen rows and the b8 chunk rows of at most "
-                         "4,096 keys, the one-tile wgmma on the others (kernels/attention/README.md). "
+                         "4,096 keys (d64: 16,384), the one-tile wgmma on the others "
+                         "(kernels/attention/README.md). "
                          "Feed = how SDPA was given the work, the fastest valid of those tried "
                          "(peers_sdpa.py: varlen_feeds, chunk_feeds).\n")
         head = "| config |" + (" splits |" if kind == "decode" else "")
