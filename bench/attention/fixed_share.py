@@ -23,20 +23,24 @@ SAMPLES = "Warp Stall Sampling (All Samples)"
 EXECUTED = "Instructions Executed"
 
 
-def read_profile(path):
-    """[(source, samples, executed)] in SASS order, from an ncu source-page CSV."""
+def source_page(path, needed=(SAMPLES, EXECUTED)):
+    """The instruction rows (dicts by column name, in SASS order) of an ncu source-page CSV
+    (`ncu -i REPORT --page source --csv --print-source sass`, plain or .gz); SystemExit when
+    it has no header row with "Source" and the `needed` columns (ncu_source_top.py reads it
+    too)."""
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", newline="") as f:
+    with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as f:
         rows = list(csv.reader(f))
     for i, row in enumerate(rows):  # the header row follows the "Kernel Name" line
-        if SAMPLES in row and EXECUTED in row and "Source" in row:
-            head = row
-            body = rows[i + 1:]
-            break
-    else:
-        raise SystemExit(f"{path}: no ncu source-page header with '{SAMPLES}'")
-    s, e, src = head.index(SAMPLES), head.index(EXECUTED), head.index("Source")
-    return [(r[src].strip(), int(r[s] or 0), int(r[e] or 0)) for r in body if len(r) > e]
+        if "Source" in row and all(c in row for c in needed):
+            return [dict(zip(row, r)) for r in rows[i + 1:] if len(r) == len(row)]
+    raise SystemExit(f"{path}: no ncu source-page header with {', '.join(needed)}")
+
+
+def read_profile(path):
+    """[(source, samples, executed)] in SASS order, from an ncu source-page CSV."""
+    return [(r["Source"].strip(), int(r[SAMPLES] or 0), int(r[EXECUTED] or 0))
+            for r in source_page(path)]
 
 
 def classify(short, long_, ratio):

@@ -9,11 +9,14 @@ the address ("Address"), the SASS text ("Source"), the sample count ("Warp Stall
 
   ncu_source_top.py SRC.csv[.gz] [N]     (N default 60)
 
-(bench/attention/fixed_share.py reads the same page for its per-CTA / per-key-tile split.)
+(The page's reader is bench/attention/fixed_share.py's, which splits the same samples into
+per-CTA and per-key-tile code.)
 """
-import csv
-import gzip
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixed_share import source_page  # the source page's reader (beside this script)
 
 
 def number(x):
@@ -26,14 +29,11 @@ def number(x):
 def main():
     path = sys.argv[1]
     top = int(sys.argv[2]) if len(sys.argv) > 2 else 60
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        lines = f.read().splitlines()
-    start = next((i for i, l in enumerate(lines) if l.startswith('"Address"') or l.startswith("Address")), None)
-    if start is None:
-        print(f"ncu_source_top: no source table in {path} (first lines: {lines[:3]})")
+    try:
+        rows = source_page(path, needed=())
+    except SystemExit:
+        print(f"ncu_source_top: no source table in {path}")
         return 1
-    rows = list(csv.DictReader(lines[start:]))
     cols = rows[0].keys() if rows else []
     samples = next((c for c in cols if "Sampling" in c and "All" in c), None) or \
         next((c for c in cols if "Sampling" in c), None)
