@@ -28,7 +28,7 @@ for spec in ours:7:d64causal ours:5:d128causal cudnn:11:d64causal cudnn:8:d128ca
   ncu -i "/tmp/n/${who}_$name.ncu-rep" --page source --csv --print-source sass > "/tmp/n/src_${who}_$name.csv" 2>&1
   ncu -i "/tmp/n/${who}_$name.ncu-rep" --page details > "/tmp/n/details_${who}_$name.txt" 2>&1
   ncu -i "/tmp/n/${who}_$name.ncu-rep" --page raw --csv > "/tmp/n/raw_${who}_$name.csv" 2>&1
-  grep -E "|Duration|Elapsed Cycles|Executed Ipc A" "/tmp/n/details_${who}_$name.txt" | head -5
+  grep -E "Duration|Elapsed Cycles|Executed Ipc A" "/tmp/n/details_${who}_$name.txt" | head -5
   gzip -f "/tmp/n/src_${who}_$name.csv" "/tmp/n/raw_${who}_$name.csv"; rm -f "/tmp/n/${who}_$name.ncu-rep"
 done
 kill $saver; wait $saver 2>/dev/null
