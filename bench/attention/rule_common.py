@@ -6,6 +6,7 @@ drifted between the builds' runs and the call decides nothing). Tested by
 tests/unit/bench_attention/rule_common_test.py."""
 import csv
 import glob
+import os
 import re
 import statistics
 
@@ -139,3 +140,42 @@ def no_loss_and_short_causal_gain(d, name, full, cmed):
     print("short causal rows: " + ", ".join(f"{k} {x:.3f}" for k, x in short.items()))
     verdict(d, name, control_drifted(cmed),
             full[lo] >= 0.98 and len(short) == 2 and min(short.values()) >= 1.03)
+
+
+def short_and_long(d, base, new, short_bar, verdict_dir=None):
+    """The rule of a change to the Hopper kernel's code measured on two folders (session 52's
+    stack v38-v40): DIR/s512 (`--prefill --max-keys=512 --dtype both`, kAuto's `wgmma_ps`)
+    and DIR/long (`--prefill --dtype bf16 --max-keys=4096`, kAuto's kernel by kauto_v34), the
+    portable `mma` the control of both. Adopted if (a) the bf16 s512 rows' median of medians
+    is >= short_bar and every s512 row's median (bf16 and fp16) is >= 0.99, and (b) the rows
+    past 512 keys came back with >= 2 rounds, their median of medians >= 0.99 and none below
+    0.97; inconclusive if either control's median leaves 0.98-1.02, or (a) passes and (b) is
+    missing. The verdict (and its adopt file) goes to verdict_dir, DIR by default."""
+    short = compare(f"{d}/s512", base, new, lambda b, k: "wgmma_ps", lambda b, k: "mma",
+                    keep=lambda k: max_k(k) <= 512)
+    a = drift = False
+    if short:
+        full, cmed = short
+        bf16 = {k: x for k, x in full.items() if "fp16" not in k}
+        mid = statistics.median(bf16.values())
+        lo = min(full, key=full.get)
+        print(f"s512: bf16 rows median {mid:.3f}; all rows lowest {full[lo]:.3f} ({lo})")
+        drift |= control_drifted(cmed)
+        a = mid >= short_bar and full[lo] >= 0.99
+    rounds = len(glob.glob(f"{d}/long/bench_{new}_*.csv"))
+    longer = compare(f"{d}/long", base, new, lambda b, k: kauto_v34(k), lambda b, k: "mma",
+                     keep=lambda k: max_k(k) > 512) if rounds >= 2 else None
+    b = False
+    if longer:
+        full, cmed = longer
+        mid = statistics.median(full.values())
+        lo = min(full, key=full.get)
+        print(f"past 512 keys ({rounds} rounds): median {mid:.3f}, lowest {full[lo]:.3f} ({lo})")
+        drift |= control_drifted(cmed)
+        b = mid >= 0.99 and full[lo] >= 0.97
+    elif a:
+        print(f"past 512 keys: not read ({rounds} rounds came back, 2 needed, each with every row)")
+        drift = True
+    out = verdict_dir or d
+    os.makedirs(out, exist_ok=True)
+    verdict(out, new, drift, a and b)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tests of bench/attention/rule_common.py on hand-written alternate_bench.sh folders: each
 row's per-round ratio of the measured column and its median, kAuto's column by key count,
-the control's verdict (its rows' median, not one noisy row), and the adopt file."""
+the control's verdict (its rows' median, not one noisy row), the adopt file, and the
+two-region rule of a stack step (short_and_long: s512 and past 512 keys)."""
 import contextlib
 import io
 import os
@@ -116,6 +117,49 @@ class RuleCommonTest(unittest.TestCase):
         self.assertEqual(rule_common.max_k("b32 s512 h32 d64 full"), 512)
         self.assertEqual(rule_common.max_k("b1 q512 ctx1024 h9/3 d64 causal"), 1536)
         self.assertEqual(rule_common.max_k("b64 varlen64-1024 t32299 h9/3 d64 causal"), 1024)
+
+
+    def stack_folder(self, short_speedup, long_speedup, long_rounds):
+        """DIR/s512 and DIR/long of builds a and b: b's Hopper kernels faster by the factors,
+        the control (mma) even; three s512 rows (two bf16, one fp16), two rows past 512."""
+        def short(f):
+            return [(c, i, ms / f if i == "wgmma_ps" else ms)
+                    for c in ("b32 s512 h32 d64 causal", "b32 s512 h16 d128 causal",
+                              "b32 s512 h32 d64 causal fp16")
+                    for i, ms in (("wgmma", 9.0), ("wgmma_ps", 1.0), ("mma", 2.0))]
+
+        def long_(f):
+            return [(c, i, ms / f if i != "mma" else ms)
+                    for c in ("b16 s1024 h16 d128 causal", "b8 s2048 h16 d128 causal")
+                    for i, ms in (("wgmma", 1.0), ("wgmma_ps", 1.0), ("mma", 2.0))]
+        d = tempfile.mkdtemp()
+        os.rename(self.folder({(b, r): short(short_speedup if b == "b" else 1.0)
+                               for b in "ab" for r in (1, 2, 3)}), f"{d}/s512")
+        os.rename(self.folder({(b, r): long_(long_speedup if b == "b" else 1.0)
+                               for b in "ab" for r in range(1, long_rounds + 1)}), f"{d}/long")
+        return d
+
+    def test_a_stack_step_is_adopted_on_both_regions(self):
+        d = self.stack_folder(1.02, 1.0, 2)
+        _, out = self.run_quiet(rule_common.short_and_long, d, "a", "b", 1.01, f"{d}/b")
+        self.assertIn("s512: bf16 rows median 1.020", out)
+        self.assertIn("past 512 keys (2 rounds): median 1.000", out)
+        self.assertTrue(out.rstrip().endswith("RULE: b adopted"), out)
+        self.assertTrue(os.path.exists(f"{d}/b/adopt"))
+        self.assertFalse(os.path.exists(f"{d}/adopt"))
+
+    def test_a_stack_step_below_its_short_bar_or_losing_past_512_is_not_adopted(self):
+        for short, long_ in ((1.005, 1.0), (1.02, 0.96)):
+            d = self.stack_folder(short, long_, 2)
+            _, out = self.run_quiet(rule_common.short_and_long, d, "a", "b", 1.01)
+            self.assertTrue(out.rstrip().endswith("RULE: b not adopted"), out)
+            self.assertFalse(os.path.exists(f"{d}/adopt"))
+
+    def test_a_stack_step_without_two_long_rounds_is_inconclusive(self):
+        d = self.stack_folder(1.02, 1.0, 1)
+        _, out = self.run_quiet(rule_common.short_and_long, d, "a", "b", 1.01)
+        self.assertIn("past 512 keys: not read (1 rounds came back, 2 needed", out)
+        self.assertTrue(out.rstrip().endswith("RULE: inconclusive (controls drifted)"), out)
 
 
 if __name__ == "__main__":

@@ -1,49 +1,17 @@
 #!/usr/bin/env python3
-"""v38's rule (NOTES.md v38, written in session 52 before call O): reads DIR/s512/ and
-DIR/long/, each alternate_bench.sh's bench_{head,v38}_{1..R}.csv: s512 = `--prefill
---max-keys=512 --dtype both` (7 rounds: kAuto's `wgmma_ps`, the static walk, measured),
-long = `--prefill --dtype bf16 --max-keys=4096` (as many rounds as the call's time left:
-kAuto's kernel, rule_common.kauto_v34). The control is the portable `mma`, whose code v38
-does not touch. Prints both tables and the RULE line; writes DIR/adopt when v38 is adopted.
+"""v38's rule (NOTES.md v38, written in session 52 before call O): v38 (one loop body)
+against the head, on call O's DIR/s512 and DIR/long (rule_common.short_and_long: the bf16
+s512 rows' median of medians >= 1.01, every s512 row >= 0.99; past 512 keys, >= 2 rounds,
+median >= 0.99, none below 0.97; the portable `mma` the control). Writes DIR/adopt.
 
   rule_v38.py DIR
+"""
 
-Rule: adopted if (a) the bf16 s512 rows' median of medians is >= 1.01 and every s512 row's
-median (bf16 and fp16) is >= 0.99, and (b) the rows past 512 keys came back with >= 2 rounds,
-their median of medians >= 0.99 and none below 0.97; inconclusive if either control's median
-leaves 0.98-1.02, or (a) passes and (b) is missing."""
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from rule_common import compare, control_drifted, kauto_v34, max_k, verdict
+from rule_common import short_and_long
 
 d = sys.argv[1]
-short = compare(f"{d}/s512", "head", "v38", lambda b, k: "wgmma_ps", lambda b, k: "mma",
-                keep=lambda k: max_k(k) <= 512)
-a = drift = False
-if short:
-    full, cmed = short
-    bf16 = {k: x for k, x in full.items() if "fp16" not in k}
-    mid = statistics.median(bf16.values())
-    lo = min(full, key=full.get)
-    print(f"s512: bf16 rows median {mid:.3f}; all rows lowest {full[lo]:.3f} ({lo})")
-    drift |= control_drifted(cmed)
-    a = mid >= 1.01 and full[lo] >= 0.99
-rounds = len([f for f in os.listdir(f"{d}/long") if f.startswith("bench_v38_") and f.endswith(".csv")]) \
-    if os.path.isdir(f"{d}/long") else 0
-longer = compare(f"{d}/long", "head", "v38", lambda b, k: kauto_v34(k), lambda b, k: "mma",
-                 keep=lambda k: max_k(k) > 512) if rounds >= 2 else None
-b = None
-if longer:
-    full, cmed = longer
-    mid = statistics.median(full.values())
-    lo = min(full, key=full.get)
-    print(f"past 512 keys ({rounds} rounds): median {mid:.3f}, lowest {full[lo]:.3f} ({lo})")
-    drift |= control_drifted(cmed)
-    b = mid >= 0.99 and full[lo] >= 0.97
-elif a:
-    print(f"past 512 keys: {rounds} rounds came back (2 needed)")
-    drift = True  # (a) passed, (b) missing: inconclusive
-verdict(d, "v38", drift, a and bool(b))
+short_and_long(d, "head", "v38", 1.01)
