@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Bundles: results/session52/bundles.sh.)
 # Call O (prepared in session 52, not run there: no machine started; any Hopper GPU; carry
 # .chunks/s52; ~500 s): a stack of three, each against the one below (NOTES.md v38, v39, v40):
 # v38 (one loop body, one softmax copy) against the head, v39 (+ the output staged by

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Bundles: results/session52/bundles.sh.)
 # Call P (prepared in session 52, not run there; any Hopper GPU; carry .chunks/s52; ~250 s):
 # v41 (+ the producer's buffer waits with a suspend-time hint) against v40 (NOTES.md v41), as
 # call O's steps for two bundles. v41.txz: v38's, v39's, v40's and v41_producer_sleeps.patch
