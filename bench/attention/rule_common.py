@@ -77,9 +77,12 @@ def compare(d, base, new, measured, control, keep=lambda k: True):
     """Per-round ratios {row: [..]} of the measured and the control columns (each a function
     (build, row) -> impl), the rounds, printed as a table; returns (medians, control medians)
     over the rows that have every round, or None when some row lacks one."""
-    rounds = sorted(int(re.search(r"_(\d+)\.csv$", f)[1]) for f in glob.glob(f"{d}/bench_{base}_*.csv"))
+    # The rounds with both builds' files (a call cut short may leave a round half run).
+    rounds = sorted(r for r in (int(re.search(r"_(\d+)\.csv$", f)[1])
+                                for f in glob.glob(f"{d}/bench_{base}_*.csv"))
+                    if os.path.exists(f"{d}/bench_{new}_{r}.csv"))
     if not rounds:
-        print(f"RULE: inconclusive: no bench_{base}_*.csv in {d}")
+        print(f"RULE: inconclusive: no round of both bench_{base}_*.csv and bench_{new}_*.csv in {d}")
         return None
 
     def load(b, r):
@@ -142,6 +145,21 @@ def no_loss_and_short_causal_gain(d, name, full, cmed):
             full[lo] >= 0.98 and len(short) == 2 and min(short.values()) >= 1.03)
 
 
+def s512_rule(d, base, new, measured, control, bar):
+    """The s512 half of a rule (v35, v37's re-test, the stack's short region): compare() over
+    the rows of at most 512 keys, then (drifted, passed): passed when the bf16 rows' median of
+    medians is >= bar and every row's median (bf16 and fp16) is >= 0.99; None when compare()
+    found a row without every round."""
+    res = compare(d, base, new, measured, control, keep=lambda k: max_k(k) <= 512)
+    if not res:
+        return None
+    full, cmed = res
+    mid = statistics.median(x for k, x in full.items() if "fp16" not in k)
+    lo = min(full, key=full.get)
+    print(f"bf16 rows: median {mid:.3f}; all rows: lowest {full[lo]:.3f} ({lo})")
+    return control_drifted(cmed), mid >= bar and full[lo] >= 0.99
+
+
 def short_and_long(d, base, new, short_bar, verdict_dir=None):
     """The rule of a change to the Hopper kernel's code measured on two folders (session 52's
     stack v38-v40): DIR/s512 (`--prefill --max-keys=512 --dtype both`, kAuto's `wgmma_ps`)
@@ -149,19 +167,11 @@ def short_and_long(d, base, new, short_bar, verdict_dir=None):
     portable `mma` the control of both. Adopted if (a) the bf16 s512 rows' median of medians
     is >= short_bar and every s512 row's median (bf16 and fp16) is >= 0.99, and (b) the rows
     past 512 keys came back with >= 2 rounds, their median of medians >= 0.99 and none below
-    0.97; inconclusive if either control's median leaves 0.98-1.02, or (a) passes and (b) is
-    missing. The verdict (and its adopt file) goes to verdict_dir, DIR by default."""
-    short = compare(f"{d}/s512", base, new, lambda b, k: "wgmma_ps", lambda b, k: "mma",
-                    keep=lambda k: max_k(k) <= 512)
-    a = drift = False
-    if short:
-        full, cmed = short
-        bf16 = {k: x for k, x in full.items() if "fp16" not in k}
-        mid = statistics.median(bf16.values())
-        lo = min(full, key=full.get)
-        print(f"s512: bf16 rows median {mid:.3f}; all rows lowest {full[lo]:.3f} ({lo})")
-        drift |= control_drifted(cmed)
-        a = mid >= short_bar and full[lo] >= 0.99
+    0.97; inconclusive if either control's median leaves 0.98-1.02, if no s512 round was read,
+    or if (a) passes and (b) is missing. The verdict (and its adopt file) goes to verdict_dir, DIR by default."""
+    # (No s512 rounds read: inconclusive, as a drifted control.)
+    drift, a = s512_rule(f"{d}/s512", base, new, lambda b, k: "wgmma_ps", lambda b, k: "mma",
+                         short_bar) or (True, False)
     rounds = len(glob.glob(f"{d}/long/bench_{new}_*.csv"))
     longer = compare(f"{d}/long", base, new, lambda b, k: kauto_v34(k), lambda b, k: "mma",
                      keep=lambda k: max_k(k) > 512) if rounds >= 2 else None

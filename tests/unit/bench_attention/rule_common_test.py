@@ -142,7 +142,7 @@ class RuleCommonTest(unittest.TestCase):
     def test_a_stack_step_is_adopted_on_both_regions(self):
         d = self.stack_folder(1.02, 1.0, 2)
         _, out = self.run_quiet(rule_common.short_and_long, d, "a", "b", 1.01, f"{d}/b")
-        self.assertIn("s512: bf16 rows median 1.020", out)
+        self.assertIn("bf16 rows: median 1.020; all rows: lowest 1.020", out)
         self.assertIn("past 512 keys (2 rounds): median 1.000", out)
         self.assertTrue(out.rstrip().endswith("RULE: b adopted"), out)
         self.assertTrue(os.path.exists(f"{d}/b/adopt"))
@@ -155,11 +155,30 @@ class RuleCommonTest(unittest.TestCase):
             self.assertTrue(out.rstrip().endswith("RULE: b not adopted"), out)
             self.assertFalse(os.path.exists(f"{d}/adopt"))
 
+    def test_a_stack_step_without_its_s512_rounds_is_inconclusive(self):
+        d = self.stack_folder(1.02, 1.0, 2)
+        for f in os.listdir(f"{d}/s512"):
+            if f.startswith("bench_b_"):
+                os.remove(f"{d}/s512/{f}")
+        _, out = self.run_quiet(rule_common.short_and_long, d, "a", "b", 1.01)
+        self.assertTrue(out.rstrip().endswith("RULE: inconclusive (controls drifted)"), out)
+        self.assertFalse(os.path.exists(f"{d}/adopt"))
+
     def test_a_stack_step_without_two_long_rounds_is_inconclusive(self):
         d = self.stack_folder(1.02, 1.0, 1)
         _, out = self.run_quiet(rule_common.short_and_long, d, "a", "b", 1.01)
         self.assertIn("past 512 keys: not read (1 rounds came back, 2 needed", out)
         self.assertTrue(out.rstrip().endswith("RULE: inconclusive (controls drifted)"), out)
+
+
+    def test_a_round_that_only_one_build_ran_is_left_out(self):
+        rows = [("b32 s512 h32 d64 causal", i, ms) for i, ms in (("wgmma", 1.0), ("wgmma_ps", 1.0), ("mma", 1.0))]
+        fast = [("b32 s512 h32 d64 causal", i, ms) for i, ms in (("wgmma", 1.0), ("wgmma_ps", 0.5), ("mma", 1.0))]
+        d = self.folder({("a", 1): rows, ("b", 1): fast, ("a", 2): rows})  # round 2 cut short
+        (full, _), out = self.run_quiet(rule_common.compare, d, "a", "b", lambda b, k: "wgmma_ps",
+                                        lambda b, k: "mma")
+        self.assertIn("rounds: [1]", out)
+        self.assertEqual(full, {"b32 s512 h32 d64 causal": 2.0})
 
 
 if __name__ == "__main__":

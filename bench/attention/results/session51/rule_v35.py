@@ -10,19 +10,12 @@ kernel parameter) likewise, then the RULE line; writes DIR/adopt when v35 is ado
 Rule: the bf16 rows' median of medians >= 1.01 and every row's median (bf16 and fp16) >= 0.99;
 inconclusive if the control's median of row medians leaves 0.98-1.02."""
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from rule_common import compare, control_drifted, max_k, verdict
+from rule_common import s512_rule, verdict
 
 d = sys.argv[1]
-res = compare(d, "head", "v35", lambda b, k: "wgmma_ps", lambda b, k: "wgmma",
-              keep=lambda k: max_k(k) <= 512)
+res = s512_rule(d, "head", "v35", lambda b, k: "wgmma_ps", lambda b, k: "wgmma", 1.01)
 if res:
-    full, cmed = res
-    bf16 = {k: x for k, x in full.items() if "fp16" not in k}
-    mid = statistics.median(bf16.values())
-    lo = min(full, key=full.get)
-    print(f"bf16 rows: median {mid:.3f}; all rows: lowest {full[lo]:.3f} ({lo})")
-    verdict(d, "v35", control_drifted(cmed), mid >= 1.01 and full[lo] >= 0.99)
+    verdict(d, "v35", *res)
