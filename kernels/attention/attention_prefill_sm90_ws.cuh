@@ -81,6 +81,7 @@
 #include "kernels/attention/attention_mask.h"
 #include "kernels/attention/attention_prefill_sm90_shape.cuh"
 #include "kernels/attention/attention_prefill_sm90_walks.cuh"
+#include "kernels/attention/fast_divmod.h"
 #include "kernels/paged_kv.h"
 #include "kernels/sm90_wgmma.cuh"
 
@@ -157,8 +158,19 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   const int walk_tiles = kPersistent ? row_blocks * p.num_heads * p.num_seqs : 1;
   const int walk_grid = kPersistent ? static_cast<int>(gridDim.x) : 1;
   const int walk_rounds = (walk_tiles + walk_grid - 1) / walk_grid;
+  // The walk's divisors, fixed for the kernel: each role divides by them for every tile
+  // (fast_divmod.h); the one-tile CTA divides once and keeps plain divisions.
+  const FastDivmod grid_div(kPersistent ? walk_grid : 1);
+  const FastDivmod row_blocks_div(kPersistent ? row_blocks : 1);
+  const FastDivmod heads_div(kPersistent ? p.num_heads : 1);
+  const FastDivmod group_div(kPersistent ? p.num_heads / p.num_kv_heads : 1);
   auto walk_tile = [&](int k) {
-    return kPersistent ? k * walk_grid + (static_cast<int>(blockIdx.x) + k) % walk_grid : 0;
+    if constexpr (kPersistent) {
+      int rotated;
+      grid_div.divmod(static_cast<int>(blockIdx.x) + k, rotated);
+      return k * walk_grid + rotated;
+    }
+    return 0;
   };
   const Sm90StreamK stream_k(kStreamK, walk_tiles, walk_grid,
                              (p.max_seqlen_k + kBlockN - 1) / kBlockN, static_cast<int>(blockIdx.x));
@@ -172,9 +184,10 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     Geometry g;
     int m_block;
     if constexpr (kPersistent) {
-      m_block = row_blocks - 1 - l % row_blocks;
-      g.head = (l / row_blocks) % p.num_heads;
-      g.seq = l / row_blocks / p.num_heads;
+      int row_block;
+      const int head_seq = row_blocks_div.divmod(l, row_block);  // l = head_seq * row_blocks + ..
+      m_block = row_blocks - 1 - row_block;
+      g.seq = heads_div.divmod(head_seq, g.head);
     } else {
       g.seq = blockIdx.z;
       g.head = blockIdx.y;
@@ -186,7 +199,11 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     g.m_base = m_block * kBlockM;
     g.kv_len = p.seqlens_k[g.seq];
     g.q_offset = g.kv_len - g.q_len;
-    g.kv_head = g.head / (p.num_heads / p.num_kv_heads);
+    if constexpr (kPersistent) {
+      g.kv_head = group_div.div(g.head);
+    } else {
+      g.kv_head = g.head / (p.num_heads / p.num_kv_heads);
+    }
     g.rows = min(kBlockM, g.q_len - g.m_base);
     const int n_end = p.causal ? min(g.kv_len, g.q_offset + g.m_base + g.rows) : g.kv_len;
     g.window = window_keys(p.sliding_window);
