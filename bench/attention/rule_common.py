@@ -160,7 +160,7 @@ def s512_rule(d, base, new, measured, control, bar):
     return control_drifted(cmed), mid >= bar and full[lo] >= 0.99
 
 
-def short_and_long(d, base, new, short_bar, verdict_dir=None):
+def short_and_long(d, base, new, short_bar, verdict_dir=None, long_clause=None):
     """The rule of a change to the Hopper kernel's code measured on two folders (session 52's
     stack v38-v40): DIR/s512 (`--prefill --max-keys=512 --dtype both`, kAuto's `wgmma_ps`)
     and DIR/long (`--prefill --dtype bf16 --max-keys=4096`, kAuto's kernel by kauto_v34), the
@@ -168,7 +168,9 @@ def short_and_long(d, base, new, short_bar, verdict_dir=None):
     is >= short_bar and every s512 row's median (bf16 and fp16) is >= 0.99, and (b) the rows
     past 512 keys came back with >= 2 rounds, their median of medians >= 0.99 and none below
     0.97; inconclusive if either control's median leaves 0.98-1.02, if no s512 round was read,
-    or if (a) passes and (b) is missing. The verdict (and its adopt file) goes to verdict_dir, DIR by default."""
+    or if (a) passes and (b) is missing. long_clause, if given, is a further part of (b): a
+    function of the rows past 512 keys' medians {row: median} that prints its reading and
+    returns whether it holds. The verdict (and its adopt file) goes to verdict_dir, DIR by default."""
     # (No s512 rounds read: inconclusive, as a drifted control.)
     drift, a = s512_rule(f"{d}/s512", base, new, lambda b, k: "wgmma_ps", lambda b, k: "mma",
                          short_bar) or (True, False)
@@ -183,6 +185,8 @@ def short_and_long(d, base, new, short_bar, verdict_dir=None):
         print(f"past 512 keys ({rounds} rounds): median {mid:.3f}, lowest {full[lo]:.3f} ({lo})")
         drift |= control_drifted(cmed)
         b = mid >= 0.99 and full[lo] >= 0.97
+        if long_clause is not None:
+            b = long_clause(full) and b
     elif a:
         print(f"past 512 keys: not read ({rounds} rounds came back, 2 needed, each with every row)")
         drift = True

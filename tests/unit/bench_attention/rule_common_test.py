@@ -155,6 +155,20 @@ class RuleCommonTest(unittest.TestCase):
             self.assertTrue(out.rstrip().endswith("RULE: b not adopted"), out)
             self.assertFalse(os.path.exists(f"{d}/adopt"))
 
+    def test_a_long_clause_that_fails_keeps_a_stack_step_out(self):
+        d = self.stack_folder(1.02, 1.0, 2)
+        seen = []
+
+        def clause(full):
+            seen.append(sorted(full))
+            return min(full.values()) >= 1.01
+        _, out = self.run_quiet(rule_common.short_and_long, d, "a", "b", 1.01, None, clause)
+        self.assertEqual(seen, [["b16 s1024 h16 d128 causal", "b8 s2048 h16 d128 causal"]])
+        self.assertTrue(out.rstrip().endswith("RULE: b not adopted"), out)
+        d = self.stack_folder(1.02, 1.02, 2)
+        _, out = self.run_quiet(rule_common.short_and_long, d, "a", "b", 1.01, None, clause)
+        self.assertTrue(out.rstrip().endswith("RULE: b adopted"), out)
+
     def test_a_stack_step_without_its_s512_rounds_is_inconclusive(self):
         d = self.stack_folder(1.02, 1.0, 2)
         for f in os.listdir(f"{d}/s512"):
