@@ -169,6 +169,18 @@ class RuleCommonTest(unittest.TestCase):
         _, out = self.run_quiet(rule_common.short_and_long, d, "a", "b", 1.01, None, clause)
         self.assertTrue(out.rstrip().endswith("RULE: b adopted"), out)
 
+    def test_short_rows_pick_the_rows_of_the_s512_bar(self):
+        d = self.stack_folder(1.02, 1.0, 2)
+        _, out = self.run_quiet(rule_common.short_and_long, d, "a", "b", 1.01, None, None,
+                                lambda k: "d128" in k)
+        self.assertIn("bf16 rows (b32 s512 h16 d128 causal): median 1.020", out)
+        self.assertTrue(out.rstrip().endswith("RULE: b adopted"), out)
+        d = self.stack_folder(1.02, 1.0, 2)
+        _, out = self.run_quiet(rule_common.short_and_long, d, "a", "b", 1.01, None, None,
+                                lambda k: "full" in k)
+        self.assertIn("none of the bar's rows came back", out)
+        self.assertTrue(out.rstrip().endswith("RULE: b not adopted"), out)
+
     def test_a_stack_step_without_its_s512_rounds_is_inconclusive(self):
         d = self.stack_folder(1.02, 1.0, 2)
         for f in os.listdir(f"{d}/s512"):
