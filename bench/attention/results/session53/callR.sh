@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Bundles: results/session53/bundles.sh [.chunks/s53v] rebuilds all five from the patches.)
 # Call R (session 53, for session 54; any Hopper GPU; carry .chunks/s53v; ~550 s, timeout_s
 # 600): v43 (the walk's divisors made by the launcher, a kernel parameter) against v42 (the
 # head, f98d5be's kernels), and v44 (+ the producer's buffer waits with a suspend-time hint,

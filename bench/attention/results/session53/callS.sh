@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Bundles: results/session53/bundles.sh [.chunks/s53v] rebuilds all five from the patches.)
 # Call S (session 53, for session 54, after call R; any Hopper GPU; carry .chunks/s53v; ~350
 # s): v45 (whole Q row blocks by TMA, session 52's v40 rebased onto v44) against v44. Bundle:
 # v45.txz with results/session53/v43_divisors_as_parameter.patch,

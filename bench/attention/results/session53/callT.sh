@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Bundles: results/session53/bundles.sh [.chunks/s53v] rebuilds all five from the patches.)
 # Call T (session 53, for session 54, after call R; any Hopper GPU; carry .chunks/s53v; ~350
 # s): v46 (v38's one loop body under the causal mask only: without it the first key tile stays
 # peeled) against v44. Bundle: v46.txz with results/session53/v43_divisors_as_parameter.patch,
