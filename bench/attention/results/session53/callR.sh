@@ -14,35 +14,5 @@
 #      16,384 keys: the d128 full 8k row, stream-K's, is v43's point);
 #   4. memcheck + racecheck of v44 (both changes): the static walk at <= 512 keys, the d64
 #      counter walk and the d128 stream-K walk past 1k keys, 30 s a tool; then the rules.
-t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
-C=${CHUNKS:-.chunks/s53v}
-rm -rf .gpu /tmp/b_r /tmp/r && mkdir -p /tmp/r
-for n in v42 v43 v44; do mkdir -p /tmp/b_r/$n && tar -xJf "$C/$n.txz" -C /tmp/b_r/$n; done
-( while sleep 20; do tar -czf "$OUT/r.tgz.part" -C /tmp r && mv "$OUT/r.tgz.part" "$OUT/r.tgz"; done ) &
-saver=$!
-nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
-for n in v43 v44; do
-  V=/tmp/b_r/$n/.gpu
-  LD_LIBRARY_PATH=$V/lib:/usr/local/cuda/lib64 timeout 60 $V/bin/attention_cuda_test > /tmp/r/tests_$n.txt 2>&1
-  echo "$n tests rc=$? $(grep -E '^\[  (PASSED|FAILED) ' /tmp/r/tests_$n.txt | tr '\n' ' ') at $(el) s"
-  grep -E '^\[  FAILED  \]' /tmp/r/tests_$n.txt | head
-done
-B="v42=/tmp/b_r/v42/.gpu v43=/tmp/b_r/v43/.gpu v44=/tmp/b_r/v44/.gpu"
-BENCH_ARGS="--prefill --max-keys=512 --dtype both" BENCH_TIMEOUT=40 \
-  bench/attention/alternate_bench.sh /tmp/r/s512 7 $B | tail -1
-mkdir -p /tmp/r/long
-for r in 1 2 3; do
-  BENCH_ARGS="--prefill --dtype bf16 --min-keys=513" BENCH_TIMEOUT=90 \
-    bench/attention/alternate_bench.sh /tmp/r/long_$r 1 $B | tail -1
-  for b in v42 v43 v44; do mv /tmp/r/long_$r/bench_${b}_1.csv /tmp/r/long/bench_${b}_$r.csv 2>/dev/null; done
-done
-echo "rounds done at $(el) s"
-V=/tmp/b_r/v44/.gpu
-FLASHSERVE_TEST_MAX_LEN=512 bench/attention/sanitize_tests.sh /tmp/r v44 $V 30 \
-  '*/wgmmaps_bf16_d128_causal_gqa8_varlen:*/wgmmaps_bf16_d64_causal_gqa3_varlen'
-bench/attention/sanitize_tests.sh /tmp/r v44long $V 30 '*/wgmmaps_bf16_d64_causal_gqa3_varlen:*/wgmmaps_bf16_d128_full_gqa3_varlen'
-python3 bench/attention/results/session53/rule_v43.py /tmp/r | tee /tmp/r/rule_v43.md | grep -E "RULE|bf16 rows|past 512|d128 full rows|controls"
-python3 bench/attention/results/session53/rule_v44.py /tmp/r | tee /tmp/r/rule_v44.md | grep -E "RULE|bf16 rows|past 512|controls"
-kill $saver; wait $saver 2>/dev/null
-tar -czf "$OUT/r.tgz" -C /tmp r
-echo "end $(el) s"
+LONG_ROUNDS=3 bench/attention/stack_call.sh r "${CHUNKS:-.chunks/s53v}" "v42 v43 v44" \
+  bench/attention/results/session53/rule_v43.py bench/attention/results/session53/rule_v44.py
