@@ -7,11 +7,11 @@
 # on the folder. Everything goes to /tmp/CALL, tarred to $OUT/CALL.tgz every 20 s and at the
 # end; the rules read CALL/s512 and CALL/long (rule_common.short_and_long's layout).
 #
-#   bench/attention/stack_call.sh CALL CHUNKS "BUILD BUILD..." [RULE.py ...]
+#   bench/attention/stack_call.sh CALL CHUNKS "BUILD BUILD..." [RULE_SCRIPT ...]
 #
 # LONG_ROUNDS (default 2); SAN_SHORT adds gtest cases to the <= 512-key sanitizer filter.
 set -u
-[[ $# -ge 3 ]] || { echo "usage: $0 CALL CHUNKS \"BUILD...\" [RULE.py ...]" >&2; exit 2; }
+[[ $# -ge 3 ]] || { echo "usage: $0 CALL CHUNKS \"BUILD...\" [RULE_SCRIPT ...]" >&2; exit 2; }
 call=$1 chunks=$2 builds=($3); shift 3
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 R=/tmp/$call B=/tmp/b_$call
