@@ -9,7 +9,9 @@
 #
 #   bench/attention/stack_call.sh CALL CHUNKS "BUILD BUILD..." [RULE_SCRIPT ...]
 #
-# LONG_ROUNDS (default 2); SAN_SHORT adds gtest cases to the <= 512-key sanitizer filter.
+# LONG_ROUNDS (default 2); SAN_SHORT adds gtest cases to the <= 512-key sanitizer filter;
+# LONG_BUILDS (default all the BUILDs, in order) names the builds of the long rounds and of the
+# tests (each but its first; a re-test of an already tested build leaves that build out).
 set -u
 [[ $# -ge 3 ]] || { echo "usage: $0 CALL CHUNKS \"BUILD...\" [RULE_SCRIPT ...]" >&2; exit 2; }
 call=$1 chunks=$2 builds=($3); shift 3
@@ -22,7 +24,10 @@ saver=$!
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 specs=()
 for n in "${builds[@]}"; do specs+=("$n=$B/$n/.gpu"); done
-for n in "${builds[@]:1}"; do
+long=(${LONG_BUILDS:-${builds[*]}})
+lspecs=()
+for n in "${long[@]}"; do lspecs+=("$n=$B/$n/.gpu"); done
+for n in "${long[@]:1}"; do
   V=$B/$n/.gpu
   LD_LIBRARY_PATH=$V/lib:/usr/local/cuda/lib64 timeout 60 $V/bin/attention_cuda_test > "$R/tests_$n.txt" 2>&1
   echo "$n tests rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$R/tests_$n.txt" | tr '\n' ' ') at $(el) s"
@@ -32,8 +37,8 @@ BENCH_ARGS="--prefill --max-keys=512 --dtype both" BENCH_TIMEOUT=40 \
   bench/attention/alternate_bench.sh "$R/s512" 7 "${specs[@]}" | tail -1
 for r in $(seq 1 "${LONG_ROUNDS:-2}"); do
   BENCH_ARGS="--prefill --dtype bf16 --min-keys=513" BENCH_TIMEOUT=90 \
-    bench/attention/alternate_bench.sh "$R/long_$r" 1 "${specs[@]}" | tail -1
-  for n in "${builds[@]}"; do mv "$R/long_$r/bench_${n}_1.csv" "$R/long/bench_${n}_$r.csv" 2>/dev/null; done
+    bench/attention/alternate_bench.sh "$R/long_$r" 1 "${lspecs[@]}" | tail -1
+  for n in "${long[@]}"; do mv "$R/long_$r/bench_${n}_1.csv" "$R/long/bench_${n}_$r.csv" 2>/dev/null; done
 done
 echo "rounds done at $(el) s"
 last=${builds[-1]} V=$B/${builds[-1]}/.gpu
