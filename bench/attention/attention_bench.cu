@@ -39,6 +39,7 @@
 //                   [--max-keys=N]  (prefill and serving rows of at most N keys only)
 //                   [--min-keys=N]  (prefill and serving rows of at least N keys only)
 //                   [--heads=N]  (the prefill grid at N heads instead of h x d = 2048)
+//                   [--head-dim=64|128]  (the prefill grid's rows of that head dim only)
 //   attention_bench --lengths     the varlen batch's lengths, one a line (touches no GPU)
 // --profile: one untimed launch of each prefill kernel (s8k full; d128, d64; mma.sync, wgmma,
 // wgmma_ps), for ncu;
@@ -355,6 +356,9 @@ int g_prefill_heads = 0;
 int prefill_grid_heads(int head_dim) {
   return g_prefill_heads > 0 ? g_prefill_heads : 2048 / head_dim;
 }
+// --head-dim=D: the prefill grid at head dim D only (a change to one head dim's kernels, whose
+// other kernels are the same machine code, is timed on its own rows in half the time). 0: both.
+int g_prefill_head_dim = 0;
 
 // The prefill grid; the naive kernel is timed for bf16 only (fp16 rows: validated against it).
 bool bench_prefill(bool quick, bool hopper, DType dtype) {
@@ -362,6 +366,7 @@ bool bench_prefill(bool quick, bool hopper, DType dtype) {
   const std::vector<int> lens = quick ? std::vector<int>{1024, 8192}
                                       : std::vector<int>{512, 1024, 2048, 4096, 8192, 16384};
   for (int head_dim : {64, 128}) {
+    if (g_prefill_head_dim != 0 && head_dim != g_prefill_head_dim) continue;
     for (bool causal : {false, true}) {
       for (int s : lens) {
         if (!keys_selected(s)) continue;
@@ -726,6 +731,13 @@ int main(int argc, char** argv) {
       g_prefill_heads = std::atoi(argv[i] + 8);
       if (g_prefill_heads <= 0) {
         std::fprintf(stderr, "--heads=N: N must be a positive number of heads\n");
+        return 2;
+      }
+    }
+    else if (!std::strncmp(argv[i], "--head-dim=", 11)) {
+      g_prefill_head_dim = std::atoi(argv[i] + 11);
+      if (g_prefill_head_dim != 64 && g_prefill_head_dim != 128) {
+        std::fprintf(stderr, "--head-dim=D: D must be 64 or 128\n");
         return 2;
       }
     }

@@ -145,12 +145,14 @@ def no_loss_and_short_causal_gain(d, name, full, cmed):
             full[lo] >= 0.98 and len(short) == 2 and min(short.values()) >= 1.03)
 
 
-def s512_rule(d, base, new, measured, control, bar, bar_rows=lambda k: True):
+def s512_rule(d, base, new, measured, control, bar, bar_rows=lambda k: True,
+              judged=lambda k: True):
     """The s512 half of a rule (v35, v37's re-test, the stack's short region): compare() over
-    the rows of at most 512 keys, then (drifted, passed): passed when the median of medians of
-    the bf16 rows that bar_rows keeps (all by default) is >= bar and every row's median (bf16
-    and fp16) is >= 0.99; None when compare() found a row without every round."""
-    res = compare(d, base, new, measured, control, keep=lambda k: max_k(k) <= 512)
+    the rows of at most 512 keys that judged keeps (all by default), then (drifted, passed):
+    passed when the median of medians of the bf16 rows that bar_rows keeps (all by default) is
+    >= bar and every judged row's median (bf16 and fp16) is >= 0.99; None when compare() found
+    a row without every round."""
+    res = compare(d, base, new, measured, control, keep=lambda k: max_k(k) <= 512 and judged(k))
     if not res:
         return None
     full, cmed = res
@@ -167,7 +169,7 @@ def s512_rule(d, base, new, measured, control, bar, bar_rows=lambda k: True):
 
 
 def short_and_long(d, base, new, short_bar, verdict_dir=None, long_clause=None,
-                   short_rows=lambda k: True):
+                   short_rows=lambda k: True, judged=lambda k: True):
     """The rule of a change to the Hopper kernel's code measured on two folders (session 52's
     stack v38-v40): DIR/s512 (`--prefill --max-keys=512 --dtype both`, kAuto's `wgmma_ps`)
     and DIR/long (`--prefill --dtype bf16 --max-keys=4096`, kAuto's kernel by kauto_v34), the
@@ -178,14 +180,16 @@ def short_and_long(d, base, new, short_bar, verdict_dir=None, long_clause=None,
     or if (a) passes and (b) is missing. long_clause, if given, is a further part of (b): a
     function of the rows past 512 keys' medians {row: median} that prints its reading and
     returns whether it holds. short_rows picks the s512 rows whose median meets short_bar (all
-    by default; the 0.99 floor holds for every row). The verdict (and its adopt file) goes to
-    verdict_dir, DIR by default."""
+    by default; the 0.99 floor holds for every row). judged, if given, keeps the rows read in
+    both regions (a change whose kernels for the other rows are the same machine code, as
+    cuobjdump shows, leaves those rows out: they would measure noise). The verdict (and its
+    adopt file) goes to verdict_dir, DIR by default."""
     # (No s512 rounds read: inconclusive, as a drifted control.)
     drift, a = s512_rule(f"{d}/s512", base, new, lambda b, k: "wgmma_ps", lambda b, k: "mma",
-                         short_bar, short_rows) or (True, False)
+                         short_bar, short_rows, judged) or (True, False)
     rounds = len(glob.glob(f"{d}/long/bench_{new}_*.csv"))
     longer = compare(f"{d}/long", base, new, lambda b, k: kauto_v34(k), lambda b, k: "mma",
-                     keep=lambda k: max_k(k) > 512) if rounds >= 2 else None
+                     keep=lambda k: max_k(k) > 512 and judged(k)) if rounds >= 2 else None
     b = False
     if longer:
         full, cmed = longer

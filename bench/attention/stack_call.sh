@@ -11,7 +11,8 @@
 #
 # LONG_ROUNDS (default 2); SAN_SHORT adds gtest cases to the <= 512-key sanitizer filter;
 # LONG_BUILDS (default all the BUILDs, in order) names the builds of the long rounds and of the
-# tests (each but its first; a re-test of an already tested build leaves that build out).
+# tests (each but its first; a re-test of an already tested build leaves that build out);
+# BENCH_EXTRA goes to every bench run (e.g. --head-dim=64 for a change to d64's kernels only).
 set -u
 [[ $# -ge 3 ]] || { echo "usage: $0 CALL CHUNKS \"BUILD...\" [RULE_SCRIPT ...]" >&2; exit 2; }
 call=$1 chunks=$2 builds=($3); shift 3
@@ -33,10 +34,10 @@ for n in "${long[@]:1}"; do
   echo "$n tests rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$R/tests_$n.txt" | tr '\n' ' ') at $(el) s"
   grep -E '^\[  FAILED  \]' "$R/tests_$n.txt" | head
 done
-BENCH_ARGS="--prefill --max-keys=512 --dtype both" BENCH_TIMEOUT=40 \
+BENCH_ARGS="--prefill --max-keys=512 --dtype both ${BENCH_EXTRA:-}" BENCH_TIMEOUT=40 \
   bench/attention/alternate_bench.sh "$R/s512" 7 "${specs[@]}" | tail -1
 for r in $(seq 1 "${LONG_ROUNDS:-2}"); do
-  BENCH_ARGS="--prefill --dtype bf16 --min-keys=513" BENCH_TIMEOUT=90 \
+  BENCH_ARGS="--prefill --dtype bf16 --min-keys=513 ${BENCH_EXTRA:-}" BENCH_TIMEOUT=90 \
     bench/attention/alternate_bench.sh "$R/long_$r" 1 "${lspecs[@]}" | tail -1
   for n in "${long[@]}"; do mv "$R/long_$r/bench_${n}_1.csv" "$R/long/bench_${n}_$r.csv" 2>/dev/null; done
 done
