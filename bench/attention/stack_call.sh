@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device call that measures a stack of kernel variants (session 53's calls R, S and T): the
 # bundles NAME.txz of CHUNKS (make_bundle.sh) unpacked, every bundle's attention_cuda_test but
-# the first's, 7 alternating rounds of the s512 rows (both dtypes), LONG_ROUNDS alternating
-# rounds of the bf16 rows past 512 keys, memcheck + racecheck of the last bundle (static walk
+# the first's, S512_ROUNDS alternating rounds of the s512 rows (both dtypes), LONG_ROUNDS
+# alternating rounds of the bf16 rows past 512 keys, memcheck + racecheck of the last bundle (static walk
 # at <= 512 keys; the d64 counter and d128 stream-K walks past 1k keys), then each RULE script
 # on the folder. Everything goes to /tmp/CALL, tarred to $OUT/CALL.tgz every 20 s and at the
 # end; the rules read CALL/s512 and CALL/long (rule_common.short_and_long's layout).
@@ -12,7 +12,8 @@
 # LONG_ROUNDS (default 2); SAN_SHORT adds gtest cases to the <= 512-key sanitizer filter;
 # LONG_BUILDS (default all the BUILDs, in order) names the builds of the long rounds and of the
 # tests (each but its first; a re-test of an already tested build leaves that build out);
-# BENCH_EXTRA goes to every bench run (e.g. --head-dim=64 for a change to d64's kernels only).
+# BENCH_EXTRA goes to every bench run (e.g. --head-dim=64 for a change to d64's kernels only);
+# S512_ROUNDS (default 7) sets the s512 rounds.
 set -u
 [[ $# -ge 3 ]] || { echo "usage: $0 CALL CHUNKS \"BUILD...\" [RULE_SCRIPT ...]" >&2; exit 2; }
 call=$1 chunks=$2 builds=($3); shift 3
@@ -35,7 +36,7 @@ for n in "${long[@]:1}"; do
   grep -E '^\[  FAILED  \]' "$R/tests_$n.txt" | head
 done
 BENCH_ARGS="--prefill --max-keys=512 --dtype both ${BENCH_EXTRA:-}" BENCH_TIMEOUT=40 \
-  bench/attention/alternate_bench.sh "$R/s512" 7 "${specs[@]}" | tail -1
+  bench/attention/alternate_bench.sh "$R/s512" "${S512_ROUNDS:-7}" "${specs[@]}" | tail -1
 for r in $(seq 1 "${LONG_ROUNDS:-2}"); do
   BENCH_ARGS="--prefill --dtype bf16 --min-keys=513 ${BENCH_EXTRA:-}" BENCH_TIMEOUT=90 \
     bench/attention/alternate_bench.sh "$R/long_$r" 1 "${lspecs[@]}" | tail -1
