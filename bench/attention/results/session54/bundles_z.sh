@@ -17,7 +17,8 @@ trap 'git worktree remove --force "$wt"' EXIT
 (cd "$wt" && bench/attention/make_bundle.sh "$out" v42)
 for v in v48_d64_three_stages v49_d64_four_stages v50_d128_producer_80_registers \
     v51_rows_aligned_to_the_end; do
-  (cd "$wt" && git checkout -q -- kernels && git apply "$here/$v.patch" &&
+  (cd "$wt" && git checkout -q -- kernels && git clean -fdq -- kernels tests &&
+    git apply "$here/$v.patch" &&
     bench/attention/make_bundle.sh "$out" "${v%%_*}")
 done
 ls -la "$out"
