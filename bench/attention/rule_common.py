@@ -168,6 +168,21 @@ def s512_rule(d, base, new, measured, control, bar, bar_rows=lambda k: True,
     return control_drifted(cmed), mid >= bar and full[lo] >= 0.99
 
 
+def d128_full_clause(bar):
+    """A long_clause for short_and_long (v43's, v50's): the d128 full rows past 512 keys (the
+    stream-K walk's) must have a median >= bar; prints their medians."""
+    def clause(full):
+        rows = {k: x for k, x in full.items() if re.match(r"b\d+ s\d+ h\d+ d128 full$", k)}
+        if not rows:
+            print("d128 full rows past 512 keys: none read")
+            return False
+        mid = statistics.median(rows.values())
+        print(f"d128 full rows past 512 keys: median {mid:.3f} (bar {bar:g}): "
+              + ", ".join(f"{k} {x:.3f}" for k, x in rows.items()))
+        return mid >= bar
+    return clause
+
+
 def short_and_long(d, base, new, short_bar, verdict_dir=None, long_clause=None,
                    short_rows=lambda k: True, judged=lambda k: True):
     """The rule of a change to the Hopper kernel's code measured on two folders (session 52's

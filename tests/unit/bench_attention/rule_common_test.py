@@ -204,6 +204,21 @@ class RuleCommonTest(unittest.TestCase):
         self.assertIn("past 512 keys: not read", out)  # the long rows are all d128 here
         self.assertTrue(out.rstrip().endswith("RULE: inconclusive (controls drifted)"), out)
 
+    def test_the_d128_full_clause_reads_only_those_rows(self):
+        clause = rule_common.d128_full_clause(1.01)
+        rows = {"b8 s2048 h16 d128 full": 1.02, "b4 s4096 h16 d128 full": 1.00,
+                "b2 s8192 h16 d128 full": 1.03, "b8 s2048 h16 d128 causal": 0.90,
+                "b8 s2048 h32 d64 full": 0.90}
+        ok, out = self.run_quiet(clause, rows)
+        self.assertTrue(ok, out)
+        self.assertIn("median 1.020 (bar 1.01)", out)
+        self.assertNotIn("causal", out)
+        ok, out = self.run_quiet(rule_common.d128_full_clause(1.025), rows)
+        self.assertFalse(ok, out)
+        ok, out = self.run_quiet(clause, {"b8 s2048 h32 d64 full": 1.1})
+        self.assertFalse(ok)
+        self.assertIn("none read", out)
+
     def test_a_stack_step_without_its_s512_rounds_is_inconclusive(self):
         d = self.stack_folder(1.02, 1.0, 2)
         for f in os.listdir(f"{d}/s512"):

@@ -9,24 +9,10 @@ DIR/v43/adopt.
 """
 
 import os
-import re
-import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-from rule_common import short_and_long
-
-
-def d128_full(full):
-    rows = {k: x for k, x in full.items() if re.match(r"b\d+ s\d+ h\d+ d128 full$", k)}
-    if not rows:
-        print("d128 full rows past 512 keys: none read")
-        return False
-    mid = statistics.median(rows.values())
-    print(f"d128 full rows past 512 keys: median {mid:.3f} (bar 1.01): "
-          + ", ".join(f"{k} {x:.3f}" for k, x in rows.items()))
-    return mid >= 1.01
-
+from rule_common import d128_full_clause, short_and_long
 
 d = sys.argv[1]
-short_and_long(d, "v42", "v43", 1.0, f"{d}/v43", long_clause=d128_full)
+short_and_long(d, "v42", "v43", 1.0, f"{d}/v43", long_clause=d128_full_clause(1.01))
