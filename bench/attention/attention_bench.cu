@@ -684,6 +684,20 @@ void bench_copy() {
   report("copy", "2 GiB device-to-device", "cuda", ms, 0, 2.0 * bytes);
 }
 
+// A "--name=N" flag (prefix with its '='): false when arg is not one; else N into *value, and
+// a value that `valid` refuses prints `error` and exits with status 2.
+template <typename Valid>
+bool int_flag(const char* arg, const char* prefix, int* value, Valid valid, const char* error) {
+  const size_t n = std::strlen(prefix);
+  if (std::strncmp(arg, prefix, n) != 0) return false;
+  *value = std::atoi(arg + n);
+  if (!valid(*value)) {
+    std::fprintf(stderr, "%s\n", error);
+    std::exit(2);
+  }
+  return true;
+}
+
 }  // namespace
 }  // namespace flashserve::kernels
 
@@ -695,7 +709,18 @@ int main(int argc, char** argv) {
   bool profile_causal = false;
   std::vector<DType> dtypes = {DType::kBf16, DType::kFp16};
   const char* csv = nullptr;
+  const auto positive = [](int v) { return v > 0; };
   for (int i = 1; i < argc; ++i) {
+    if (int_flag(argv[i], "--max-keys=", &g_max_keys, positive,
+                 "--max-keys=N: N must be a positive number of keys") ||
+        int_flag(argv[i], "--min-keys=", &g_min_keys, positive,
+                 "--min-keys=N: N must be a positive number of keys") ||
+        int_flag(argv[i], "--heads=", &g_prefill_heads, positive,
+                 "--heads=N: N must be a positive number of heads") ||
+        int_flag(argv[i], "--head-dim=", &g_prefill_head_dim,
+                 [](int d) { return d == 64 || d == 128; }, "--head-dim=D: D must be 64 or 128")) {
+      continue;
+    }
     if (!std::strcmp(argv[i], "--prefill")) prefill = true;
     else if (!std::strcmp(argv[i], "--decode")) decode = true;
     else if (!std::strcmp(argv[i], "--window")) window = true;
@@ -713,34 +738,6 @@ int main(int argc, char** argv) {
       }
     }
     else if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
-    else if (!std::strncmp(argv[i], "--max-keys=", 11)) {
-      g_max_keys = std::atoi(argv[i] + 11);
-      if (g_max_keys <= 0) {
-        std::fprintf(stderr, "--max-keys=N: N must be a positive number of keys\n");
-        return 2;
-      }
-    }
-    else if (!std::strncmp(argv[i], "--min-keys=", 11)) {
-      g_min_keys = std::atoi(argv[i] + 11);
-      if (g_min_keys <= 0) {
-        std::fprintf(stderr, "--min-keys=N: N must be a positive number of keys\n");
-        return 2;
-      }
-    }
-    else if (!std::strncmp(argv[i], "--heads=", 8)) {
-      g_prefill_heads = std::atoi(argv[i] + 8);
-      if (g_prefill_heads <= 0) {
-        std::fprintf(stderr, "--heads=N: N must be a positive number of heads\n");
-        return 2;
-      }
-    }
-    else if (!std::strncmp(argv[i], "--head-dim=", 11)) {
-      g_prefill_head_dim = std::atoi(argv[i] + 11);
-      if (g_prefill_head_dim != 64 && g_prefill_head_dim != 128) {
-        std::fprintf(stderr, "--head-dim=D: D must be 64 or 128\n");
-        return 2;
-      }
-    }
     else if (!std::strncmp(argv[i], "--decode-splits=", 16)) {
       for (const char* c = argv[i] + 16; *c != '\0';) {
         g_split_sweep.push_back(std::atoi(c));
@@ -762,7 +759,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--prefill] [--decode] [--window] [--serving] [--quick] [--profile[=S]] [--host]\n"
                    "          [--dtype bf16|fp16|both] [--csv FILE] [--decode-splits=LIST] [--max-keys=N]\n"
-                   "          [--min-keys=N] [--heads=N]\n",
+                   "          [--min-keys=N] [--heads=N] [--head-dim=64|128]\n",
                    argv[0]);
       return 2;
     }
