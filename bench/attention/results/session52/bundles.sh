@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The bundles of calls O and P (session 52's stack), rebuilt from the patches in this folder:
 # head (the checkout's HEAD as committed), then v38, v39, v40, v41, each the one before with
-# its patch applied, built in one worktree in turn. Run at the repository root; writes
+# its patch applied, built in one worktree in turn. Run at the repository root, at the commit
+# the patches were written on (a record of session 52: its patches predate v42); writes
 # OUT_DIR/NAME.txz and NAME.commit (make_bundle.sh). A few minutes each from scratch.
 #
 #   bench/attention/results/session52/bundles.sh [OUT_DIR]     (default .chunks/s52)
