@@ -22,11 +22,11 @@ using testing::ProblemShape;
 // ---- configuration errors (no GPU needed: rejected before any launch) ----------------------
 
 AttentionParams valid_looking_params() {
-  static int dummy;
+  alignas(16) static int dummy[4];
   AttentionParams p;
-  p.q = p.k_cache = p.v_cache = &dummy;
-  p.out = &dummy;
-  p.cu_seqlens_q = p.seqlens_k = p.block_tables = &dummy;
+  p.q = p.k_cache = p.v_cache = dummy;
+  p.out = dummy;
+  p.cu_seqlens_q = p.seqlens_k = p.block_tables = dummy;
   p.num_seqs = 1;
   p.max_seqlen_q = p.max_seqlen_k = 1;
   p.num_heads = 4;
@@ -73,6 +73,33 @@ TEST(AttentionConfigTest, RejectsPrefillSplitsOutOfRangeOrWithoutWorkspaceByName
   const absl::Status s = attention_prefill(p, 2, nullptr, 0, nullptr);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("workspace of 0 bytes, need"), std::string::npos) << s;
+}
+
+// Every kernel loads q and K/V in 16-byte pieces and stores the output in 4-byte pairs: a
+// caller's misaligned pointer is an error naming the pointers, not a fault on the GPU.
+TEST(AttentionConfigTest, RejectsMisalignedPointersByName) {
+  alignas(16) static char bytes[64];
+  for (int which = 0; which < 4; ++which) {
+    AttentionParams p = valid_looking_params();
+    const void* const shifted = bytes + (which == 3 ? 2 : 8);
+    if (which == 0) p.q = shifted;
+    if (which == 1) p.k_cache = shifted;
+    if (which == 2) p.v_cache = shifted;
+    if (which == 3) p.out = const_cast<void*>(shifted);
+    for (const absl::Status& s : {attention_prefill(p, nullptr),
+                                  attention_naive(p, nullptr, 0, nullptr),
+                                  attention_decode(p, 1, nullptr, 0, nullptr)}) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << which;
+      EXPECT_NE(s.message().find("must be 16-byte aligned and out 4-byte aligned"),
+                std::string::npos)
+          << s;
+    }
+  }
+  AttentionParams p = valid_looking_params();
+  p.out = bytes + 4;  // 4-byte aligned output: accepted by the checks (no GPU call follows)
+  p.num_heads = 34;   // ... and rejected later for a reason of its own
+  const absl::Status s = attention_decode(p, 1, nullptr, 0, nullptr);
+  EXPECT_EQ(s.message().find("aligned"), std::string::npos) << s;
 }
 
 // A prefill shape for the split heuristic: one call of `seqs` sequences of q queries over k
