@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call Y (session 54; any Hopper GPU; carry .chunks/s54; ~60 s): is the fp16 d128 full s512
+# Call Y (session 54; any Hopper GPU; carry .chunks/s54z; ~60 s): is the fp16 d128 full s512
 # row power-capped? Across calls R and U (14 rounds), f98d5be's persistent kernel ran that row
 # at 330-393 TFLOP/s (bf16: 384-418), while the one-tile kernel's fp16 is 2 % below its bf16
 # and cuDNN's fp16 8 % below its bf16 (RESULTS.md). Prediction (NOTES.md, "Call Y"): the SM
@@ -9,7 +9,7 @@
 # of v42.txz (the head's kernels) with nvidia-smi sampling every 10 ms; then clocks_by_row.py.
 set -u
 H=bench/attention/results/session54 R=/tmp/y B=/tmp/b_y
-rm -rf "$R" "$B" && mkdir -p "$R" "$B" && tar -xJf "${CHUNKS:-.chunks/s54}/v42.txz" -C "$B"
+rm -rf "$R" "$B" && mkdir -p "$R" "$B" && tar -xJf "${CHUNKS:-.chunks/s54z}/v42.txz" -C "$B"
 export LD_LIBRARY_PATH=$B/.gpu/lib:/usr/local/cuda/lib64
 stamp() { python3 -u -c 'import sys, time
 for l in sys.stdin: print(f"{time.time():.4f} {l}", end="", flush=True)'; }
