@@ -27,10 +27,10 @@
 // Supported: head_dim 64 and 128, bf16 and fp16 inputs/outputs, fp32 accumulation; the cache
 // block_size must be a multiple of 64 (the kernels' K/V tile). Anything else is rejected with
 // InvalidArgument naming the value, before any work is launched. All pointers are device
-// pointers; q, k_cache and v_cache 16-byte aligned and out 4-byte aligned (the kernels load in
-// 16-byte pieces and store pairs of elements; InvalidArgument otherwise, cudaMalloc's
-// pointers and whole-row offsets from them are). Launchers are asynchronous on `stream` and
-// never synchronise.
+// pointers: q, k_cache and v_cache 16-byte aligned, out 4-byte aligned (the kernels load in
+// 16-byte pieces and store pairs of elements; InvalidArgument otherwise). cudaMalloc's pointers
+// and whole-row offsets from them qualify. Launchers are asynchronous on `stream` and never
+// synchronise.
 #include <cstddef>
 #include <cstdint>
 

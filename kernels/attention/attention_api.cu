@@ -55,17 +55,15 @@ absl::Status validate_attention_params(const AttentionParams& p) {
   // Every kernel reads q and the K/V cache in 16-byte pieces (cp.async, TMA) and stores the
   // output in pairs of elements (4 bytes); a row is head_dim x 2 bytes, a multiple of 16, so
   // the base pointers' alignment is every row's. A misaligned pointer would fault on the GPU.
-  const auto misaligned = [](const void* ptr, uintptr_t bytes) {
-    return reinterpret_cast<uintptr_t>(ptr) % bytes != 0;
+  const auto off = [](const void* ptr, uintptr_t bytes) {
+    return reinterpret_cast<uintptr_t>(ptr) % bytes;
   };
-  if (p.num_seqs > 0 && (misaligned(p.q, 16) || misaligned(p.k_cache, 16) ||
-                         misaligned(p.v_cache, 16) || misaligned(p.out, 4))) {
+  if (p.num_seqs > 0 &&
+      (off(p.q, 16) || off(p.k_cache, 16) || off(p.v_cache, 16) || off(p.out, 4))) {
     return absl::InvalidArgumentError(absl::StrCat(
         "attention: q, k_cache and v_cache must be 16-byte aligned and out 4-byte aligned; got "
-        "q % 16 = ", reinterpret_cast<uintptr_t>(p.q) % 16,
-        ", k_cache % 16 = ", reinterpret_cast<uintptr_t>(p.k_cache) % 16,
-        ", v_cache % 16 = ", reinterpret_cast<uintptr_t>(p.v_cache) % 16,
-        ", out % 4 = ", reinterpret_cast<uintptr_t>(p.out) % 4));
+        "q % 16 = ", off(p.q, 16), ", k_cache % 16 = ", off(p.k_cache, 16),
+        ", v_cache % 16 = ", off(p.v_cache, 16), ", out % 4 = ", off(p.out, 4)));
   }
   return absl::OkStatus();
 }
