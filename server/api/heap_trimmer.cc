@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -60,9 +61,19 @@ void HeapTrimmer::look() {
     resident_mark_ = resident;
   }
   if (free_mark_ < 0 || free_bytes < free_mark_) free_mark_ = free_bytes;
+  // Quiet: neither moved by 1 MiB since the previous look, three looks in a row.
+  constexpr int64_t kQuietBytes = int64_t{1} << 20;
+  constexpr int kQuietLooks = 3;
+  const bool still = last_resident_ >= 0 && std::abs(resident - last_resident_) < kQuietBytes &&
+                     std::abs(free_bytes - last_free_) < kQuietBytes;
+  num_quiet_looks_ = still ? num_quiet_looks_ + 1 : 0;
+  last_resident_ = resident;
+  last_free_ = free_bytes;
   const bool freed = free_bytes - free_mark_ > threshold_bytes_;
   const bool grown = resident - resident_mark_ > threshold_bytes_ && free_bytes > threshold_bytes_;
-  if (!freed && !grown) return;
+  const bool idle =
+      num_quiet_looks_ >= kQuietLooks && free_bytes - free_mark_ > threshold_bytes_ / 8;
+  if (!freed && !grown && !idle) return;
   malloc_trim(0);
   // Trimmed pages stay in the free lists (fordblks): the marks start again from here.
   resident_mark_ = resident_bytes();

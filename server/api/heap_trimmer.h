@@ -13,8 +13,12 @@
 // follows it down. It trims when the free bytes have grown by more than `threshold_bytes` (a
 // burst was freed), or when the resident size has grown by as much while more than
 // `threshold_bytes` lie free (a burst freed between two looks, or re-touched trimmed pages);
-// after a trim both marks start again from there. Growth in use (a KV cache being touched)
-// trims nothing. Without glibc it does nothing.
+// after a trim both marks start again from there. Below the threshold, once the process is
+// quiet (resident and free bytes each moved less than 1 MiB over the last three looks), it
+// trims when more than an eighth of the threshold has been freed past the free mark: a burst
+// smaller than the threshold, or the rest of one freed after a trim, does not stay resident
+// for as long as the process idles. Growth in use (a KV cache being touched) trims nothing.
+// Without glibc it does nothing.
 //
 // Thread-safety: constructed and destroyed by one owner; the thread is internal.
 #include <chrono>
@@ -42,6 +46,9 @@ class HeapTrimmer {
   const int64_t threshold_bytes_;
   int64_t resident_mark_ = -1;  // the thread's own
   int64_t free_mark_ = -1;      // the thread's own
+  int64_t last_resident_ = -1;  // the previous look's (the thread's own)
+  int64_t last_free_ = -1;      // the previous look's (the thread's own)
+  int num_quiet_looks_ = 0;     // looks in a row with both within 1 MiB (the thread's own)
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stop_ = false;       // guarded by mu_
