@@ -28,6 +28,19 @@ bool eventually(F done) {
 // wait in its quarantine, malloc_trim does not reach them), so scripts/sanitize.sh builds
 // leave these out.
 #if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// `n` blocks of 64 KiB (below glibc's mmap threshold: on the heap), touched, then 100 ms for
+// the trimmer (looking every 20 ms) to see them in use: its free mark starts at its first
+// look, and what was free then is not a burst.
+std::vector<void*> blocks_in_use(int n) {
+  std::vector<void*> blocks(n);
+  for (void*& p : blocks) {
+    p = std::malloc(64 << 10);
+    std::memset(p, 1, 64 << 10);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return blocks;
+}
+
 // 128 MiB touched and kept: nothing is free, nothing is trimmed.
 TEST(HeapTrimmerTest, MemoryInUseIsLeftAlone) {
   HeapTrimmer trimmer(std::chrono::milliseconds(20), 16 * kMiB);
@@ -45,12 +58,7 @@ TEST(HeapTrimmerTest, MemoryInUseIsLeftAlone) {
 // 64 MiB free between blocks still in use, which glibc cannot give back on its own.
 TEST(HeapTrimmerTest, FreedBurstGoesBackToTheSystem) {
   HeapTrimmer trimmer(std::chrono::milliseconds(20), 16 * kMiB);
-  std::vector<void*> blocks(2048);
-  for (void*& p : blocks) {
-    p = std::malloc(64 << 10);
-    std::memset(p, 1, 64 << 10);
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // looked at in use (below)
+  const std::vector<void*> blocks = blocks_in_use(2048);
   const int64_t peak = resident_bytes();
   for (size_t i = 0; i < blocks.size(); i += 2) std::free(blocks[i]);
   EXPECT_TRUE(eventually([&] { return peak - resident_bytes() > 48 * kMiB; }))
@@ -62,17 +70,10 @@ TEST(HeapTrimmerTest, FreedBurstGoesBackToTheSystem) {
 }
 
 // 48 MiB in 64 KiB blocks, every other one freed: 24 MiB free, below the 64 MiB threshold, so
-// only the quiet rule gives it back (three quiet looks, 20 ms apart). The trimmer looks at the
-// blocks in use before they are freed (its free mark starts at its first look: what was free
-// then is not a burst); pages that earlier tests left resident make the allocation fast.
+// only the quiet rule gives it back (three quiet looks, 20 ms apart).
 TEST(HeapTrimmerTest, BurstBelowTheThresholdGoesBackOnceQuiet) {
   HeapTrimmer trimmer(std::chrono::milliseconds(20), 64 * kMiB);
-  std::vector<void*> blocks(768);
-  for (void*& p : blocks) {
-    p = std::malloc(64 << 10);
-    std::memset(p, 1, 64 << 10);
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::vector<void*> blocks = blocks_in_use(768);
   const int64_t peak = resident_bytes();
   for (size_t i = 0; i < blocks.size(); i += 2) std::free(blocks[i]);
   EXPECT_TRUE(eventually([&] { return peak - resident_bytes() > 16 * kMiB; }))
