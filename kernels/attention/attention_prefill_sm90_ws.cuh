@@ -56,7 +56,8 @@
 //     softmax costs the same). The ping-pong turns go round-robin 0 -> 1 -> 2 -> 0.
 //   * Per-warpgroup tile count: a warpgroup computes only the key tiles its own 64 rows need
 //     (up to its last row's diagonal under the causal mask; none when its rows are all past
-//     q_len, as in a sequence's last block). Past them it still waits for each K/V tile,
+//     the block's, as in a sequence's first, partial block: row blocks are aligned to the
+//     sequence's end, geometry() below). Past them it still waits for each K/V tile,
 //     releases its buffers and takes its turns empty, so the ring's phases and the turn order
 //     stay the CTA's. At d64 causal this spares the first warpgroup of a 192-row block up to
 //     two tiles past its diagonal (1.35 / 1.33x fewer computed pairs at s512 / 1k; measured
@@ -66,14 +67,15 @@
 //     writes fp32 partials, O normalised over its keys and the LSE (-inf for a row that sees
 //     none of them), for attention_prefill_combine_kernel (attention_combine.cuh). A row
 //     block whose CTA would walk many tiles while most SMs idle gets its SMs back that way.
-//   * Output: a warpgroup whose 64 rows all belong to the sequence (every block but a
-//     sequence's last) writes its bf16/fp16 output into its own rows of the Q tile (free after
-//     its last S) in the tile's 128-byte swizzle, and one thread stores it by TMA through a
-//     third tensor map over the output (attention_prefill.cu, output_tensor_map); only that
-//     thread waits, and only until the tile is read. A partial block, the split's fp32
-//     partials and an output not 16-byte aligned are stored from registers. Measured: 1.02-1.08x
-//     at s512-2k and on the varlen batch (v20 in bench/attention/NOTES.md): the exit drain of
-//     a one-tile CTA's register stores was time the SM lost.
+//   * Output: a warpgroup whose 64 rows all belong to the block (every block but a
+//     sequence's first, partial one) writes its bf16/fp16 output into its own rows of the Q
+//     tile (free after its last S) in the tile's 128-byte swizzle, and one thread stores it by
+//     TMA through a third tensor map over the output (attention_prefill.cu,
+//     output_tensor_map); only that thread waits, and only until the tile is read. A partial
+//     block, the split's fp32 partials and an output not 16-byte aligned are stored from
+//     registers. Measured: 1.02-1.08x at s512-2k and on the varlen batch (v20 in
+//     bench/attention/NOTES.md): the exit drain of a one-tile CTA's register stores was time
+//     the SM lost.
 #include <cuda.h>  // CUtensorMap
 
 #include "kernels/attention/attention.h"
@@ -82,6 +84,7 @@
 #include "kernels/attention/attention_prefill_sm90_shape.cuh"
 #include "kernels/attention/attention_prefill_sm90_walks.cuh"
 #include "kernels/attention/fast_divmod.h"
+#include "kernels/attention/row_blocks.h"
 #include "kernels/paged_kv.h"
 #include "kernels/sm90_wgmma.cuh"
 
@@ -180,23 +183,24 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   };
   // Tile l's rows and key tiles (a pure function of l: the producer and the consumers each
   // compute it).
+  // Row blocks are aligned to the sequence's end, so a sequence's partial block is its first
+  // (row_blocks.h).
   auto geometry = [&](int l) {
     Geometry g;
-    int m_block;
+    int from_end;
     if constexpr (kPersistent) {
-      int row_block;
-      const int head_seq = row_blocks_div.divmod(l, row_block);  // l = head_seq * row_blocks + ..
-      m_block = row_blocks - 1 - row_block;
+      const int head_seq = row_blocks_div.divmod(l, from_end);  // l = head_seq * row_blocks + ..
       g.seq = heads_div.divmod(head_seq, g.head);
     } else {
       g.seq = blockIdx.z;
       g.head = blockIdx.y;
-      m_block = kSplit ? gridDim.x / num_splits - 1 - blockIdx.x / num_splits
-                       : gridDim.x - 1 - blockIdx.x;
+      from_end = kSplit ? blockIdx.x / num_splits : blockIdx.x;
     }
     g.q_start = p.cu_seqlens_q[g.seq];
     g.q_len = p.cu_seqlens_q[g.seq + 1] - g.q_start;
-    g.m_base = m_block * kBlockM;
+    const RowBlock rb = row_block_from_end(g.q_len, from_end, kBlockM);
+    g.m_base = rb.m_base;
+    g.rows = rb.rows;
     g.kv_len = p.seqlens_k[g.seq];
     g.q_offset = g.kv_len - g.q_len;
     if constexpr (kPersistent) {
@@ -204,7 +208,6 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     } else {
       g.kv_head = g.head / (p.num_heads / p.num_kv_heads);
     }
-    g.rows = min(kBlockM, g.q_len - g.m_base);
     const int n_end = p.causal ? min(g.kv_len, g.q_offset + g.m_base + g.rows) : g.kv_len;
     g.window = window_keys(p.sliding_window);
     g.window_start = max(0, g.q_offset + g.m_base - g.window + 1);  // of the tile's first row
@@ -225,7 +228,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   Geometry g0;
   if constexpr (!kPersistent) {
     g0 = geometry(0);
-    if (g0.m_base >= g0.q_len) return;  // whole CTA, before any barrier
+    if (g0.rows <= 0) return;  // whole CTA, before any barrier
   }
 
   extern __shared__ uint4 smem_raw[];
@@ -324,7 +327,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
           l = static_cast<int>(atomicAdd(&sm90ws_tile_counter, 1u));
           if (l >= walk_tiles) break;
           const Geometry t = geometry(l);
-          if (t.m_base < t.q_len && t.num_tiles > 0) break;
+          if (t.rows > 0 && t.num_tiles > 0) break;
         }
         if (l >= walk_tiles) {
           if (l == walk_tiles + static_cast<int>(gridDim.x) - 1) {
@@ -346,7 +349,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     }
     Geometry g = kPersistent ? geometry(l) : g0;
     if constexpr (kStreamK) Sm90StreamK::clip(kb0, kb1, g.first_tile, g.num_tiles);
-    if (g.m_base >= g.q_len) continue;  // (persistent only: the one-tile CTA has returned)
+    if (g.rows <= 0) continue;  // (persistent only: the one-tile CTA has returned)
     if (g.num_tiles == 0) {
       if constexpr (kPersistent) continue;  // (kStatic only: kCounter takes none such)
       return;
@@ -459,7 +462,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     if (l >= walk_tiles) continue;
   }
   Geometry g = kPersistent ? geometry(l) : g0;
-  if (g.m_base >= g.q_len) continue;  // (persistent only: the one-tile CTA has returned)
+  if (g.rows <= 0) continue;  // (persistent only: the one-tile CTA has returned)
   const int tile_key_tiles = g.num_tiles;  // kStreamK: the whole tile's, before the clip
   if constexpr (kStreamK) {  // as the producer's
     Sm90StreamK::clip(kb0, kb1, g.first_tile, g.num_tiles);
@@ -469,17 +472,19 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   // merges the tile's others (when it is not the whole tile).
   const bool sk_rest = kStreamK && kb0 > 0;
   const bool sk_first = kStreamK && kb0 == 0 && kb1 < stream_k.units;
-  const int seq = g.seq, head = g.head, q_start = g.q_start, q_len = g.q_len;
-  const int m_base = g.m_base, kv_len = g.kv_len, q_offset = g.q_offset, window = g.window;
+  const int seq = g.seq, head = g.head, q_start = g.q_start;
+  const int m_base = g.m_base, m_end = g.m_base + g.rows;
+  const int kv_len = g.kv_len, q_offset = g.q_offset, window = g.window;
   const int first_tile = g.first_tile, num_tiles = g.num_tiles;
   (void)seq;
   const int qb = q_round & 1;
   T* const sq_t = q_buf(qb);  // this tile's Q
   // The key tiles this warpgroup's 64 rows need, from first_tile (<= num_tiles): none for rows
-  // past q_len, and under the causal mask only up to its own last row's diagonal. The tiles
-  // after them are wholly masked for these rows (they would add exactly 0 with a correction of
-  // exactly 1), so the warpgroup only takes its turns and releases their K/V buffers.
-  const int wg_rows = min(64, q_len - m_base - 64 * warpgroup);
+  // past the block's (m_end), and under the causal mask only up to its own last row's
+  // diagonal. The tiles after them are wholly masked for these rows (they would add exactly 0
+  // with a correction of exactly 1), so the warpgroup only takes its turns and releases their
+  // K/V buffers.
+  const int wg_rows = min(64, m_end - m_base - 64 * warpgroup);
   const int wg_end = p.causal ? min(kv_len, q_offset + m_base + 64 * warpgroup + wg_rows) : kv_len;
   int my_tiles = wg_rows <= 0 ? 0 : max(0, (wg_end + kBlockN - 1) / kBlockN - first_tile);
   if constexpr (kSplit || kStreamK) my_tiles = min(num_tiles, my_tiles);  // past the share
@@ -669,7 +674,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   }
 
   // ---- epilogue: out = O / l, lse = m * scale + log(l) ----
-  // Else a warpgroup whose 64 rows are all the sequence's (all but a sequence's last block)
+  // Else a warpgroup whose 64 rows are all the block's (all but a sequence's first block)
   // stages its output in its own rows of the Q tile (free since its last S; the other
   // warpgroups read only theirs), in the same 128-byte swizzle, and one thread stores it by
   // TMA (o_map: the output as [rows, num_heads x head_dim], 64 x 64 boxes); the warpgroup's
@@ -729,7 +734,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
       v[j][1] = o[4 * j + 2 * h + 1] * inv_l;
     }
     if constexpr (kSplit) {
-      if (row >= q_len) continue;
+      if (row >= m_end) continue;
       const int64_t part =
           ((static_cast<int64_t>(split) * p.num_seqs + seq) * p.max_seqlen_q + row) * p.num_heads +
           head;
@@ -755,7 +760,7 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
                                        (((j % 8) ^ (r % 8)) * 16)) = Traits::pack(v[j][0], v[j][1]);
         }
       }
-      if (row >= q_len) continue;
+      if (row >= m_end) continue;
       const int64_t token = q_start + row;
       if (!staged) {
         T* dst = out + (token * p.num_heads + head) * kHeadDim + 2 * (lane & 3);
