@@ -15,8 +15,9 @@ constexpr int sm90ws_consumer_threads(int head_dim) {
 }
 // One producer warpgroup on top (setmaxnreg works per warpgroup, so the producer is 128 threads).
 constexpr int sm90ws_threads(int head_dim) { return sm90ws_consumer_threads(head_dim) + 128; }
-// setmaxnreg budgets, sum over the CTA <= 65536: d128 128 * (2 * 232 + 40) = 64512; d64 128 *
-// (3 * 160 + 32) = 65536 (the d64 producer keeps one destination base per thread: J = 1).
+// setmaxnreg budgets, sum over the CTA <= its launch registers (below): d128 128 * (2 * 232 +
+// 40) = 64512 = 384 * 168; d64 128 * (3 * 160 + 32) = 65536 = 512 * 128 (the d64 producer
+// keeps one destination base per thread: J = 1).
 constexpr int sm90ws_consumer_regs(int head_dim) { return head_dim == 64 ? 160 : 232; }
 constexpr int sm90ws_producer_regs(int head_dim) { return head_dim == 64 ? 32 : 40; }
 constexpr int sm90ws_block_m(int head_dim) { return 64 * sm90ws_consumer_warpgroups(head_dim); }
@@ -34,10 +35,21 @@ constexpr int sm90ws_smem_bytes(int head_dim, bool persistent = false) {
           2 * sm90ws_stages() * sm90ws_block_n()) * head_dim * 2 +
          1024 + 256;
 }
-static_assert(128 * (sm90ws_consumer_warpgroups(64) * sm90ws_consumer_regs(64) +
-                     sm90ws_producer_regs(64)) <= 65536 &&
-              128 * (sm90ws_consumer_warpgroups(128) * sm90ws_consumer_regs(128) +
-                     sm90ws_producer_regs(128)) <= 65536,
-              "setmaxnreg budgets exceed the register file");
+// The registers a CTA holds are fixed at launch: __launch_bounds__(threads, 1) caps each thread
+// at 65536 / threads rounded down to the 8-register allocation unit, and with setmaxnreg in
+// the kernel ptxas allocates exactly that cap (cuobjdump --dump-resource-usage: REG:168 at
+// d128, 384 threads; REG:128 at d64, 512 threads). setmaxnreg only moves registers between
+// warpgroups inside that pool: a setmaxnreg.inc that asks for more than the decs returned
+// waits for ever, so the budgets must sum to the pool, not to the register file (d128:
+// 64,512, not 65,536; v50's 216 / 80 summed to 65,536 and hung, NOTES.md "Session 57").
+constexpr int sm90ws_launch_regs(int head_dim) { return 65536 / sm90ws_threads(head_dim) / 8 * 8; }
+constexpr bool sm90ws_budgets_fit(int head_dim) {
+  return 128 * (sm90ws_consumer_warpgroups(head_dim) * sm90ws_consumer_regs(head_dim) +
+                sm90ws_producer_regs(head_dim)) <=
+         sm90ws_threads(head_dim) * sm90ws_launch_regs(head_dim);
+}
+static_assert(sm90ws_launch_regs(128) == 168 && sm90ws_launch_regs(64) == 128);
+static_assert(sm90ws_budgets_fit(64) && sm90ws_budgets_fit(128),
+              "setmaxnreg budgets exceed the registers the CTA is launched with");
 
 }  // namespace flashserve::kernels::device
