@@ -29,12 +29,23 @@ for n in "${builds[@]}"; do specs+=("$n=$B/$n/.gpu"); done
 long=(${LONG_BUILDS:-${builds[*]}})
 lspecs=()
 for n in "${long[@]}"; do lspecs+=("$n=$B/$n/.gpu"); done
+failed=""
 for n in "${long[@]:1}"; do
   V=$B/$n/.gpu
   LD_LIBRARY_PATH=$V/lib:/usr/local/cuda/lib64 timeout 60 $V/bin/attention_cuda_test > "$R/tests_$n.txt" 2>&1
-  echo "$n tests rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$R/tests_$n.txt" | tr '\n' ' ') at $(el) s"
+  rc=$?
+  echo "$n tests rc=$rc $(grep -E '^\[  (PASSED|FAILED) ' "$R/tests_$n.txt" | tr '\n' ' ') at $(el) s"
   grep -E '^\[  FAILED  \]' "$R/tests_$n.txt" | head
+  [[ $rc == 0 ]] || failed+=" $n"
 done
+# A build whose tests fail or hang is not adopted whatever it measures, and its bench runs may
+# hang too (session 57's call Z2 spent 440 s timing out v50's): the call ends here.
+if [[ -n ${failed:-} ]]; then
+  echo "RULE: not adopted:$failed: tests failed or timed out; no bench ran"
+  kill $saver; wait $saver 2>/dev/null
+  tar -czf "$OUT/$call.tgz" -C /tmp "$call"
+  exit 1
+fi
 BENCH_ARGS="--prefill --max-keys=512 --dtype both ${BENCH_EXTRA:-}" BENCH_TIMEOUT=40 \
   bench/attention/alternate_bench.sh "$R/s512" "${S512_ROUNDS:-7}" "${specs[@]}" | tail -1
 for r in $(seq 1 "${LONG_ROUNDS:-2}"); do
