@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Call B (session 57, for session 58; any Hopper GPU; carry .chunks/s57; ~360 s): what issue
+# 20's "done means" still lacks at the head's kernel code (7955020 = v51; later commits change
+# no machine code, cuobjdump), and two more runs of RESULTS.md's prefill grid.
+#   1. racecheck, on e51.txz (7955020's bundle), of the sanitize-full tests that RESULTS.md's
+#      call E did not reach and call A did not race at v51's code: the d128 stream-K walk
+#      (wgmmaps d128 full varlen) at its full lengths, the split prefill, the window prefill at
+#      d64 and d128, the window decode with automatic splits and unsplit decode (the decode
+#      kernels are v42's machine code, raced at f98d5be, and cost ~10 s); then the persistent
+#      d128 causal varlen case with lengths capped at 1,100 keys (past 1k, as session 54's call
+#      V; at its full lengths it ran > 380 s under racecheck);
+#   2. calls W2 and X2 (`results_repeats.sh`): the bf16 prefill grid twice more at 7955020, so
+#      that RESULTS.md's table can be read as the median of five runs as well as of three (the
+#      s512 d64 causal row read 1.04 / 1.10 / 0.94 over E, W and X; NOTES.md "Session 57").
+set -u
+R=/tmp/b B=/tmp/b_b
+rm -rf "$R" "$B" && mkdir -p "$R" "$B" && tar -xJf "${CHUNKS:-.chunks/s57}/e51.txz" -C "$B"
+V=$B/.gpu
+export LD_LIBRARY_PATH=$V/lib:/usr/local/cuda/lib64
+( while sleep 20; do tar -czf "$OUT/b.tgz.part" -C /tmp b && mv "$OUT/b.tgz.part" "$OUT/b.tgz"; done ) &
+saver=$!
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+six='*/wgmmaps_bf16_d128_full_gqa3_varlen'
+six+=':*WindowPrefillTest*/auto_bf16_d64_w1100_chunked:*WindowPrefillTest*/auto_bf16_d128_w300_varlen'
+six+=':*/bf16_d64_gqa3_splitsauto_w1025:*DecodeTest*/bf16_d128_gqa8_splits1'
+six+=':*SplitPrefillTest*/wgmma_bf16_d64_causal_gqa3_chunked_s7'
+step() {  # step NAME TIMEOUT FILTER [ENV...]
+  local name=$1 t=$2 f=$3; shift 3
+  env "$@" timeout "$t" compute-sanitizer --tool racecheck --error-exitcode 9 \
+    "$V/bin/attention_cuda_test" --gtest_filter="$f" > "$R/$name.txt" 2>&1
+  echo "$name rc=$? $(grep -cE '^\[ +OK +\]' "$R/$name.txt") ok $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$R/$name.txt" | tail -1)"
+}
+step racecheck_six 150 "$six" | tee -a "$R/summary.txt"
+step racecheck_d128causal_1100 130 '*/wgmmaps_bf16_d128_causal_gqa8_varlen' \
+  FLASHSERVE_TEST_MAX_LEN=1100 | tee -a "$R/summary.txt"
+kill $saver; wait $saver 2>/dev/null
+tar -czf "$OUT/b.tgz" -C /tmp b
+bench/attention/results_repeats.sh "${CHUNKS:-.chunks/s57}/e51.txz" 7955020 w2 x2
