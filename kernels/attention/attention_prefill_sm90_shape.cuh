@@ -2,6 +2,7 @@
 // The warp-specialized Hopper prefill's shape (kernels/attention/attention_prefill_sm90_ws.cuh):
 // warpgroups, register budgets, tile sizes and shared memory, shared by the kernel, its walks
 // (attention_prefill_sm90_walks.cuh) and its launcher (attention_prefill.cu).
+#include "kernels/setmaxnreg.h"
 
 namespace flashserve::kernels::device {
 
@@ -35,21 +36,13 @@ constexpr int sm90ws_smem_bytes(int head_dim, bool persistent = false) {
           2 * sm90ws_stages() * sm90ws_block_n()) * head_dim * 2 +
          1024 + 256;
 }
-// The registers a CTA holds are fixed at launch: __launch_bounds__(threads, 1) caps each thread
-// at 65536 / threads rounded down to the 8-register allocation unit, and with setmaxnreg in
-// the kernel ptxas allocates exactly that cap (cuobjdump --dump-resource-usage: REG:168 at
-// d128, 384 threads; REG:128 at d64, 512 threads). setmaxnreg only moves registers between
-// warpgroups inside that pool: a setmaxnreg.inc that asks for more than the decs returned
-// waits for ever, so the budgets must sum to the pool, not to the register file (d128:
-// 64,512, not 65,536; v50's 216 / 80 summed to 65,536 and hung, NOTES.md "Session 57").
-constexpr int sm90ws_launch_regs(int head_dim) { return 65536 / sm90ws_threads(head_dim) / 8 * 8; }
-constexpr bool sm90ws_budgets_fit(int head_dim) {
-  return 128 * (sm90ws_consumer_warpgroups(head_dim) * sm90ws_consumer_regs(head_dim) +
-                sm90ws_producer_regs(head_dim)) <=
-         sm90ws_threads(head_dim) * sm90ws_launch_regs(head_dim);
-}
-static_assert(sm90ws_launch_regs(128) == 168 && sm90ws_launch_regs(64) == 128);
-static_assert(sm90ws_budgets_fit(64) && sm90ws_budgets_fit(128),
+// The budgets move registers inside the pool the CTA is launched with (kernels/setmaxnreg.h):
+// 384 x 168 at d128, 512 x 128 at d64.
+static_assert(setmaxnreg_budgets_fit(sm90ws_threads(64), sm90ws_producer_regs(64),
+                                     sm90ws_consumer_warpgroups(64), sm90ws_consumer_regs(64)) &&
+                  setmaxnreg_budgets_fit(sm90ws_threads(128), sm90ws_producer_regs(128),
+                                         sm90ws_consumer_warpgroups(128),
+                                         sm90ws_consumer_regs(128)),
               "setmaxnreg budgets exceed the registers the CTA is launched with");
 
 }  // namespace flashserve::kernels::device

@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "kernels/device.h"
 #include "kernels/quant/quant_gemm_common.cuh"
+#include "kernels/setmaxnreg.h"
 #include "kernels/sm90_wgmma.cuh"
 #include "kernels/tensor_map.h"
 
@@ -135,7 +136,8 @@ int wgmma_splits(const QuantGemmParams& p, int rows, int bm, int c, int num_sms)
 // registers, and two CTAs allow 80), one at 128 (64 accumulators, ~102), without setmaxnreg.
 // At 256 tokens (one wgmma m64n256k16 a k16 step, 128 accumulators a consumer thread) one
 // CTA, which starts at 168 registers a thread (384 threads) and moves them with setmaxnreg:
-// the producer down to 88, the consumers up to 208 (128 x (88 + 2 x 208) = 64,512 of 65,536).
+// the producer down to 88, the consumers up to 208 (128 x (88 + 2 x 208) = 64,512 = 384 x 168,
+// the whole pool the CTA is launched with: kernels/setmaxnreg.h).
 // Why 256-token tiles: a CTA-stage's cost grows much less than its width, so a stage that
 // multiplies each decoded weight fragment by 256 tokens instead of 128 halves the stages of a
 // 256-token step and the decoding of every weight (measured: bench/gemm/NOTES.md).
@@ -146,7 +148,8 @@ __host__ __device__ constexpr int ws_ctas_per_sm() { return kBM == 64 ? 2 : 1; }
 template <int kBM>
 __host__ __device__ constexpr bool ws_moves_registers() { return kBM == 256; }
 constexpr int kWsProducerRegs = 88, kWsConsumerRegs = 208;
-static_assert(kRows * (kWsProducerRegs + 2 * kWsConsumerRegs) <= 65536);
+static_assert(setmaxnreg_budgets_fit(kWsThreads, kWsProducerRegs, 2, kWsConsumerRegs),
+              "setmaxnreg budgets exceed the registers the CTA is launched with");
 
 template <WeightFormat F, int kBM>
 __host__ __device__ constexpr int ws_stages() {
