@@ -12,14 +12,20 @@
 #   2. calls W2 and X2 (`results_repeats.sh`): the bf16 prefill grid twice more at 7955020, so
 #      that RESULTS.md's table can be read as the median of five runs as well as of three (the
 #      s512 d64 causal row read 1.04 / 1.10 / 0.94 over E, W and X; NOTES.md "Session 57").
+# With arguments, the same for another head: `callB.sh BUNDLE.txz COMMIT` (if v52 is adopted:
+# after its call E, so that W2 and X2 are that table's two repeats and the racecheck is its).
+#
+#   bench/attention/results/session57/callB.sh [BUNDLE.txz COMMIT]
 set -u
+bundle=${1:-${CHUNKS:-.chunks/s57}/e51.txz} commit=${2:-7955020}
 R=/tmp/b B=/tmp/b_b
-rm -rf "$R" "$B" && mkdir -p "$R" "$B" && tar -xJf "${CHUNKS:-.chunks/s57}/e51.txz" -C "$B"
+rm -rf "$R" "$B" && mkdir -p "$R" "$B" && tar -xJf "$bundle" -C "$B"
 V=$B/.gpu
 export LD_LIBRARY_PATH=$V/lib:/usr/local/cuda/lib64
 ( while sleep 20; do tar -czf "$OUT/b.tgz.part" -C /tmp b && mv "$OUT/b.tgz.part" "$OUT/b.tgz"; done ) &
 saver=$!
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+echo "call B: $bundle ($commit)" | tee "$R/summary.txt"
 six='*/wgmmaps_bf16_d128_full_gqa3_varlen'
 six+=':*WindowPrefillTest*/auto_bf16_d64_w1100_chunked:*WindowPrefillTest*/auto_bf16_d128_w300_varlen'
 six+=':*/bf16_d64_gqa3_splitsauto_w1025:*DecodeTest*/bf16_d128_gqa8_splits1'
@@ -35,4 +41,4 @@ step racecheck_d128causal_1100 130 '*/wgmmaps_bf16_d128_causal_gqa8_varlen' \
   FLASHSERVE_TEST_MAX_LEN=1100 | tee -a "$R/summary.txt"
 kill $saver; wait $saver 2>/dev/null
 tar -czf "$OUT/b.tgz" -C /tmp b
-bench/attention/results_repeats.sh "${CHUNKS:-.chunks/s57}/e51.txz" 7955020 w2 x2
+bench/attention/results_repeats.sh "$bundle" "$commit" w2 x2
