@@ -42,8 +42,8 @@
 //     then arrives on the other's barrier, so one warpgroup's softmax runs while the other's
 //     GEMMs occupy the tensor cores. Warpgroup 1 pre-arrives once and skips its last arrive,
 //     so both barriers end balanced.
-//   * setmaxnreg: the CTA starts at 168 registers per thread (384 threads); the producer drops
-//     to 40 and the consumers rise to 232. A lone producer warp
+//   * setmaxnreg: the producer hands registers to the consumers inside the pool the CTA is
+//     launched with (the budgets: attention_prefill_sm90_shape.cuh). A lone producer warp
 //     (288 threads) does not help: 9 warps over 4 SM sub-partitions cap registers at 168 too.
 //   * Sliding window: as in the portable kernel, the tiles start at the one holding the
 //     window start of the CTA's first row. A 128-key tile spans two 64-row cache blocks; when
@@ -60,22 +60,19 @@
 //     sequence's end, geometry() below). Past them it still waits for each K/V tile,
 //     releases its buffers and takes its turns empty, so the ring's phases and the turn order
 //     stay the CTA's. At d64 causal this spares the first warpgroup of a 192-row block up to
-//     two tiles past its diagonal (1.35 / 1.33x fewer computed pairs at s512 / 1k; measured
-//     1.09 / 1.12x, v18 in bench/attention/NOTES.md).
+//     two tiles past its diagonal (v18 in bench/attention/NOTES.md).
 //   * Split prefill (num_splits > 1, grid x = row blocks x splits): split s of a row block
 //     takes an equal share of its key tiles (none when they are fewer than the splits) and
 //     writes fp32 partials, O normalised over its keys and the LSE (-inf for a row that sees
 //     none of them), for attention_prefill_combine_kernel (attention_combine.cuh). A row
 //     block whose CTA would walk many tiles while most SMs idle gets its SMs back that way.
-//   * Output: a warpgroup whose 64 rows all belong to the block (every block but a
-//     sequence's first, partial one) writes its bf16/fp16 output into its own rows of the Q
-//     tile (free after its last S) in the tile's 128-byte swizzle, and one thread stores it by
-//     TMA through a third tensor map over the output (attention_prefill.cu,
-//     output_tensor_map); only that thread waits, and only until the tile is read. A partial
-//     block, the split's fp32 partials and an output not 16-byte aligned are stored from
-//     registers. Measured: 1.02-1.08x at s512-2k and on the varlen batch (v20 in
-//     bench/attention/NOTES.md): the exit drain of a one-tile CTA's register stores was time
-//     the SM lost.
+//   * Output: a warpgroup whose 64 rows all belong to the block (all but a sequence's first,
+//     partial block) writes its bf16/fp16 output into its own rows of the Q tile (free after
+//     its last S) in the tile's 128-byte swizzle, and one thread stores it by TMA through a
+//     third tensor map over the output (attention_prefill.cu, output_tensor_map); only that
+//     thread waits, and only until the tile is read. A partial block, the split's fp32
+//     partials and an output not 16-byte aligned are stored from registers. The exit drain of
+//     a one-tile CTA's register stores was time the SM lost (v20 in bench/attention/NOTES.md).
 #include <cuda.h>  // CUtensorMap
 
 #include "kernels/attention/attention.h"
@@ -181,10 +178,8 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
     int seq, head, q_start, q_len, m_base, kv_len, q_offset, kv_head, rows, window,
         window_start, first_tile, num_tiles;
   };
-  // Tile l's rows and key tiles (a pure function of l: the producer and the consumers each
-  // compute it).
-  // Row blocks are aligned to the sequence's end, so a sequence's partial block is its first
-  // (row_blocks.h).
+  // Tile l's rows and key tiles, a pure function of l that the producer and the consumers each
+  // compute. Row blocks are aligned to the sequence's end (row_blocks.h).
   auto geometry = [&](int l) {
     Geometry g;
     int from_end;
@@ -480,10 +475,9 @@ __global__ void __launch_bounds__(sm90ws_threads(kHeadDim), 1)
   const int qb = q_round & 1;
   T* const sq_t = q_buf(qb);  // this tile's Q
   // The key tiles this warpgroup's 64 rows need, from first_tile (<= num_tiles): none for rows
-  // past the block's (m_end), and under the causal mask only up to its own last row's
-  // diagonal. The tiles after them are wholly masked for these rows (they would add exactly 0
-  // with a correction of exactly 1), so the warpgroup only takes its turns and releases their
-  // K/V buffers.
+  // past the block's (m_end), under the causal mask only up to its last row's diagonal. The
+  // tiles after them are wholly masked for these rows (they would add exactly 0 with a
+  // correction of exactly 1): the warpgroup only takes its turns and releases their buffers.
   const int wg_rows = min(64, m_end - m_base - 64 * warpgroup);
   const int wg_end = p.causal ? min(kv_len, q_offset + m_base + 64 * warpgroup + wg_rows) : kv_len;
   int my_tiles = wg_rows <= 0 ? 0 : max(0, (wg_end + kBlockN - 1) / kBlockN - first_tile);
