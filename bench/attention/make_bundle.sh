@@ -24,3 +24,6 @@ commit=$(git rev-parse --short HEAD)
 git diff --quiet HEAD -- kernels bench tests || commit="$commit-dirty"
 echo "$commit" > "$out/$name.commit"
 echo "make_bundle: $out/$name.txz ($(du -h "$out/$name.txz" | cut -f1)), commit $commit"
+# A candidate merges only if scripts/test.sh passes; its size check is the one a kernel
+# variant trips (v51 took attention_prefill_sm90_ws.cuh past 800 lines, found at merge time).
+python3 scripts/check-size.py > /dev/null || echo "make_bundle: WARNING: scripts/check-size.py fails on this tree (it cannot merge as it is)" >&2
