@@ -6,12 +6,13 @@
 #
 #   bench/attention/sanitize_tests.sh OUT_DIR NAME BUNDLE_DIR SECONDS MEMCHECK_FILTER [RACECHECK_FILTER]
 #
-# RACECHECK_FILTER defaults to MEMCHECK_FILTER (gtest filters, ':'-separated).
+# RACECHECK_FILTER defaults to MEMCHECK_FILTER (gtest filters, ':'-separated). TOOLS (default
+# "memcheck racecheck") picks the tools; SECONDS bounds each.
 set -u
 [[ $# -ge 5 ]] || { echo "usage: $0 OUT_DIR NAME BUNDLE_DIR SECONDS MEMCHECK_FILTER [RACECHECK_FILTER]" >&2; exit 2; }
 out=$1 name=$2 dir=$3 limit=$4 mem=$5 race=${6:-$5}
 mkdir -p "$out"
-for tool in memcheck racecheck; do
+for tool in ${TOOLS:-memcheck racecheck}; do
   filter=$mem
   [[ $tool == racecheck ]] && filter=$race
   log=$out/san_${name}_$tool.txt

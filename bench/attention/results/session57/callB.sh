@@ -21,7 +21,6 @@ bundle=${1:-${CHUNKS:-.chunks/s57}/e51.txz} commit=${2:-7955020}
 R=/tmp/b B=/tmp/b_b
 rm -rf "$R" "$B" && mkdir -p "$R" "$B" && tar -xJf "$bundle" -C "$B"
 V=$B/.gpu
-export LD_LIBRARY_PATH=$V/lib:/usr/local/cuda/lib64
 ( while sleep 20; do tar -czf "$OUT/b.tgz.part" -C /tmp b && mv "$OUT/b.tgz.part" "$OUT/b.tgz"; done ) &
 saver=$!
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
@@ -30,15 +29,10 @@ six='*/wgmmaps_bf16_d128_full_gqa3_varlen'
 six+=':*WindowPrefillTest*/auto_bf16_d64_w1100_chunked:*WindowPrefillTest*/auto_bf16_d128_w300_varlen'
 six+=':*/bf16_d64_gqa3_splitsauto_w1025:*DecodeTest*/bf16_d128_gqa8_splits1'
 six+=':*SplitPrefillTest*/wgmma_bf16_d64_causal_gqa3_chunked_s7'
-step() {  # step NAME TIMEOUT FILTER [ENV...]
-  local name=$1 t=$2 f=$3; shift 3
-  env "$@" timeout "$t" compute-sanitizer --tool racecheck --error-exitcode 9 \
-    "$V/bin/attention_cuda_test" --gtest_filter="$f" > "$R/$name.txt" 2>&1
-  echo "$name rc=$? $(grep -cE '^\[ +OK +\]' "$R/$name.txt") ok $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$R/$name.txt" | tail -1)"
-}
-step racecheck_six 150 "$six" | tee -a "$R/summary.txt"
-step racecheck_d128causal_1100 130 '*/wgmmaps_bf16_d128_causal_gqa8_varlen' \
-  FLASHSERVE_TEST_MAX_LEN=1100 | tee -a "$R/summary.txt"
+S=bench/attention/sanitize_tests.sh
+TOOLS=racecheck $S "$R" six "$V" 150 "$six" | tee -a "$R/summary.txt"
+TOOLS=racecheck FLASHSERVE_TEST_MAX_LEN=1100 $S "$R" d128causal_1100 "$V" 130 \
+  '*/wgmmaps_bf16_d128_causal_gqa8_varlen' | tee -a "$R/summary.txt"
 kill $saver; wait $saver 2>/dev/null
 tar -czf "$OUT/b.tgz" -C /tmp b
 bench/attention/results_repeats.sh "$bundle" "$commit" w2 x2
