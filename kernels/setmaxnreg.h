@@ -14,12 +14,13 @@ namespace flashserve::kernels {
 // the register file (bench/attention/NOTES.md "Session 57": a 216 / 80 split at 384 threads
 // summed to 65,536 and hung).
 constexpr int setmaxnreg_launch_regs(int threads) { return 65536 / threads / 8 * 8; }
-// Budgets of `warpgroups` warpgroups (128 threads each) at `regs` registers a thread, plus one
-// producer warpgroup at `producer_regs`, inside the pool of a CTA of `threads` threads.
-constexpr bool setmaxnreg_budgets_fit(int threads, int producer_regs, int warpgroups, int regs) {
+// Budgets of `warpgroups` consumer warpgroups at `regs` registers a thread, plus one producer
+// warpgroup at `producer_regs`, inside the pool of their CTA (128 x (warpgroups + 1) threads).
+constexpr bool setmaxnreg_budgets_fit(int producer_regs, int warpgroups, int regs) {
+  const int threads = 128 * (warpgroups + 1);
   return 128 * (producer_regs + warpgroups * regs) <= threads * setmaxnreg_launch_regs(threads);
 }
 static_assert(setmaxnreg_launch_regs(384) == 168 && setmaxnreg_launch_regs(512) == 128);
-static_assert(setmaxnreg_budgets_fit(384, 40, 2, 232) && !setmaxnreg_budgets_fit(384, 80, 2, 216));
+static_assert(setmaxnreg_budgets_fit(40, 2, 232) && !setmaxnreg_budgets_fit(80, 2, 216));
 
 }  // namespace flashserve::kernels

@@ -40,7 +40,7 @@ for n in "${long[@]:1}"; do
 done
 # A build whose tests fail or hang is not adopted whatever it measures, and its bench runs may
 # hang too (session 57's call Z2 spent 440 s timing out v50's): the call ends here.
-if [[ -n ${failed:-} ]]; then
+if [[ -n $failed ]]; then
   echo "RULE: not adopted:$failed: tests failed or timed out; no bench ran"
   kill $saver; wait $saver 2>/dev/null
   tar -czf "$OUT/$call.tgz" -C /tmp "$call"

@@ -38,10 +38,9 @@ constexpr int sm90ws_smem_bytes(int head_dim, bool persistent = false) {
 }
 // The budgets move registers inside the pool the CTA is launched with (kernels/setmaxnreg.h):
 // 384 x 168 at d128, 512 x 128 at d64.
-static_assert(setmaxnreg_budgets_fit(sm90ws_threads(64), sm90ws_producer_regs(64),
-                                     sm90ws_consumer_warpgroups(64), sm90ws_consumer_regs(64)) &&
-                  setmaxnreg_budgets_fit(sm90ws_threads(128), sm90ws_producer_regs(128),
-                                         sm90ws_consumer_warpgroups(128),
+static_assert(setmaxnreg_budgets_fit(sm90ws_producer_regs(64), sm90ws_consumer_warpgroups(64),
+                                     sm90ws_consumer_regs(64)) &&
+                  setmaxnreg_budgets_fit(sm90ws_producer_regs(128), sm90ws_consumer_warpgroups(128),
                                          sm90ws_consumer_regs(128)),
               "setmaxnreg budgets exceed the registers the CTA is launched with");
 

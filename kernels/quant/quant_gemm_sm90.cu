@@ -148,7 +148,7 @@ __host__ __device__ constexpr int ws_ctas_per_sm() { return kBM == 64 ? 2 : 1; }
 template <int kBM>
 __host__ __device__ constexpr bool ws_moves_registers() { return kBM == 256; }
 constexpr int kWsProducerRegs = 88, kWsConsumerRegs = 208;
-static_assert(setmaxnreg_budgets_fit(kWsThreads, kWsProducerRegs, 2, kWsConsumerRegs),
+static_assert(setmaxnreg_budgets_fit(kWsProducerRegs, 2, kWsConsumerRegs),
               "setmaxnreg budgets exceed the registers the CTA is launched with");
 
 template <WeightFormat F, int kBM>
