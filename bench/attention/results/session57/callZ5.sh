@@ -6,8 +6,7 @@
 # `make_bundle.sh .chunks/s57z vNN` of the head with session 54's patches applied
 # (results/session54/v48_d64_three_stages.patch, v49_d64_four_stages.patch; `git apply -C1`:
 # only their context moved). Predictions and rules: NOTES.md "v48 and v49 on v51" (written
-# before the call); rule_v48_v49_on_v51.py. As call Z: the tests of v48 and v49, 7 alternating
+# before the call); session 54's rule_v48_v49.py with RULE_BASE=v51. As call Z: the tests of v48 and v49, 7 alternating
 # s512 rounds, 2 rounds past 512 keys, memcheck + racecheck of v49, then the rules.
-H=bench/attention/results/session57
-BENCH_EXTRA=--head-dim=64 bench/attention/stack_call.sh z5 "${CHUNKS:-.chunks/s57z}" "v51 v48 v49" \
-  $H/rule_v48_v49_on_v51.py
+RULE_BASE=v51 BENCH_EXTRA=--head-dim=64 bench/attention/stack_call.sh z5 "${CHUNKS:-.chunks/s57z}" \
+  "v51 v48 v49" bench/attention/results/session54/rule_v48_v49.py
