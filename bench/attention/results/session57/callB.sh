@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Call B (session 57, for session 58; any Hopper GPU; carry .chunks/s57; ~360 s): what issue
+# Call B (session 57, for session 58; any Hopper GPU; carry .chunks/s57z, which
+# results/session59/bundles.sh builds, v51.txz first; ~360 s): what issue
 # 20's "done means" still lacks at the head's kernel code (7955020 = v51; later commits change
 # no machine code, cuobjdump), and two more runs of RESULTS.md's prefill grid.
-#   1. racecheck, on e51.txz (7955020's bundle), of the sanitize-full tests that RESULTS.md's
+#   1. racecheck, on v51.txz (7955020's bundle), of the sanitize-full tests that RESULTS.md's
 #      call E did not reach and call A did not race at v51's code: the d128 stream-K walk
 #      (wgmmaps d128 full varlen) at its full lengths, the split prefill, the window prefill at
 #      d64 and d128, the window decode with automatic splits and unsplit decode (the decode
@@ -17,7 +18,7 @@
 #
 #   bench/attention/results/session57/callB.sh [BUNDLE.txz COMMIT]
 set -u
-bundle=${1:-${CHUNKS:-.chunks/s57}/e51.txz} commit=${2:-7955020}
+bundle=${1:-${CHUNKS:-.chunks/s57z}/v51.txz} commit=${2:-7955020}
 R=/tmp/b B=/tmp/b_b
 rm -rf "$R" "$B" && mkdir -p "$R" "$B" && tar -xJf "$bundle" -C "$B"
 V=$B/.gpu

@@ -3,9 +3,9 @@
 # setmaxnreg split 208 / 88: the persistent walks' producer no longer spills; v50's aim within
 # the CTA's 384 x 168 launch registers, which v50's 216 / 80 exceeded and hung) against v51
 # (the head's kernels: s57z/v51.txz is 7955020's bundle), on the d128 rows only
-# (`--head-dim=128`: the d64 kernels of both are the same machine code). Bundles: v51.txz is a
-# copy of .chunks/s57/e51.txz; v52.txz is `make_bundle.sh .chunks/s57z v52` of the head with
-# results/session57/v52_d128_split_208_88.patch applied. Prediction and rule: NOTES.md v52
+# (`--head-dim=128`: the d64 kernels of both are the same machine code). Bundles (results/session59/bundles.sh):
+# v51.txz is 7955020's; v52.txz is the head with results/session57/v52_d128_split_208_88.patch
+# applied. Prediction and rule: NOTES.md v52
 # (written before the call); rule_v52.py. As call Z2: v52's tests, 15 alternating s512 rounds,
 # 2 rounds past 512 keys, memcheck + racecheck of v52, then the rule; stack_call.sh ends the
 # call if v52's tests fail or hang.
