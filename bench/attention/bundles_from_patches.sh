@@ -4,7 +4,7 @@
 # tree set to REV (default HEAD), the patches applied in order and `make_bundle.sh OUT_DIR NAME`
 # (NAME alone: REV as committed). The build folder is kept from one bundle to the next, so
 # only what a patch or a REV changes is rebuilt. Run at the repository root; writes
-# OUT_DIR/NAME.txz and NAME.commit. A few minutes a bundle, ~30 min for the first on 2 cores.
+# OUT_DIR/NAME.txz and NAME.commit. On 2 cores ~4 min for the first bundle, ~1 min a bundle after.
 #
 #   bench/attention/bundles_from_patches.sh OUT_DIR NAME[@REV][=PATCH[,PATCH...]]...
 set -eu

@@ -65,17 +65,17 @@ def main():
     a, b = sides
     if not a and not b:
         sys.exit(f"same_sass: no kernel matching {o.kernel!r}")
+    names = sorted(a.keys() | b.keys())
     same = 0
-    for name in sorted(a.keys() | b.keys()):
+    for name in names:
         if name in a and name in b and a[name] == b[name]:
             same += 1
             continue
         desc = [f"{len(s[name])} insns, LDL/STL {'/'.join(map(str, spills(s[name])))}" if name in s
                 else "absent" for s in (a, b)]
         print(f"differs: {name}\n   A: {desc[0]}\n   B: {desc[1]}")
-    print(f"same machine code: {same} of {len(a.keys() | b.keys())} kernels")
-    sys.exit(0 if same == len(a.keys() | b.keys()) else 1)
-
+    print(f"same machine code: {same} of {len(names)} kernels")
+    sys.exit(0 if same == len(names) else 1)
 
 if __name__ == "__main__":
     main()
